@@ -1,0 +1,410 @@
+//! Schema version 1 of the result document. `docs/schema.md` is the field reference;
+//! keep the two in step. Field names are a contract with old scripts and with `aggregate`:
+//! add fields freely, never rename or change the unit of one without bumping
+//! [`SCHEMA_VERSION`].
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+pub use crate::histogram::LatencySummary;
+
+/// Version of the document layout. Readers refuse versions they do not know.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One run of one tool: everything needed to judge and to reproduce the numbers.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Document {
+    pub schema_version: u32,
+    /// `bench-lat`, `bench-bw`, `bench-collective`.
+    pub tool: String,
+    pub tool_version: String,
+    pub git_commit: String,
+    /// argv of the process that wrote the document (rank 0 or the client).
+    pub command_line: Vec<String>,
+    /// RFC 3339.
+    pub started_at: String,
+    /// RFC 3339.
+    pub finished_at: String,
+    /// False when the run stopped early (interrupt, dead peer, timeout); `results` then holds
+    /// what was measured before, each result marked with its own `complete`.
+    pub complete: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incomplete_reason: Option<String>,
+    /// `standalone` (server/client over TCP) or `mpi` (mpirun/srun).
+    pub launcher: String,
+    /// Ranks in the job (2 for a standalone pair).
+    pub ranks: u32,
+    /// Cost of one empty measurement-loop iteration (two clock reads and a histogram
+    /// record), measured at start-up on the writing host. Latencies below a few times this
+    /// are not trustworthy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loop_overhead_ns: Option<f64>,
+    /// Clock used to timestamp the loop (`tsc` or `monotonic`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<String>,
+    /// One entry per participating host or rank.
+    pub hosts: Vec<HostInfo>,
+    /// Every option that shapes the numbers, by its long flag name.
+    pub options: Map<String, Value>,
+    pub results: Vec<TestResult>,
+    /// Things a reader should know (noisy run, MTU clamped, auto-chosen transport ...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// Facts about one host (or one rank on it).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct HostInfo {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
+    /// `server`/`client` in standalone runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    pub hostname: String,
+    pub kernel: String,
+    pub cpu_model: String,
+    pub cores: u32,
+    pub numa_nodes: u32,
+    pub net_devices: Vec<NetDevice>,
+    #[serde(default)]
+    pub rdma_devices: Vec<RdmaDevice>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<GpuInfo>,
+}
+
+/// A kernel network interface (`/sys/class/net`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct NetDevice {
+    pub name: String,
+    pub mtu: Option<u32>,
+    /// Link speed from sysfs; `None` where the driver does not say (loopback, virtio).
+    pub speed_mbit_s: Option<u64>,
+    pub operstate: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
+}
+
+/// An RDMA device (`/sys/class/infiniband`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct RdmaDevice {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fw_ver: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_guid: Option<String>,
+    pub ports: Vec<RdmaPort>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct RdmaPort {
+    pub port: u32,
+    /// e.g. `4: ACTIVE`.
+    pub state: String,
+    /// e.g. `100 Gb/sec (4X EDR)`.
+    pub rate: String,
+    /// Parsed from `rate`, 10^9 bit/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_gbit_s: Option<f64>,
+    /// `Ethernet` (RoCE) or `InfiniBand`.
+    pub link_layer: String,
+    /// Kernel netdev behind a RoCE port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netdev: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct GpuInfo {
+    pub index: u32,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pci_bus_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
+}
+
+/// One end of a measured pair.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Peer {
+    /// MPI rank; absent in standalone runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
+    pub host: String,
+}
+
+/// The two ends a point-to-point result measured. The initiator is perftest's client:
+/// it sends the pings, issues the writes and reads, and owns the clock.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Pair {
+    pub initiator: Peer,
+    pub responder: Peer,
+}
+
+impl Pair {
+    /// `host-a:0 <-> host-b:1`, for tables and messages.
+    pub fn label(&self) -> String {
+        let side = |p: &Peer| match p.rank {
+            Some(r) => format!("{}:{r}", p.host),
+            None => p.host.clone(),
+        };
+        format!("{} <-> {}", side(&self.initiator), side(&self.responder))
+    }
+}
+
+/// One row of a result table. The `kind` tag says which.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TestResult {
+    Latency(LatencyResult),
+    Bandwidth(BandwidthResult),
+    Collective(CollectiveResult),
+}
+
+impl TestResult {
+    /// Test name: `send_lat`, `write_bw`, `all_reduce`, ...
+    pub fn test(&self) -> &str {
+        match self {
+            TestResult::Latency(r) => &r.test,
+            TestResult::Bandwidth(r) => &r.test,
+            TestResult::Collective(r) => &r.collective,
+        }
+    }
+
+    pub fn size_bytes(&self) -> u64 {
+        match self {
+            TestResult::Latency(r) => r.size_bytes,
+            TestResult::Bandwidth(r) => r.size_bytes,
+            TestResult::Collective(r) => r.size_bytes,
+        }
+    }
+}
+
+/// Ping-pong latency for one message size on one pair.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LatencyResult {
+    /// `send_lat`, `write_lat`, `read_lat`.
+    pub test: String,
+    /// `tcp` or `verbs`.
+    pub transport: String,
+    pub size_bytes: u64,
+    /// Timed iterations (warm-up excluded).
+    pub iterations: u64,
+    pub warmup_iterations: u64,
+    /// Wall time of the timed loop.
+    pub duration_s: f64,
+    /// One-way latency (round trip / 2, as perftest reports; `read_lat` is the full read
+    /// round trip, as `ib_read_lat` reports it).
+    pub latency_us: LatencySummary,
+    /// Base64 HDR V2+deflate histogram of the same samples, in nanoseconds.
+    pub histogram: String,
+    pub pair: Pair,
+    /// False when the loop was cut short; the figures cover the iterations done.
+    pub complete: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<CounterDeltas>,
+}
+
+/// Streaming bandwidth and message rate for one message size on one pair.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BandwidthResult {
+    /// `send_bw`, `write_bw`, `read_bw`.
+    pub test: String,
+    pub transport: String,
+    pub size_bytes: u64,
+    /// Messages completed by the timed loop, all streams and directions together.
+    pub iterations: u64,
+    pub duration_s: f64,
+    /// Both directions at once; figures are the sum of both, as perftest `-b` reports.
+    pub bidirectional: bool,
+    /// Parallel streams (TCP connections or queue pairs).
+    pub streams: u32,
+    /// Messages in flight per stream.
+    pub tx_depth: u32,
+    pub bw_gbit_s: BandwidthSummary,
+    pub msg_rate_mpps: f64,
+    /// Length of one interval sample.
+    pub interval_s: f64,
+    /// Throughput of each interval of the run, in order, so stability can be judged.
+    pub interval_gbit_s: Vec<f64>,
+    pub cpu: CpuUse,
+    pub pair: Pair,
+    pub complete: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<CounterDeltas>,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct BandwidthSummary {
+    /// Bytes over the whole timed loop.
+    pub avg: f64,
+    /// Best interval.
+    pub peak: f64,
+}
+
+/// Cores busy on each side: (user + sys CPU seconds) / wall seconds over the timed loop.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct CpuUse {
+    pub initiator_cores: f64,
+    pub responder_cores: f64,
+}
+
+/// Device counter deltas over one test, per side, names exactly as the kernel gives them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct CounterDeltas {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initiator: Option<PortCounters>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub responder: Option<PortCounters>,
+}
+
+/// Deltas of `/sys/class/infiniband/DEV/ports/PORT/{counters,hw_counters}/*`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct PortCounters {
+    pub device: String,
+    pub port: u32,
+    #[serde(default)]
+    pub counters: BTreeMap<String, i64>,
+    #[serde(default)]
+    pub hw_counters: BTreeMap<String, i64>,
+}
+
+/// One size of one collective (a row of the nccl-tests table).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CollectiveResult {
+    /// `all_reduce`, `all_gather`, `reduce_scatter`, `alltoall`, `broadcast`, `reduce`.
+    pub collective: String,
+    /// `mpi` or `nccl`.
+    pub backend: String,
+    pub ranks: u32,
+    /// Bytes per rank as nccl-tests' `size` column.
+    pub size_bytes: u64,
+    /// Elements per rank.
+    pub count: u64,
+    pub datatype: String,
+    /// Reduction (`sum`, ...), `none` for data movement.
+    pub op: String,
+    /// Root rank, or -1 where the collective has none.
+    pub root: i32,
+    pub iterations: u64,
+    pub warmup_iterations: u64,
+    /// nccl-tests bus-bandwidth factor used (2(n-1)/n for AllReduce ...).
+    pub busbw_factor: f64,
+    /// Reference link rate used for `efficiency`, 10^9 bit/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_gbit_s: Option<f64>,
+    pub out_of_place: CollectiveTiming,
+    pub in_place: CollectiveTiming,
+    pub complete: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CollectiveTiming {
+    /// Mean over iterations of the slowest rank's time.
+    pub time_us: f64,
+    pub algbw_gbyte_s: f64,
+    pub busbw_gbyte_s: f64,
+    /// busbw / link rate (both in bytes/s), when a link rate is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub efficiency: Option<f64>,
+    /// Wrong elements found by `--check` (0 when not checked; see `checked`).
+    pub wrong: u64,
+    pub checked: bool,
+    pub latency_us: LatencySummary,
+    /// Per-iteration times (slowest rank), base64 HDR V2+deflate, nanoseconds.
+    pub histogram: String,
+    /// Rank with the largest mean time.
+    pub slowest_rank: u32,
+}
+
+/// Errors reading a document.
+#[derive(Debug, thiserror::Error)]
+pub enum DocumentError {
+    #[error("not JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("schema_version {found} is not supported (this build reads version {SCHEMA_VERSION}); use the fabcheck release that wrote it")]
+    Version { found: u64 },
+    #[error("no schema_version field: not a fabcheck result document")]
+    NoVersion,
+}
+
+impl Document {
+    /// Parses and version-checks a document. Errors carry serde's line/column and path.
+    pub fn from_json(text: &str) -> Result<Self, DocumentError> {
+        let value: Value = serde_json::from_str(text)?;
+        match value.get("schema_version").and_then(Value::as_u64) {
+            None => return Err(DocumentError::NoVersion),
+            Some(v) if v != u64::from(SCHEMA_VERSION) => {
+                return Err(DocumentError::Version { found: v })
+            }
+            Some(_) => {}
+        }
+        Ok(serde_json::from_value(value)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Document {
+        Document {
+            schema_version: SCHEMA_VERSION,
+            tool: "bench-lat".into(),
+            tool_version: "0.1.0".into(),
+            git_commit: "abc".into(),
+            command_line: vec!["bench-lat".into()],
+            started_at: "2026-01-01T00:00:00Z".into(),
+            finished_at: "2026-01-01T00:00:01Z".into(),
+            complete: true,
+            incomplete_reason: None,
+            launcher: "standalone".into(),
+            ranks: 2,
+            loop_overhead_ns: Some(20.0),
+            clock: Some("tsc".into()),
+            hosts: vec![HostInfo::default()],
+            options: Map::new(),
+            results: vec![TestResult::Latency(LatencyResult {
+                test: "send_lat".into(),
+                transport: "tcp".into(),
+                size_bytes: 2,
+                iterations: 1000,
+                warmup_iterations: 100,
+                duration_s: 0.1,
+                latency_us: LatencySummary::default(),
+                histogram: crate::LatencyHistogram::new().encode(),
+                pair: Pair::default(),
+                complete: true,
+                counters: None,
+            })],
+            warnings: vec![],
+        }
+    }
+
+    #[test]
+    fn kind_tag_and_unit_keys_are_in_the_json() {
+        let text = serde_json::to_string(&sample()).unwrap();
+        assert!(text.contains(r#""kind":"latency""#));
+        assert!(text.contains(r#""size_bytes":2"#));
+        assert!(text.contains(r#""latency_us":{"#));
+        let back = Document::from_json(&text).unwrap();
+        assert_eq!(back.results[0].test(), "send_lat");
+    }
+
+    #[test]
+    fn foreign_versions_and_shapes_are_refused() {
+        let mut v = serde_json::to_value(sample()).unwrap();
+        v["schema_version"] = 99.into();
+        assert!(matches!(
+            Document::from_json(&v.to_string()),
+            Err(DocumentError::Version { found: 99 })
+        ));
+        assert!(matches!(
+            Document::from_json("{}"),
+            Err(DocumentError::NoVersion)
+        ));
+        assert!(Document::from_json("{\"schema_version\":1}").is_err());
+        let text = serde_json::to_string(&sample()).unwrap();
+        assert!(Document::from_json(&text[..text.len() / 2]).is_err());
+    }
+}
