@@ -18,7 +18,11 @@ fn main() {
         .filter(|o| o.status.success())
         .map(|o| !o.stdout.is_empty())
         .unwrap_or(false);
-    let suffix = if dirty && commit != "unknown" { "-dirty" } else { "" };
+    let suffix = if dirty && commit != "unknown" {
+        "-dirty"
+    } else {
+        ""
+    };
     println!("cargo:rustc-env=FABCHECK_GIT_COMMIT={commit}{suffix}");
     for p in ["../.git/HEAD", "../.git/index", "../.git/refs"] {
         println!("cargo:rerun-if-changed={p}");
