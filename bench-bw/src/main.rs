@@ -213,8 +213,8 @@ fn plan(cli: &Cli) -> Result<Plan> {
     {
         eprintln!("transport: {why}");
     }
-    let mut extra = serde_json::Map::new();
-    extra.insert("interval_ms".into(), cli.interval_ms.into());
+    let mut local = serde_json::Map::new();
+    local.insert("interval_ms".into(), cli.interval_ms.into());
     Ok(Plan {
         tool: "bench-bw",
         test: format!("{}_bw", a.op.name()),
@@ -228,7 +228,8 @@ fn plan(cli: &Cli) -> Result<Plan> {
         tx_depth: cli.tx_depth,
         bidirectional: cli.bidirectional,
         timeout: a.timeout(),
-        extra,
+        extra: Default::default(),
+        local,
     })
 }
 

@@ -173,6 +173,7 @@ fn plan(cli: &Cli) -> Result<Plan> {
         bidirectional: false,
         timeout: a.timeout(),
         extra: Default::default(),
+        local: Default::default(),
     })
 }
 

@@ -83,8 +83,9 @@ pub struct P2pArgs {
     #[arg(long)]
     pub json: Option<PathBuf>,
 
-    /// Longest wait for a peer anywhere (connect, handshake, reply, completion), seconds.
-    #[arg(long, default_value_t = 30.0, value_parser = parse_positive_secs)]
+    /// Longest wait for a peer anywhere, in seconds: a server for its client, a client for its
+    /// server, either side for a reply, a completion or the next control message.
+    #[arg(long, default_value_t = 60.0, value_parser = parse_positive_secs)]
     pub timeout: f64,
 
     /// RDMA device (verbs), e.g. mlx5_0. Default: the first one with an ACTIVE port.

@@ -40,6 +40,8 @@ pub struct Plan {
     pub timeout: Duration,
     /// Tool-specific options both sides must agree on (recorded in the document too).
     pub extra: Map<String, Value>,
+    /// Tool-specific options only the initiator uses (recorded, not compared).
+    pub local: Map<String, Value>,
 }
 
 impl Plan {
@@ -84,6 +86,7 @@ impl Plan {
         m.insert("duration_s".into(), json!(self.duration_s));
         m.insert("warmup".into(), json!(self.warmup));
         m.insert("timeout_s".into(), json!(self.timeout.as_secs_f64()));
+        m.extend(self.local.clone());
         m
     }
 }

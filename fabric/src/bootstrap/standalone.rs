@@ -127,6 +127,9 @@ pub fn serve(
         let (mut stream, from) = match listener.accept() {
             Ok(c) => c,
             Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                if crate::interrupt::interrupted() {
+                    bail!("interrupted while waiting for a client");
+                }
                 if Instant::now() > deadline {
                     bail!(
                         "no client connected within {} s: start the client with `{tool} <this host> -p {port}` \
