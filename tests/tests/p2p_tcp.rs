@@ -132,7 +132,7 @@ fn standalone_bandwidth_unidirectional_bidirectional_and_streams() {
         let srv = server("bench-bw", port, &common);
         let mut args = common.clone();
         args.extend(["-n", "3000", "--interval-ms", "5", "--json"]);
-        let out = run(&mut client("bench-bw", port, &args).arg(&json), LIMIT);
+        let out = run(client("bench-bw", port, &args).arg(&json), LIMIT);
         assert_ok(&out, "bench-bw client");
         assert_ok(
             &wait_with_deadline(srv, LIMIT, "bench-bw server"),
@@ -177,7 +177,7 @@ fn all_sizes_and_duration_mode() {
     let port = free_port();
     let srv = server("bench-lat", port, &["-a"]);
     let out = run(
-        &mut client(
+        client(
             "bench-lat",
             port,
             &["-a", "-n", "20", "--warmup", "2", "--json"],
@@ -200,7 +200,7 @@ fn all_sizes_and_duration_mode() {
     let port = free_port();
     let srv = server("bench-bw", port, &["-s", "4K"]);
     let out = run(
-        &mut client("bench-bw", port, &["-s", "4K", "-D", "0.5", "--json"]).arg(&json),
+        client("bench-bw", port, &["-s", "4K", "-D", "0.5", "--json"]).arg(&json),
         LIMIT,
     );
     assert_ok(&out, "client -D");
@@ -262,7 +262,7 @@ fn mpirun_pairs_ranks_and_rank0_writes_one_document() {
 #[test]
 fn mpirun_with_an_odd_rank_count_is_refused() {
     let out = run(
-        &mut mpirun(3)
+        mpirun(3)
             .arg(bin("bench-lat"))
             .args(["-n", "10", "--timeout", "10"]),
         LIMIT,
@@ -276,7 +276,7 @@ fn mpirun_with_an_odd_rank_count_is_refused() {
 fn a_server_without_client_and_a_client_without_server_time_out() {
     let port = free_port();
     let out = run(
-        &mut Command::new(bin("bench-lat")).args(["-p", &port.to_string(), "--timeout", "1"]),
+        Command::new(bin("bench-lat")).args(["-p", &port.to_string(), "--timeout", "1"]),
         LIMIT,
     );
     assert_eq!(out.status.code(), Some(2));
@@ -288,7 +288,7 @@ fn a_server_without_client_and_a_client_without_server_time_out() {
 
     let port = free_port().to_string();
     let out = run(
-        &mut Command::new(bin("bench-bw")).args(["127.0.0.1", "-p", &port, "--timeout", "1"]),
+        Command::new(bin("bench-bw")).args(["127.0.0.1", "-p", &port, "--timeout", "1"]),
         LIMIT,
     );
     assert_eq!(out.status.code(), Some(2));
@@ -443,10 +443,7 @@ fn bad_input_is_refused_with_exit_code_2_before_any_measurement() {
         ("bench-lat", &["-n", "10", "-D", "1"], "cannot be used with"),
     ];
     for (tool, args, needle) in cases {
-        let out = run(
-            &mut Command::new(bin(tool)).args(*args),
-            Duration::from_secs(30),
-        );
+        let out = run(Command::new(bin(tool)).args(*args), Duration::from_secs(30));
         assert_eq!(
             out.status.code(),
             Some(2),
