@@ -10,6 +10,7 @@ need_packages "${BUILD_PACKAGES[@]}"
 OUT=${OUT:-out/demo}
 PORT=${PORT:-18555}
 mkdir -p "$OUT"
+: > "$OUT/servers.log"
 cargo build --release --workspace --bins -q
 BIN=target/release
 
@@ -18,7 +19,7 @@ pair() { # tool, then the options both sides share, then -- and the client's own
   local common=() own=()
   while [ $# -gt 0 ] && [ "$1" != -- ]; do common+=("$1"); shift; done
   [ $# -gt 0 ] && shift && own=("$@")
-  "$BIN/$tool" -p "$PORT" --timeout 30 "${common[@]}" >/dev/null &
+  "$BIN/$tool" -p "$PORT" --timeout 30 "${common[@]}" >>"$OUT/servers.log" 2>&1 &
   local server=$!
   "$BIN/$tool" 127.0.0.1 -p "$PORT" --timeout 30 "${common[@]}" "${own[@]}"
   wait "$server"
