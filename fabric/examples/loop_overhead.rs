@@ -36,5 +36,8 @@ fn main() {
     println!("loop clock raw read   : {raw:.1} ns");
     println!("Instant::now()        : {instant:.1} ns");
     println!("histogram record      : {record:.1} ns");
-    println!("empty loop iteration  : {:.1} ns (2 reads + convert + record)", clock.loop_overhead_ns());
+    println!(
+        "empty loop iteration  : {:.1} ns (2 reads + convert + record)",
+        clock.loop_overhead_ns()
+    );
 }
