@@ -240,7 +240,25 @@ fn run_standalone(
     if role == Role::Initiator {
         tool.print_header(&plan);
     }
-    let sweep = sweep(&plan, role, &mut link, clock, &pair, local_ip, tool, None)?;
+    // The client keeps a checkpoint of what it measured after every size, so a kill -9
+    // or a dead machine loses at most the size in flight.
+    let checkpoint_hosts = vec![me.clone(), peer_host.clone()];
+    let mut checkpoint = |done: &[TestResult]| {
+        if role == Role::Initiator {
+            write_checkpoint(args, &plan, "standalone", 2, &checkpoint_hosts, done, &ctx);
+        }
+    };
+    let sweep = sweep(
+        &plan,
+        role,
+        &mut link,
+        clock,
+        &pair,
+        local_ip,
+        tool,
+        &mut checkpoint,
+        None,
+    )?;
 
     let code = exit_code(&sweep);
     let hosts = match role {
@@ -340,6 +358,7 @@ fn sweep(
     pair: &Pair,
     local_ip: IpAddr,
     tool: &mut dyn PairTool,
+    checkpoint: &mut dyn FnMut(&[TestResult]),
     #[cfg(feature = "mpi")] job: Option<&crate::bootstrap::mpi::MpiJob>,
     #[cfg(not(feature = "mpi"))] job: Option<&()>,
 ) -> Result<Sweep> {
@@ -421,6 +440,7 @@ fn sweep(
                 }
                 let partial = !result_complete(&r);
                 out.results.push(r);
+                checkpoint(&out.results);
                 if partial {
                     out.stopped = Some("interrupted (Ctrl-C or SIGTERM)".into());
                     if job.is_none() {
@@ -477,6 +497,39 @@ fn document(
         options: plan.options(),
         results,
         warnings: Vec::new(),
+    }
+}
+
+/// Writes what is measured so far, marked incomplete; the final document replaces it.
+fn write_checkpoint(
+    args: &P2pArgs,
+    plan: &Plan,
+    launcher: &str,
+    ranks: u32,
+    hosts: &[HostInfo],
+    done: &[TestResult],
+    ctx: &Context0,
+) {
+    let Some(path) = &args.json else { return };
+    let reason = Some(format!(
+        "checkpoint: {} of {} sizes measured when this was written; the run did not finish",
+        done.len(),
+        plan.sizes.len()
+    ));
+    let doc = document(
+        plan,
+        launcher,
+        ranks,
+        hosts.to_vec(),
+        done.to_vec(),
+        ctx,
+        &reason,
+    );
+    if let Err(e) = results::write::write_json_atomic(path, &doc) {
+        eprintln!(
+            "warning: cannot write the checkpoint {}: {e}",
+            path.display()
+        );
     }
 }
 
@@ -583,6 +636,14 @@ fn run_mpi(args: &P2pArgs, plan: Plan, tool: &mut dyn PairTool, clock: &LoopCloc
     if rank == 0 {
         tool.print_header(&plan);
     }
+    // Rank 0 checkpoints its own pair after every size: under mpirun a Ctrl-C or a killed
+    // job can end every rank before the final gather, and what was measured must survive.
+    let checkpoint_hosts = vec![me.clone()];
+    let mut checkpoint = |done: &[TestResult]| {
+        if rank == 0 {
+            write_checkpoint(args, &plan, "mpi", size, &checkpoint_hosts, done, &ctx);
+        }
+    };
     let sweep = sweep(
         &plan,
         role,
@@ -591,6 +652,7 @@ fn run_mpi(args: &P2pArgs, plan: Plan, tool: &mut dyn PairTool, clock: &LoopCloc
         &pair,
         local_ip,
         tool,
+        &mut checkpoint,
         Some(&job),
     )?;
     if sweep.failed {

@@ -458,3 +458,27 @@ fn bad_input_is_refused_with_exit_code_2_before_any_measurement() {
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
 }
+
+#[test]
+fn ctrl_c_on_mpirun_keeps_rank_0_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("mpi-int.json");
+    let job = spawn(
+        mpirun(2)
+            .arg(bin("bench-lat"))
+            .args(["-a", "-n", "3000", "--timeout", "30", "--json"])
+            .arg(&json),
+    );
+    sleep_until_running(2500);
+    signal(&job, "-INT");
+    let out = wait_with_deadline(job, LIMIT, "interrupted mpirun");
+    assert!(!out.status.success());
+    let doc = read_json(&json);
+    assert_eq!(doc["complete"], false);
+    let results = doc["results"].as_array().unwrap();
+    assert!(
+        !results.is_empty() && results.len() < 23,
+        "{} results",
+        results.len()
+    );
+}
