@@ -18,6 +18,8 @@ BB=/run/softroce-bin/busybox
 
 # shellcheck source=/dev/null
 source "$CTL/job.env"
+# shellcheck source=gid.sh
+source "$SOFTROCE_HARNESS/gid.sh"
 
 log() { echo "softroce[$SOFTROCE_VM]: $*"; }
 stage() {
@@ -69,7 +71,7 @@ setup_netdev() {
 }
 
 port_active() { grep -q ACTIVE "/sys/class/infiniband/$SOFTROCE_DEV/ports/1/state" 2>/dev/null; }
-have_gid() { bash "$SOFTROCE_HARNESS/gid.sh" "$SOFTROCE_DEV" 1 > /dev/null 2>&1; }
+have_gid() { softroce_gid_index "$SOFTROCE_DEV" 1 "$SOFTROCE_IP" > /dev/null 2>&1; }
 
 setup_rxe() {
     stage rxe
@@ -82,7 +84,7 @@ setup_rxe() {
         || fail "port 1 of $SOFTROCE_DEV not ACTIVE after ${SOFTROCE_PORT_TIMEOUT}s: $(cat "/sys/class/infiniband/$SOFTROCE_DEV/ports/1/state")"
     wait_for "$SOFTROCE_PORT_TIMEOUT" have_gid \
         || fail "no IPv4-mapped RoCE v2 GID on $SOFTROCE_DEV after ${SOFTROCE_PORT_TIMEOUT}s"
-    SOFTROCE_GID_INDEX=$(bash "$SOFTROCE_HARNESS/gid.sh" "$SOFTROCE_DEV" 1)
+    SOFTROCE_GID_INDEX=$(softroce_gid_index "$SOFTROCE_DEV" 1 "$SOFTROCE_IP")
     SOFTROCE_ACTIVE_MTU=$(ibv_devinfo -d "$SOFTROCE_DEV" | awk '/active_mtu/ {print $2; exit}')
     export SOFTROCE_GID_INDEX SOFTROCE_ACTIVE_MTU
     log "$SOFTROCE_DEV on $SOFTROCE_NETDEV $SOFTROCE_IP: port ACTIVE, GID index $SOFTROCE_GID_INDEX, netdev MTU $SOFTROCE_MTU, active MTU $SOFTROCE_ACTIVE_MTU"
