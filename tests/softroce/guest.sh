@@ -102,11 +102,13 @@ wait_peer() {
 run_script() {
     stage script
     ulimit -l unlimited
-    # Leave time to power off before vm.sh's overall timeout kills the VM.
-    local up remaining
-    up=$(cut -d. -f1 /proc/uptime)
-    remaining=$((SOFTROCE_TIMEOUT - up - 15))
-    ((remaining < 10)) && remaining=10
+    # Stop the script in time to power off cleanly before vm.sh's overall timeout kills
+    # the VM. SOFTROCE_DEADLINE is the host's clock; the guest's clock comes from the
+    # emulated RTC, so it agrees to a second. /proc/uptime alone would miss the seconds
+    # qemu and the firmware spend before the kernel starts.
+    local remaining
+    remaining=$((SOFTROCE_DEADLINE - $(date +%s) - 10))
+    ((remaining < 5)) && remaining=5
     cd "$SOFTROCE_CWD" 2> /dev/null || cd /
     local rc start=$SECONDS
     if [[ -x $SOFTROCE_SCRIPT ]]; then

@@ -77,6 +77,10 @@ run_client() {
     return 1
 }
 
+# perftest times with the CPU cycle counter and calibrates it against gettimeofday first;
+# on an overloaded host that calibration can fail after the transfer itself worked.
+calibration_failed() { grep -q "Can't produce a report" "$@" 2> /dev/null; }
+
 # perftest_pair NAME TOOL ARGS...: server and/or client of one perftest benchmark,
 # depending on the role. Leaves the client's (or the server's) output in $OUT_LOG.
 perftest_pair() {
@@ -87,24 +91,51 @@ perftest_pair() {
     section "$tool ${args[*]} ($ROLE)"
     case $ROLE in
     both)
-        timeout 180 "$tool" "${args[@]}" > "$slog" 2>&1 &
-        local spid=$!
-        run_client "$clog" "$tool" "$SOFTROCE_IP" "${args[@]}" || check_failed "$tool client"
-        wait "$spid" || {
+        local try spid ok
+        for try in 1 2 3; do
+            timeout 180 "$tool" "${args[@]}" > "$slog" 2>&1 &
+            spid=$!
+            ok=1
+            # A failed client leaves the server waiting: stop it rather than wait 180 s.
+            run_client "$clog" "$tool" "$SOFTROCE_IP" "${args[@]}" || {
+                ok=0
+                sleep 1
+                kill "$spid" 2> /dev/null
+            }
+            wait "$spid" || ok=0
+            ((ok)) && break
+            # Rerun only after a calibration failure; anything else is a real failure.
+            calibration_failed "$slog" "$clog" || break
+            echo "perftest could not calibrate its clock (host busy?); rerunning ($try of 3)"
+        done
+        if ((!ok)); then
+            echo "--- server output"
             cat "$slog"
-            check_failed "$tool server"
-        }
+            check_failed "$tool server and client in one VM"
+        fi
         OUT_LOG=$clog
         ;;
     server)
         timeout 300 "$tool" "${args[@]}" > "$slog" 2>&1
         local rc=$?
         cat "$slog"
-        ((rc == 0)) || check_failed "$tool server (exit $rc)"
+        if ((rc != 0)); then
+            if calibration_failed "$slog"; then
+                echo "SMOKE WARN: $tool server ran but could not calibrate its clock (host busy?)"
+            else
+                check_failed "$tool server (exit $rc)"
+            fi
+        fi
         OUT_LOG=$slog
         ;;
     client)
-        run_client "$clog" "$tool" "$SOFTROCE_PEER_IP" "${args[@]}" || check_failed "$tool client"
+        if ! run_client "$clog" "$tool" "$SOFTROCE_PEER_IP" "${args[@]}"; then
+            if calibration_failed "$clog"; then
+                echo "SMOKE WARN: $tool client ran but could not calibrate its clock (host busy?)"
+            else
+                check_failed "$tool client"
+            fi
+        fi
         OUT_LOG=$clog
         ;;
     esac
