@@ -10,6 +10,7 @@
 #   error    written when a harness stage fails (then no rc file)
 #   rc       the guest script's exit status (only when the script ran)
 #   out/     SOFTROCE_OUT
+# shellcheck disable=SC2317 # functions passed to wait_for look unreachable to shellcheck
 set -u
 CTL=/run/softroce
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -121,7 +122,7 @@ run_script() {
         echo "script-timeout" > "$CTL/stage"
         log "guest script killed after ${remaining}s (SOFTROCE_TIMEOUT=$SOFTROCE_TIMEOUT)"
     else
-        echo done > "$CTL/stage"
+        echo "done" > "$CTL/stage"
     fi
     sync
     echo "$rc" > "$CTL/rc"

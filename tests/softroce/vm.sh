@@ -36,8 +36,6 @@ PACKAGES=(qemu-system-x86 linux-image-amd64 rdma-core ibverbs-providers ibverbs-
 # Modules the initramfs needs to mount its root; their dependencies are added from modinfo.
 INITRAMFS_MODULES=(virtio_pci 9pnet_virtio 9p overlay)
 
-QEMU_PIDS=()
-
 say() { echo "softroce: $*" >&2; }
 die() {
     local rc=$1
@@ -91,10 +89,11 @@ find_kernel() {
     local k v
     KVER=${SOFTROCE_KVER:-}
     if [[ -z $KVER ]]; then
-        for k in $(ls -v /boot/vmlinuz-* 2> /dev/null); do
+        # Oldest to newest; the last one with modules wins.
+        while read -r k; do
             v=${k#/boot/vmlinuz-}
             [[ -e /lib/modules/$v/modules.dep ]] && KVER=$v
-        done
+        done < <(printf '%s\n' /boot/vmlinuz-* | sort -V)
     fi
     [[ -n $KVER ]] || die 2 "no /boot/vmlinuz-* with modules in /lib/modules; run: vm.sh setup (installs linux-image-amd64)"
     KERNEL=/boot/vmlinuz-$KVER
@@ -179,10 +178,10 @@ build_initramfs() {
 prepare_kernel() {
     BOOT_KERNEL=$KERNEL
     [[ ${SOFTROCE_PVH:-1} == 1 ]] || return 0
-    local out=$SOFTROCE_DIR/vmlinux-$KVER key
+    local vmlinux=$SOFTROCE_DIR/vmlinux-$KVER key
     key=$(sha256sum "$KERNEL" | cut -d' ' -f1)
-    if [[ -e $out && "$(cat "$out.key" 2> /dev/null)" == "$key" ]]; then
-        BOOT_KERNEL=$out
+    if [[ -e $vmlinux && "$(cat "$vmlinux.key" 2> /dev/null)" == "$key" ]]; then
+        BOOT_KERNEL=$vmlinux
         return 0
     fi
     mkdir -p "$SOFTROCE_DIR"
@@ -191,20 +190,20 @@ prepare_kernel() {
     for magic in '\xfd7zXZ\x00:xz -dc' '\x28\xb5\x2f\xfd:zstd -dcq' '\x1f\x8b\x08:gzip -dc'; do
         unpack=${magic#*:}
         command -v "${unpack%% *}" > /dev/null || continue
-        for off in $(LC_ALL=C grep -obUaP "${magic%%:*}" "$KERNEL" | cut -d: -f1); do
-            tail -c +$((off + 1)) "$KERNEL" | $unpack > "$out.tmp" 2> /dev/null || true
+        while read -r off; do
+            tail -c +$((off + 1)) "$KERNEL" | $unpack > "$vmlinux.tmp.$$" 2> /dev/null || true
             # An ELF with the Xen/PVH note; trailing garbage makes the unpacker fail, so
             # judge the output, not the exit status.
-            if [[ "$(head -c 4 "$out.tmp" | od -An -c | tr -d ' ')" == '177ELF' ]] &&
-                LC_ALL=C grep -qa 'Xen' "$out.tmp"; then
-                mv "$out.tmp" "$out"
-                echo "$key" > "$out.key"
-                BOOT_KERNEL=$out
+            if [[ "$(head -c 4 "$vmlinux.tmp.$$" | od -An -c | tr -d ' ')" == '177ELF' ]] &&
+                LC_ALL=C grep -qa 'Xen' "$vmlinux.tmp.$$"; then
+                mv "$vmlinux.tmp.$$" "$vmlinux"
+                echo "$key" > "$vmlinux.key"
+                BOOT_KERNEL=$vmlinux
                 return 0
             fi
-        done
+        done < <(LC_ALL=C grep -obUaP "${magic%%:*}" "$KERNEL" | cut -d: -f1)
     done
-    rm -f "$out.tmp"
+    rm -f "$vmlinux.tmp.$$"
     say "could not extract an uncompressed vmlinux from $KERNEL; booting the bzImage (slower)"
 }
 
@@ -220,8 +219,8 @@ cmd_setup() {
 
 # A UDP port on 127.0.0.1 that nothing listens on now.
 free_udp_port() {
-    local p i
-    for i in $(seq 100); do
+    local p _
+    for _ in $(seq 100); do
         p=$((20000 + RANDOM % 40000))
         [[ -z "$(ss -Huln "sport = :$p")" ]] && {
             echo "$p"
@@ -274,6 +273,7 @@ start_vm() {
     # -no-reboot: a kernel panic (panic=-1 reboots) ends qemu instead of looping.
     # Shares: the host root read-only; the run dir read-write. multidevs=remap keeps inode
     # numbers unique across the host's many filesystems.
+    # shellcheck disable=SC2054 # commas belong to qemu's option syntax
     local qemu=(qemu-system-x86_64 -name "softroce-$vm"
         -accel tcg,thread=multi -cpu max -smp "$SOFTROCE_SMP" -m "$SOFTROCE_MEM"
         -nodefaults -no-user-config -display none -monitor none -serial stdio -no-reboot
@@ -312,7 +312,7 @@ kill_vm() {
 cleanup() {
     local vm
     for vm in "${!SUB_PID[@]}"; do
-        if [[ -z ${DONE[$vm]:-} ]]; then kill_vm "$vm"; fi
+        if [[ -z ${FINISHED[$vm]:-} ]]; then kill_vm "$vm"; fi
     done
 }
 
@@ -352,11 +352,11 @@ watch_vms() {
         pending=0
         now=$SECONDS
         for vm in "${VMS[@]}"; do
-            [[ -n ${DONE[$vm]:-} ]] && continue
+            [[ -n ${FINISHED[$vm]:-} ]] && continue
             if ! kill -0 "${SUB_PID[$vm]}" 2> /dev/null; then
                 local rc=0
                 wait "${SUB_PID[$vm]}" || rc=$?
-                DONE[$vm]=1 QEMU_RC[$vm]=$rc END[$vm]=$now
+                FINISHED[$vm]=1 QEMU_RC[$vm]=$rc END[$vm]=$now
                 judge_vm "$vm"
                 continue
             fi
@@ -413,7 +413,7 @@ cmd_run() {
     RUN=$(realpath "$RUN")
     ln -sfn "$RUN" "$SOFTROCE_DIR/runs/latest" 2> /dev/null || true
 
-    declare -gA SUB_PID=() START=() DONE=() QEMU_RC=() END=() BOOTED=() READY=()
+    declare -gA SUB_PID=() START=() FINISHED=() QEMU_RC=() END=() BOOTED=() READY=()
     declare -gA KILLED=() RESULT=() MSG=() SCRIPT_RC=() ROLE=()
     trap cleanup EXIT
     trap 'say "interrupted"; exit 130' INT TERM
