@@ -9,7 +9,7 @@ use anyhow::Result;
 use clap::Parser;
 
 use fabric::cli::P2pArgs;
-use fabric::clock::LoopClock;
+use fabric::clock::{BlockStamps, LoopClock, BLOCK};
 use fabric::interrupt;
 use fabric::p2p::{self, PairTool, Plan, SizeRun};
 use fabric::transport::{self, LatencyEndpoint, Op, Role};
@@ -23,12 +23,10 @@ struct Cli {
     p2p: P2pArgs,
 }
 
-/// Iterations between two looks at the clock budget and Ctrl-C: the inner loop holds only
-/// the ping-pong, two timestamps and a histogram record.
-const BLOCK: u64 = 1024;
-
-/// The timed loop. Returns the histogram (one-way ns, or full round trips for reads),
-/// iterations done, seconds, and whether it ran to the end.
+/// The timed loop, in blocks of [`BLOCK`] iterations: inside a block only the ping-pong and
+/// one timestamp per iteration; between blocks the stamps go into the histogram and the
+/// clock budget and Ctrl-C are checked. Returns the histogram (one-way ns, or full round
+/// trips for reads), iterations done, seconds, and whether it ran to the end.
 fn measure(
     ep: &mut dyn LatencyEndpoint,
     clock: &LoopClock,
@@ -37,6 +35,7 @@ fn measure(
     halve: bool,
 ) -> Result<(LatencyHistogram, u64, f64, bool)> {
     let mut hist = LatencyHistogram::new();
+    let mut stamps = BlockStamps::new();
     let limit = if duration_s.is_some() {
         u64::MAX
     } else {
@@ -48,15 +47,11 @@ fn measure(
     let mut complete = true;
     let start = clock.raw();
     while done < limit {
-        let block = BLOCK.min(limit - done);
-        for _ in 0..block {
-            let t0 = clock.raw();
-            ep.ping()?;
-            let t1 = clock.raw();
-            hist.record(clock.nanos(t0, t1) >> shift);
-        }
-        done += block;
-        if clock.nanos(start, clock.raw()) >= budget_ns {
+        let block = (BLOCK as u64).min(limit - done) as usize;
+        stamps.run(clock, block, || ep.ping())?;
+        stamps.record_into(clock, &mut hist, shift);
+        done += block as u64;
+        if clock.nanos(start, stamps.last()) >= budget_ns {
             break;
         }
         if interrupt::interrupted() {
