@@ -9,11 +9,17 @@
  *
  * Build: mpicc -O2 -o mpi_allreduce benches/mpi_allreduce.c
  * Run:   mpirun -np 2 ./mpi_allreduce MINBYTES MAXBYTES ITERS WARMUP
- * Output (rank 0): one line per size: "size_bytes per_iter_max_us loop_mean_us".
+ * Output (rank 0): one line per size:
+ *   "size_bytes mean_of_per_iter_max_us loop_mean_us median_of_per_iter_max_us".
  */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
@@ -51,7 +57,9 @@ int main(int argc, char **argv) {
         if (rank == 0) {
             double sum = 0;
             for (int i = 0; i < iters; i++) sum += tmax[i];
-            printf("%ld %.4f %.4f\n", size, sum / iters * 1e6, loop_max * 1e6);
+            qsort(tmax, iters, sizeof(double), cmp_double);
+            double median = iters % 2 ? tmax[iters / 2] : (tmax[iters / 2 - 1] + tmax[iters / 2]) / 2;
+            printf("%ld %.4f %.4f %.4f\n", size, sum / iters * 1e6, loop_max * 1e6, median * 1e6);
             fflush(stdout);
         }
     }

@@ -11,8 +11,9 @@ use fabric::collective::{DataType, RedOp};
 
 use crate::colls::Collective;
 
+#[cfg(feature = "mpi")]
 pub mod mpi;
-#[cfg(feature = "cuda")]
+#[cfg(all(feature = "mpi", feature = "cuda"))]
 pub mod nccl;
 
 /// One of the two buffers of a rank. In-place runs use `Recv` alone, as nccl-tests does.
