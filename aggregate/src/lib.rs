@@ -5,10 +5,15 @@
 //!
 //! It depends on the `results` crate only, so it builds anywhere (no verbs, MPI or CUDA).
 
+pub mod compare;
+pub mod export;
 pub mod input;
 pub mod judge;
 pub mod metric;
+pub mod plots;
 pub mod profile;
+pub mod report;
 pub mod sign;
 pub mod synth;
 pub mod tables;
+pub mod templates;

@@ -53,7 +53,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 pub fn format_size(bytes: u64) -> String {
     const UNITS: [(u64, &str); 3] = [(1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")];
     for (div, suffix) in UNITS {
-        if bytes >= div && bytes % div == 0 {
+        if bytes >= div && bytes.is_multiple_of(div) {
             return format!("{}{suffix}", bytes / div);
         }
     }
