@@ -82,7 +82,7 @@ fn stdev(v: &[f64]) -> f64 {
 /// Every comparable figure of a result set, by a stable key.
 fn points(t: &Tables) -> BTreeMap<String, Point> {
     let mut m = BTreeMap::new();
-    let size = |s: u64| format!("{} B", results::units::format_size(s));
+    let size = tables::size_label;
     for r in &t.latency {
         if r.samples == 0 {
             continue;
@@ -346,7 +346,8 @@ mod tests {
         let cmp = compare_tables(&base, &same, 2.0, 3.0);
         assert_eq!(cmp.regressions, 0, "{:?}", cmp.rows);
         let cmp = compare_tables(&base, &drop, 2.0, 3.0);
-        assert_eq!(cmp.regressions, 1, "{:?}", cmp.rows);
+        let bw = cmp.rows.iter().find(|r| r.key.ends_with("bw avg")).unwrap();
+        assert_eq!(bw.verdict, "regressed", "{:?}", cmp.rows);
         assert_eq!(cmp.verdict, "REGRESSION");
         // The same drop against a baseline whose pairs already spread that far is noise.
         let noisy = tables_of(vec![
@@ -355,7 +356,8 @@ mod tests {
             synth::bandwidth_doc("e", "f", &sizes, 100.0, 5),
         ]);
         let cmp = compare_tables(&noisy, &drop, 2.0, 3.0);
-        assert_eq!(cmp.regressions, 0, "{:?}", cmp.rows);
+        let bw = cmp.rows.iter().find(|r| r.key.ends_with("bw avg")).unwrap();
+        assert_eq!(bw.verdict, "unchanged", "{:?}", cmp.rows);
     }
 
     #[test]

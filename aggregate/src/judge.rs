@@ -262,9 +262,7 @@ pub fn judge_check(
     }
 }
 
-fn size_label(size: u64) -> String {
-    format!("{} B", results::units::format_size(size))
-}
+use crate::tables::size_label;
 
 fn row_at(r: &TestResult, pair: Option<&results::Pair>) -> String {
     let mut s = format!("{} {}", r.test(), size_label(r.size_bytes()));

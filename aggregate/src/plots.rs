@@ -83,7 +83,10 @@ fn chart(
     let mut svg = String::new();
     let result = {
         let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
-        let x = (x0..x1).log_scale();
+        // Sizes are powers of two: ticks at powers of two read as 64K, 1M, not 65536.
+        let x = (x0..x1)
+            .log_scale()
+            .base(if x_is_size { 2.0 } else { 10.0 });
         if log_y {
             draw(
                 &root,
@@ -251,7 +254,12 @@ pub fn draw_all(t: &Tables, line_rate: Option<f64>, dist: Option<(&str, u64)>) -
                 pts.push((*v as f64 / 1000.0, acc as f64 / total * 100.0));
             }
         }
-        let what = format!("{} {} {} B", key.test, key.transport, format_size(key.size));
+        let what = format!(
+            "{} {} {}",
+            key.test,
+            key.transport,
+            crate::tables::size_label(key.size)
+        );
         plots.distribution = chart(
             &format!("Latency distribution, {what}, {} samples", h.len()),
             "latency (us)",

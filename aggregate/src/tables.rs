@@ -266,3 +266,13 @@ pub fn build(docs: &[Loaded], line_rate_gbit_s: Option<f64>) -> Tables {
     }
     t
 }
+
+/// A message size for people: `2 B`, `64KiB`, `8MiB`.
+pub fn size_label(bytes: u64) -> String {
+    let f = results::units::format_size(bytes);
+    if f.ends_with(|c: char| c.is_ascii_digit()) {
+        format!("{f} B")
+    } else {
+        format!("{f}iB")
+    }
+}
