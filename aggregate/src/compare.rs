@@ -323,15 +323,7 @@ mod tests {
         let loaded: Vec<_> = docs
             .into_iter()
             .map(|d| {
-                let (doc, latency) =
-                    input::parse_document(&serde_json::to_string(&d).unwrap()).unwrap();
-                input::Loaded {
-                    path: "x".into(),
-                    doc,
-                    latency,
-                    sha256: String::new(),
-                    bytes: 0,
-                }
+                crate::input::Loaded::from_text("x", &serde_json::to_string(&d).unwrap()).unwrap()
             })
             .collect();
         tables::build(&loaded, None)

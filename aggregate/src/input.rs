@@ -23,7 +23,23 @@ pub struct Loaded {
     pub latency: LatencyGroups,
     /// SHA-256 of the file's bytes, for the signed manifest.
     pub sha256: String,
-    pub bytes: u64,
+    /// The exact bytes that were parsed: the report bundle carries these, so the evidence
+    /// signed is the evidence judged even if the file changes afterwards.
+    pub raw: Vec<u8>,
+}
+
+impl Loaded {
+    /// Parses a document held in memory (tests, generators).
+    pub fn from_text(path: &str, text: &str) -> Result<Loaded, String> {
+        let (doc, latency) = parse_document(text)?;
+        Ok(Loaded {
+            path: path.into(),
+            doc,
+            latency,
+            sha256: crate::sign::sha256_hex(text.as_bytes()),
+            raw: text.as_bytes().to_vec(),
+        })
+    }
 }
 
 /// Identifies the rows whose histograms merge: same tool, test, transport and size.
@@ -184,11 +200,12 @@ pub fn load_file(path: &Path) -> Result<Loaded, BadInput> {
     let bytes = fs::read(path).map_err(|e| bad(format!("cannot read: {e}")))?;
     let text = std::str::from_utf8(&bytes).map_err(|e| bad(format!("not UTF-8 text: {e}")))?;
     let (doc, latency) = parse_document(text).map_err(bad)?;
+    let sha256 = crate::sign::sha256_hex(&bytes);
     Ok(Loaded {
+        raw: bytes,
         path: path.to_path_buf(),
         latency,
-        sha256: crate::sign::sha256_hex(&bytes),
-        bytes: bytes.len() as u64,
+        sha256,
         doc,
     })
 }
@@ -237,8 +254,6 @@ pub fn parse_document(text: &str) -> Result<(Document, LatencyGroups), String> {
             if l.histogram.is_empty() {
                 continue;
             }
-            let h = LatencyHistogram::decode(&l.histogram)
-                .map_err(|e| format!("at JSON path `results[{i}].histogram`: {e}"))?;
             let key = LatKey {
                 tool: doc.tool.clone(),
                 test: l.test.clone(),
@@ -246,7 +261,9 @@ pub fn parse_document(text: &str) -> Result<(Document, LatencyGroups), String> {
                 size: l.size_bytes,
             };
             let slot = groups.entry(key).or_default();
-            slot.0.merge(&h);
+            slot.0
+                .merge_encoded(&l.histogram)
+                .map_err(|e| format!("at JSON path `results[{i}].histogram`: {e}"))?;
             slot.1 += 1;
             continue;
         }

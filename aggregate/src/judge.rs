@@ -69,9 +69,17 @@ impl Verdict {
     }
 }
 
+/// One judged value. Where it came from is formatted only for the deciding one: at 1024
+/// ranks a check sees tens of thousands of rows.
 struct Obs {
     value: f64,
-    at: String,
+    at: At,
+}
+
+enum At {
+    Text(String),
+    /// Document index and result index.
+    Row(usize, usize),
 }
 
 fn matches(sel: &Selector, tool: &str, r: &TestResult) -> bool {
@@ -154,7 +162,7 @@ pub fn judge_check(
                     }
                     obs.push(Obs {
                         value: percentile(h, p),
-                        at: format!("{} {} {}", k.test, k.transport, size_label(k.size)),
+                        at: At::Text(format!("{} {} {}", k.test, k.transport, size_label(k.size))),
                     });
                 }
             } else {
@@ -166,17 +174,15 @@ pub fn judge_check(
                                 continue;
                             }
                             // Decoded once at load already, so this cannot fail here.
-                            if let Ok(h) = LatencyHistogram::decode(&l.histogram) {
-                                groups
-                                    .entry(LatKey {
-                                        tool: d.doc.tool.clone(),
-                                        test: l.test.clone(),
-                                        transport: l.transport.clone(),
-                                        size: l.size_bytes,
-                                    })
-                                    .or_default()
-                                    .merge(&h);
-                            }
+                            let _ = groups
+                                .entry(LatKey {
+                                    tool: d.doc.tool.clone(),
+                                    test: l.test.clone(),
+                                    transport: l.transport.clone(),
+                                    size: l.size_bytes,
+                                })
+                                .or_default()
+                                .merge_encoded(&l.histogram);
                         }
                     }
                 }
@@ -184,40 +190,39 @@ pub fn judge_check(
                     if !h.is_empty() {
                         obs.push(Obs {
                             value: percentile(&h, p),
-                            at: format!("{} {} {}", k.test, k.transport, size_label(k.size)),
+                            at: At::Text(format!(
+                                "{} {} {}",
+                                k.test,
+                                k.transport,
+                                size_label(k.size)
+                            )),
                         });
                     }
                 }
             }
         }
         _ => {
-            for d in docs {
-                for r in &d.doc.results {
+            for (di, d) in docs.iter().enumerate() {
+                for (ri, r) in d.doc.results.iter().enumerate() {
                     if !matches(sel, &d.doc.tool, r) {
                         continue;
                     }
-                    let (value, at) = match (kind, r) {
-                        (RowKind::Latency, TestResult::Latency(l)) => {
-                            (check.metric.of_latency_row(l), row_at(r, Some(&l.pair)))
+                    let value = match (kind, r) {
+                        (RowKind::Latency | RowKind::Counters, TestResult::Latency(l)) => {
+                            check.metric.of_latency_row(l)
                         }
-                        (RowKind::Bandwidth, TestResult::Bandwidth(b)) => {
-                            (check.metric.of_bandwidth(b), row_at(r, Some(&b.pair)))
+                        (RowKind::Bandwidth | RowKind::Counters, TestResult::Bandwidth(b)) => {
+                            check.metric.of_bandwidth(b)
                         }
                         (RowKind::Collective, TestResult::Collective(c)) => {
-                            (check.metric.of_collective(c, line_rate), row_at(r, None))
+                            check.metric.of_collective(c, line_rate)
                         }
-                        (RowKind::Counters, TestResult::Latency(l)) => {
-                            (check.metric.of_latency_row(l), row_at(r, Some(&l.pair)))
-                        }
-                        (RowKind::Counters, TestResult::Bandwidth(b)) => {
-                            (check.metric.of_bandwidth(b), row_at(r, Some(&b.pair)))
-                        }
-                        _ => (None, String::new()),
+                        _ => None,
                     };
                     if let Some(value) = value.filter(|v| v.is_finite()) {
                         obs.push(Obs {
                             value,
-                            at: format!("{at} ({})", d.path.display()),
+                            at: At::Row(di, ri),
                         });
                     }
                 }
@@ -255,7 +260,7 @@ pub fn judge_check(
         bound_value: check.bound.value(),
         status,
         measured: worst.map(|w| w.value),
-        worst_at: worst.map(|w| w.at.clone()).unwrap_or_else(|| {
+        worst_at: worst.map(|w| describe(&w.at, docs)).unwrap_or_else(|| {
             "no result matches this check's selector: run the test it names".to_string()
         }),
         observations: obs.len(),
@@ -264,12 +269,23 @@ pub fn judge_check(
 
 use crate::tables::size_label;
 
-fn row_at(r: &TestResult, pair: Option<&results::Pair>) -> String {
-    let mut s = format!("{} {}", r.test(), size_label(r.size_bytes()));
-    if let Some(p) = pair {
-        s.push_str(&format!(", pair {}", p.label()));
+fn describe(at: &At, docs: &[Loaded]) -> String {
+    match at {
+        At::Text(s) => s.clone(),
+        At::Row(di, ri) => {
+            let d = &docs[*di];
+            let r = &d.doc.results[*ri];
+            let mut s = format!("{} {}", r.test(), size_label(r.size_bytes()));
+            match r {
+                TestResult::Latency(l) => s.push_str(&format!(", pair {}", l.pair.label())),
+                TestResult::Bandwidth(b) => s.push_str(&format!(", pair {}", b.pair.label())),
+                TestResult::Collective(c) => {
+                    s.push_str(&format!(", {} ranks, {}", c.ranks, c.backend))
+                }
+            }
+            format!("{s} ({})", d.path.display())
+        }
     }
-    s
 }
 
 /// A stand-in latency row so merged groups go through the same selector as rows.
@@ -329,15 +345,7 @@ mod tests {
     use crate::synth;
 
     fn loaded(doc: results::Document) -> Loaded {
-        let text = serde_json::to_string(&doc).unwrap();
-        let (doc, latency) = crate::input::parse_document(&text).unwrap();
-        Loaded {
-            path: "mem.json".into(),
-            doc,
-            latency,
-            sha256: String::new(),
-            bytes: 0,
-        }
+        Loaded::from_text("mem.json", &serde_json::to_string(&doc).unwrap()).unwrap()
     }
 
     fn profile(body: &str) -> Profile {

@@ -299,17 +299,7 @@ mod tests {
             crate::synth::collective_doc(4, &[1024, 1 << 20], 10.0, 100.0, 3),
         ]
         .into_iter()
-        .map(|d| {
-            let (doc, latency) =
-                crate::input::parse_document(&serde_json::to_string(&d).unwrap()).unwrap();
-            crate::input::Loaded {
-                path: "x".into(),
-                doc,
-                latency,
-                sha256: String::new(),
-                bytes: 0,
-            }
-        })
+        .map(|d| crate::input::Loaded::from_text("x", &serde_json::to_string(&d).unwrap()).unwrap())
         .collect();
         let t = crate::tables::build(&docs, Some(100.0));
         let p = draw_all(&t, Some(100.0), None);

@@ -122,21 +122,16 @@ pub fn manifest(entries: &[(String, String)]) -> String {
         .collect()
 }
 
-/// Hashes `files` (paths relative to `dir`), writes the manifest, signs it, and writes the
-/// signature and an `allowed_signers` line for `identity`. Returns the key fingerprint.
+/// Writes the manifest of `entries` (path relative to `dir`, SHA-256 of the bytes written
+/// there), signs it, and writes the signature and an `allowed_signers` line for `identity`.
+/// Returns the key fingerprint.
 pub fn sign_bundle(
     dir: &Path,
-    files: &[String],
+    entries: &[(String, String)],
     key: &PrivateKey,
     identity: &str,
 ) -> Result<String, InputError> {
-    let mut entries = Vec::new();
-    for f in files {
-        let bytes = fs::read(dir.join(f))
-            .map_err(|e| InputError(format!("{}: cannot read: {e}", dir.join(f).display())))?;
-        entries.push((f.clone(), sha256_hex(&bytes)));
-    }
-    let text = manifest(&entries);
+    let text = manifest(entries);
     let sig = key
         .sign(NAMESPACE, HashAlg::Sha512, text.as_bytes())
         .map_err(|e| InputError(format!("cannot sign: {e}")))?;
@@ -306,7 +301,10 @@ mod tests {
         fs::write(bundle.join("report.md"), "hello").unwrap();
         fs::write(bundle.join("inputs/a.json"), "{}").unwrap();
         let key = read_private(&key_path).unwrap();
-        let files = vec!["report.md".to_string(), "inputs/a.json".to_string()];
+        let files = vec![
+            ("report.md".to_string(), sha256_hex(b"hello")),
+            ("inputs/a.json".to_string(), sha256_hex(b"{}")),
+        ];
         sign_bundle(&bundle, &files, &key, DEFAULT_IDENTITY).unwrap();
         let public = read_public(&dir.path().join("k.pub")).unwrap();
         let rep = verify_bundle(&bundle, Some(&public)).unwrap();

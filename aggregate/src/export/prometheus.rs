@@ -117,9 +117,7 @@ impl Exporter for Prometheus {
             } else {
                 let mut h = LatencyHistogram::new();
                 for r in &rows {
-                    if let Ok(x) = LatencyHistogram::decode(&r.histogram) {
-                        h.merge(&x);
-                    }
+                    let _ = h.merge_encoded(&r.histogram);
                 }
                 h.summary_us()
             };
