@@ -53,7 +53,7 @@ fn mutate(v: &mut Value, pick: &mut u64, replacement: &Value) -> bool {
             let i = (*pick >> 33) % n;
             let key = m.keys().nth(i as usize).unwrap().clone();
             let child = m.get_mut(&key).unwrap();
-            if (*pick >> 20) % 3 == 0 || !mutate(child, pick, replacement) {
+            if (*pick >> 20).is_multiple_of(3) || !mutate(child, pick, replacement) {
                 *child = replacement.clone();
             }
             true
@@ -63,7 +63,7 @@ fn mutate(v: &mut Value, pick: &mut u64, replacement: &Value) -> bool {
                 return false;
             }
             let i = ((*pick >> 33) % a.len() as u64) as usize;
-            if (*pick >> 20) % 3 == 0 || !mutate(&mut a[i], pick, replacement) {
+            if (*pick >> 20).is_multiple_of(3) || !mutate(&mut a[i], pick, replacement) {
                 a[i] = replacement.clone();
             }
             true
