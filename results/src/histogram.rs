@@ -345,7 +345,9 @@ mod tests {
         let mut other = Histogram::<u64>::new_with_bounds(1, 1_000_000, 2).unwrap();
         other.record(500).unwrap();
         let mut bytes = Vec::new();
-        V2DeflateSerializer::new().serialize(&other, &mut bytes).unwrap();
+        V2DeflateSerializer::new()
+            .serialize(&other, &mut bytes)
+            .unwrap();
         let text = base64::engine::general_purpose::STANDARD.encode(bytes);
         assert_eq!(fast.merge_encoded(&text).unwrap(), 1);
     }

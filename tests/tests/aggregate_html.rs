@@ -97,7 +97,14 @@ fn html_report_renders_in_chromium_with_verdict_plots_and_no_console_errors() {
     let html = fs::read_to_string(&page).unwrap();
 
     // Self-contained: nothing to fetch.
-    for needle in ["src=\"http", "href=\"http", "url(http", "@import", "<link", "<script"] {
+    for needle in [
+        "src=\"http",
+        "href=\"http",
+        "url(http",
+        "@import",
+        "<link",
+        "<script",
+    ] {
         assert!(!html.contains(needle), "report.html contains {needle}");
     }
     // The verdict comes before the checks, the checks before the plots and environment.
@@ -114,12 +121,28 @@ fn html_report_renders_in_chromium_with_verdict_plots_and_no_console_errors() {
         dom.contains("<div id=\"verdict\" class=\"verdict PASS\">PASS</div>"),
         "verdict not in the rendered DOM"
     );
-    for id in ["plot-latency", "plot-bandwidth", "plot-collective", "plot-distribution"] {
-        let at = dom.find(&format!("id=\"{id}\"")).unwrap_or_else(|| panic!("{id} missing"));
-        assert!(dom[at..].trim_start_matches(|c| c != '>').contains("<svg"), "{id} has no svg");
+    for id in [
+        "plot-latency",
+        "plot-bandwidth",
+        "plot-collective",
+        "plot-distribution",
+    ] {
+        let at = dom
+            .find(&format!("id=\"{id}\""))
+            .unwrap_or_else(|| panic!("{id} missing"));
+        assert!(
+            dom[at..].trim_start_matches(|c| c != '>').contains("<svg"),
+            "{id} has no svg"
+        );
     }
-    assert!(dom.matches("<svg").count() >= 4, "fewer than 4 inline SVG plots");
-    assert!(dom.contains("line rate 100 Gb/s"), "bandwidth plot lacks the line rate");
+    assert!(
+        dom.matches("<svg").count() >= 4,
+        "fewer than 4 inline SVG plots"
+    );
+    assert!(
+        dom.contains("line rate 100 Gb/s"),
+        "bandwidth plot lacks the line rate"
+    );
     let errors = console_errors(&err);
     assert!(errors.is_empty(), "console errors:\n{}", errors.join("\n"));
 
@@ -137,7 +160,11 @@ fn html_report_renders_in_chromium_with_verdict_plots_and_no_console_errors() {
     let png = fs::read(&shot).expect("screenshot written");
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "not a PNG");
     // A blank 1280x2000 page compresses to a few KB; text, tables and plots do not.
-    assert!(png.len() > 60_000, "screenshot looks empty ({} bytes)", png.len());
+    assert!(
+        png.len() > 60_000,
+        "screenshot looks empty ({} bytes)",
+        png.len()
+    );
     if let Ok(keep) = std::env::var("FABCHECK_KEEP_SCREENSHOT") {
         fs::copy(&shot, keep).unwrap();
     }

@@ -66,7 +66,16 @@ fn signed_report_verifies_with_openssh_and_every_tampered_file_fails() {
 
     let out = aggregate(
         dir,
-        &["report", "data", "--profile", &profile, "--out", "bundle", "--sign", "signing.key"],
+        &[
+            "report",
+            "data",
+            "--profile",
+            &profile,
+            "--out",
+            "bundle",
+            "--sign",
+            "signing.key",
+        ],
     );
     expect_code(&out, 0, "signed report of a passing set");
     let (stdout, _) = text(&out);
@@ -95,7 +104,10 @@ fn signed_report_verifies_with_openssh_and_every_tampered_file_fails() {
     let pristine = dir.join("pristine");
     copy_tree(&bundle, &pristine);
     let (ok, log) = customer_verify(&bundle, &dir.join("signing.key.pub"));
-    assert!(ok, "customer verification of an untouched bundle failed:\n{log}");
+    assert!(
+        ok,
+        "customer verification of an untouched bundle failed:\n{log}"
+    );
     assert!(log.contains("Good \"fabcheck-report\" signature"), "{log}");
     let out = aggregate(dir, &["verify", "bundle", "--key", "signing.key.pub"]);
     expect_code(&out, 0, "aggregate verify");
@@ -110,7 +122,10 @@ fn signed_report_verifies_with_openssh_and_every_tampered_file_fails() {
         copy_tree(&pristine, &case);
         flip_middle_byte(&case.join(&f));
         let (ok, log) = customer_verify(&case, &dir.join("signing.key.pub"));
-        assert!(!ok, "OpenSSH/sha256sum accepted a bundle with {f} changed:\n{log}");
+        assert!(
+            !ok,
+            "OpenSSH/sha256sum accepted a bundle with {f} changed:\n{log}"
+        );
         let out = aggregate(
             dir,
             &["verify", case.to_str().unwrap(), "--key", "signing.key.pub"],
@@ -135,7 +150,16 @@ fn a_bundle_resigned_by_another_key_is_rejected() {
     expect_code(&aggregate(dir, &["keygen", "vendor.key"]), 0, "keygen");
     let out = aggregate(
         dir,
-        &["report", "data", "-p", &profile, "-o", "bundle", "--sign", "vendor.key"],
+        &[
+            "report",
+            "data",
+            "-p",
+            &profile,
+            "-o",
+            "bundle",
+            "--sign",
+            "vendor.key",
+        ],
     );
     assert!(code(&out) <= 1, "report failed: {:?}", text(&out));
     let bundle = dir.join("bundle");

@@ -1,7 +1,8 @@
 //! node_exporter textfile collector format (`*.prom` in `--collector.textfile.directory`):
-//! one gauge family per figure, base units in the names (seconds, bits and bytes per
-//! second, ratios), labels for tool, test, transport, size and the host pair, so Grafana can
-//! chart every link of the fabric night after night.
+//! one gauge family per figure, base units in the names (seconds, bytes per second,
+//! ratios: Prometheus wants bytes, so 100 Gb/s exports as 12.5e9), labels for tool, test,
+//! transport, size and the host pair, so Grafana can chart every link of the fabric night
+//! after night.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -150,10 +151,10 @@ impl Exporter for Prometheus {
                             let mut l = labels.clone();
                             l.push(("stat", stat.to_string()));
                             out.set(
-                                "fabcheck_bandwidth_bits_per_second",
-                                "Streaming bandwidth: avg over the timed loop, peak = best interval.",
+                                "fabcheck_bandwidth_bytes_per_second",
+                                "Streaming bandwidth (Prometheus base unit: bytes; 100 Gb/s is 12.5e9): avg over the timed loop, peak = best interval.",
                                 &l,
-                                v * 1e9,
+                                v * 1e9 / 8.0,
                             );
                         }
                         out.set(
