@@ -1,26 +1,35 @@
 //! Stamps the git commit into the library so every JSON document says which code measured it.
 use std::process::Command;
 
-fn main() {
-    let commit = Command::new("git")
-        .args(["rev-parse", "--short=12", "HEAD"])
+fn git(args: &[&str]) -> Option<String> {
+    Command::new("git")
+        .args(args)
         .output()
         .ok()
         .filter(|o| o.status.success())
         .and_then(|o| String::from_utf8(o.stdout).ok())
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "unknown".into());
-    let dirty = Command::new("git")
-        .args(["status", "--porcelain", "--untracked-files=no"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| !o.stdout.is_empty())
-        .unwrap_or(false);
-    let suffix = if dirty && commit != "unknown" { "-dirty" } else { "" };
-    println!("cargo:rustc-env=FABCHECK_GIT_COMMIT={commit}{suffix}");
-    for p in ["../.git/HEAD", "../.git/index", "../.git/refs"] {
-        println!("cargo:rerun-if-changed={p}");
+}
+
+fn main() {
+    let commit = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into());
+    println!("cargo:rustc-env=FABCHECK_GIT_COMMIT={commit}");
+    // Re-stamp when HEAD moves (checkout, commit), not on every edit. Worktrees keep HEAD
+    // in their own git dir, so ask git where it is.
+    if let Some(dir) = git(&["rev-parse", "--absolute-git-dir"]) {
+        println!("cargo:rerun-if-changed={dir}/HEAD");
+        if let Some(r) = git(&["symbolic-ref", "-q", "HEAD"]) {
+            if let Some(common) = git(&["rev-parse", "--git-common-dir"]) {
+                let common = std::path::Path::new(&common);
+                let common = if common.is_absolute() {
+                    common.to_path_buf()
+                } else {
+                    std::path::Path::new(&dir).join(common)
+                };
+                println!("cargo:rerun-if-changed={}", common.join(&r).display());
+            }
+        }
     }
+    println!("cargo:rerun-if-changed=build.rs");
 }

@@ -1,1 +1,252 @@
-fn main() {}
+//! bench-bw: streaming bandwidth and message rate, perftest's `ib_send_bw` / `ib_write_bw`
+//! / `ib_read_bw` over verbs, and the same stream over TCP as the baseline (what iperf3
+//! measures). Unidirectional or `-b` bidirectional, `-q` parallel streams, `-t` messages in
+//! flight; throughput is sampled every interval so stability can be judged, and the CPU
+//! cores each side burned are reported beside it.
+
+use anyhow::Result;
+use clap::Parser;
+
+use fabric::bootstrap::{recv_json, send_json};
+use fabric::cli::P2pArgs;
+use fabric::clock::LoopClock;
+use fabric::cpu::CpuMeter;
+use fabric::interrupt;
+use fabric::p2p::{self, PairTool, Plan, SizeRun};
+use fabric::transport::{self, BandwidthEndpoint, Role};
+use results::units::{gbit_s, mpps};
+use results::{BandwidthResult, BandwidthSummary, CpuUse, TestResult};
+
+/// Streaming bandwidth benchmark (perftest-compatible options).
+#[derive(Parser, Debug)]
+#[command(version, about, long_about = None)]
+struct Cli {
+    #[command(flatten)]
+    p2p: P2pArgs,
+
+    /// Measure both directions at once (figures are the sum, as perftest -b).
+    #[arg(short = 'b', long)]
+    bidirectional: bool,
+
+    /// Parallel streams: queue pairs (verbs) or connections (tcp).
+    #[arg(short = 'q', long = "qps", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    qps: u32,
+
+    /// Messages in flight per stream (verbs send queue depth).
+    #[arg(short = 't', long = "tx-depth", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=16384))]
+    tx_depth: u32,
+
+    /// Length of one throughput sample, milliseconds.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    interval_ms: u64,
+}
+
+/// What the timed loop of one side saw.
+struct Transfer {
+    sent: u64,
+    received: u64,
+    seconds: f64,
+    samples: Vec<u64>,
+    cores: f64,
+    complete: bool,
+}
+
+/// The timed loop: advance the transfer, stamp, and at each interval boundary note the
+/// messages completed. Everything else waits until the loop is over.
+fn stream(
+    ep: &mut dyn BandwidthEndpoint,
+    clock: &LoopClock,
+    plan: &Plan,
+    interval_ns: u64,
+) -> Result<Transfer> {
+    for _ in 0..plan.warmup {
+        ep.step()?;
+    }
+    let limit = if plan.duration_s.is_some() {
+        u64::MAX
+    } else {
+        plan.iterations
+    };
+    let budget_ns = plan.duration_s.map_or(u64::MAX, |d| (d * 1e9) as u64);
+    let mut samples = Vec::new();
+    let mut next_ns = interval_ns;
+    let (mut sent, mut at_last) = (0u64, 0u64);
+    let mut complete = true;
+    let cpu = CpuMeter::start();
+    let start = clock.raw();
+    loop {
+        sent += ep.step()?;
+        let elapsed = clock.nanos(start, clock.raw());
+        if elapsed >= next_ns {
+            samples.push(sent - at_last);
+            at_last = sent;
+            next_ns += interval_ns;
+            if interrupt::interrupted() {
+                complete = false;
+                break;
+            }
+        }
+        if sent >= limit || elapsed >= budget_ns {
+            break;
+        }
+    }
+    let received = ep.finish()?;
+    let seconds = clock.seconds(start, clock.raw());
+    Ok(Transfer {
+        sent,
+        received,
+        seconds,
+        samples,
+        cores: cpu.cores(),
+        complete,
+    })
+}
+
+struct Bandwidth {
+    interval_ms: u64,
+}
+
+impl PairTool for Bandwidth {
+    fn run_size(&mut self, run: &mut SizeRun) -> Result<Option<TestResult>> {
+        let plan = run.plan;
+        let size = run.spec.size;
+        let interval_ns = self.interval_ms * 1_000_000;
+        let mut ep = transport::connect_bandwidth(plan.transport, &run.spec, run.link)?;
+        let active = run.spec.role == Role::Initiator || plan.bidirectional;
+        let mine = if active {
+            Some(stream(&mut *ep, run.clock, plan, interval_ns)?)
+        } else {
+            let cpu = CpuMeter::start();
+            ep.serve()?;
+            let cores = cpu.cores();
+            drop(ep);
+            send_json(run.link, &cores)?;
+            return Ok(None);
+        };
+        let t = mine.expect("active side measured");
+        if run.spec.role == Role::Responder {
+            send_json(run.link, &t.cores)?;
+            return Ok(None);
+        }
+        let responder_cores: f64 = recv_json(run.link)?;
+        // The peer's warm-up messages reach our receiver too; they are not part of the run.
+        let messages = t.sent + t.received.saturating_sub(plan.warmup);
+        let bytes = messages * size;
+        let avg = gbit_s(bytes, t.seconds);
+        let interval_s = interval_ns as f64 / 1e9;
+        let interval_gbit_s: Vec<f64> = t
+            .samples
+            .iter()
+            .map(|&m| gbit_s(m * size, interval_s))
+            .collect();
+        let peak = interval_gbit_s.iter().copied().fold(avg, f64::max);
+        Ok(Some(TestResult::Bandwidth(BandwidthResult {
+            test: plan.test.clone(),
+            transport: plan.transport.name().into(),
+            size_bytes: size,
+            iterations: messages,
+            duration_s: t.seconds,
+            bidirectional: plan.bidirectional,
+            streams: plan.streams,
+            tx_depth: plan.tx_depth,
+            bw_gbit_s: BandwidthSummary { avg, peak },
+            msg_rate_mpps: mpps(messages, t.seconds),
+            interval_s,
+            interval_gbit_s,
+            cpu: CpuUse {
+                initiator_cores: t.cores,
+                responder_cores,
+            },
+            pair: run.pair.clone(),
+            complete: t.complete,
+            counters: None,
+        })))
+    }
+
+    fn print_header(&self, plan: &Plan) {
+        let line = "-".repeat(104);
+        println!("{line}");
+        println!(
+            " {} test over {}{}, {} stream(s), tx depth {}, {}",
+            plan.test,
+            plan.transport.name(),
+            if plan.bidirectional {
+                " (bidirectional: sum of both directions)"
+            } else {
+                ""
+            },
+            plan.streams,
+            plan.tx_depth,
+            plan.duration_s
+                .map_or(format!("{} iterations", plan.iterations), |d| format!(
+                    "{d} s per size"
+                )),
+        );
+        println!("{line}");
+        println!(
+            " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]   CPU client[cores]   CPU server[cores]"
+        );
+    }
+
+    fn print_row(&self, result: &TestResult) {
+        if let TestResult::Bandwidth(r) = result {
+            println!(
+                " {:<10} {:<14} {:<18.2} {:<20.2} {:<15.6} {:<19.2} {:.2}{}",
+                r.size_bytes,
+                r.iterations,
+                r.bw_gbit_s.peak,
+                r.bw_gbit_s.avg,
+                r.msg_rate_mpps,
+                r.cpu.initiator_cores,
+                r.cpu.responder_cores,
+                if r.complete { "" } else { "  (incomplete)" }
+            );
+        }
+    }
+}
+
+fn plan(cli: &Cli) -> Result<Plan> {
+    let a = &cli.p2p;
+    let (transport, why) = transport::resolve(a.transport)?;
+    transport::check_supported(transport, a.op)?;
+    if a.transport == transport::TransportChoice::Auto && fabric::bootstrap::is_reporting_process()
+    {
+        eprintln!("transport: {why}");
+    }
+    let mut local = serde_json::Map::new();
+    local.insert("interval_ms".into(), cli.interval_ms.into());
+    Ok(Plan {
+        tool: "bench-bw",
+        test: format!("{}_bw", a.op.name()),
+        op: a.op,
+        transport,
+        sizes: a.sizes(65536),
+        iterations: a.iters.unwrap_or(5000),
+        duration_s: a.duration,
+        warmup: a.warmup.unwrap_or(2 * u64::from(cli.tx_depth)),
+        streams: cli.qps,
+        tx_depth: cli.tx_depth,
+        bidirectional: cli.bidirectional,
+        timeout: a.timeout(),
+        extra: Default::default(),
+        local,
+    })
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let code = match plan(&cli) {
+        Ok(plan) => p2p::run(
+            &cli.p2p,
+            plan,
+            &mut Bandwidth {
+                interval_ms: cli.interval_ms,
+            },
+        ),
+        Err(e) => {
+            eprintln!("bench-bw: error: {e:#}");
+            fabric::exit::ERROR
+        }
+    };
+    std::process::exit(code);
+}

@@ -5,7 +5,7 @@ use std::time::SystemTime;
 /// Version of the fabcheck suite that produced a document.
 pub const TOOL_VERSION: &str = env!("CARGO_PKG_VERSION");
 
-/// Git commit of the build (`-dirty` when built from a modified tree, `unknown` outside git).
+/// Git commit of the build (`unknown` outside git).
 pub const GIT_COMMIT: &str = env!("FABCHECK_GIT_COMMIT");
 
 /// Current wall-clock time in RFC 3339 with microseconds, UTC.

@@ -36,8 +36,8 @@ pub struct Document {
     pub launcher: String,
     /// Ranks in the job (2 for a standalone pair).
     pub ranks: u32,
-    /// Cost of one empty measurement-loop iteration (two clock reads and a histogram
-    /// record), measured at start-up on the writing host. Latencies below a few times this
+    /// Cost the timed loop adds to each iteration (one clock read and a store), measured
+    /// at start-up on the writing host. Latencies below a few times this
     /// are not trustworthy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loop_overhead_ns: Option<f64>,

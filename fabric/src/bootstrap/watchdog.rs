@@ -1,0 +1,73 @@
+//! A deadline for blocking calls that have no timeout of their own (MPI receives and
+//! barriers block forever when a rank died or never started). When a guarded wait overruns,
+//! the watchdog says what was awaited and exits with code 2; under MPI the launcher then
+//! tears the whole job down, so no rank hangs.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+struct Armed {
+    what: String,
+    deadline: Instant,
+}
+
+/// Background thread watching at most one armed deadline at a time.
+#[derive(Clone)]
+pub struct Watchdog {
+    slot: Arc<Mutex<Option<Armed>>>,
+    timeout: Duration,
+}
+
+/// Disarms on drop.
+pub struct Guard {
+    slot: Arc<Mutex<Option<Armed>>>,
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Ok(mut s) = self.slot.lock() {
+            *s = None;
+        }
+    }
+}
+
+impl Watchdog {
+    /// Starts the watching thread. `prefix` goes in front of the message (e.g. `rank 3`).
+    pub fn start(timeout: Duration, prefix: String) -> Self {
+        let slot: Arc<Mutex<Option<Armed>>> = Arc::new(Mutex::new(None));
+        let watched = Arc::clone(&slot);
+        std::thread::Builder::new()
+            .name("watchdog".into())
+            .spawn(move || loop {
+                std::thread::sleep(Duration::from_millis(50));
+                let expired = watched.lock().ok().and_then(|s| {
+                    s.as_ref()
+                        .filter(|a| Instant::now() > a.deadline)
+                        .map(|a| a.what.clone())
+                });
+                if let Some(what) = expired {
+                    eprintln!(
+                        "{prefix}: timed out after {} s {what}: the peer died, hangs, or never \
+                         started. Aborting (raise --timeout if the system is just slow).",
+                        timeout.as_secs_f64()
+                    );
+                    std::process::exit(crate::exit::ERROR);
+                }
+            })
+            .expect("spawn watchdog thread");
+        Self { slot, timeout }
+    }
+
+    /// Arms the deadline for the wait described by `what` ("waiting for rank 1 ...").
+    pub fn arm(&self, what: impl Into<String>) -> Guard {
+        if let Ok(mut s) = self.slot.lock() {
+            *s = Some(Armed {
+                what: what.into(),
+                deadline: Instant::now() + self.timeout,
+            });
+        }
+        Guard {
+            slot: Arc::clone(&self.slot),
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! Command-line options shared by the point-to-point benchmarks, named as perftest names
+//! them so existing habits and scripts carry over (`-d -i -x -s -a -n -D -m -I -e -R`,
+//! no host = server). Options that belong to one tool live in that tool.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::bootstrap::Launcher;
+use crate::transport::{Op, TransportChoice};
+
+/// Default port of the standalone handshake. perftest uses 18515; ours differs so both
+/// can run side by side on the same hosts.
+pub const DEFAULT_PORT: u16 = 18555;
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    let v = results::units::parse_size(s)?;
+    if v == 0 {
+        return Err("size must be at least 1 byte".into());
+    }
+    Ok(v)
+}
+
+fn parse_positive_secs(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number of seconds"))?;
+    if !(v > 0.0 && v.is_finite()) {
+        return Err("must be a positive number of seconds".into());
+    }
+    Ok(v)
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct P2pArgs {
+    /// Server to connect to (client mode). Without it this process is the server.
+    /// Ignored under mpirun/srun, where ranks pair up (0,1), (2,3), ...
+    pub host: Option<String>,
+
+    /// Operation to measure: send (two-sided; the only one TCP has), write, read (RDMA).
+    #[arg(long = "test", value_enum, default_value = "send")]
+    pub op: Op,
+
+    /// Transport: verbs when an RDMA device is present, tcp otherwise (auto).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub transport: TransportChoice,
+
+    /// How the processes were started: auto detects mpirun/srun from the environment.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub launcher: Launcher,
+
+    /// Message size (bytes; K, M, G suffixes). Default: 2 for latency, 64K for bandwidth.
+    #[arg(short = 's', long = "size", value_parser = parse_size)]
+    pub size: Option<u64>,
+
+    /// Run all sizes from 2 B to 8 MiB in powers of two.
+    #[arg(short = 'a', long = "all", conflicts_with = "size")]
+    pub all: bool,
+
+    /// Timed iterations per size (default: 1000 for latency, 5000 for bandwidth).
+    #[arg(short = 'n', long = "iters", value_parser = clap::value_parser!(u64).range(1..))]
+    pub iters: Option<u64>,
+
+    /// Run each size for this many seconds instead of a fixed iteration count.
+    #[arg(short = 'D', long = "duration", value_parser = parse_positive_secs, conflicts_with = "iters")]
+    pub duration: Option<f64>,
+
+    /// Untimed iterations before the timed loop (default: 100 for latency, 2 x tx depth for bandwidth).
+    #[arg(long)]
+    pub warmup: Option<u64>,
+
+    /// TCP port of the standalone handshake.
+    #[arg(short = 'p', long, default_value_t = DEFAULT_PORT)]
+    pub port: u16,
+
+    /// Local address to listen on and advertise for data connections (default: the address
+    /// the peer reached us on; under MPI, loopback for same-host pairs, else the hostname's).
+    #[arg(long)]
+    pub bind_addr: Option<IpAddr>,
+
+    /// Write the JSON result document here (atomically; checked before measuring).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+
+    /// Longest wait for a peer anywhere, in seconds: a server for its client, a client for its
+    /// server, either side for a reply, a completion or the next control message.
+    #[arg(long, default_value_t = 60.0, value_parser = parse_positive_secs)]
+    pub timeout: f64,
+
+    /// RDMA device (verbs), e.g. mlx5_0. Default: the first one with an ACTIVE port.
+    #[arg(short = 'd', long = "ib-dev")]
+    pub ib_dev: Option<String>,
+
+    /// RDMA device port (verbs).
+    #[arg(short = 'i', long = "ib-port", default_value_t = 1)]
+    pub ib_port: u8,
+
+    /// GID index (verbs, RoCE). Default: the RoCE v2 GID with an IPv4-mapped address.
+    #[arg(short = 'x', long = "gid-index")]
+    pub gid_index: Option<u32>,
+
+    /// Path MTU in bytes (verbs: 256..4096), clamped to the port's active MTU.
+    #[arg(short = 'm', long = "mtu")]
+    pub mtu: Option<u32>,
+
+    /// Largest message sent inline in the work request (verbs).
+    #[arg(short = 'I', long = "inline-size")]
+    pub inline_size: Option<u32>,
+
+    /// Sleep on completion events instead of polling (verbs).
+    #[arg(short = 'e', long = "events")]
+    pub events: bool,
+
+    /// Connect queue pairs through rdma_cm instead of the out-of-band exchange (verbs).
+    #[arg(short = 'R', long = "rdma-cm")]
+    pub rdma_cm: bool,
+}
+
+impl P2pArgs {
+    /// Sizes to run: `-a`, `-s`, or the tool's default.
+    pub fn sizes(&self, default: u64) -> Vec<u64> {
+        if self.all {
+            results::units::power_of_two_sizes(2, 8 << 20)
+        } else {
+            vec![self.size.unwrap_or(default)]
+        }
+    }
+
+    pub fn timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs_f64(self.timeout)
+    }
+}

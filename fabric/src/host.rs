@@ -1,0 +1,149 @@
+//! Host facts that go into every document: a number is only comparable with another when
+//! the kernel, CPU, NUMA layout and NICs behind it are known. Everything is read from
+//! `/proc` and `/sys`; a fact that cannot be read is left empty, never an error.
+
+use std::fs;
+use std::path::Path;
+
+use results::{HostInfo, NetDevice, RdmaDevice, RdmaPort};
+
+fn read_trim(path: impl AsRef<Path>) -> Option<String> {
+    fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+fn dir_names(path: impl AsRef<Path>) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(path)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// This host's name as the kernel knows it.
+pub fn hostname() -> String {
+    read_trim("/proc/sys/kernel/hostname").unwrap_or_else(|| "localhost".into())
+}
+
+/// Collects the facts of this host.
+pub fn collect() -> HostInfo {
+    let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu_model = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.trim().to_string())
+        .unwrap_or_default();
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get() as u32)
+        .unwrap_or(1);
+    let numa_nodes = dir_names("/sys/devices/system/node")
+        .iter()
+        .filter(|n| {
+            n.strip_prefix("node")
+                .is_some_and(|d| d.chars().all(|c| c.is_ascii_digit()))
+        })
+        .count()
+        .max(1) as u32;
+    HostInfo {
+        rank: None,
+        role: None,
+        hostname: hostname(),
+        kernel: read_trim("/proc/sys/kernel/osrelease").unwrap_or_default(),
+        cpu_model,
+        cores,
+        numa_nodes,
+        net_devices: net_devices(),
+        rdma_devices: rdma_devices(),
+        gpus: Vec::new(),
+    }
+}
+
+/// Kernel network interfaces with MTU, speed and state.
+pub fn net_devices() -> Vec<NetDevice> {
+    let base = Path::new("/sys/class/net");
+    dir_names(base)
+        .into_iter()
+        .map(|name| {
+            let d = base.join(&name);
+            NetDevice {
+                mtu: read_trim(d.join("mtu")).and_then(|v| v.parse().ok()),
+                // Drivers without a speed report -1 or fail the read (EINVAL on loopback).
+                speed_mbit_s: read_trim(d.join("speed"))
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .filter(|&v| v > 0)
+                    .map(|v| v as u64),
+                operstate: read_trim(d.join("operstate")).unwrap_or_default(),
+                mac: read_trim(d.join("address")),
+                name,
+            }
+        })
+        .collect()
+}
+
+/// RDMA devices and their ports from `/sys/class/infiniband`; empty without RDMA support.
+pub fn rdma_devices() -> Vec<RdmaDevice> {
+    let base = Path::new("/sys/class/infiniband");
+    dir_names(base)
+        .into_iter()
+        .map(|name| {
+            let d = base.join(&name);
+            let ports = dir_names(d.join("ports"))
+                .into_iter()
+                .filter_map(|p| p.parse::<u32>().ok().map(|n| (n, p)))
+                .map(|(port, p)| {
+                    let pd = d.join("ports").join(p);
+                    let rate = read_trim(pd.join("rate")).unwrap_or_default();
+                    RdmaPort {
+                        port,
+                        state: read_trim(pd.join("state")).unwrap_or_default(),
+                        rate_gbit_s: parse_rate_gbit_s(&rate),
+                        rate,
+                        link_layer: read_trim(pd.join("link_layer")).unwrap_or_default(),
+                        netdev: dir_names(pd.join("gid_attrs/ndevs"))
+                            .first()
+                            .and_then(|g| read_trim(pd.join("gid_attrs/ndevs").join(g))),
+                    }
+                })
+                .collect();
+            RdmaDevice {
+                fw_ver: read_trim(d.join("fw_ver")),
+                node_guid: read_trim(d.join("node_guid")),
+                name,
+                ports,
+            }
+        })
+        .collect()
+}
+
+/// `100 Gb/sec (4X EDR)` -> 100.0.
+pub fn parse_rate_gbit_s(rate: &str) -> Option<f64> {
+    rate.split_whitespace().next()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_host_is_described() {
+        let h = collect();
+        assert!(!h.hostname.is_empty());
+        assert!(!h.kernel.is_empty());
+        assert!(h.cores >= 1);
+        assert!(h.net_devices.iter().any(|d| d.name == "lo"));
+    }
+
+    #[test]
+    fn sysfs_rates_parse() {
+        assert_eq!(parse_rate_gbit_s("100 Gb/sec (4X EDR)"), Some(100.0));
+        assert_eq!(parse_rate_gbit_s("2.5 Gb/sec (1X SDR)"), Some(2.5));
+        assert_eq!(parse_rate_gbit_s(""), None);
+    }
+}

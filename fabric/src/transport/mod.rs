@@ -1,0 +1,191 @@
+//! Transports: how bytes move between the two ends of a pair in the measured loop.
+//!
+//! The benchmarks' loops are written once against two small traits, [`LatencyEndpoint`]
+//! (ping-pong) and [`BandwidthEndpoint`] (streaming with messages in flight); each transport
+//! implements them. Endpoints are created per test size by [`connect_latency`] /
+//! [`connect_bandwidth`], which exchange endpoint info over the bootstrap's [`PeerLink`]
+//! and return a ready, connected endpoint, so nothing but the measured operation remains
+//! for the loop.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::bootstrap::PeerLink;
+
+pub mod tcp;
+
+/// Transport the user asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TransportChoice {
+    /// verbs when an RDMA device is present, tcp otherwise (and say which).
+    Auto,
+    Tcp,
+    Verbs,
+}
+
+/// Transport actually used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TransportKind {
+    Tcp,
+    Verbs,
+}
+
+impl TransportKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            TransportKind::Tcp => "tcp",
+            TransportKind::Verbs => "verbs",
+        }
+    }
+}
+
+/// The operation under test, as perftest names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Op {
+    /// Two-sided send/receive (TCP: write/read on a socket).
+    Send,
+    /// One-sided RDMA write (verbs only).
+    Write,
+    /// One-sided RDMA read (verbs only).
+    Read,
+}
+
+impl Op {
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Send => "send",
+            Op::Write => "write",
+            Op::Read => "read",
+        }
+    }
+}
+
+/// Which end of the pair this process is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// perftest's client: drives the loop and owns the clock.
+    Initiator,
+    /// perftest's server: answers pings, receives streams, exposes memory.
+    Responder,
+}
+
+/// Settings an endpoint needs, fixed for one test size.
+#[derive(Debug, Clone)]
+pub struct EndpointSpec {
+    pub op: Op,
+    pub role: Role,
+    pub size: u64,
+    /// Parallel streams (TCP connections, queue pairs).
+    pub streams: u32,
+    /// Messages in flight per stream.
+    pub tx_depth: u32,
+    pub bidirectional: bool,
+    /// Longest wait for the peer anywhere (connection set-up, a reply, a completion).
+    pub timeout: Duration,
+    /// Address to listen on / advertise for data connections.
+    pub local_ip: IpAddr,
+}
+
+/// Ping-pong, driven by the initiator.
+pub trait LatencyEndpoint {
+    /// Initiator: one round trip (send `size` bytes, wait for the peer's `size` bytes).
+    fn ping(&mut self) -> Result<()>;
+    /// Responder: wait for one message and answer it. `Ok(false)` when the initiator has
+    /// finished (after its [`finish`](Self::finish)).
+    fn pong(&mut self) -> Result<bool>;
+    /// Initiator, after the timed loop: tell the responder the test is over.
+    fn finish(&mut self) -> Result<()>;
+}
+
+/// Streaming transfer with messages in flight.
+pub trait BandwidthEndpoint {
+    /// Sender: advance the transfer by posting what fits and reaping completions; returns
+    /// how many messages completed. Called in the timed loop, so it does nothing else.
+    fn step(&mut self) -> Result<u64>;
+    /// Sender, after the timed loop: wait until every message posted has arrived at the
+    /// peer (and, when bidirectional, until the peer's stream has ended). Returns messages
+    /// received from the peer (0 unless bidirectional).
+    fn finish(&mut self) -> Result<u64>;
+    /// Passive responder (unidirectional tests): take part until the sender finishes.
+    /// Returns the bytes received.
+    fn serve(&mut self) -> Result<u64>;
+}
+
+/// Is an RDMA device visible to this process? (`/sys/class/infiniband` non-empty.)
+pub fn rdma_present() -> bool {
+    std::fs::read_dir("/sys/class/infiniband")
+        .map(|mut d| d.next().is_some())
+        .unwrap_or(false)
+}
+
+/// Resolves `auto`; returns the kind and a sentence saying why, for the log.
+pub fn resolve(choice: TransportChoice) -> Result<(TransportKind, String)> {
+    match choice {
+        TransportChoice::Tcp => Ok((TransportKind::Tcp, "tcp (as requested)".into())),
+        TransportChoice::Verbs => {
+            verbs_available()?;
+            Ok((TransportKind::Verbs, "verbs (as requested)".into()))
+        }
+        TransportChoice::Auto if rdma_present() && verbs_available().is_ok() => Ok((
+            TransportKind::Verbs,
+            "verbs (auto: an RDMA device is present)".into(),
+        )),
+        TransportChoice::Auto => Ok((
+            TransportKind::Tcp,
+            "tcp (auto: no RDMA device under /sys/class/infiniband)".into(),
+        )),
+    }
+}
+
+fn verbs_available() -> Result<()> {
+    bail!(
+        "the verbs transport is not built into this binary yet: use --transport tcp \
+         (verbs support arrives with the verbs module)"
+    )
+}
+
+/// Which ops a transport can measure.
+pub fn check_supported(kind: TransportKind, op: Op) -> Result<()> {
+    if kind == TransportKind::Tcp && op != Op::Send {
+        bail!(
+            "{} needs RDMA: TCP has no one-sided {}s. Use --transport verbs on an RDMA device, \
+             or --test send for the TCP baseline",
+            op.name(),
+            op.name()
+        );
+    }
+    Ok(())
+}
+
+/// Creates a connected latency endpoint of `kind`.
+pub fn connect_latency(
+    kind: TransportKind,
+    spec: &EndpointSpec,
+    link: &mut dyn PeerLink,
+) -> Result<Box<dyn LatencyEndpoint>> {
+    check_supported(kind, spec.op)?;
+    match kind {
+        TransportKind::Tcp => Ok(Box::new(tcp::TcpLatency::connect(spec, link)?)),
+        TransportKind::Verbs => verbs_available().map(|_| unreachable!()),
+    }
+}
+
+/// Creates a connected bandwidth endpoint of `kind`.
+pub fn connect_bandwidth(
+    kind: TransportKind,
+    spec: &EndpointSpec,
+    link: &mut dyn PeerLink,
+) -> Result<Box<dyn BandwidthEndpoint>> {
+    check_supported(kind, spec.op)?;
+    match kind {
+        TransportKind::Tcp => Ok(Box::new(tcp::TcpBandwidth::connect(spec, link)?)),
+        TransportKind::Verbs => verbs_available().map(|_| unreachable!()),
+    }
+}

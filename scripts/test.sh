@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The project's test command (the README's second command, and what CI runs): installs the
+# Debian packages the tests need when missing, checks formatting and lints, builds every
+# binary, runs every test against the real binaries and peers, then the Soft-RoCE suite
+# (real verbs in qemu VMs) when present. Fails on the first failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/lib/deps.sh
+need_packages "${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}"
+
+echo "== format and lints"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets -- -D warnings
+
+echo "== build"
+cargo build --workspace --bins
+
+echo "== unit and end-to-end tests"
+cargo test --workspace
+
+if [ -x tests/softroce/run-all.sh ]; then
+  echo "== verbs on Soft-RoCE (qemu VMs)"
+  tests/softroce/run-all.sh
+fi
+echo "all tests passed"

@@ -1,0 +1,484 @@
+//! bench-lat and bench-bw over TCP on loopback, standalone and under mpirun, read back
+//! through the JSON field names of schema v1, plus the fault cases: no peer, garbage on the
+//! port, a mismatched client, a peer killed mid-run, Ctrl-C, bad flags.
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command};
+use std::time::Duration;
+
+use integration::{bin, free_port, mpirun, run, spawn, text, wait_with_deadline};
+use serde_json::Value;
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn server(tool: &str, port: u16, extra: &[&str]) -> Child {
+    let mut c = Command::new(bin(tool));
+    c.args(["-p", &port.to_string(), "--timeout", "20"])
+        .args(extra);
+    spawn(&mut c)
+}
+
+fn client(tool: &str, port: u16, extra: &[&str]) -> Command {
+    let mut c = Command::new(bin(tool));
+    c.args(["127.0.0.1", "-p", &port.to_string(), "--timeout", "20"])
+        .args(extra);
+    c
+}
+
+fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).expect("valid JSON")
+}
+
+fn assert_ok(out: &std::process::Output, what: &str) {
+    let (o, e) = text(out);
+    assert!(
+        out.status.success(),
+        "{what} failed: {:?}\nstdout:\n{o}\nstderr:\n{e}",
+        out.status
+    );
+}
+
+/// Every top-level field the schema promises, with the right types.
+fn assert_document(doc: &Value, tool: &str) {
+    assert_eq!(doc["schema_version"], 1);
+    assert_eq!(doc["tool"], tool);
+    assert!(doc["tool_version"].as_str().is_some_and(|s| !s.is_empty()));
+    assert!(doc["git_commit"].as_str().is_some_and(|s| !s.is_empty()));
+    assert!(doc["command_line"][0].as_str().unwrap().ends_with(tool));
+    for k in ["started_at", "finished_at"] {
+        let t = doc[k].as_str().unwrap();
+        assert!(
+            t.len() >= 20 && t.contains('T') && t.ends_with('Z'),
+            "{k} = {t}"
+        );
+    }
+    assert!(doc["options"].is_object());
+    let hosts = doc["hosts"].as_array().unwrap();
+    assert!(hosts.len() >= 2);
+    for h in hosts {
+        assert!(h["hostname"].as_str().is_some_and(|s| !s.is_empty()));
+        assert!(h["kernel"].as_str().is_some_and(|s| !s.is_empty()));
+        assert!(h["cpu_model"].is_string());
+        assert!(h["cores"].as_u64().unwrap() >= 1);
+        assert!(h["numa_nodes"].as_u64().unwrap() >= 1);
+        assert!(h["net_devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["name"] == "lo"));
+    }
+    assert!(doc["loop_overhead_ns"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn standalone_latency_writes_every_schema_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("lat.json");
+    let port = free_port();
+    let srv = server("bench-lat", port, &["-s", "64"]);
+    let out = run(
+        client("bench-lat", port, &["-s", "64", "-n", "300", "--json"]).arg(&json),
+        LIMIT,
+    );
+    assert_ok(&out, "client");
+    assert_ok(&wait_with_deadline(srv, LIMIT, "server"), "server");
+    let (stdout, _) = text(&out);
+    assert!(
+        stdout.contains("#bytes #iterations    t_min[usec]"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("99.9% percentile[usec]"));
+
+    let doc = read_json(&json);
+    assert_document(&doc, "bench-lat");
+    assert_eq!(doc["complete"], true);
+    assert_eq!(doc["launcher"], "standalone");
+    let r = &doc["results"][0];
+    assert_eq!(r["kind"], "latency");
+    assert_eq!(r["test"], "send_lat");
+    assert_eq!(r["transport"], "tcp");
+    assert_eq!(r["size_bytes"], 64);
+    assert_eq!(r["iterations"], 300);
+    let l = &r["latency_us"];
+    for k in [
+        "min", "p50", "p90", "p99", "p999", "p9999", "max", "mean", "stdev",
+    ] {
+        assert!(l[k].as_f64().is_some(), "latency_us.{k} missing");
+    }
+    assert!(l["min"].as_f64().unwrap() > 0.0);
+    assert!(l["min"].as_f64() <= l["p50"].as_f64() && l["p50"].as_f64() <= l["p99"].as_f64());
+    assert!(l["p99"].as_f64() <= l["max"].as_f64());
+    let h = results::LatencyHistogram::decode(r["histogram"].as_str().unwrap()).unwrap();
+    assert_eq!(h.len(), 300, "histogram holds every timed iteration");
+    assert!(r["pair"]["initiator"]["host"].is_string());
+    assert!(r["pair"]["responder"]["host"].is_string());
+}
+
+#[test]
+fn standalone_bandwidth_unidirectional_bidirectional_and_streams() {
+    for (extra, streams, bidi) in [
+        (&[][..], 1, false),
+        (&["-b"][..], 1, true),
+        (&["-q", "3"][..], 3, false),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("bw.json");
+        let port = free_port();
+        let mut common = vec!["-s", "64K"];
+        common.extend_from_slice(extra);
+        let srv = server("bench-bw", port, &common);
+        let mut args = common.clone();
+        args.extend(["-n", "3000", "--interval-ms", "5", "--json"]);
+        let out = run(client("bench-bw", port, &args).arg(&json), LIMIT);
+        assert_ok(&out, "bench-bw client");
+        assert_ok(
+            &wait_with_deadline(srv, LIMIT, "bench-bw server"),
+            "bench-bw server",
+        );
+        let (stdout, _) = text(&out);
+        assert!(
+            stdout.contains("BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]"),
+            "{stdout}"
+        );
+
+        let doc = read_json(&json);
+        assert_document(&doc, "bench-bw");
+        let r = &doc["results"][0];
+        assert_eq!(r["kind"], "bandwidth");
+        assert_eq!(r["test"], "send_bw");
+        assert_eq!(r["size_bytes"], 65536);
+        assert_eq!(r["streams"], streams);
+        assert_eq!(r["bidirectional"], bidi);
+        let expected = if bidi { 6000 } else { 3000 };
+        assert_eq!(r["iterations"], expected, "messages counted {extra:?}");
+        let avg = r["bw_gbit_s"]["avg"].as_f64().unwrap();
+        let peak = r["bw_gbit_s"]["peak"].as_f64().unwrap();
+        assert!(avg > 0.0 && peak >= avg, "avg {avg} peak {peak}");
+        // Average = bytes / time, recomputed from the document's own fields.
+        let recomputed = expected as f64 * 65536.0 * 8.0 / r["duration_s"].as_f64().unwrap() / 1e9;
+        assert!(
+            (recomputed - avg).abs() / avg < 1e-6,
+            "{recomputed} vs {avg}"
+        );
+        assert!(r["msg_rate_mpps"].as_f64().unwrap() > 0.0);
+        assert!(!r["interval_gbit_s"].as_array().unwrap().is_empty());
+        assert!(r["cpu"]["initiator_cores"].as_f64().unwrap() > 0.0);
+        assert!(r["cpu"]["responder_cores"].as_f64().unwrap() > 0.0);
+    }
+}
+
+#[test]
+fn all_sizes_and_duration_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("all.json");
+    let port = free_port();
+    let srv = server("bench-lat", port, &["-a"]);
+    let out = run(
+        client(
+            "bench-lat",
+            port,
+            &["-a", "-n", "20", "--warmup", "2", "--json"],
+        )
+        .arg(&json),
+        LIMIT,
+    );
+    assert_ok(&out, "client -a");
+    assert_ok(&wait_with_deadline(srv, LIMIT, "server -a"), "server -a");
+    let doc = read_json(&json);
+    let sizes: Vec<u64> = doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["size_bytes"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sizes.len(), 23);
+    assert_eq!((sizes[0], sizes[22]), (2, 8 << 20));
+
+    let port = free_port();
+    let srv = server("bench-bw", port, &["-s", "4K"]);
+    let out = run(
+        client("bench-bw", port, &["-s", "4K", "-D", "0.5", "--json"]).arg(&json),
+        LIMIT,
+    );
+    assert_ok(&out, "client -D");
+    assert_ok(&wait_with_deadline(srv, LIMIT, "server -D"), "server -D");
+    let r = &read_json(&json)["results"][0];
+    assert!(r["duration_s"].as_f64().unwrap() >= 0.5);
+    assert!(r["iterations"].as_u64().unwrap() > 0);
+    assert!(
+        r["interval_gbit_s"].as_array().unwrap().len() >= 4,
+        "100 ms samples over 0.5 s"
+    );
+}
+
+#[test]
+fn mpirun_pairs_ranks_and_rank0_writes_one_document() {
+    for (np, tool, extra) in [
+        (2u32, "bench-lat", &["-s", "128", "-n", "200"][..]),
+        (4, "bench-bw", &["-s", "16K", "-n", "500"][..]),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("mpi.json");
+        let out = run(
+            mpirun(np)
+                .arg(bin(tool))
+                .args(extra)
+                .args(["--timeout", "30", "--json"])
+                .arg(&json),
+            LIMIT,
+        );
+        assert_ok(&out, &format!("mpirun -np {np} {tool}"));
+        let doc = read_json(&json);
+        assert_document(&doc, tool);
+        assert_eq!(doc["launcher"], "mpi");
+        assert_eq!(doc["ranks"], np);
+        assert_eq!(doc["hosts"].as_array().unwrap().len(), np as usize);
+        let mut pairs: Vec<(u64, u64)> = doc["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["pair"]["initiator"]["rank"].as_u64().unwrap(),
+                    r["pair"]["responder"]["rank"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        pairs.sort();
+        let expected: Vec<(u64, u64)> = (0..np as u64 / 2).map(|p| (2 * p, 2 * p + 1)).collect();
+        assert_eq!(pairs, expected);
+        let (stdout, _) = text(&out);
+        assert_eq!(
+            stdout.matches("#bytes").count(),
+            1,
+            "only rank 0 prints the header:\n{stdout}"
+        );
+    }
+}
+
+#[test]
+fn mpirun_with_an_odd_rank_count_is_refused() {
+    let out = run(
+        mpirun(3)
+            .arg(bin("bench-lat"))
+            .args(["-n", "10", "--timeout", "10"]),
+        LIMIT,
+    );
+    assert!(!out.status.success());
+    let (_, stderr) = text(&out);
+    assert!(stderr.contains("3 rank(s) cannot be paired"), "{stderr}");
+}
+
+#[test]
+fn a_server_without_client_and_a_client_without_server_time_out() {
+    let port = free_port();
+    let out = run(
+        Command::new(bin("bench-lat")).args(["-p", &port.to_string(), "--timeout", "1"]),
+        LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out).1.contains("no client connected within 1 s"),
+        "{}",
+        text(&out).1
+    );
+
+    let port = free_port().to_string();
+    let out = run(
+        Command::new(bin("bench-bw")).args(["127.0.0.1", "-p", &port, "--timeout", "1"]),
+        LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out).1.contains("no server answered"),
+        "{}",
+        text(&out).1
+    );
+}
+
+#[test]
+fn garbage_and_half_handshakes_do_not_stop_the_server() {
+    let port = free_port();
+    let srv = server("bench-lat", port, &[]);
+    let addr = format!("127.0.0.1:{port}");
+    let connect = || {
+        for _ in 0..200 {
+            if let Ok(s) = TcpStream::connect(&addr) {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        panic!("server never listened on {addr}");
+    };
+    connect().write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+    // A valid header announcing 16 bytes, then a hang-up after one.
+    connect().write_all(b"FBCK\0\0\0\x10{").unwrap();
+    let out = run(&mut client("bench-lat", port, &["-n", "50"]), LIMIT);
+    assert_ok(&out, "honest client after garbage");
+    let srv = wait_with_deadline(srv, LIMIT, "server");
+    assert_ok(&srv, "server");
+    let (_, stderr) = text(&srv);
+    assert!(
+        stderr.contains("not a fabcheck control message"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("closed the connection"), "{stderr}");
+}
+
+#[test]
+fn a_mismatched_client_is_refused_and_the_server_stays_usable() {
+    let port = free_port();
+    let srv = server("bench-lat", port, &["-s", "64"]);
+    let out = run(&mut client("bench-lat", port, &["-s", "128"]), LIMIT);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out).1.contains("sizes: server [64] vs client [128]"),
+        "{}",
+        text(&out).1
+    );
+    let out = run(
+        &mut client("bench-lat", port, &["-s", "64", "-n", "50"]),
+        LIMIT,
+    );
+    assert_ok(&out, "matching client");
+    assert_ok(&wait_with_deadline(srv, LIMIT, "server"), "server");
+}
+
+fn signal(child: &Child, sig: &str) {
+    let status = Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// Waits until `path` exists or `limit` passes (the peer is mid-run once a size is done).
+fn sleep_until_running(ms: u64) {
+    std::thread::sleep(Duration::from_millis(ms));
+}
+
+#[test]
+fn a_peer_killed_mid_run_ends_the_other_side_with_partial_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("partial.json");
+    let port = free_port();
+    let srv = server("bench-lat", port, &["-a"]);
+    let cli = spawn(client("bench-lat", port, &["-a", "-n", "3000", "--json"]).arg(&json));
+    sleep_until_running(1500);
+    signal(&srv, "-KILL");
+    let _ = wait_with_deadline(srv, LIMIT, "killed server");
+    let out = wait_with_deadline(cli, Duration::from_secs(60), "client after its server died");
+    assert_eq!(out.status.code(), Some(2), "{:?}", text(&out));
+    let (_, stderr) = text(&out);
+    assert!(
+        stderr.contains("peer"),
+        "the error names the peer: {stderr}"
+    );
+    let doc = read_json(&json);
+    assert_eq!(doc["complete"], false);
+    assert!(doc["incomplete_reason"]
+        .as_str()
+        .unwrap()
+        .contains("failed at"));
+    assert!(
+        !doc["results"].as_array().unwrap().is_empty(),
+        "sizes measured before the kill are kept"
+    );
+
+    // And the other way round: the server notices a dead client.
+    let port = free_port();
+    let srv = server("bench-bw", port, &["-s", "1M"]);
+    let cli = spawn(&mut client("bench-bw", port, &["-s", "1M", "-D", "30"]));
+    sleep_until_running(1500);
+    signal(&cli, "-KILL");
+    let _ = wait_with_deadline(cli, LIMIT, "killed client");
+    let out = wait_with_deadline(srv, Duration::from_secs(60), "server after its client died");
+    assert_eq!(out.status.code(), Some(2), "{:?}", text(&out));
+}
+
+#[test]
+fn ctrl_c_writes_what_was_measured_marked_incomplete() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("int.json");
+    let port = free_port();
+    let srv = server("bench-lat", port, &["-a"]);
+    let cli = spawn(client("bench-lat", port, &["-a", "-n", "3000", "--json"]).arg(&json));
+    sleep_until_running(1500);
+    signal(&cli, "-INT");
+    let out = wait_with_deadline(cli, LIMIT, "interrupted client");
+    assert_eq!(out.status.code(), Some(130), "{:?}", text(&out));
+    let doc = read_json(&json);
+    assert_eq!(doc["complete"], false);
+    assert!(doc["incomplete_reason"]
+        .as_str()
+        .unwrap()
+        .contains("interrupted"));
+    let results = doc["results"].as_array().unwrap();
+    assert!(!results.is_empty() && results.len() < 23);
+    // The server learns the run ended and exits on its own.
+    let srv = wait_with_deadline(srv, LIMIT, "server of an interrupted client");
+    assert!(srv.status.code().is_some());
+}
+
+#[test]
+fn bad_input_is_refused_with_exit_code_2_before_any_measurement() {
+    let cases: &[(&str, &[&str], &str)] = &[
+        ("bench-lat", &["--bogus"], "--bogus"),
+        ("bench-lat", &["-s", "0"], "at least 1 byte"),
+        ("bench-lat", &["-s", "lots"], "not a size"),
+        ("bench-bw", &["-q", "0"], "qps"),
+        (
+            "bench-lat",
+            &["--test", "write", "--transport", "tcp"],
+            "--transport verbs",
+        ),
+        (
+            "bench-lat",
+            &["127.0.0.1", "--json", "/nonexistent-dir/x.json"],
+            "cannot write the JSON",
+        ),
+        ("bench-lat", &["-n", "10", "-D", "1"], "cannot be used with"),
+    ];
+    for (tool, args, needle) in cases {
+        let out = run(Command::new(bin(tool)).args(*args), Duration::from_secs(30));
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{tool} {args:?}: {:?}",
+            text(&out)
+        );
+        let (_, stderr) = text(&out);
+        assert!(
+            stderr.contains(needle),
+            "{tool} {args:?}: expected '{needle}' in:\n{stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
+
+#[test]
+fn ctrl_c_on_mpirun_keeps_rank_0_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("mpi-int.json");
+    let job = spawn(
+        mpirun(2)
+            .arg(bin("bench-lat"))
+            .args(["-a", "-n", "3000", "--timeout", "30", "--json"])
+            .arg(&json),
+    );
+    sleep_until_running(2500);
+    signal(&job, "-INT");
+    let out = wait_with_deadline(job, LIMIT, "interrupted mpirun");
+    assert!(!out.status.success());
+    let doc = read_json(&json);
+    assert_eq!(doc["complete"], false);
+    let results = doc["results"].as_array().unwrap();
+    assert!(
+        !results.is_empty() && results.len() < 23,
+        "{} results",
+        results.len()
+    );
+}
