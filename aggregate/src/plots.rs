@@ -84,49 +84,56 @@ fn chart(
     let result = {
         let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
         // Sizes are powers of two: ticks at powers of two read as 64K, 1M, not 65536.
-        let x = (x0..x1)
-            .log_scale()
-            .base(if x_is_size { 2.0 } else { 10.0 });
-        if log_y {
-            draw(
+        // Other x axes (latency) go logarithmic only when they span a wide range, or a
+        // narrow one would get no tick label at all.
+        let log_x = x_is_size || x1 / x0 > 30.0;
+        let base = if x_is_size { 2.0 } else { 10.0 };
+        match (log_x, log_y) {
+            (true, true) => draw(
                 &root,
-                title,
-                x_desc,
-                y_desc,
-                series,
-                x,
+                (title, x_desc, y_desc, series, hline, x_is_size),
+                (x0..x1).log_scale().base(base),
                 (y0..y1).log_scale(),
-                hline,
-                x_is_size,
-            )
-        } else {
-            draw(
+            ),
+            (true, false) => draw(
                 &root,
-                title,
-                x_desc,
-                y_desc,
-                series,
-                x,
+                (title, x_desc, y_desc, series, hline, x_is_size),
+                (x0..x1).log_scale().base(base),
                 y0..y1,
-                hline,
-                x_is_size,
-            )
+            ),
+            (false, true) => draw(
+                &root,
+                (title, x_desc, y_desc, series, hline, x_is_size),
+                x0..x1,
+                (y0..y1).log_scale(),
+            ),
+            (false, false) => draw(
+                &root,
+                (title, x_desc, y_desc, series, hline, x_is_size),
+                x0..x1,
+                y0..y1,
+            ),
         }
     };
     result.ok().map(|_| svg)
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What a chart shows: title, axis descriptions, series, an optional horizontal line
+/// (label), and whether x is a message size.
+type ChartSpec<'s> = (
+    &'s str,
+    &'s str,
+    &'s str,
+    &'s [Series],
+    Option<(f64, &'s str)>,
+    bool,
+);
+
 fn draw<'a, X, Y>(
     root: &DrawingArea<SVGBackend<'a>, plotters::coord::Shift>,
-    title: &str,
-    x_desc: &str,
-    y_desc: &str,
-    series: &[Series],
+    spec: ChartSpec,
     x: X,
     y: Y,
-    hline: Option<(f64, &str)>,
-    x_is_size: bool,
 ) -> Result<(), Box<dyn std::error::Error + 'a>>
 where
     X: AsRangedCoord<Value = f64>,
@@ -134,6 +141,7 @@ where
     X::CoordDescType: ValueFormatter<f64>,
     Y::CoordDescType: ValueFormatter<f64>,
 {
+    let (title, x_desc, y_desc, series, hline, x_is_size) = spec;
     root.fill(&WHITE)?;
     let mut c = ChartBuilder::on(root)
         .caption(clean(title), ("sans-serif", 18))
