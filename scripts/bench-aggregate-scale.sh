@@ -27,7 +27,7 @@ trap 'rm -rf "$WORK"' EXIT
 echo "generating a synthetic ${RANKS}-rank result set with ${SIZES} sizes..."
 "$BIN" synth --ranks "$RANKS" --sizes "$SIZES" "$WORK/data" >/dev/null
 INPUT_BYTES=$(du -sb "$WORK/data" | cut -f1)
-echo "input: $(ls "$WORK/data" | wc -l) files, $((INPUT_BYTES / 1024 / 1024)) MiB"
+echo "input: $(find "$WORK/data" -name "*.json" | wc -l) files, $((INPUT_BYTES / 1024 / 1024)) MiB"
 
 "$BIN" keygen "$WORK/key" >/dev/null
 set +e

@@ -15,6 +15,7 @@ use serde_json::Value;
 
 /// Parses XML with a real parser (Python's), failing the test on malformed output.
 fn assert_well_formed_xml(path: &Path) {
+    require("python3", "python3");
     let out = run(
         Command::new("python3").args([
             "-c",
