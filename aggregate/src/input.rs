@@ -111,12 +111,27 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), InputError> {
     entries.sort();
     for p in entries {
         if p.is_dir() {
+            if is_report_bundle(&p) {
+                // A report written into (a subdirectory of) its own input, as a demo
+                // directory invites: its input copies would count twice and its
+                // summary.json is not a result document.
+                eprintln!(
+                    "aggregate: note: {} is a report bundle, not results: skipped",
+                    p.display()
+                );
+                continue;
+            }
             walk(&p, out)?;
         } else if p.extension().is_some_and(|e| e == "json") {
             out.push(p);
         }
     }
     Ok(())
+}
+
+/// True for a directory `aggregate report` wrote.
+pub fn is_report_bundle(dir: &Path) -> bool {
+    dir.join("summary.json").is_file() && dir.join("report.html").is_file()
 }
 
 /// Reads every input. Without `skip_bad` the first bad file stops the run; with it, bad
@@ -396,6 +411,11 @@ mod tests {
         fs::write(sub.join("b.json"), sample_text()).unwrap();
         fs::write(sub.join("notes.txt"), "ignored").unwrap();
         fs::write(sub.join("broken.json"), "{\"schema_version\": 1,").unwrap();
+        let old_report = dir.path().join("report");
+        fs::create_dir_all(old_report.join("inputs")).unwrap();
+        fs::write(old_report.join("report.html"), "<html>").unwrap();
+        fs::write(old_report.join("summary.json"), "{}").unwrap();
+        fs::write(old_report.join("inputs/0001-a.json"), sample_text()).unwrap();
         let err = load(&[dir.path().to_path_buf()], false).unwrap_err();
         assert!(err.0.contains("broken.json"), "{err}");
         let set = load(&[dir.path().to_path_buf()], true).unwrap();
