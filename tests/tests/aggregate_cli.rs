@@ -330,3 +330,90 @@ fn prometheus_export_passes_promtool() {
     );
     assert!(!out.status.success(), "promtool accepted a broken file");
 }
+
+#[test]
+fn templates_can_be_overridden_and_broken_ones_are_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    synth_set(dir, "data", 4, 4);
+    fs::create_dir(dir.join("tpl")).unwrap();
+    fs::write(
+        dir.join("tpl/report.md"),
+        "CUSTOM {{ verdict.overall }} {{ verdict.checks | length }}\n",
+    )
+    .unwrap();
+    let out = aggregate(
+        dir,
+        &[
+            "report",
+            "data",
+            "-p",
+            "loopback-demo",
+            "-o",
+            "r",
+            "--templates",
+            "tpl",
+        ],
+    );
+    expect_code(&out, 1, "loopback-demo on verbs data: MISSING");
+    assert_eq!(
+        fs::read_to_string(dir.join("r/report.md")).unwrap(),
+        "CUSTOM FAIL 3\n"
+    );
+    // The other templates stay the built-in ones.
+    assert!(fs::read_to_string(dir.join("r/report.html"))
+        .unwrap()
+        .contains("id=\"verdict\""));
+
+    fs::write(
+        dir.join("tpl/report.md"),
+        "{{ verdict.overall | no_such_filter }}",
+    )
+    .unwrap();
+    let out = aggregate(
+        dir,
+        &[
+            "report",
+            "data",
+            "-p",
+            "loopback-demo",
+            "-o",
+            "r2",
+            "--templates",
+            "tpl",
+        ],
+    );
+    expect_code(&out, 2, "broken template");
+    let (_, e) = text(&out);
+    assert!(
+        e.contains("tpl/report.md") && e.contains("no_such_filter"),
+        "{e}"
+    );
+}
+
+#[test]
+fn markup_in_result_documents_is_escaped_in_the_html() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let data = synth_set(dir, "data", 2, 4);
+    let path = data.join("bench-lat-send_lat.json");
+    let mut v: Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+    v["command_line"] = serde_json::json!(["bench-lat", "<script>alert(1)</script>"]);
+    v["hosts"][0]["hostname"] = Value::from("<img src=x onerror=alert(2)>");
+    for r in v["results"].as_array_mut().unwrap() {
+        r["transport"] = Value::from("<b>verbs</b>");
+    }
+    fs::write(&path, v.to_string()).unwrap();
+    let out = aggregate(dir, &["report", "data", "-p", "roce-100g", "-o", "r"]);
+    assert!(code(&out) <= 1, "{:?}", text(&out));
+    let html = fs::read_to_string(dir.join("r/report.html")).unwrap();
+    assert!(!html.contains("<script"), "script tag reached the HTML");
+    assert!(!html.contains("<img"), "img tag reached the HTML");
+    assert!(
+        !html.contains("<b>verbs</b>"),
+        "markup in a label reached the HTML"
+    );
+    assert!(html.contains("&lt;script&gt;"), "escaped text expected");
+    let junit = fs::read_to_string(dir.join("r/report.junit.xml")).unwrap();
+    assert!(!junit.contains("<b>"));
+}
