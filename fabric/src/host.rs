@@ -122,6 +122,27 @@ pub fn rdma_devices() -> Vec<RdmaDevice> {
         .collect()
 }
 
+/// The reference link rate for efficiency figures, 10^9 bit/s, and where it came from:
+/// the fastest ACTIVE RDMA port (`/sys/class/infiniband/DEV/ports/N/rate`), else the
+/// fastest up network interface that reports a speed (`/sys/class/net/DEV/speed`).
+/// `None` where nothing reports a rate (loopback, virtio, emulated devices).
+pub fn link_rate_gbit_s(host: &HostInfo) -> Option<(f64, String)> {
+    let rdma = host
+        .rdma_devices
+        .iter()
+        .flat_map(|d| d.ports.iter().map(move |p| (d, p)))
+        .filter(|(_, p)| p.state.contains("ACTIVE"))
+        .filter_map(|(d, p)| Some((p.rate_gbit_s?, format!("{}/{} rate", d.name, p.port))))
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    rdma.or_else(|| {
+        host.net_devices
+            .iter()
+            .filter(|n| n.name != "lo" && n.operstate == "up")
+            .filter_map(|n| Some((n.speed_mbit_s? as f64 / 1000.0, format!("{} speed", n.name))))
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+    })
+}
+
 /// `100 Gb/sec (4X EDR)` -> 100.0.
 pub fn parse_rate_gbit_s(rate: &str) -> Option<f64> {
     rate.split_whitespace().next()?.parse().ok()
@@ -138,6 +159,30 @@ mod tests {
         assert!(!h.kernel.is_empty());
         assert!(h.cores >= 1);
         assert!(h.net_devices.iter().any(|d| d.name == "lo"));
+    }
+
+    #[test]
+    fn link_rate_prefers_active_rdma_ports_then_netdevs() {
+        let mut h = HostInfo::default();
+        assert_eq!(link_rate_gbit_s(&h), None);
+        h.net_devices.push(NetDevice {
+            name: "eth0".into(),
+            speed_mbit_s: Some(25_000),
+            operstate: "up".into(),
+            ..Default::default()
+        });
+        assert_eq!(link_rate_gbit_s(&h), Some((25.0, "eth0 speed".into())));
+        h.rdma_devices.push(RdmaDevice {
+            name: "mlx5_0".into(),
+            ports: vec![RdmaPort {
+                port: 1,
+                state: "4: ACTIVE".into(),
+                rate_gbit_s: Some(400.0),
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        assert_eq!(link_rate_gbit_s(&h), Some((400.0, "mlx5_0/1 rate".into())));
     }
 
     #[test]

@@ -12,9 +12,13 @@
 pub mod bootstrap;
 pub mod cli;
 pub mod clock;
+pub mod collective;
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod host;
 pub mod interrupt;
+pub mod output;
 pub mod p2p;
 pub mod transport;
 pub mod wire;

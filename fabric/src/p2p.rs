@@ -12,7 +12,7 @@ use anyhow::{anyhow, Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
-use results::{Document, HostInfo, Pair, Peer, TestResult, SCHEMA_VERSION};
+use results::{Document, HostInfo, Pair, Peer, TestResult};
 
 use crate::bootstrap::standalone::{self, Hello};
 use crate::bootstrap::{self, recv_json, send_json, Launcher, PeerLink};
@@ -146,15 +146,7 @@ pub fn run(args: &P2pArgs, plan: Plan, tool: &mut dyn PairTool) -> i32 {
 }
 
 fn plan_tool_name() -> String {
-    std::env::args()
-        .next()
-        .map(|a| {
-            std::path::Path::new(&a)
-                .file_name()
-                .map(|f| f.to_string_lossy().into_owned())
-                .unwrap_or(a)
-        })
-        .unwrap_or_else(|| "fabcheck".into())
+    crate::output::tool_name()
 }
 
 fn run_inner(args: &P2pArgs, plan: Plan, tool: &mut dyn PairTool) -> Result<i32> {
@@ -167,11 +159,7 @@ fn run_inner(args: &P2pArgs, plan: Plan, tool: &mut dyn PairTool) -> Result<i32>
 
 /// Common start: where the document goes, checked before anything is measured.
 fn check_output(args: &P2pArgs) -> Result<()> {
-    if let Some(path) = &args.json {
-        results::write::check_writable(path)
-            .with_context(|| format!("cannot write the JSON result file {}", path.display()))?;
-    }
-    Ok(())
+    crate::output::check_writable(args.json.as_deref())
 }
 
 struct Context0 {
@@ -479,25 +467,14 @@ fn document(
     ctx: &Context0,
     stopped: &Option<String>,
 ) -> Document {
-    Document {
-        schema_version: SCHEMA_VERSION,
-        tool: plan.tool.into(),
-        tool_version: results::provenance::TOOL_VERSION.into(),
-        git_commit: results::provenance::GIT_COMMIT.into(),
-        command_line: results::provenance::command_line(),
-        started_at: ctx.started_at.clone(),
-        finished_at: results::provenance::now_rfc3339(),
-        complete: stopped.is_none(),
-        incomplete_reason: stopped.clone(),
-        launcher: launcher.into(),
-        ranks,
-        loop_overhead_ns: Some(ctx.overhead_ns),
-        clock: Some(LoopClock::source().into()),
-        hosts,
-        options: plan.options(),
-        results,
-        warnings: Vec::new(),
-    }
+    let mut doc = Document::new(plan.tool, launcher, ranks, ctx.started_at.clone());
+    doc.loop_overhead_ns = Some(ctx.overhead_ns);
+    doc.clock = Some(LoopClock::source().into());
+    doc.hosts = hosts;
+    doc.options = plan.options();
+    doc.results = results;
+    doc.finish(stopped.clone());
+    doc
 }
 
 /// Writes what is measured so far, marked incomplete; the final document replaces it.
@@ -534,25 +511,7 @@ fn write_checkpoint(
 }
 
 fn finish_document(args: &P2pArgs, doc: &Document) -> Result<()> {
-    if let Some(path) = &args.json {
-        results::write::write_json_atomic(path, doc)
-            .with_context(|| format!("writing {}", path.display()))?;
-        eprintln!(
-            "wrote {}{}",
-            path.display(),
-            if doc.complete {
-                ""
-            } else {
-                " (incomplete: what was measured before the stop)"
-            }
-        );
-    }
-    eprintln!(
-        "# loop overhead {:.1} ns per iteration ({} clock)",
-        doc.loop_overhead_ns.unwrap_or(0.0),
-        doc.clock.as_deref().unwrap_or("?")
-    );
-    Ok(())
+    crate::output::write_document(args.json.as_deref(), doc)
 }
 
 /// Address this rank advertises to its peer for data connections under MPI.

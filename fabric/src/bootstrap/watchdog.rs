@@ -3,12 +3,16 @@
 //! the watchdog says what was awaited and exits with code 2; under MPI the launcher then
 //! tears the whole job down, so no rank hangs.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 struct Armed {
     what: String,
     deadline: Instant,
+    /// For long loops: a counter the loop bumps; the deadline moves on whenever it changes,
+    /// so a loop that runs for hours but keeps completing iterations never expires.
+    progress: Option<(Arc<AtomicU64>, u64)>,
 }
 
 /// Background thread watching at most one armed deadline at a time.
@@ -40,10 +44,16 @@ impl Watchdog {
             .name("watchdog".into())
             .spawn(move || loop {
                 std::thread::sleep(Duration::from_millis(50));
-                let expired = watched.lock().ok().and_then(|s| {
-                    s.as_ref()
-                        .filter(|a| Instant::now() > a.deadline)
-                        .map(|a| a.what.clone())
+                let expired = watched.lock().ok().and_then(|mut s| {
+                    let a = s.as_mut()?;
+                    if let Some((counter, seen)) = &mut a.progress {
+                        let now = counter.load(Ordering::Relaxed);
+                        if now != *seen {
+                            *seen = now;
+                            a.deadline = Instant::now() + timeout;
+                        }
+                    }
+                    (Instant::now() > a.deadline).then(|| a.what.clone())
                 });
                 if let Some(what) = expired {
                     eprintln!(
@@ -64,10 +74,34 @@ impl Watchdog {
             *s = Some(Armed {
                 what: what.into(),
                 deadline: Instant::now() + self.timeout,
+                progress: None,
             });
         }
         Guard {
             slot: Arc::clone(&self.slot),
         }
+    }
+
+    /// Arms a deadline that is pushed back every time `progress` changes: for a measured
+    /// loop whose total length may exceed the timeout. The loop bumps the counter with a
+    /// relaxed store once per iteration (about a nanosecond), and the run ends only when no
+    /// iteration completed for a whole timeout, i.e. when a peer stopped taking part.
+    pub fn arm_progress(&self, what: impl Into<String>, progress: Arc<AtomicU64>) -> Guard {
+        if let Ok(mut s) = self.slot.lock() {
+            let seen = progress.load(Ordering::Relaxed);
+            *s = Some(Armed {
+                what: what.into(),
+                deadline: Instant::now() + self.timeout,
+                progress: Some((progress, seen)),
+            });
+        }
+        Guard {
+            slot: Arc::clone(&self.slot),
+        }
+    }
+
+    /// The timeout every armed wait gets.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
     }
 }

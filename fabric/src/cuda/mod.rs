@@ -1,0 +1,447 @@
+//! GPU memory and NCCL through cudarc, loaded at run time.
+//!
+//! cudarc is built with `dynamic-loading`: nothing links against libcuda or libnccl, so
+//! every fabcheck binary builds and starts on machines without CUDA. The price is that
+//! cudarc panics on the first call into a library it cannot find, so [`check_available`]
+//! must succeed before anything else here is used; it turns a missing library into an
+//! error that says what to install.
+//!
+//! This module and the verbs module are the only places with `unsafe`: device pointers
+//! are plain integers to Rust, so every copy and every collective checks its offsets and
+//! lengths against the allocation before handing pointers to the driver or NCCL.
+//!
+//! Timing follows nccl-tests' rule that a GPU collective is done when its stream says so:
+//! the host only enqueues; each iteration is bracketed by CUDA events recorded on the
+//! collective's stream, the host synchronises on the last event, and the per-iteration
+//! times are the event-to-event differences (GPU clock, about 0.5 us resolution).
+
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use anyhow::{anyhow, bail, ensure, Result};
+use cudarc::driver::{result as cu, sys as cusys};
+use cudarc::nccl::{result as nccl, sys as ncclsys};
+
+use crate::collective::{DataType, Primitive, RedOp};
+
+/// Checks that the CUDA driver library and NCCL can be loaded, before any cudarc call
+/// (which would panic without them). The error names what is missing and what to do.
+pub fn check_available() -> Result<()> {
+    // SAFETY: only tries to dlopen the candidate library names; loads nothing we call.
+    let cuda = unsafe { cusys::is_culib_present() };
+    if !cuda {
+        bail!(
+            "no CUDA driver on this machine (libcuda.so not found): the nccl backend needs an \
+             NVIDIA GPU with its driver installed; use --backend mpi for host memory"
+        );
+    }
+    // SAFETY: as above.
+    let nccl_found = unsafe { ncclsys::is_culib_present() };
+    if !nccl_found {
+        let hint = if nccl_runtime_only() {
+            " (libnccl.so.2 is installed but cudarc loads libnccl.so: install the NCCL \
+             development package (libnccl-dev), or link libnccl.so to libnccl.so.2 in a \
+             directory on LD_LIBRARY_PATH, as scripts/gpu-check.sh does)"
+        } else {
+            " (install NCCL, e.g. the libnccl2 and libnccl-dev packages, or put the directory \
+             holding libnccl.so on LD_LIBRARY_PATH)"
+        };
+        bail!("the CUDA driver is present but NCCL is not{hint}");
+    }
+    Ok(())
+}
+
+/// True when the versioned runtime library `libnccl.so.2` loads although `libnccl.so`
+/// does not (the usual state with only the runtime package installed).
+fn nccl_runtime_only() -> bool {
+    // SAFETY: dlopen of a library whose initialisers are known to be benign; it is
+    // closed again at once.
+    unsafe { libloading::Library::new("libnccl.so.2").is_ok() }
+}
+
+/// The node-local rank that picks this process's GPU: Open MPI, Slurm, MPICH/Hydra.
+pub fn local_rank() -> Option<u32> {
+    [
+        "OMPI_COMM_WORLD_LOCAL_RANK",
+        "SLURM_LOCALID",
+        "MPI_LOCALRANKID",
+        "PMI_LOCAL_RANK",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok()?.parse().ok())
+}
+
+fn cuda_err(what: &str) -> impl FnOnce(cu::DriverError) -> anyhow::Error + '_ {
+    move |e| anyhow!("{what}: CUDA error {e:?}")
+}
+
+fn nccl_err(what: &str) -> impl FnOnce(nccl::NcclError) -> anyhow::Error + '_ {
+    move |e| anyhow!("{what}: NCCL error {e:?}")
+}
+
+/// One GPU, its primary context made current on this thread, and one stream for the
+/// collectives (non-blocking, so it never serialises with the legacy default stream).
+pub struct Gpu {
+    ordinal: u32,
+    device: cusys::CUdevice,
+    stream: cusys::CUstream,
+}
+
+impl Gpu {
+    /// Number of GPUs the driver sees.
+    pub fn count() -> Result<u32> {
+        cu::init().map_err(cuda_err("initialising the CUDA driver"))?;
+        Ok(cu::device::get_count().map_err(cuda_err("counting GPUs"))? as u32)
+    }
+
+    /// Opens GPU `ordinal` and makes its primary context current on the calling thread.
+    pub fn open(ordinal: u32) -> Result<Self> {
+        let n = Self::count()?;
+        ensure!(
+            ordinal < n,
+            "GPU {ordinal} does not exist: this host has {n} GPU(s); run at most {n} rank(s) \
+             per host (one GPU per rank)"
+        );
+        let device = cu::device::get(ordinal as i32).map_err(cuda_err("opening the GPU"))?;
+        // SAFETY: `device` is a valid device handle from cuDeviceGet; the primary context
+        // is retained for the life of the process (never released, so never invalid).
+        let stream = unsafe {
+            let ctx = cu::primary_ctx::retain(device).map_err(cuda_err("creating a context"))?;
+            cu::ctx::set_current(ctx).map_err(cuda_err("making the context current"))?;
+            cu::stream::create(cu::stream::StreamKind::NonBlocking)
+                .map_err(cuda_err("creating a stream"))?
+        };
+        Ok(Self {
+            ordinal,
+            device,
+            stream,
+        })
+    }
+
+    pub fn ordinal(&self) -> u32 {
+        self.ordinal
+    }
+
+    /// Facts for the document's `hosts[].gpus`.
+    pub fn info(&self) -> results::GpuInfo {
+        // SAFETY: valid device handle.
+        let memory = unsafe { cu::device::total_mem(self.device).ok() };
+        let bus = |attr| {
+            // SAFETY: valid device handle and a documented attribute.
+            unsafe { cu::device::get_attribute(self.device, attr).ok() }
+        };
+        use cusys::CUdevice_attribute::*;
+        let pci_bus_id = match (
+            bus(CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID),
+            bus(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID),
+            bus(CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID),
+        ) {
+            (Some(d), Some(b), Some(s)) => Some(format!("{d:04x}:{b:02x}:{s:02x}.0")),
+            _ => None,
+        };
+        results::GpuInfo {
+            index: self.ordinal,
+            name: cu::device::get_name(self.device).unwrap_or_default(),
+            pci_bus_id,
+            memory_bytes: memory.map(|m| m as u64),
+        }
+    }
+
+    /// Allocates `bytes` of device memory.
+    pub fn alloc(&self, bytes: usize) -> Result<DeviceBuffer> {
+        // SAFETY: the context is current on this thread (set in `open`); a zero-byte
+        // request is rounded up because cuMemAlloc refuses it.
+        let ptr = unsafe { cu::malloc_sync(bytes.max(1)) }
+            .map_err(|e| anyhow!("allocating {bytes} bytes on GPU {}: {e:?}", self.ordinal))?;
+        Ok(DeviceBuffer { ptr, len: bytes })
+    }
+
+    /// Waits until everything enqueued on the stream has run.
+    pub fn synchronize(&self) -> Result<()> {
+        // SAFETY: the stream was created in `open` and lives as long as `self`.
+        unsafe { cu::stream::synchronize(self.stream) }.map_err(cuda_err("waiting for the GPU"))
+    }
+}
+
+impl Drop for Gpu {
+    fn drop(&mut self) {
+        // SAFETY: created in `open`; nothing uses it after this.
+        let _ = unsafe { cu::stream::destroy(self.stream) };
+    }
+}
+
+/// A device allocation; offsets and lengths in bytes.
+pub struct DeviceBuffer {
+    ptr: cusys::CUdeviceptr,
+    len: usize,
+}
+
+impl DeviceBuffer {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn range(&self, offset: usize, bytes: usize) -> Result<cusys::CUdeviceptr> {
+        ensure!(
+            offset.checked_add(bytes).is_some_and(|end| end <= self.len),
+            "internal error: {bytes} bytes at offset {offset} exceed a {}-byte GPU buffer",
+            self.len
+        );
+        Ok(self.ptr + offset as u64)
+    }
+
+    /// Copies `data` to `offset` (synchronous).
+    pub fn write(&mut self, offset: usize, data: &[u8]) -> Result<()> {
+        let dst = self.range(offset, data.len())?;
+        // SAFETY: `dst .. dst + data.len()` lies inside the allocation (checked above).
+        unsafe { cu::memcpy_htod_sync(dst, data) }.map_err(cuda_err("copying to the GPU"))
+    }
+
+    /// Copies `out.len()` bytes from `offset` (synchronous).
+    pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        let src = self.range(offset, out.len())?;
+        // SAFETY: the source range lies inside the allocation (checked above).
+        unsafe { cu::memcpy_dtoh_sync(out, src) }.map_err(cuda_err("copying from the GPU"))
+    }
+
+    /// Sets every byte to `byte` (synchronous).
+    pub fn fill(&mut self, byte: u8) -> Result<()> {
+        // SAFETY: the whole allocation, `len` bytes.
+        unsafe { cu::memset_d8_sync(self.ptr, byte, self.len) }
+            .map_err(cuda_err("filling GPU memory"))
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        // SAFETY: allocated by cuMemAlloc in `Gpu::alloc`, freed once; callers synchronise
+        // the stream before dropping buffers it still uses (the harness does after each size).
+        let _ = unsafe { cu::free_sync(self.ptr) };
+    }
+}
+
+/// A new NCCL unique id (rank 0 makes it, every rank gets it over MPI), as bytes.
+pub fn nccl_unique_id() -> Result<[u8; 128]> {
+    let id = nccl::get_uniqueid().map_err(nccl_err("creating the NCCL unique id"))?;
+    Ok(id.internal.map(|c| c as u8))
+}
+
+/// NCCL's version as `major.minor.patch`.
+pub fn nccl_version() -> Option<String> {
+    let v = nccl::get_nccl_version().ok()?;
+    // NCCL >= 2.9 encodes major*10000 + minor*100 + patch.
+    Some(format!("{}.{}.{}", v / 10000, (v / 100) % 100, v % 100))
+}
+
+fn nccl_type(dt: DataType) -> ncclsys::ncclDataType_t {
+    use ncclsys::ncclDataType_t::*;
+    match dt {
+        DataType::Int8 => ncclInt8,
+        DataType::Uint8 => ncclUint8,
+        DataType::Int32 => ncclInt32,
+        DataType::Uint32 => ncclUint32,
+        DataType::Int64 => ncclInt64,
+        DataType::Uint64 => ncclUint64,
+        DataType::Float16 => ncclFloat16,
+        DataType::Bfloat16 => ncclBfloat16,
+        DataType::Float32 => ncclFloat32,
+        DataType::Float64 => ncclFloat64,
+    }
+}
+
+fn nccl_op(op: RedOp) -> ncclsys::ncclRedOp_t {
+    use ncclsys::ncclRedOp_t::*;
+    match op {
+        RedOp::Sum => ncclSum,
+        RedOp::Prod => ncclProd,
+        RedOp::Min => ncclMin,
+        RedOp::Max => ncclMax,
+        RedOp::Avg => ncclAvg,
+    }
+}
+
+/// One collective call: buffers with byte offsets (send and receive may be the same buffer
+/// for in-place runs, as NCCL allows), the count NCCL takes, type, reduction and root.
+pub struct NcclCall<'a> {
+    pub primitive: Primitive,
+    pub send: (&'a DeviceBuffer, usize),
+    pub recv: (&'a DeviceBuffer, usize),
+    pub count: usize,
+    pub datatype: DataType,
+    pub op: RedOp,
+    pub root: u32,
+}
+
+/// An NCCL communicator over all ranks of the job, bound to one GPU and its stream.
+/// Drop it before the [`Gpu`] whose stream it uses.
+pub struct NcclComm {
+    comm: ncclsys::ncclComm_t,
+    stream: cusys::CUstream,
+    ranks: usize,
+    rank: usize,
+}
+
+impl NcclComm {
+    /// `ncclCommInitRank`: blocks until all `ranks` ranks have called it with the same id
+    /// (the caller guards it with the watchdog).
+    pub fn init(gpu: &Gpu, id: [u8; 128], ranks: u32, rank: u32) -> Result<Self> {
+        let id = ncclsys::ncclUniqueId {
+            internal: id.map(|b| b as _),
+        };
+        let mut comm: ncclsys::ncclComm_t = std::ptr::null_mut();
+        // SAFETY: `comm` is a valid out-pointer; the GPU's context is current on this thread.
+        unsafe { nccl::comm_init_rank(&mut comm, ranks as i32, id, rank as i32) }
+            .map_err(nccl_err("creating the NCCL communicator"))?;
+        Ok(Self {
+            comm,
+            stream: gpu.stream,
+            ranks: ranks as usize,
+            rank: rank as usize,
+        })
+    }
+
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn stream(&self) -> ncclsys::cudaStream_t {
+        self.stream as ncclsys::cudaStream_t
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        // SAFETY: the stream belongs to the Gpu, which outlives this communicator.
+        unsafe { cu::stream::synchronize(self.stream) }.map_err(cuda_err("waiting for the GPU"))
+    }
+
+    /// Enqueues one collective on the stream (returns before it runs).
+    pub fn launch(&self, c: &NcclCall) -> Result<()> {
+        let ts = c.datatype.size();
+        let (send_elems, recv_elems) = c.primitive.elements(c.count, self.ranks);
+        let send = c.send.0.range(c.send.1, send_elems * ts)? as *const c_void;
+        let recv = c.recv.0.range(c.recv.1, recv_elems * ts)? as *mut c_void;
+        let (t, op, root, s) = (
+            nccl_type(c.datatype),
+            nccl_op(c.op),
+            c.root as i32,
+            self.stream(),
+        );
+        ensure!(
+            (c.root as usize) < self.ranks,
+            "root {} is not a rank",
+            c.root
+        );
+        // SAFETY: both device ranges were checked against their allocations for exactly
+        // the element counts this primitive reads and writes; the communicator and stream
+        // are alive; NCCL permits send == recv (in place) for every primitive used here.
+        let r = unsafe {
+            match c.primitive {
+                Primitive::AllReduce => nccl::all_reduce(send, recv, c.count, t, op, self.comm, s),
+                Primitive::AllGather => nccl::all_gather(send, recv, c.count, t, self.comm, s),
+                Primitive::ReduceScatter => {
+                    nccl::reduce_scatter(send, recv, c.count, t, op, self.comm, s)
+                }
+                Primitive::Broadcast => nccl::broadcast(send, recv, c.count, t, root, self.comm, s),
+                Primitive::Reduce => nccl::reduce(send, recv, c.count, t, op, root, self.comm, s),
+                Primitive::AllToAll => {
+                    // NCCL has no alltoall call: a group of one send and one receive per
+                    // peer, as nccl-tests does it.
+                    nccl::group_start().map_err(nccl_err("ncclGroupStart"))?;
+                    let block = c.count * ts;
+                    for p in 0..self.ranks {
+                        nccl::send(
+                            (send as *const u8).add(p * block).cast(),
+                            c.count,
+                            t,
+                            p as i32,
+                            self.comm,
+                            s,
+                        )
+                        .map_err(nccl_err("ncclSend"))?;
+                        nccl::recv(
+                            (recv as *mut u8).add(p * block).cast(),
+                            c.count,
+                            t,
+                            p as i32,
+                            self.comm,
+                            s,
+                        )
+                        .map_err(nccl_err("ncclRecv"))?;
+                    }
+                    nccl::group_end()
+                }
+            }
+        };
+        r.map(|_| ()).map_err(nccl_err("enqueueing the collective"))
+    }
+
+    /// Runs `warmup` untimed and then `iters` timed launches of `call`, each timed
+    /// iteration between two CUDA events on the stream; returns per-iteration times in ns.
+    /// `progress` is bumped as iterations complete on the GPU, for the watchdog.
+    pub fn timed(
+        &self,
+        call: &NcclCall,
+        warmup: u64,
+        iters: u64,
+        progress: &Arc<AtomicU64>,
+    ) -> Result<Vec<u64>> {
+        for _ in 0..warmup {
+            self.launch(call)?;
+        }
+        self.synchronize()?;
+        // Events are reused block by block, so memory stays bounded for any -n; between
+        // blocks the host drains the stream, a gap that falls outside every timed pair.
+        const BLOCK: u64 = 1024;
+        let events = (0..=iters.clamp(1, BLOCK))
+            .map(|_| cu::event::create(cusys::CUevent_flags::CU_EVENT_DEFAULT))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(cuda_err("creating CUDA events"))?;
+        let s = self.stream;
+        let run = (|| -> Result<Vec<u64>> {
+            let mut times = Vec::with_capacity(iters as usize);
+            let mut done = 0;
+            while done < iters {
+                let block = (iters - done).min(BLOCK) as usize;
+                // SAFETY: events and stream are alive until the end of this function.
+                unsafe { cu::event::record(events[0], s) }
+                    .map_err(cuda_err("recording an event"))?;
+                for e in &events[1..=block] {
+                    self.launch(call)?;
+                    // SAFETY: as above.
+                    unsafe { cu::event::record(*e, s) }.map_err(cuda_err("recording an event"))?;
+                }
+                for w in events[..=block].windows(2) {
+                    // SAFETY: both events were recorded on `s`; waiting on the later one
+                    // makes the pair's elapsed time readable.
+                    let ms = unsafe {
+                        cu::event::synchronize(w[1]).map_err(cuda_err("waiting for the GPU"))?;
+                        cu::event::elapsed(w[0], w[1])
+                            .map_err(cuda_err("reading CUDA event times"))?
+                    };
+                    progress.fetch_add(1, Ordering::Relaxed);
+                    times.push((f64::from(ms) * 1e6).round() as u64);
+                }
+                done += block as u64;
+            }
+            Ok(times)
+        })();
+        for e in events {
+            // SAFETY: each event is destroyed once; the stream has passed all of them or
+            // the run failed (destroying a pending event is allowed).
+            let _ = unsafe { cu::event::destroy(e) };
+        }
+        run
+    }
+}
+
+impl Drop for NcclComm {
+    fn drop(&mut self) {
+        // SAFETY: the communicator came from ncclCommInitRank and is destroyed once, after
+        // the harness synchronised the stream.
+        let _ = unsafe { nccl::comm_destroy(self.comm) };
+    }
+}
