@@ -1,0 +1,19 @@
+//! `aggregate`: turns fabcheck result documents into a verdict a customer can read and
+//! verify. It reads every rank's and run's JSON, merges histograms, judges a delivery
+//! profile, renders HTML/Markdown/JUnit reports with inline SVG plots, signs them with an
+//! SSH key, compares runs for regressions and exports Prometheus metrics.
+//!
+//! It depends on the `results` crate only, so it builds anywhere (no verbs, MPI or CUDA).
+
+pub mod compare;
+pub mod export;
+pub mod input;
+pub mod judge;
+pub mod metric;
+pub mod plots;
+pub mod profile;
+pub mod report;
+pub mod sign;
+pub mod synth;
+pub mod tables;
+pub mod templates;

@@ -1,0 +1,352 @@
+//! `aggregate`: results -> verdict -> signed report; regressions; metric export.
+//! Exit codes: 0 pass, 1 a check failed or a metric regressed (or verification failed),
+//! 2 usage or input error.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use aggregate::input::InputError;
+use aggregate::{compare, export, input, judge, profile, report, sign, synth, tables, templates};
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Parser)]
+#[command(
+    name = "aggregate",
+    version,
+    about = "Judge fabcheck results against a delivery profile; signed reports, regressions, metric export",
+    long_about = "Reads the JSON of every benchmark, rank and run, judges it against a delivery \
+                  profile, and writes a report a customer can read and verify (HTML with plots, \
+                  Markdown, JUnit, SSH signature). Exit codes: 0 pass, 1 fail or regression, \
+                  2 usage or input error."
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Judge results against a delivery profile and write the report bundle.
+    Report {
+        /// Result files and directories (searched recursively for *.json).
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+        /// Delivery profile: a TOML file, or a shipped one by name (roce-100g, loopback-demo).
+        #[arg(short, long)]
+        profile: String,
+        /// Report directory.
+        #[arg(short, long, default_value = "report")]
+        out: PathBuf,
+        /// Directory whose report.html / report.md / report.junit.xml replace the built-in ones.
+        #[arg(long)]
+        templates: Option<PathBuf>,
+        /// Sign the bundle with this OpenSSH Ed25519 private key (`aggregate keygen`).
+        #[arg(long, value_name = "KEY")]
+        sign: Option<PathBuf>,
+        /// Principal written to allowed_signers (the `-I` of `ssh-keygen -Y verify`).
+        #[arg(long, default_value = sign::DEFAULT_IDENTITY)]
+        identity: String,
+        /// Leave unreadable or malformed input files out (they are named in the report).
+        #[arg(long)]
+        skip_bad: bool,
+        /// Replace a report already in the output directory.
+        #[arg(long)]
+        force: bool,
+        /// Report title.
+        #[arg(long)]
+        title: Option<String>,
+        /// Test whose latency distribution is plotted (with --dist-size).
+        #[arg(long, requires = "dist_size")]
+        dist_test: Option<String>,
+        /// Message size of the plotted distribution (64, 4K, ...).
+        #[arg(long, requires = "dist_test", value_parser = parse_size)]
+        dist_size: Option<u64>,
+    },
+    /// Write a new Ed25519 signing key pair (KEY, mode 0600, and KEY.pub).
+    Keygen {
+        /// Private key path; KEY.pub is written beside it. Never overwritten.
+        key: PathBuf,
+        /// Comment stored in the key.
+        #[arg(long, default_value = "fabcheck report signing key")]
+        comment: String,
+    },
+    /// Check a signed report: the signature of its manifest and every file hash.
+    Verify {
+        /// Report directory.
+        dir: PathBuf,
+        /// The signer's public key (KEY.pub). Without it, the key in the bundle's
+        /// allowed_signers is used and its fingerprint printed: compare it with the one the
+        /// signer published, or anyone could have re-signed the bundle.
+        #[arg(long)]
+        key: Option<PathBuf>,
+    },
+    /// Compare a run with a baseline; exit 1 on any regression beyond noise.
+    Compare {
+        /// Baseline result file or directory (several nights in one directory widen the
+        /// noise floor honestly).
+        baseline: PathBuf,
+        /// Current result file or directory.
+        current: PathBuf,
+        /// A change must exceed this percentage of the baseline to count.
+        #[arg(long, default_value_t = 5.0)]
+        tolerance: f64,
+        /// ... and this many standard deviations of the baseline's own spread.
+        #[arg(long, default_value_t = 3.0)]
+        sigmas: f64,
+        #[arg(long, value_enum, default_value_t = CompareFormat::Text)]
+        format: CompareFormat,
+        /// Write here instead of standard output.
+        #[arg(short, long)]
+        out: Option<PathBuf>,
+        /// Leave malformed input files out.
+        #[arg(long)]
+        skip_bad: bool,
+        /// Directory whose compare.md / compare.junit.xml replace the built-in ones.
+        #[arg(long)]
+        templates: Option<PathBuf>,
+    },
+    /// Export metrics (Prometheus node_exporter textfile format).
+    Export {
+        /// Result files and directories.
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+        #[arg(long, default_value = "prometheus")]
+        format: String,
+        /// Also export the verdict of this delivery profile.
+        #[arg(short, long)]
+        profile: Option<String>,
+        /// Write here (atomically) instead of standard output, e.g.
+        /// /var/lib/node_exporter/textfile/fabcheck.prom.
+        #[arg(short, long)]
+        out: Option<PathBuf>,
+        #[arg(long)]
+        skip_bad: bool,
+    },
+    /// Write a synthetic result set (for the scale benchmark and demos; marked synthetic).
+    #[command(hide = true)]
+    Synth {
+        /// Output directory.
+        out: PathBuf,
+        #[arg(long, default_value_t = 1024)]
+        ranks: u32,
+        /// Number of message sizes, powers of two from 2 B.
+        #[arg(long, default_value_t = 26)]
+        sizes: u32,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum CompareFormat {
+    Text,
+    Markdown,
+    Junit,
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    results::units::parse_size(s)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli.cmd) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("aggregate: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn write_out(out: &Option<PathBuf>, bytes: &[u8]) -> Result<(), InputError> {
+    match out {
+        Some(p) => results::write::write_atomic(p, bytes)
+            .map_err(|e| InputError(format!("{}: cannot write: {e}", p.display()))),
+        None => {
+            use std::io::Write;
+            std::io::stdout()
+                .write_all(bytes)
+                .map_err(|e| InputError(format!("standard output: {e}")))
+        }
+    }
+}
+
+fn run(cmd: Cmd) -> Result<u8, InputError> {
+    match cmd {
+        Cmd::Report {
+            inputs,
+            profile,
+            out,
+            templates,
+            sign,
+            identity,
+            skip_bad,
+            force,
+            title,
+            dist_test,
+            dist_size,
+        } => {
+            let opts = report::Options {
+                inputs,
+                profile,
+                out,
+                templates,
+                sign,
+                identity,
+                skip_bad,
+                force,
+                title,
+                dist: dist_test.zip(dist_size),
+            };
+            let o = report::run(&opts)?;
+            let v = &o.verdict;
+            for c in &v.checks {
+                let measured = c
+                    .measured
+                    .map(|m| format!("{} {}", judge::format_value(m), c.unit))
+                    .unwrap_or_else(|| "no data".into());
+                println!(
+                    "{:<8} {:<28} {measured} (bound {})",
+                    c.status.as_str(),
+                    c.id,
+                    c.bound
+                );
+            }
+            println!("report: {}", o.dir.join("report.html").display());
+            if let Some(fp) = &o.fingerprint {
+                println!(
+                    "signed: {} by {fp}; verify in {} with: {}",
+                    o.dir.join(sign::SIGNATURE).display(),
+                    o.dir.display(),
+                    sign::verify_command(&opts.identity)
+                );
+            }
+            println!(
+                "verdict: {} ({} passed, {} failed, {} missing of {} checks; profile {})",
+                v.overall,
+                v.passed,
+                v.failed,
+                v.missing,
+                v.checks.len(),
+                v.profile
+            );
+            Ok(if v.pass() { 0 } else { 1 })
+        }
+        Cmd::Keygen { key, comment } => {
+            let fp = sign::keygen(&key, &comment)?;
+            println!(
+                "private key: {} (mode 0600; keep it offline)",
+                key.display()
+            );
+            println!("public key:  {}.pub", key.display());
+            println!("fingerprint: {fp} (publish this so customers can check signatures)");
+            Ok(0)
+        }
+        Cmd::Verify { dir, key } => {
+            let public = key.as_deref().map(sign::read_public).transpose()?;
+            let rep = sign::verify_bundle(&dir, public.as_ref())?;
+            if public.is_none() {
+                println!(
+                    "key: {} from the bundle's {}; trust it only if it matches the signer's published fingerprint",
+                    rep.fingerprint,
+                    sign::ALLOWED_SIGNERS
+                );
+            } else {
+                println!("key: {}", rep.fingerprint);
+            }
+            println!(
+                "signature: {}",
+                if rep.signature_ok { "good" } else { "BAD" }
+            );
+            for p in &rep.problems {
+                println!("problem: {p}");
+            }
+            for f in &rep.bad_files {
+                println!("CHANGED: {f}");
+            }
+            for f in &rep.unlisted {
+                println!("not covered by the signature: {f}");
+            }
+            if rep.ok() {
+                println!("verified: {} files match the signed manifest", rep.files_ok);
+                Ok(0)
+            } else {
+                println!("verification FAILED");
+                Ok(1)
+            }
+        }
+        Cmd::Compare {
+            baseline,
+            current,
+            tolerance,
+            sigmas,
+            format,
+            out,
+            skip_bad,
+            templates,
+        } => {
+            let tpl = templates::Templates::load(templates.as_deref())?;
+            let cmp = compare::run(&compare::Options {
+                baseline: vec![baseline],
+                current: vec![current],
+                tolerance_pct: tolerance,
+                sigmas,
+                skip_bad,
+            })?;
+            let text = match format {
+                CompareFormat::Text => compare::text(&cmp),
+                CompareFormat::Markdown => tpl.render("compare.md", &cmp)?,
+                CompareFormat::Junit => tpl.render("compare.junit.xml", &cmp)?,
+            };
+            write_out(&out, text.as_bytes())?;
+            if out.is_some() {
+                eprintln!(
+                    "{}: {} regression(s) in {} metrics",
+                    cmp.verdict,
+                    cmp.regressions,
+                    cmp.rows.len()
+                );
+            }
+            Ok(if cmp.regressions > 0 { 1 } else { 0 })
+        }
+        Cmd::Export {
+            inputs,
+            format,
+            profile,
+            out,
+            skip_bad,
+        } => {
+            let exporter = export::by_name(&format)?;
+            let profile = profile.as_deref().map(profile::load).transpose()?;
+            let set = input::load(&inputs, skip_bad)?;
+            let verdict = profile.as_ref().map(|p| {
+                let t = tables::build(&set.docs, p.line_rate_gbit_s);
+                judge::judge(p, &set.docs, &t)
+            });
+            let bytes = exporter.serialize(&export::ExportData {
+                docs: &set.docs,
+                verdict: verdict.as_ref(),
+            })?;
+            for s in &set.skipped {
+                eprintln!("aggregate: skipped {s}");
+            }
+            write_out(&out, &bytes)?;
+            Ok(0)
+        }
+        Cmd::Synth { out, ranks, sizes } => {
+            if ranks < 2 || ranks % 2 != 0 || sizes == 0 || sizes > 40 {
+                return Err(InputError(
+                    "--ranks must be even and >= 2, --sizes between 1 and 40".into(),
+                ));
+            }
+            let list: Vec<u64> = (1..=sizes).map(|i| 1u64 << i).collect();
+            let files = synth::write_scale_set(&out, ranks, &list)
+                .map_err(|e| InputError(format!("{}: {e}", out.display())))?;
+            println!(
+                "wrote {} synthetic documents to {}",
+                files.len(),
+                out.display()
+            );
+            Ok(0)
+        }
+    }
+}

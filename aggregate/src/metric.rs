@@ -1,0 +1,307 @@
+//! The metrics a delivery profile can bound, what each means on the wire, and how each is
+//! read out of result rows. `docs/profiles.md` is the reference for profile authors; keep
+//! the two in step.
+
+use results::{BandwidthResult, CollectiveResult, CounterDeltas, LatencyResult};
+
+/// Which kind of result row a metric is read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowKind {
+    Latency,
+    Bandwidth,
+    Collective,
+    /// Any row that carries device counters (latency or bandwidth).
+    Counters,
+}
+
+/// A metric a check can bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    /// One-way latency percentile from the histograms of the selected rows, merged across
+    /// ranks, pairs and runs (never an average of percentiles).
+    Latency(Percentile),
+    /// Bytes over the whole timed loop, 10^9 bit/s.
+    BwAvg,
+    /// Best interval of the run, 10^9 bit/s.
+    BwPeak,
+    /// Largest deviation of one interval sample from the run's mean, in % of the mean:
+    /// the "throughput fluctuation within +-5%" of a delivery contract.
+    BwFluctuation,
+    /// Millions of messages per second.
+    MsgRate,
+    /// Cores busy on the busier side per 100 Gb/s moved: RDMA's point is that the NIC,
+    /// not the CPU, moves the data (under 0.6 core at 100 Gb/s; TCP needs dozens).
+    CpuPer100G,
+    /// nccl-tests bus bandwidth, 10^9 byte/s (out-of-place).
+    Busbw,
+    /// nccl-tests algorithm bandwidth, 10^9 byte/s (out-of-place).
+    Algbw,
+    /// busbw over the link rate, in % (out-of-place).
+    Efficiency,
+    /// Mean time of one collective, slowest rank, microseconds (out-of-place).
+    CollTime,
+    /// Elements found wrong by `--check`, in-place and out-of-place together. Rows that
+    /// were not checked give no value, so an unchecked run is MISSING, not PASS.
+    Wrong,
+    /// Retransmitted or erroneous packets over packets sent, both sides, in %.
+    LinkLoss,
+}
+
+/// A latency percentile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Percentile {
+    Min,
+    P50,
+    P90,
+    P99,
+    P999,
+    P9999,
+    Max,
+    Mean,
+}
+
+impl Percentile {
+    /// Quantile for histogram look-ups; `None` for min, max and mean.
+    pub fn quantile(self) -> Option<f64> {
+        match self {
+            Percentile::P50 => Some(0.5),
+            Percentile::P90 => Some(0.9),
+            Percentile::P99 => Some(0.99),
+            Percentile::P999 => Some(0.999),
+            Percentile::P9999 => Some(0.9999),
+            _ => None,
+        }
+    }
+
+    pub fn of(self, s: &results::LatencySummary) -> f64 {
+        match self {
+            Percentile::Min => s.min,
+            Percentile::P50 => s.p50,
+            Percentile::P90 => s.p90,
+            Percentile::P99 => s.p99,
+            Percentile::P999 => s.p999,
+            Percentile::P9999 => s.p9999,
+            Percentile::Max => s.max,
+            Percentile::Mean => s.mean,
+        }
+    }
+}
+
+/// Every metric with its profile name and unit, in documentation order.
+pub const ALL: &[(&str, Metric, &str)] = &[
+    ("latency_min", Metric::Latency(Percentile::Min), "us"),
+    ("latency_p50", Metric::Latency(Percentile::P50), "us"),
+    ("latency_p90", Metric::Latency(Percentile::P90), "us"),
+    ("latency_p99", Metric::Latency(Percentile::P99), "us"),
+    ("latency_p999", Metric::Latency(Percentile::P999), "us"),
+    ("latency_p9999", Metric::Latency(Percentile::P9999), "us"),
+    ("latency_max", Metric::Latency(Percentile::Max), "us"),
+    ("latency_mean", Metric::Latency(Percentile::Mean), "us"),
+    ("bw_avg", Metric::BwAvg, "Gb/s"),
+    ("bw_peak", Metric::BwPeak, "Gb/s"),
+    ("bw_fluctuation", Metric::BwFluctuation, "%"),
+    ("msg_rate", Metric::MsgRate, "Mpps"),
+    ("cpu_cores_per_100g", Metric::CpuPer100G, "cores"),
+    ("busbw", Metric::Busbw, "GB/s"),
+    ("algbw", Metric::Algbw, "GB/s"),
+    ("efficiency", Metric::Efficiency, "%"),
+    ("collective_time", Metric::CollTime, "us"),
+    ("wrong_elements", Metric::Wrong, "elements"),
+    ("link_loss", Metric::LinkLoss, "%"),
+];
+
+impl Metric {
+    pub fn parse(name: &str) -> Option<(Metric, &'static str)> {
+        ALL.iter()
+            .find(|(n, _, _)| *n == name)
+            .map(|(_, m, u)| (*m, *u))
+    }
+
+    pub fn name(self) -> &'static str {
+        ALL.iter()
+            .find(|(_, m, _)| *m == self)
+            .map(|e| e.0)
+            .unwrap_or("?")
+    }
+
+    pub fn unit(self) -> &'static str {
+        ALL.iter()
+            .find(|(_, m, _)| *m == self)
+            .map(|e| e.2)
+            .unwrap_or("?")
+    }
+
+    pub fn rows(self) -> RowKind {
+        match self {
+            Metric::Latency(_) => RowKind::Latency,
+            Metric::BwAvg
+            | Metric::BwPeak
+            | Metric::BwFluctuation
+            | Metric::MsgRate
+            | Metric::CpuPer100G => RowKind::Bandwidth,
+            Metric::Busbw | Metric::Algbw | Metric::Efficiency | Metric::CollTime => {
+                RowKind::Collective
+            }
+            Metric::Wrong => RowKind::Collective,
+            Metric::LinkLoss => RowKind::Counters,
+        }
+    }
+
+    /// True when a larger value is better (bandwidth); false when smaller is (latency).
+    pub fn higher_is_better(self) -> bool {
+        matches!(
+            self,
+            Metric::BwAvg
+                | Metric::BwPeak
+                | Metric::MsgRate
+                | Metric::Busbw
+                | Metric::Algbw
+                | Metric::Efficiency
+        )
+    }
+
+    /// Value of a bandwidth metric for one row.
+    pub fn of_bandwidth(self, r: &BandwidthResult) -> Option<f64> {
+        match self {
+            Metric::BwAvg => Some(r.bw_gbit_s.avg),
+            Metric::BwPeak => Some(r.bw_gbit_s.peak),
+            Metric::BwFluctuation => fluctuation_pct(&r.interval_gbit_s),
+            Metric::MsgRate => Some(r.msg_rate_mpps),
+            Metric::CpuPer100G => {
+                if r.bw_gbit_s.avg <= 0.0 {
+                    return None;
+                }
+                let busier = r.cpu.initiator_cores.max(r.cpu.responder_cores);
+                Some(busier / (r.bw_gbit_s.avg / 100.0))
+            }
+            Metric::LinkLoss => r.counters.as_ref().and_then(link_loss_pct),
+            _ => None,
+        }
+    }
+
+    /// Value of a collective metric for one row, given a fallback link rate for
+    /// efficiency when the row carries none.
+    pub fn of_collective(self, r: &CollectiveResult, link_gbit_s: Option<f64>) -> Option<f64> {
+        let t = &r.out_of_place;
+        match self {
+            Metric::Busbw => Some(t.busbw_gbyte_s),
+            Metric::Algbw => Some(t.algbw_gbyte_s),
+            Metric::CollTime => Some(t.time_us),
+            Metric::Efficiency => t.efficiency.map(|e| e * 100.0).or_else(|| {
+                r.link_gbit_s
+                    .or(link_gbit_s)
+                    .filter(|l| *l > 0.0)
+                    .map(|l| t.busbw_gbyte_s * 8.0 / l * 100.0)
+            }),
+            Metric::Wrong => {
+                let parts: Vec<u64> = [&r.out_of_place, &r.in_place]
+                    .iter()
+                    .filter(|t| t.checked)
+                    .map(|t| t.wrong)
+                    .collect();
+                (!parts.is_empty()).then(|| parts.iter().sum::<u64>() as f64)
+            }
+            Metric::Latency(p) => Some(p.of(&t.latency_us)),
+            _ => None,
+        }
+    }
+
+    /// Value of a latency-row metric that is not a merged percentile.
+    pub fn of_latency_row(self, r: &LatencyResult) -> Option<f64> {
+        match self {
+            Metric::Latency(p) => Some(p.of(&r.latency_us)),
+            Metric::LinkLoss => r.counters.as_ref().and_then(link_loss_pct),
+            _ => None,
+        }
+    }
+}
+
+/// Largest |sample - mean| / mean over the interval samples, in %; `None` with fewer than
+/// two samples (one interval says nothing about stability).
+pub fn fluctuation_pct(samples: &[f64]) -> Option<f64> {
+    if samples.len() < 2 {
+        return None;
+    }
+    let mean = samples.iter().sum::<f64>() / samples.len() as f64;
+    if mean <= 0.0 {
+        return None;
+    }
+    let worst = samples.iter().map(|s| (s - mean).abs()).fold(0.0, f64::max);
+    Some(worst / mean * 100.0)
+}
+
+/// Counters that count packets put on the wire: IB/RoCE `port_xmit_packets` (mlx5 and
+/// every IB driver) and Soft-RoCE's `sent_pkts`.
+pub const SENT_COUNTERS: &[&str] = &["port_xmit_packets", "sent_pkts"];
+
+/// Counters that count a packet lost, retransmitted or received damaged, on either side:
+/// mlx5 (`out_of_sequence`, `packet_seq_err`, `local_ack_timeout_err`,
+/// `implied_nak_seq_err`, `port_rcv_errors`, `port_xmit_discards`) and rxe
+/// (`completer_retry_err`, `rcvd_seq_err`, `out_of_seq_request`).
+pub const LOSS_COUNTERS: &[&str] = &[
+    "out_of_sequence",
+    "packet_seq_err",
+    "local_ack_timeout_err",
+    "implied_nak_seq_err",
+    "port_rcv_errors",
+    "port_xmit_discards",
+    "completer_retry_err",
+    "rcvd_seq_err",
+    "out_of_seq_request",
+];
+
+/// Lost or retransmitted packets over packets sent, in %, from both sides' deltas;
+/// `None` when no side has a sent-packets counter or nothing was sent.
+pub fn link_loss_pct(c: &CounterDeltas) -> Option<f64> {
+    let mut sent = 0i64;
+    let mut lost = 0i64;
+    let mut have_sent = false;
+    for side in [&c.initiator, &c.responder].into_iter().flatten() {
+        for map in [&side.counters, &side.hw_counters] {
+            for (name, v) in map {
+                if SENT_COUNTERS.contains(&name.as_str()) {
+                    have_sent = true;
+                    sent += v.max(&0);
+                } else if LOSS_COUNTERS.contains(&name.as_str()) {
+                    lost += v.max(&0);
+                }
+            }
+        }
+    }
+    (have_sent && sent > 0).then(|| lost as f64 / sent as f64 * 100.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_metric_round_trips_by_name() {
+        for (name, m, unit) in ALL {
+            assert_eq!(Metric::parse(name), Some((*m, *unit)));
+            assert_eq!(m.name(), *name);
+        }
+        assert!(Metric::parse("latency").is_none());
+    }
+
+    #[test]
+    fn fluctuation_is_worst_deviation_from_mean() {
+        let f = fluctuation_pct(&[90.0, 100.0, 110.0]).unwrap();
+        assert!((f - 10.0).abs() < 1e-9);
+        assert!(fluctuation_pct(&[5.0]).is_none());
+    }
+
+    #[test]
+    fn loss_needs_a_sent_counter() {
+        let c = crate::synth::counters(1_000_000, 50);
+        assert!((link_loss_pct(&c).unwrap() - 0.005).abs() < 1e-12);
+        let mut none = c.clone();
+        for s in [&mut none.initiator, &mut none.responder]
+            .into_iter()
+            .flatten()
+        {
+            s.hw_counters.remove("sent_pkts");
+        }
+        assert!(link_loss_pct(&none).is_none());
+    }
+}

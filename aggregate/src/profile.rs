@@ -1,0 +1,368 @@
+//! Delivery profiles: the thresholds a contract names, as TOML (`profiles/*.toml`,
+//! reference in `docs/profiles.md`). Each `[[check]]` selects result rows, reads one metric
+//! from them and bounds it from below (`min`) or above (`max`).
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::input::InputError;
+use crate::metric::{Metric, RowKind};
+
+/// A size given as bytes (`65536`) or as users type it (`"64K"`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum SizeSpec {
+    Bytes(u64),
+    Text(String),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProfile {
+    name: String,
+    #[serde(default)]
+    description: String,
+    /// Link rate of one port, 10^9 bit/s: drawn on the bandwidth plot and used for
+    /// collective efficiency when a result carries no link rate.
+    line_rate_gbit_s: Option<f64>,
+    #[serde(default)]
+    check: Vec<RawCheck>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCheck {
+    id: String,
+    description: String,
+    metric: String,
+    unit: String,
+    min: Option<f64>,
+    max: Option<f64>,
+    tool: Option<String>,
+    test: Option<String>,
+    transport: Option<String>,
+    collective: Option<String>,
+    backend: Option<String>,
+    size: Option<SizeSpec>,
+    min_size: Option<SizeSpec>,
+    max_size: Option<SizeSpec>,
+    pair: Option<String>,
+    #[serde(default)]
+    each_pair: bool,
+}
+
+/// A validated profile.
+#[derive(Debug, Clone)]
+pub struct Profile {
+    pub name: String,
+    pub description: String,
+    pub line_rate_gbit_s: Option<f64>,
+    pub checks: Vec<Check>,
+    /// Where it was read from (for the report).
+    pub source: String,
+}
+
+/// Which bound a check sets.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Bound {
+    /// Measured value must be at least this.
+    Min(f64),
+    /// Measured value must be at most this.
+    Max(f64),
+}
+
+impl Bound {
+    pub fn value(self) -> f64 {
+        match self {
+            Bound::Min(v) | Bound::Max(v) => v,
+        }
+    }
+    pub fn holds(self, measured: f64) -> bool {
+        match self {
+            Bound::Min(v) => measured >= v,
+            Bound::Max(v) => measured <= v,
+        }
+    }
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Bound::Min(_) => ">=",
+            Bound::Max(_) => "<=",
+        }
+    }
+}
+
+/// Which rows a check looks at. `None` matches anything.
+#[derive(Debug, Clone, Default)]
+pub struct Selector {
+    pub tool: Option<String>,
+    pub test: Option<String>,
+    pub transport: Option<String>,
+    pub collective: Option<String>,
+    pub backend: Option<String>,
+    pub min_size: Option<u64>,
+    pub max_size: Option<u64>,
+    /// Substring of the pair label (`host-a <-> host-b`) or of either host name.
+    pub pair: Option<String>,
+    /// Judge every pair on its own (the worst pair decides) instead of the merged data.
+    pub each_pair: bool,
+}
+
+impl Selector {
+    pub fn size_ok(&self, size: u64) -> bool {
+        self.min_size.is_none_or(|m| size >= m) && self.max_size.is_none_or(|m| size <= m)
+    }
+
+    /// Human form for reports: `send_lat tcp 2..64 B`.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        for v in [
+            &self.tool,
+            &self.test,
+            &self.collective,
+            &self.transport,
+            &self.backend,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            parts.push(v.clone());
+        }
+        let fs = results::units::format_size;
+        match (self.min_size, self.max_size) {
+            (Some(a), Some(b)) if a == b => parts.push(format!("size {}", fs(a))),
+            (Some(a), Some(b)) => parts.push(format!("sizes {}..{}", fs(a), fs(b))),
+            (Some(a), None) => parts.push(format!("sizes >= {}", fs(a))),
+            (None, Some(b)) => parts.push(format!("sizes <= {}", fs(b))),
+            (None, None) => parts.push("all sizes".into()),
+        }
+        match &self.pair {
+            Some(p) => parts.push(format!("pair {p}")),
+            None if self.each_pair => parts.push("each pair".into()),
+            None => parts.push("all pairs".into()),
+        }
+        parts.join(", ")
+    }
+}
+
+/// One validated check.
+#[derive(Debug, Clone)]
+pub struct Check {
+    pub id: String,
+    pub description: String,
+    pub metric: Metric,
+    pub unit: &'static str,
+    pub bound: Bound,
+    pub select: Selector,
+}
+
+/// Reads a profile: a path to a TOML file, or the name of one shipped with fabcheck
+/// (`roce-100g`, `loopback-demo`), looked up in `profiles/` beside the working directory
+/// and then among the profiles built into the binary.
+pub fn load(name_or_path: &str) -> Result<Profile, InputError> {
+    let path = Path::new(name_or_path);
+    if path.exists() {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| InputError(format!("{}: cannot read: {e}", path.display())))?;
+        return parse(&text, &path.display().to_string());
+    }
+    let local = Path::new("profiles").join(format!("{name_or_path}.toml"));
+    if local.exists() {
+        return load(&local.display().to_string());
+    }
+    match BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
+        Some((n, text)) => parse(text, &format!("built-in profile {n}")),
+        None => Err(InputError(format!(
+            "no profile file {name_or_path} and no built-in profile of that name (built in: {})",
+            BUILTIN.iter().map(|b| b.0).collect::<Vec<_>>().join(", ")
+        ))),
+    }
+}
+
+/// The profiles shipped in `profiles/`, compiled in so the binary works anywhere.
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("roce-100g", include_str!("../../profiles/roce-100g.toml")),
+    (
+        "loopback-demo",
+        include_str!("../../profiles/loopback-demo.toml"),
+    ),
+];
+
+/// Parses and validates profile text; `source` names it in every error.
+pub fn parse(text: &str, source: &str) -> Result<Profile, InputError> {
+    let raw: RawProfile = toml::from_str(text)
+        .map_err(|e| InputError(format!("{source}: {}", e.to_string().trim_end())))?;
+    let err = |key: String, msg: String| InputError(format!("{source}: key `{key}`: {msg}"));
+    if raw.check.is_empty() {
+        return Err(err(
+            "check".into(),
+            "the profile has no [[check]]: a profile without checks proves nothing".into(),
+        ));
+    }
+    if let Some(r) = raw.line_rate_gbit_s {
+        if !(r.is_finite() && r > 0.0) {
+            return Err(err(
+                "line_rate_gbit_s".into(),
+                format!("{r} is not a positive rate"),
+            ));
+        }
+    }
+    let mut seen = HashSet::new();
+    let mut checks = Vec::new();
+    for (i, c) in raw.check.into_iter().enumerate() {
+        let key = |k: &str| format!("check[{i}].{k} (id \"{}\")", c.id);
+        if c.id.trim().is_empty() {
+            return Err(err(format!("check[{i}].id"), "empty id".into()));
+        }
+        if !seen.insert(c.id.clone()) {
+            return Err(err(key("id"), "duplicate id".into()));
+        }
+        let (metric, unit) = Metric::parse(&c.metric).ok_or_else(|| {
+            err(
+                key("metric"),
+                format!(
+                    "unknown metric `{}`; known: {}",
+                    c.metric,
+                    crate::metric::ALL
+                        .iter()
+                        .map(|m| m.0)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )
+        })?;
+        if c.unit != unit {
+            return Err(err(
+                key("unit"),
+                format!("metric {} is measured in {unit}, not {}", c.metric, c.unit),
+            ));
+        }
+        let bound = match (c.min, c.max) {
+            (Some(v), None) => Bound::Min(v),
+            (None, Some(v)) => Bound::Max(v),
+            _ => return Err(err(key("min"), "give exactly one of `min` or `max`".into())),
+        };
+        if !bound.value().is_finite() {
+            return Err(err(key("min/max"), "bound is not a finite number".into()));
+        }
+        let size = |k: &str, s: &Option<SizeSpec>| -> Result<Option<u64>, InputError> {
+            match s {
+                None => Ok(None),
+                Some(SizeSpec::Bytes(b)) => Ok(Some(*b)),
+                Some(SizeSpec::Text(t)) => results::units::parse_size(t)
+                    .map(Some)
+                    .map_err(|e| err(key(k), e)),
+            }
+        };
+        let exact = size("size", &c.size)?;
+        let (mut min_size, mut max_size) = (
+            size("min_size", &c.min_size)?,
+            size("max_size", &c.max_size)?,
+        );
+        if let Some(s) = exact {
+            if min_size.is_some() || max_size.is_some() {
+                return Err(err(
+                    key("size"),
+                    "give `size` or a `min_size`/`max_size` range, not both".into(),
+                ));
+            }
+            min_size = Some(s);
+            max_size = Some(s);
+        }
+        if let (Some(a), Some(b)) = (min_size, max_size) {
+            if a > b {
+                return Err(err(key("min_size"), format!("{a} is above max_size {b}")));
+            }
+        }
+        if c.collective.is_some() && metric.rows() != RowKind::Collective {
+            return Err(err(
+                key("collective"),
+                format!("metric {} is not a collective metric", c.metric),
+            ));
+        }
+        checks.push(Check {
+            id: c.id,
+            description: c.description,
+            metric,
+            unit,
+            bound,
+            select: Selector {
+                tool: c.tool,
+                test: c.test,
+                transport: c.transport,
+                collective: c.collective,
+                backend: c.backend,
+                min_size,
+                max_size,
+                pair: c.pair,
+                each_pair: c.each_pair,
+            },
+        });
+    }
+    Ok(Profile {
+        name: raw.name,
+        description: raw.description,
+        line_rate_gbit_s: raw.line_rate_gbit_s,
+        checks,
+        source: source.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OK: &str = r#"
+name = "t"
+[[check]]
+id = "lat"
+description = "small messages"
+metric = "latency_p99"
+unit = "us"
+max = 5.0
+test = "send_lat"
+max_size = "64"
+"#;
+
+    #[test]
+    fn shipped_profiles_parse() {
+        for (name, text) in BUILTIN {
+            let p = parse(text, name).unwrap_or_else(|e| panic!("{e}"));
+            assert!(!p.checks.is_empty());
+        }
+    }
+
+    #[test]
+    fn a_small_profile_parses() {
+        let p = parse(OK, "t.toml").unwrap();
+        assert_eq!(p.checks[0].bound, Bound::Max(5.0));
+        assert_eq!(p.checks[0].select.max_size, Some(64));
+    }
+
+    #[test]
+    fn errors_name_the_source_and_key() {
+        let e = parse(&OK.replace("\"us\"", "\"ms\""), "t.toml")
+            .unwrap_err()
+            .0;
+        assert!(e.contains("t.toml") && e.contains("check[0].unit"), "{e}");
+        let e = parse(&OK.replace("latency_p99", "latency_p98"), "t.toml")
+            .unwrap_err()
+            .0;
+        assert!(e.contains("check[0].metric"), "{e}");
+        let e = parse(&OK.replace("max = 5.0", "max = 5.0\nmin = 1.0"), "t.toml")
+            .unwrap_err()
+            .0;
+        assert!(e.contains("exactly one"), "{e}");
+        let e = parse(&OK.replace("max_size", "max_sise"), "t.toml")
+            .unwrap_err()
+            .0;
+        assert!(e.contains("max_sise") && e.contains("t.toml"), "{e}");
+        let e = parse(&OK.replace("\"64\"", "\"lots\""), "t.toml")
+            .unwrap_err()
+            .0;
+        assert!(e.contains("check[0].max_size"), "{e}");
+        let e = parse("name = \"x\"", "t.toml").unwrap_err().0;
+        assert!(e.contains("no [[check]]"), "{e}");
+    }
+}

@@ -1,0 +1,278 @@
+//! The merged result tables: one row per test, transport and size (latency, bandwidth) or
+//! per collective, backend, ranks and size, across every rank, pair and file, the way
+//! perftest and nccl-tests print them. Reports, plots, `compare` and `export` all read these.
+
+use std::collections::BTreeMap;
+
+use results::{LatencyHistogram, LatencySummary, TestResult};
+use serde::Serialize;
+
+use crate::input::{LatKey, Loaded};
+use crate::metric::{fluctuation_pct, link_loss_pct, Metric};
+
+/// Latency for one (tool, test, transport, size), percentiles recomputed from the merged
+/// histogram of every row.
+#[derive(Debug, Clone, Serialize)]
+pub struct LatRow {
+    pub tool: String,
+    pub test: String,
+    pub transport: String,
+    pub size_bytes: u64,
+    pub size: String,
+    /// Result rows merged (pairs x runs).
+    pub rows: usize,
+    pub samples: u64,
+    pub us: LatencySummary,
+    /// Spread of the per-row p50 (max - min), microseconds: how much pairs and runs differ.
+    pub p50_spread_us: f64,
+    /// Per-row p50 and p99 values, for `compare`'s noise floor.
+    #[serde(skip)]
+    pub row_p50: Vec<f64>,
+    #[serde(skip)]
+    pub row_p99: Vec<f64>,
+}
+
+/// Bandwidth for one (tool, test, transport, size, direction) across rows.
+#[derive(Debug, Clone, Serialize)]
+pub struct BwRow {
+    pub tool: String,
+    pub test: String,
+    pub transport: String,
+    pub size_bytes: u64,
+    pub size: String,
+    pub bidirectional: bool,
+    pub rows: usize,
+    /// Mean over rows of each row's average, 10^9 bit/s.
+    pub avg_gbit_s: f64,
+    /// Worst row's average.
+    pub min_avg_gbit_s: f64,
+    /// Best interval of any row.
+    pub peak_gbit_s: f64,
+    pub msg_rate_mpps: f64,
+    /// Worst row's interval fluctuation, %.
+    pub fluctuation_pct: Option<f64>,
+    /// Mean cores per 100 Gb/s, busier side.
+    pub cpu_cores_per_100g: Option<f64>,
+    /// Link loss over all rows with counters, %.
+    pub link_loss_pct: Option<f64>,
+    #[serde(skip)]
+    pub row_avg: Vec<f64>,
+    /// Standard deviation of interval samples within rows (pooled), for the noise floor
+    /// of a single run.
+    #[serde(skip)]
+    pub interval_stdev: f64,
+}
+
+/// One collective size (a row of the nccl-tests table), averaged over runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct CollRow {
+    pub collective: String,
+    pub backend: String,
+    pub ranks: u32,
+    pub size_bytes: u64,
+    pub size: String,
+    pub count: u64,
+    pub datatype: String,
+    pub op: String,
+    pub rows: usize,
+    pub oop_time_us: f64,
+    pub oop_algbw: f64,
+    pub oop_busbw: f64,
+    pub ip_time_us: f64,
+    pub ip_busbw: f64,
+    /// None when no row was checked.
+    pub wrong: Option<u64>,
+    pub efficiency_pct: Option<f64>,
+    #[serde(skip)]
+    pub row_busbw: Vec<f64>,
+    #[serde(skip)]
+    pub row_time: Vec<f64>,
+}
+
+/// All merged tables.
+#[derive(Debug, Default, Serialize)]
+pub struct Tables {
+    pub latency: Vec<LatRow>,
+    pub bandwidth: Vec<BwRow>,
+    pub collective: Vec<CollRow>,
+    /// Merged histograms, keyed like `latency`, for distribution plots.
+    #[serde(skip)]
+    pub histograms: BTreeMap<LatKey, LatencyHistogram>,
+}
+
+fn mean(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        0.0
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
+}
+
+/// Builds every table from the loaded documents.
+pub fn build(docs: &[Loaded], line_rate_gbit_s: Option<f64>) -> Tables {
+    // Latency: merged histograms were built per document at load; merge across documents.
+    let mut hists: BTreeMap<LatKey, (LatencyHistogram, usize)> = BTreeMap::new();
+    for d in docs {
+        for (k, (h, n)) in &d.latency {
+            let slot = hists.entry(k.clone()).or_default();
+            slot.0.merge(h);
+            slot.1 += n;
+        }
+    }
+    let mut lat_rows: BTreeMap<LatKey, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+    type BwKey = (String, String, String, u64, bool);
+    let mut bw: BTreeMap<BwKey, Vec<&results::BandwidthResult>> = BTreeMap::new();
+    type CollKey = (String, String, u32, u64);
+    let mut coll: BTreeMap<CollKey, Vec<&results::CollectiveResult>> = BTreeMap::new();
+    for d in docs {
+        for r in &d.doc.results {
+            match r {
+                TestResult::Latency(l) => {
+                    let e = lat_rows
+                        .entry(LatKey {
+                            tool: d.doc.tool.clone(),
+                            test: l.test.clone(),
+                            transport: l.transport.clone(),
+                            size: l.size_bytes,
+                        })
+                        .or_default();
+                    e.0.push(l.latency_us.p50);
+                    e.1.push(l.latency_us.p99);
+                }
+                TestResult::Bandwidth(b) => bw
+                    .entry((
+                        d.doc.tool.clone(),
+                        b.test.clone(),
+                        b.transport.clone(),
+                        b.size_bytes,
+                        b.bidirectional,
+                    ))
+                    .or_default()
+                    .push(b),
+                TestResult::Collective(c) => coll
+                    .entry((
+                        c.collective.clone(),
+                        c.backend.clone(),
+                        c.ranks,
+                        c.size_bytes,
+                    ))
+                    .or_default()
+                    .push(c),
+            }
+        }
+    }
+    let mut t = Tables::default();
+    for (k, (p50, p99)) in lat_rows {
+        let (h, merged) = hists.remove(&k).unwrap_or_default();
+        let spread = p50.iter().cloned().fold(f64::MIN, f64::max)
+            - p50.iter().cloned().fold(f64::MAX, f64::min);
+        t.latency.push(LatRow {
+            size: results::units::format_size(k.size),
+            tool: k.tool.clone(),
+            test: k.test.clone(),
+            transport: k.transport.clone(),
+            size_bytes: k.size,
+            rows: merged.max(p50.len()),
+            samples: h.len(),
+            us: h.summary_us(),
+            p50_spread_us: if spread.is_finite() { spread } else { 0.0 },
+            row_p50: p50,
+            row_p99: p99,
+        });
+        t.histograms.insert(k, h);
+    }
+    for ((tool, test, transport, size, bidir), rows) in bw {
+        let avgs: Vec<f64> = rows.iter().map(|r| r.bw_gbit_s.avg).collect();
+        let fl = rows
+            .iter()
+            .filter_map(|r| fluctuation_pct(&r.interval_gbit_s))
+            .fold(None, |a: Option<f64>, v| Some(a.map_or(v, |a| a.max(v))));
+        let cpu: Vec<f64> = rows
+            .iter()
+            .filter_map(|r| Metric::CpuPer100G.of_bandwidth(r))
+            .collect();
+        let losses: Vec<f64> = rows
+            .iter()
+            .filter_map(|r| r.counters.as_ref().and_then(link_loss_pct))
+            .collect();
+        let mut var_sum = 0.0;
+        let mut var_n = 0usize;
+        for r in &rows {
+            let s = &r.interval_gbit_s;
+            if s.len() >= 2 {
+                let m = mean(s);
+                var_sum += s.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (s.len() - 1) as f64;
+                var_n += 1;
+            }
+        }
+        t.bandwidth.push(BwRow {
+            size: results::units::format_size(size),
+            tool,
+            test,
+            transport,
+            size_bytes: size,
+            bidirectional: bidir,
+            rows: rows.len(),
+            avg_gbit_s: mean(&avgs),
+            min_avg_gbit_s: avgs.iter().cloned().fold(f64::MAX, f64::min),
+            peak_gbit_s: rows.iter().map(|r| r.bw_gbit_s.peak).fold(0.0, f64::max),
+            msg_rate_mpps: mean(&rows.iter().map(|r| r.msg_rate_mpps).collect::<Vec<_>>()),
+            fluctuation_pct: fl,
+            cpu_cores_per_100g: (!cpu.is_empty()).then(|| mean(&cpu)),
+            link_loss_pct: (!losses.is_empty()).then(|| losses.iter().cloned().fold(0.0, f64::max)),
+            row_avg: avgs,
+            interval_stdev: if var_n > 0 {
+                (var_sum / var_n as f64).sqrt()
+            } else {
+                0.0
+            },
+        });
+    }
+    for ((collective, backend, ranks, size), rows) in coll {
+        let f = |g: &dyn Fn(&results::CollectiveResult) -> f64| {
+            mean(&rows.iter().map(|r| g(r)).collect::<Vec<_>>())
+        };
+        let checked: Vec<u64> = rows
+            .iter()
+            .flat_map(|r| [&r.out_of_place, &r.in_place])
+            .filter(|t| t.checked)
+            .map(|t| t.wrong)
+            .collect();
+        let eff: Vec<f64> = rows
+            .iter()
+            .filter_map(|r| Metric::Efficiency.of_collective(r, line_rate_gbit_s))
+            .collect();
+        let first = rows[0];
+        t.collective.push(CollRow {
+            size: results::units::format_size(size),
+            collective,
+            backend,
+            ranks,
+            size_bytes: size,
+            count: first.count,
+            datatype: first.datatype.clone(),
+            op: first.op.clone(),
+            rows: rows.len(),
+            oop_time_us: f(&|r| r.out_of_place.time_us),
+            oop_algbw: f(&|r| r.out_of_place.algbw_gbyte_s),
+            oop_busbw: f(&|r| r.out_of_place.busbw_gbyte_s),
+            ip_time_us: f(&|r| r.in_place.time_us),
+            ip_busbw: f(&|r| r.in_place.busbw_gbyte_s),
+            wrong: (!checked.is_empty()).then(|| checked.iter().sum()),
+            efficiency_pct: (!eff.is_empty()).then(|| mean(&eff)),
+            row_busbw: rows.iter().map(|r| r.out_of_place.busbw_gbyte_s).collect(),
+            row_time: rows.iter().map(|r| r.out_of_place.time_us).collect(),
+        });
+    }
+    t
+}
+
+/// A message size for people: `2 B`, `64KiB`, `8MiB`.
+pub fn size_label(bytes: u64) -> String {
+    let f = results::units::format_size(bytes);
+    if f.ends_with(|c: char| c.is_ascii_digit()) {
+        format!("{f} B")
+    } else {
+        format!("{f}iB")
+    }
+}

@@ -1,0 +1,116 @@
+//! The tera templates of every text output, compiled into the binary so a bare `aggregate`
+//! works anywhere, and overridable one file at a time with `--templates DIR` so a vendor
+//! can brand a report without rebuilding.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use serde::Serialize;
+use tera::{Context, Tera, Value};
+
+use crate::input::InputError;
+
+/// Every template, by file name, with its built-in text.
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("report.html", include_str!("../../templates/report.html")),
+    ("report.md", include_str!("../../templates/report.md")),
+    (
+        "report.junit.xml",
+        include_str!("../../templates/report.junit.xml"),
+    ),
+    ("compare.md", include_str!("../../templates/compare.md")),
+    (
+        "compare.junit.xml",
+        include_str!("../../templates/compare.junit.xml"),
+    ),
+];
+
+/// The loaded template set.
+pub struct Templates {
+    tera: Tera,
+    /// Where each template came from, for error messages.
+    sources: HashMap<String, String>,
+}
+
+/// Tera's top-level error says only "failed to render"; the cause is further down.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+fn num_filter(v: &Value, _: &HashMap<String, Value>) -> tera::Result<Value> {
+    Ok(Value::String(match v {
+        Value::Null => "n/a".into(),
+        Value::Number(n) => match n.as_f64() {
+            Some(f) => crate::judge::format_value(f),
+            None => n.to_string(),
+        },
+        other => other.to_string(),
+    }))
+}
+
+/// Makes text safe inside a Markdown table cell.
+fn md_filter(v: &Value, _: &HashMap<String, Value>) -> tera::Result<Value> {
+    let s = match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    Ok(Value::String(
+        s.replace('\\', "\\\\")
+            .replace('|', "\\|")
+            .replace(['\n', '\r'], " "),
+    ))
+}
+
+impl Templates {
+    /// The built-in templates, each replaced by `DIR/NAME` where that file exists.
+    pub fn load(dir: Option<&Path>) -> Result<Self, InputError> {
+        if let Some(d) = dir {
+            if !d.is_dir() {
+                return Err(InputError(format!(
+                    "--templates {}: not a directory",
+                    d.display()
+                )));
+            }
+        }
+        let mut tera = Tera::default();
+        tera.autoescape_on(vec![".html", ".xml"]);
+        tera.register_filter("num", num_filter);
+        tera.register_filter("md", md_filter);
+        let mut sources = HashMap::new();
+        for (name, text) in BUILTIN {
+            let (text, source) = match dir.map(|d| d.join(name)).filter(|p| p.exists()) {
+                Some(p) => (
+                    std::fs::read_to_string(&p)
+                        .map_err(|e| InputError(format!("{}: cannot read: {e}", p.display())))?,
+                    p.display().to_string(),
+                ),
+                None => (text.to_string(), format!("built-in template {name}")),
+            };
+            tera.add_raw_template(name, &text)
+                .map_err(|e| InputError(format!("{source}: {}", chain(&e))))?;
+            sources.insert(name.to_string(), source);
+        }
+        Ok(Templates { tera, sources })
+    }
+
+    /// Renders `name` with `data`.
+    pub fn render<T: Serialize>(&self, name: &str, data: &T) -> Result<String, InputError> {
+        let source = self
+            .sources
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| name.to_string());
+        let ctx = Context::from_serialize(data)
+            .map_err(|e| InputError(format!("{source}: {}", chain(&e))))?;
+        self.tera
+            .render(name, &ctx)
+            .map_err(|e| InputError(format!("{source}: {}", chain(&e))))
+    }
+}

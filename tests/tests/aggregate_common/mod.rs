@@ -1,0 +1,155 @@
+//! Shared helpers of the `aggregate` end-to-end tests.
+#![allow(dead_code)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use integration::{bin, run, text};
+
+/// Runs `aggregate ARGS` in `dir` with a generous deadline.
+pub fn aggregate(dir: &Path, args: &[&str]) -> Output {
+    run(
+        Command::new(bin("aggregate")).current_dir(dir).args(args),
+        Duration::from_secs(120),
+    )
+}
+
+/// Exit code, panicking with both streams when the process died of a signal.
+pub fn code(out: &Output) -> i32 {
+    let (o, e) = text(out);
+    out.status
+        .code()
+        .unwrap_or_else(|| panic!("killed by a signal\nstdout:\n{o}\nstderr:\n{e}"))
+}
+
+/// Asserts the exit code, showing both streams when it differs.
+pub fn expect_code(out: &Output, want: i32, what: &str) {
+    let (o, e) = text(out);
+    assert_eq!(
+        out.status.code(),
+        Some(want),
+        "{what}: exit code\nstdout:\n{o}\nstderr:\n{e}"
+    );
+}
+
+/// A synthetic 8-rank result set written by `aggregate synth` (marked synthetic).
+pub fn synth_set(dir: &Path, name: &str, ranks: u32, sizes: u32) -> PathBuf {
+    let out = aggregate(
+        dir,
+        &[
+            "synth",
+            name,
+            "--ranks",
+            &ranks.to_string(),
+            "--sizes",
+            &sizes.to_string(),
+        ],
+    );
+    expect_code(&out, 0, "aggregate synth");
+    dir.join(name)
+}
+
+/// A profile the synthetic set meets, covering latency, bandwidth, loss and collectives.
+pub const PASSING_PROFILE: &str = r#"
+name = "synthetic-pass"
+description = "What the synthetic set of aggregate synth meets"
+line_rate_gbit_s = 100.0
+
+[[check]]
+id = "lat"
+description = "small-message send latency"
+metric = "latency_p99"
+unit = "us"
+max = 20.0
+test = "send_lat"
+max_size = 64
+
+[[check]]
+id = "bw"
+description = "large-message write bandwidth"
+metric = "bw_avg"
+unit = "Gb/s"
+min = 80.0
+test = "write_bw"
+min_size = "1M"
+each_pair = true
+
+[[check]]
+id = "loss"
+description = "link loss"
+metric = "link_loss"
+unit = "%"
+max = 0.01
+
+[[check]]
+id = "allreduce"
+description = "AllReduce bus bandwidth"
+metric = "busbw"
+unit = "GB/s"
+min = 5.0
+collective = "all_reduce"
+min_size = "1M"
+"#;
+
+/// Writes `text` to `dir/name` and returns the path as a string.
+pub fn write(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+/// Copies a directory tree.
+pub fn copy_tree(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for e in fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let p = e.path();
+        if p.is_dir() {
+            copy_tree(&p, &to.join(e.file_name()));
+        } else {
+            fs::copy(&p, to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+/// Every regular file under `dir`, relative, `/`-separated.
+pub fn files_under(dir: &Path) -> Vec<String> {
+    fn walk(root: &Path, d: &Path, out: &mut Vec<String>) {
+        for e in fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(root, &p, out);
+            } else {
+                out.push(p.strip_prefix(root).unwrap().to_string_lossy().into_owned());
+            }
+        }
+    }
+    let mut v = Vec::new();
+    walk(dir, dir, &mut v);
+    v.sort();
+    v
+}
+
+/// Flips one bit of the byte in the middle of a file.
+pub fn flip_middle_byte(path: &Path) {
+    let mut b = fs::read(path).unwrap();
+    assert!(!b.is_empty(), "{} is empty", path.display());
+    let i = b.len() / 2;
+    b[i] ^= 0x01;
+    fs::write(path, b).unwrap();
+}
+
+/// Whether a tool is on PATH; tests that need it fail with how to install it.
+pub fn require(tool: &str, package: &str) {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    assert!(
+        found,
+        "{tool} is needed by this test: apt-get install -y {package}"
+    );
+}

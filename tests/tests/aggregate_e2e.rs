@@ -1,0 +1,201 @@
+//! The whole local acceptance with real parts: bench-lat and bench-bw measure over TCP
+//! loopback, `aggregate` judges their JSON against the shipped `loopback-demo` profile,
+//! signs the report, and stock OpenSSH verifies it. Histograms of two runs are merged and
+//! the percentiles recomputed from the merge.
+
+mod aggregate_common;
+
+use std::fs;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use aggregate_common::*;
+use integration::{bin, free_port, run, spawn, text, wait_with_deadline};
+use results::LatencyHistogram;
+use serde_json::Value;
+
+const LIMIT: Duration = Duration::from_secs(180);
+
+/// One standalone measurement: server and client of `tool` on 127.0.0.1.
+fn measure(tool: &str, args: &[&str], json: &Path) -> Output {
+    let port = free_port().to_string();
+    let server = spawn(
+        Command::new(bin(tool))
+            .args(["-p", &port, "--timeout", "60", "--transport", "tcp"])
+            .args(args),
+    );
+    let client = run(
+        Command::new(bin(tool))
+            .args([
+                "127.0.0.1",
+                "-p",
+                &port,
+                "--timeout",
+                "60",
+                "--transport",
+                "tcp",
+            ])
+            .args(args)
+            .arg("--json")
+            .arg(json),
+        LIMIT,
+    );
+    let srv = wait_with_deadline(server, LIMIT, tool);
+    let (o, e) = text(&client);
+    assert!(client.status.success(), "{tool} client failed:\n{o}\n{e}");
+    assert!(
+        srv.status.success(),
+        "{tool} server failed: {:?}",
+        text(&srv)
+    );
+    client
+}
+
+#[test]
+fn loopback_acceptance_with_the_real_benchmarks_passes_signed_and_verified() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let runs = dir.join("runs");
+    fs::create_dir_all(runs.join("night1")).unwrap();
+    fs::create_dir_all(runs.join("night2")).unwrap();
+
+    // Two latency runs (merged by aggregate), bandwidth at two sizes.
+    for night in ["night1", "night2"] {
+        measure(
+            "bench-lat",
+            &["-s", "2", "-n", "2000"],
+            &runs.join(night).join("lat-2.json"),
+        );
+        measure(
+            "bench-lat",
+            &["-s", "64", "-n", "2000"],
+            &runs.join(night).join("lat-64.json"),
+        );
+    }
+    measure(
+        "bench-bw",
+        &["-s", "64K", "-n", "20000"],
+        &runs.join("night1/bw-64K.json"),
+    );
+    measure(
+        "bench-bw",
+        &["-s", "1M", "-n", "2000"],
+        &runs.join("night1/bw-1M.json"),
+    );
+
+    expect_code(&aggregate(dir, &["keygen", "demo.key"]), 0, "keygen");
+    let out = aggregate(
+        dir,
+        &[
+            "report",
+            "runs",
+            "--profile",
+            "loopback-demo",
+            "--out",
+            "report",
+            "--sign",
+            "demo.key",
+        ],
+    );
+    let (o, e) = text(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "loopback-demo must pass on a real loopback run\nstdout:\n{o}\nstderr:\n{e}"
+    );
+    assert!(
+        o.contains("verdict: PASS (3 passed, 0 failed, 0 missing"),
+        "{o}"
+    );
+    assert!(o.contains("report: report/report.html"), "{o}");
+    let report = dir.join("report");
+
+    // Merged across the two runs: the table's p99 is the p99 of the merged histograms,
+    // recomputed here independently from the input files.
+    let summary: Value =
+        serde_json::from_str(&fs::read_to_string(report.join("summary.json")).unwrap()).unwrap();
+    let row = summary["tables"]["latency"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["test"] == "send_lat" && r["size_bytes"] == 2)
+        .expect("send_lat 2 B row");
+    assert_eq!(row["rows"], 2, "two runs merged");
+    let mut merged = LatencyHistogram::new();
+    for night in ["night1", "night2"] {
+        let doc: Value =
+            serde_json::from_str(&fs::read_to_string(runs.join(night).join("lat-2.json")).unwrap())
+                .unwrap();
+        for r in doc["results"].as_array().unwrap() {
+            merged.merge(&LatencyHistogram::decode(r["histogram"].as_str().unwrap()).unwrap());
+        }
+    }
+    assert_eq!(row["samples"].as_u64().unwrap(), merged.len());
+    let p99 = merged.summary_us().p99;
+    assert!(
+        (row["us"]["p99"].as_f64().unwrap() - p99).abs() < 1e-9,
+        "p99 {} vs recomputed {p99}",
+        row["us"]["p99"]
+    );
+
+    // The environment comes from the real documents.
+    let html = fs::read_to_string(report.join("report.html")).unwrap();
+    assert!(html.contains("bench-lat ") && html.contains("bench-bw "));
+    assert!(html.contains("--json"), "command lines listed");
+    assert!(html.contains(&hostname()), "host listed");
+
+    // Stock OpenSSH accepts the signature with the key the demo made.
+    let public = fs::read_to_string(dir.join("demo.key.pub")).unwrap();
+    fs::write(report.join("allowed_signers"), format!("fabcheck {public}")).unwrap();
+    let verify = run(
+        Command::new("sh")
+            .arg("-c")
+            .arg(
+                "ssh-keygen -Y verify -f allowed_signers -I fabcheck -n fabcheck-report \
+                 -s MANIFEST.sha256.sig < MANIFEST.sha256 && sha256sum -c --quiet MANIFEST.sha256",
+            )
+            .current_dir(&report),
+        LIMIT,
+    );
+    let (o, e) = text(&verify);
+    assert!(
+        verify.status.success(),
+        "OpenSSH verification failed:\n{o}{e}"
+    );
+    let manifest = fs::read_to_string(report.join("MANIFEST.sha256")).unwrap();
+    assert_eq!(
+        manifest.lines().filter(|l| l.contains("  inputs/")).count(),
+        6,
+        "every input file is in the signed manifest"
+    );
+
+    // The same inputs, compared with themselves: no regression; exported: promtool-clean.
+    let out = aggregate(dir, &["compare", "runs/night1", "runs/night1"]);
+    expect_code(&out, 0, "compare a night with itself");
+    let out = aggregate(
+        dir,
+        &["export", "runs", "-p", "loopback-demo", "-o", "m.prom"],
+    );
+    expect_code(&out, 0, "export");
+    let prom = fs::read_to_string(dir.join("m.prom")).unwrap();
+    assert!(prom.contains("fabcheck_verdict_pass{profile=\"loopback-demo\"} 1"));
+    assert!(prom.contains("transport=\"tcp\""));
+    if Command::new("promtool").arg("--version").output().is_ok() {
+        let out = run(
+            Command::new("sh")
+                .arg("-c")
+                .arg("promtool check metrics < m.prom")
+                .current_dir(dir),
+            LIMIT,
+        );
+        assert!(out.status.success(), "promtool: {:?}", text(&out));
+    }
+}
+
+fn hostname() -> String {
+    fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_string()
+}

@@ -1,0 +1,171 @@
+//! The HTML report opened in a real browser (headless Chromium): it renders, shows the
+//! verdict first, carries its plots inline, fetches nothing and logs no console error.
+
+mod aggregate_common;
+
+use std::fs;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use aggregate_common::*;
+use integration::{text, wait_with_deadline};
+
+/// Runs Chromium with its output going to files: a dumped DOM is larger than a pipe's
+/// buffer, and a child blocked on a full pipe that nobody reads until it exits never exits.
+fn chromium(args: &[&str], page: &Path) -> Output {
+    let profile = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new("chromium");
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--enable-logging=stderr",
+        "--v=0",
+    ])
+    .arg(format!("--user-data-dir={}", profile.path().display()))
+    .args(args)
+    .arg(format!("file://{}", page.display()));
+    let (out_path, err_path) = (logs.path().join("out"), logs.path().join("err"));
+    cmd.stdout(fs::File::create(&out_path).unwrap())
+        .stderr(fs::File::create(&err_path).unwrap());
+    let child = cmd.spawn().expect("start chromium");
+    let done = wait_with_deadline(child, Duration::from_secs(120), "chromium");
+    Output {
+        status: done.status,
+        stdout: fs::read(&out_path).unwrap(),
+        stderr: fs::read(&err_path).unwrap(),
+    }
+}
+
+/// Console messages and uncaught exceptions from Chromium's log. Chromium logs every
+/// console message as `INFO:CONSOLE` whatever its level, and the report runs no script, so
+/// any console line at all is a problem.
+fn console_errors(stderr: &str) -> Vec<String> {
+    stderr
+        .lines()
+        .filter(|l| {
+            l.contains(":CONSOLE")
+                || l.contains("Uncaught")
+                || l.contains("Failed to load resource")
+                || l.contains("net::ERR_")
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn console_error_detection_works() {
+    // The control: a page that logs an error must be caught, or the real check proves nothing.
+    require("chromium", "chromium");
+    let tmp = tempfile::tempdir().unwrap();
+    for (name, script) in [
+        ("logs.html", "console.error('boom');"),
+        ("throws.html", "undefinedFunction();"),
+    ] {
+        let page = tmp.path().join(name);
+        fs::write(
+            &page,
+            format!("<!DOCTYPE html><html><body><script>{script}</script></body></html>"),
+        )
+        .unwrap();
+        let out = chromium(&["--dump-dom"], &page);
+        let (_, err) = text(&out);
+        assert!(
+            !console_errors(&err).is_empty(),
+            "the console-error check saw nothing on {name}:\n{err}"
+        );
+    }
+}
+
+#[test]
+fn html_report_renders_in_chromium_with_verdict_plots_and_no_console_errors() {
+    require("chromium", "chromium");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    synth_set(dir, "data", 8, 26);
+    let profile = write(dir, "pass.toml", PASSING_PROFILE);
+    let out = aggregate(dir, &["report", "data", "-p", &profile, "-o", "bundle"]);
+    expect_code(&out, 0, "report");
+    let page = dir.join("bundle/report.html");
+    let html = fs::read_to_string(&page).unwrap();
+
+    // Self-contained: nothing to fetch.
+    for needle in [
+        "src=\"http",
+        "href=\"http",
+        "url(http",
+        "@import",
+        "<link",
+        "<script",
+    ] {
+        assert!(!html.contains(needle), "report.html contains {needle}");
+    }
+    // The verdict comes before the checks, the checks before the plots and environment.
+    let pos = |s: &str| html.find(s).unwrap_or_else(|| panic!("{s} missing"));
+    assert!(pos("id=\"verdict\"") < pos("id=\"checks\""));
+    assert!(pos("id=\"checks\"") < pos("id=\"plots\""));
+    assert!(pos("id=\"plots\"") < pos("id=\"environment\""));
+    assert!(pos("id=\"environment\"") < pos("id=\"tables\""));
+
+    let out = chromium(&["--dump-dom"], &page);
+    let (dom, err) = text(&out);
+    assert!(out.status.success(), "chromium --dump-dom failed:\n{err}");
+    assert!(
+        dom.contains("<div id=\"verdict\" class=\"verdict PASS\">PASS</div>"),
+        "verdict not in the rendered DOM"
+    );
+    for id in [
+        "plot-latency",
+        "plot-bandwidth",
+        "plot-collective",
+        "plot-distribution",
+    ] {
+        let at = dom
+            .find(&format!("id=\"{id}\""))
+            .unwrap_or_else(|| panic!("{id} missing"));
+        assert!(
+            dom[at..].trim_start_matches(|c| c != '>').contains("<svg"),
+            "{id} has no svg"
+        );
+    }
+    assert!(
+        dom.matches("<svg").count() >= 4,
+        "fewer than 4 inline SVG plots"
+    );
+    assert!(
+        dom.contains("line rate 100 Gb/s"),
+        "bandwidth plot lacks the line rate"
+    );
+    let errors = console_errors(&err);
+    assert!(errors.is_empty(), "console errors:\n{}", errors.join("\n"));
+
+    let shot = dir.join("shot.png");
+    let out = chromium(
+        &[
+            &format!("--screenshot={}", shot.display()),
+            "--window-size=1280,2000",
+            "--hide-scrollbars",
+        ],
+        &page,
+    );
+    let (_, err) = text(&out);
+    assert!(out.status.success(), "screenshot failed:\n{err}");
+    let png = fs::read(&shot).expect("screenshot written");
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "not a PNG");
+    // A blank 1280x2000 page compresses to a few KB; text, tables and plots do not.
+    assert!(
+        png.len() > 60_000,
+        "screenshot looks empty ({} bytes)",
+        png.len()
+    );
+    if let Ok(keep) = std::env::var("FABCHECK_KEEP_SCREENSHOT") {
+        fs::copy(&shot, keep).unwrap();
+    }
+}

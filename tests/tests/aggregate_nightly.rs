@@ -1,0 +1,172 @@
+//! `examples/nightly.sbatch` run for real, twice, in a private single-node Slurm cluster
+//! (`tests/slurm/cluster.sh`): the first night measures, passes and becomes the baseline;
+//! the second is compared with it, passes, and takes its place.
+
+mod aggregate_common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use aggregate_common::*;
+use integration::{bin, run, text};
+
+/// Its own port, so it never meets the cluster of another test file.
+const PORT: &str = "16927";
+
+struct Cluster {
+    dir: tempfile::TempDir,
+    conf: PathBuf,
+}
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("slurm/cluster.sh")
+}
+
+impl Cluster {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let out = run(
+            Command::new(script())
+                .env("SLURM_TEST_PORT", PORT)
+                .arg("start")
+                .arg(dir.path()),
+            Duration::from_secs(60),
+        );
+        let (o, e) = text(&out);
+        assert!(out.status.success(), "Slurm did not start:\n{o}\n{e}");
+        let conf = dir.path().join("slurm.conf");
+        Self { dir, conf }
+    }
+
+    /// Submits the nightly script and waits for the job to end (polling `scontrol`, as
+    /// `sbatch --wait` polls only at 2, 10, 42 s). Returns (exit code, log).
+    fn night(&self, env: &str, log: &Path) -> (i32, String) {
+        let out = run(
+            Command::new("sbatch")
+                .env("SLURM_CONF", &self.conf)
+                .args([
+                    "--parsable",
+                    "--nodes=1",
+                    "--ntasks-per-node=2",
+                    "--time=15",
+                ])
+                .arg(format!("--output={}", log.display()))
+                .arg(format!("--export={env}"))
+                .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/nightly.sbatch")),
+            Duration::from_secs(60),
+        );
+        let (o, e) = text(&out);
+        assert!(out.status.success(), "sbatch:\n{o}\n{e}");
+        let id = o.trim().split(';').next().unwrap().to_string();
+        let start = Instant::now();
+        loop {
+            let out = run(
+                Command::new("scontrol")
+                    .env("SLURM_CONF", &self.conf)
+                    .args(["show", "job", &id]),
+                Duration::from_secs(30),
+            );
+            let (info, _) = text(&out);
+            let state = field(&info, "JobState=");
+            if [
+                "COMPLETED",
+                "FAILED",
+                "CANCELLED",
+                "TIMEOUT",
+                "NODE_FAIL",
+                "OUT_OF_MEMORY",
+            ]
+            .contains(&state.as_str())
+            {
+                let code: i32 = field(&info, "ExitCode=")
+                    .split(':')
+                    .next()
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                return (code, fs::read_to_string(log).unwrap_or_default());
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(900),
+                "job {id} still {state} after 15 minutes:\n{}",
+                fs::read_to_string(log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
+}
+
+fn field(info: &str, key: &str) -> String {
+    info.split_whitespace()
+        .find_map(|w| w.strip_prefix(key))
+        .unwrap_or("")
+        .to_string()
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new(script())
+            .env("SLURM_TEST_PORT", PORT)
+            .arg("stop")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+#[test]
+fn nightly_sbatch_judges_signs_compares_and_keeps_history() {
+    require("sbatch", "slurm-wlm");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let history = dir.join("history");
+    let textfile = dir.join("textfile");
+    fs::create_dir_all(&textfile).unwrap();
+    expect_code(&aggregate(dir, &["keygen", "night.key"]), 0, "keygen");
+    let bin_dir = bin("aggregate").parent().unwrap().to_path_buf();
+    for b in ["bench-lat", "bench-bw"] {
+        bin(b);
+    }
+    let env = format!(
+        "ALL,FABCHECK_BIN={},FABCHECK_HISTORY={},PROFILE=loopback-demo,SIGNING_KEY={},\
+         TEXTFILE_DIR={},P2P_TESTS=send,CROSS_TASKS_PER_NODE=2,BW_SECONDS=1,TOLERANCE=1000",
+        bin_dir.display(),
+        history.display(),
+        dir.join("night.key").display(),
+        textfile.display()
+    );
+    let cluster = Cluster::start();
+
+    let (code, log) = cluster.night(&env, &dir.join("night1.log"));
+    assert_eq!(code, 0, "first night failed:\n{log}");
+    assert!(!log.contains("warning: '"), "a benchmark failed:\n{log}");
+    assert!(log.contains("no last-good night yet"), "{log}");
+    let first = fs::read_link(history.join("last-good")).expect("last-good after a passing night");
+    let night1 = history.join(&first);
+    assert!(night1.join("report/report.html").exists());
+    assert!(night1.join("report/MANIFEST.sha256.sig").exists());
+    let prom = fs::read_to_string(textfile.join("fabcheck.prom")).unwrap();
+    assert!(prom.contains("fabcheck_verdict_pass{profile=\"loopback-demo\"} 1"));
+
+    let (code, log) = cluster.night(&env, &dir.join("night2.log"));
+    assert_eq!(code, 0, "second night failed:\n{log}");
+    assert!(!log.contains("warning: '"), "a benchmark failed:\n{log}");
+    let second = fs::read_link(history.join("last-good")).unwrap();
+    assert_ne!(first, second, "last-good moves to the newer passing night");
+    let night2 = history.join(&second);
+    let md = fs::read_to_string(night2.join("compare.md")).expect("compared with night 1");
+    assert!(md.contains("# fabcheck regression check: OK"), "{md}");
+    assert!(night2.join("compare.junit.xml").exists());
+    let out = aggregate(
+        dir,
+        &[
+            "verify",
+            night2.join("report").to_str().unwrap(),
+            "--key",
+            "night.key.pub",
+        ],
+    );
+    expect_code(&out, 0, "verify the second night's bundle");
+    assert!(night1.exists(), "history kept");
+}
