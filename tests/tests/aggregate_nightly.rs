@@ -13,7 +13,6 @@ use aggregate_common::*;
 use integration::{bin, run, text};
 
 /// Its own port, so it never meets the cluster of another test file.
-const PORT: &str = "16927";
 
 struct Cluster {
     dir: tempfile::TempDir,
@@ -29,7 +28,6 @@ impl Cluster {
         let dir = tempfile::tempdir().unwrap();
         let out = run(
             Command::new(script())
-                .env("SLURM_TEST_PORT", PORT)
                 .arg("start")
                 .arg(dir.path()),
             Duration::from_secs(60),
@@ -108,7 +106,6 @@ fn field(info: &str, key: &str) -> String {
 impl Drop for Cluster {
     fn drop(&mut self) {
         let _ = Command::new(script())
-            .env("SLURM_TEST_PORT", PORT)
             .arg("stop")
             .arg(self.dir.path())
             .status();
@@ -130,7 +127,7 @@ fn nightly_sbatch_judges_signs_compares_and_keeps_history() {
     }
     let env = format!(
         "ALL,FABCHECK_BIN={},FABCHECK_HISTORY={},PROFILE=loopback-demo,SIGNING_KEY={},\
-         TEXTFILE_DIR={},P2P_TESTS=send,CROSS_TASKS_PER_NODE=2,BW_SECONDS=1,TOLERANCE=1000",
+         TEXTFILE_DIR={},P2P_TESTS=send,CROSS_TASKS_PER_NODE=2,BW_SECONDS=1,COLL_MAX_BYTES=64K,TOLERANCE=1000",
         bin_dir.display(),
         history.display(),
         dir.join("night.key").display(),
