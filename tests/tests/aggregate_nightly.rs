@@ -27,9 +27,7 @@ impl Cluster {
     fn start() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let out = run(
-            Command::new(script())
-                .arg("start")
-                .arg(dir.path()),
+            Command::new(script()).arg("start").arg(dir.path()),
             Duration::from_secs(60),
         );
         let (o, e) = text(&out);
