@@ -69,6 +69,22 @@ if [[ -z "${MPIRUN:-}" ]]; then
     if command -v mpirun >/dev/null; then MPIRUN="mpirun --bind-to none -np 1"; else MPIRUN=""; fi
 fi
 
+# Can this machine run the NCCL backend at all? Without a GPU, CUDA driver or NCCL the
+# tool must say so with exit code 2 (never a panic); then nothing else can be checked.
+# shellcheck disable=SC2086
+timeout 120 $MPIRUN "$BIN" all_reduce --backend nccl -b 8 -e 8 -n 1 -w 0 >"$OUT/probe.txt" 2>&1
+rc=$?
+if [[ $rc -ne 0 ]]; then
+    if [[ $rc -eq 2 ]] && ! grep -q panicked "$OUT/probe.txt"; then
+        say "no usable GPU/NCCL here (exit 2, as it must be):"
+    else
+        say "FAILED probe: exit $rc"
+    fi
+    grep -m3 "error" "$OUT/probe.txt" | tee -a "$OUT/summary.txt"
+    say "RESULT: FAILED (nothing checked)"
+    exit 1
+fi
+
 # One checked run: NAME then bench-collective arguments. Fails on a non-zero exit or any
 # wrong element reported in the JSON.
 check() {
