@@ -78,9 +78,14 @@ fn stream(
         sent += ep.step()?;
         let elapsed = clock.nanos(start, clock.raw());
         if elapsed >= next_ns {
-            samples.push(sent - at_last);
-            at_last = sent;
-            next_ns += interval_ns;
+            // A step that stalled across several boundaries closes each of them: the
+            // intervals it spanned get what completed in them (nothing), so a stall shows
+            // up as a dip instead of vanishing from the samples.
+            while elapsed >= next_ns {
+                samples.push(sent - at_last);
+                at_last = sent;
+                next_ns += interval_ns;
+            }
             if interrupt::interrupted() {
                 complete = false;
                 break;

@@ -10,15 +10,30 @@ cmd=${1:?usage: cluster.sh start|stop DIR}
 dir=$(realpath -m "${2:?usage: cluster.sh start|stop DIR}")
 conf=$dir/slurm.conf
 
+# Two consecutive free TCP ports, so clusters of tests running side by side never collide.
+free_port_pair() {
+  local p used
+  used=$(ss -Htan | awk '{print $4}' | sed 's/.*://')
+  for _ in $(seq 1 200); do
+    p=$((20000 + RANDOM % 20000))
+    if ! grep -qx "$p" <<<"$used" && ! grep -qx "$((p + 1))" <<<"$used"; then
+      echo "$p"
+      return
+    fi
+  done
+  echo 16817
+}
+
 start() {
   mkdir -p "$dir"/{state,spool,log,munge,run}
   chmod 755 "$dir" "$dir/run"          # munge's socket directory must be traversable
   chmod 700 "$dir/munge"
   [ -f "$dir/munge/munge.key" ] || dd if=/dev/urandom of="$dir/munge/munge.key" bs=1024 count=1 status=none
   chmod 400 "$dir/munge/munge.key"
-  local host cpus
+  local host cpus port
   host=$(hostname -s)
   cpus=${SLURM_TEST_CPUS:-8}
+  port=${SLURM_TEST_PORT:-$(free_port_pair)}
   cat > "$conf" <<CONF
 ClusterName=fabcheck-test
 SlurmctldHost=$host
@@ -33,8 +48,8 @@ SlurmctldPidFile=$dir/run/slurmctld.pid
 SlurmdPidFile=$dir/run/slurmd.pid
 SlurmctldLogFile=$dir/log/slurmctld.log
 SlurmdLogFile=$dir/log/slurmd.log
-SlurmctldPort=${SLURM_TEST_PORT:-16817}
-SlurmdPort=$(( ${SLURM_TEST_PORT:-16817} + 1 ))
+SlurmctldPort=$port
+SlurmdPort=$((port + 1))
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -61,7 +76,7 @@ CONF
     sleep 0.2
   done
   echo "Slurm did not come up within 20 s; logs in $dir/log" >&2
-  tail -5 "$dir"/log/*.log >&2 || true
+  tail -n 5 "$dir"/log/*.log >&2 || true
   stop
   return 1
 }
