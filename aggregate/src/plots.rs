@@ -30,7 +30,7 @@ type Series = (String, Vec<(f64, f64)>);
 /// Keeps labels to characters that can never be markup, whatever a document contains.
 fn clean(s: &str) -> String {
     s.chars()
-        .filter(|c| c.is_ascii_alphanumeric() || " _-.:/()%".contains(*c))
+        .filter(|c| c.is_ascii_alphanumeric() || " _-.:/()%=,".contains(*c))
         .take(60)
         .collect()
 }

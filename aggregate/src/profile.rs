@@ -187,6 +187,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "loopback-demo",
         include_str!("../../profiles/loopback-demo.toml"),
     ),
+    (
+        "loopback-demo-mpi",
+        include_str!("../../profiles/loopback-demo-mpi.toml"),
+    ),
 ];
 
 /// Parses and validates profile text; `source` names it in every error.

@@ -204,6 +204,24 @@ pub fn run(opts: &Options) -> Result<Outcome, InputError> {
     let verdict = judge::judge(&profile, &set.docs, &tables);
     clock.lap("judge");
     let dist = opts.dist.as_ref().map(|(t, s)| (t.as_str(), *s));
+    if let Some((test, size)) = dist {
+        if !tables
+            .histograms
+            .iter()
+            .any(|(k, h)| k.test == test && k.size == size && !h.is_empty())
+        {
+            let have: BTreeSet<String> = tables
+                .histograms
+                .keys()
+                .map(|k| format!("{} {}", k.test, k.size))
+                .collect();
+            return Err(InputError(format!(
+                "--dist-test {test} --dist-size {size}: no latency histogram for that test and \
+                 size in the inputs (have: {})",
+                have.into_iter().collect::<Vec<_>>().join(", ")
+            )));
+        }
+    }
     let plots = plots::draw_all(&tables, profile.line_rate_gbit_s, dist);
     clock.lap("plots");
     // Every file written, with the SHA-256 of the bytes written, for the manifest.

@@ -80,6 +80,43 @@ fn passing_failing_and_missing_verdicts_set_the_exit_code() {
     assert!(md.contains("**Verdict: FAIL**") && md.contains("**MISSING**"));
     assert_well_formed_xml(&dir.join("r3/report.junit.xml"));
 
+    // The distribution plot of a chosen test and size; an absent one is a usage error.
+    let out = aggregate(
+        dir,
+        &[
+            "report",
+            "data",
+            "-p",
+            &pass,
+            "-o",
+            "r4",
+            "--dist-test",
+            "write_lat",
+            "--dist-size",
+            "4K",
+        ],
+    );
+    expect_code(&out, 0, "--dist-test/--dist-size");
+    let html = fs::read_to_string(dir.join("r4/report.html")).unwrap();
+    assert!(html.contains("Cumulative latency distribution of write_lat verbs 4KiB."));
+    let out = aggregate(
+        dir,
+        &[
+            "report",
+            "data",
+            "-p",
+            &pass,
+            "-o",
+            "r5",
+            "--dist-test",
+            "write_lat",
+            "--dist-size",
+            "3",
+        ],
+    );
+    expect_code(&out, 2, "distribution of a size never measured");
+    assert!(text(&out).1.contains("no latency histogram"));
+
     // An existing report is not overwritten by accident.
     let out = aggregate(dir, &["report", "data", "-p", &pass, "-o", "r1"]);
     expect_code(&out, 2, "report into an existing report directory");

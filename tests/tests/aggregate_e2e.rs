@@ -11,7 +11,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use aggregate_common::*;
-use integration::{bin, free_port, run, spawn, text, wait_with_deadline};
+use integration::{bin, free_port, mpirun, run, spawn, text, wait_with_deadline};
 use results::LatencyHistogram;
 use serde_json::Value;
 
@@ -191,6 +191,97 @@ fn loopback_acceptance_with_the_real_benchmarks_passes_signed_and_verified() {
         );
         assert!(out.status.success(), "promtool: {:?}", text(&out));
     }
+}
+
+#[test]
+fn collectives_under_mpirun_are_judged_and_plotted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let runs = dir.join("runs");
+    fs::create_dir_all(&runs).unwrap();
+    measure(
+        "bench-lat",
+        &["-s", "2", "-n", "1000"],
+        &runs.join("lat.json"),
+    );
+    measure(
+        "bench-bw",
+        &["-s", "64K", "-n", "10000"],
+        &runs.join("bw.json"),
+    );
+    let out = run(
+        mpirun(2)
+            .arg(bin("bench-collective"))
+            .args([
+                "all_reduce",
+                "all_gather",
+                "-b",
+                "1K",
+                "-e",
+                "64K",
+                "-f",
+                "4",
+            ])
+            .args(["-n", "5", "-w", "1", "-c", "--json"])
+            .arg(runs.join("coll.json")),
+        LIMIT,
+    );
+    let (o, e) = text(&out);
+    assert!(out.status.success(), "mpirun bench-collective:\n{o}\n{e}");
+
+    let out = aggregate(
+        dir,
+        &[
+            "report",
+            "runs",
+            "--profile",
+            "loopback-demo-mpi",
+            "--out",
+            "report",
+        ],
+    );
+    let (o, e) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "stdout:\n{o}\nstderr:\n{e}");
+    assert!(
+        o.contains("PASS     allreduce-correct            0 elements"),
+        "{o}"
+    );
+    let summary: Value =
+        serde_json::from_str(&fs::read_to_string(dir.join("report/summary.json")).unwrap())
+            .unwrap();
+    let coll = summary["tables"]["collective"].as_array().unwrap();
+    assert_eq!(
+        coll.len(),
+        2 * 4,
+        "two collectives, four sizes (1K 4K 16K 64K)"
+    );
+    assert!(coll.iter().all(|r| r["ranks"] == 2 && r["wrong"] == 0));
+    let html = fs::read_to_string(dir.join("report/report.html")).unwrap();
+    assert!(
+        html.contains("id=\"plot-collective\""),
+        "collective busbw plot"
+    );
+    assert!(
+        html.contains("all_gather mpi n=2"),
+        "plot legend names the collective"
+    );
+
+    // Without the collective run the same profile is not a pass: MISSING is never PASS.
+    fs::remove_file(runs.join("coll.json")).unwrap();
+    let out = aggregate(
+        dir,
+        &[
+            "report",
+            "runs",
+            "--profile",
+            "loopback-demo-mpi",
+            "--out",
+            "report",
+            "--force",
+        ],
+    );
+    expect_code(&out, 1, "loopback-demo-mpi without bench-collective");
+    assert!(text(&out).0.contains("MISSING  allreduce-correct"));
 }
 
 fn hostname() -> String {
