@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The main job on a built-in default (the README's first command): a local acceptance run
-# over loopback. Builds the suite, runs bench-lat and bench-bw as server and client on
-# 127.0.0.1, and leaves their JSON (and the report, when aggregate is built) in out/demo/.
+# The main job on a built-in default (the README's first command): a whole local acceptance
+# run over loopback. Builds the suite; runs bench-lat and bench-bw as server and client on
+# 127.0.0.1 and bench-collective under `mpirun -np 2`; judges all of it against the
+# loopback-demo profile with aggregate; signs the report with a demo key it creates; prints
+# where the report is and the verdict. Exit code: aggregate's (0 PASS, 1 FAIL, 2 error).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/deps.sh
-need_packages "${BUILD_PACKAGES[@]}"
+need_packages "${BUILD_PACKAGES[@]}" openssh-client
 
 OUT=${OUT:-out/demo}
 PORT=${PORT:-18555}
@@ -31,5 +33,18 @@ echo "== bench-bw: TCP stream, 4 KiB .. 1 MiB sizes, 1 s each"
 for s in 4K 64K 1M; do
   pair bench-bw -s "$s" --transport tcp -- -D 1 --json "$OUT/bw-$s.json"
 done
+echo "== bench-collective: every collective over MPI, 2 ranks, 8 B .. 1 MiB, checked"
+mpirun --oversubscribe -np 2 "$BIN/bench-collective" all -b 8 -e 1M -f 4 -c --json "$OUT/coll.json"
+
+echo "== aggregate: judge against profiles/loopback-demo-mpi.toml, sign, render"
+KEY=${KEY:-out/demo.key}
+[ -f "$KEY" ] || "$BIN/aggregate" keygen "$KEY"
+set +e
+"$BIN/aggregate" report "$OUT" --profile loopback-demo-mpi --out "$OUT/report" --sign "$KEY" --force
+verdict=$?
+set -e
 echo
 echo "results: $OUT/*.json"
+echo "report:  $OUT/report/report.html (also report.md, report.junit.xml; signed: MANIFEST.sha256.sig)"
+echo "verify:  (cd $OUT/report && ssh-keygen -Y verify -f allowed_signers -I fabcheck -n fabcheck-report -s MANIFEST.sha256.sig < MANIFEST.sha256 && sha256sum -c MANIFEST.sha256)"
+exit $verdict

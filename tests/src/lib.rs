@@ -38,14 +38,17 @@ pub fn free_port() -> u16 {
 /// Waits for `child` at most `limit`; kills it and panics on overrun, so a hang becomes a
 /// test failure instead of a stuck CI job.
 pub fn wait_with_deadline(mut child: Child, limit: Duration, what: &str) -> Output {
+    // Drain both pipes while waiting: a child that prints more than a pipe holds (64 KiB)
+    // would otherwise block on write and never exit.
+    let readers = (drain(child.stdout.take()), drain(child.stderr.take()));
     let start = Instant::now();
     loop {
         match child.try_wait().expect("try_wait") {
-            Some(status) => return collect(child, status),
+            Some(status) => return collect(readers, status),
             None if start.elapsed() > limit => {
                 let _ = child.kill();
                 let status = child.wait().expect("wait after kill");
-                let out = collect(child, status);
+                let out = collect(readers, status);
                 panic!(
                     "{what} did not finish within {limit:?}\nstdout:\n{}\nstderr:\n{}",
                     String::from_utf8_lossy(&out.stdout),
@@ -57,19 +60,47 @@ pub fn wait_with_deadline(mut child: Child, limit: Duration, what: &str) -> Outp
     }
 }
 
-fn collect(mut child: Child, status: ExitStatus) -> Output {
-    let mut stdout = Vec::new();
-    let mut stderr = Vec::new();
-    if let Some(mut s) = child.stdout.take() {
-        let _ = s.read_to_end(&mut stdout);
-    }
-    if let Some(mut s) = child.stderr.take() {
-        let _ = s.read_to_end(&mut stderr);
-    }
+/// Output collected so far by a pipe-draining thread.
+type Reader = Option<(
+    std::thread::JoinHandle<()>,
+    std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+)>;
+
+fn drain(pipe: Option<impl Read + Send + 'static>) -> Reader {
+    pipe.map(|mut p| {
+        let buf = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = std::sync::Arc::clone(&buf);
+        let handle = std::thread::spawn(move || {
+            let mut chunk = [0u8; 8192];
+            while let Ok(n) = p.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().extend_from_slice(&chunk[..n]);
+            }
+        });
+        (handle, buf)
+    })
+}
+
+/// Takes what the readers collected. Waits a little for the pipes to close, but not
+/// forever: a killed launcher's children (mpirun's ranks) can hold them open.
+fn collect(readers: (Reader, Reader), status: ExitStatus) -> Output {
+    let take = |r: Reader| {
+        r.map(|(h, buf)| {
+            let until = Instant::now() + Duration::from_secs(5);
+            while !h.is_finished() && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let out = buf.lock().unwrap().clone();
+            out
+        })
+        .unwrap_or_default()
+    };
     Output {
         status,
-        stdout,
-        stderr,
+        stdout: take(readers.0),
+        stderr: take(readers.1),
     }
 }
 
