@@ -12,6 +12,7 @@
 pub mod bootstrap;
 pub mod cli;
 pub mod clock;
+pub mod counters;
 pub mod cpu;
 pub mod host;
 pub mod interrupt;
