@@ -426,6 +426,7 @@ fn sweep(
             timeout: plan.timeout,
             local_ip,
             verbs: plan.verbs.clone(),
+            iterations: plan.duration_s.is_none().then_some(plan.iterations),
         };
         let mut run = SizeRun {
             plan,

@@ -147,6 +147,9 @@ pub struct EndpointSpec {
     pub local_ip: IpAddr,
     /// Verbs settings (device, port, GID, MTU, inline, events, check).
     pub verbs: VerbsOptions,
+    /// Timed messages to send (`None` in duration mode): a streaming endpoint that keeps
+    /// many in flight stops posting there, so the count is exact as in perftest.
+    pub iterations: Option<u64>,
 }
 
 /// Ping-pong, driven by the initiator.

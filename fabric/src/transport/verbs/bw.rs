@@ -9,8 +9,8 @@
 //!   polls; without one posted, the sender gets an RNR NAK and waits.
 //! - `write`/`read`: one-sided; the passive side's CPU only waits for the stop word.
 //!
-//! The sender ends by draining (a zero-byte signaled "fence" write covers an unsignaled
-//! tail), then RDMA-writes its stop word and message count into the peer's control page.
+//! The sender ends by draining (a signaled "fence" write covers an unsignaled
+//! tail; an 8-byte write into the peer's heartbeat slot), then RDMA-writes its stop word and message count into the peer's control page.
 //! With `-b` both sides stream and each learns the other's count from that word.
 
 use std::time::Instant;
@@ -25,6 +25,11 @@ use crate::transport::{BandwidthEndpoint, EndpointSpec, Op, Role, SideReport};
 
 /// perftest's default completion moderation: one signaled request in 100.
 const CQ_MOD: u64 = 100;
+/// Above this message size perftest signals every request (`MSG_SIZE_CQ_MOD_LIMIT`): with
+/// large messages, completions are rare anyway, and refilling the queue one message at a
+/// time as each completes keeps the wire paced instead of posting bursts of 100 large
+/// messages (which overflow Soft-RoCE's queues into retransmission storms).
+const CQ_MOD_SIZE_LIMIT: u64 = 8192;
 /// Receives posted per QP for send (perftest's default rx depth).
 const RX_DEPTH: u32 = 512;
 /// Completions polled at once.
@@ -60,6 +65,11 @@ pub struct VerbsBandwidth {
     completed: Vec<u64>,
     /// Sum of `completed` when the timed loop started.
     base: u64,
+    /// Messages the timed loop may post (`u64::MAX` before it and in duration mode), and
+    /// how many it has.
+    budget: u64,
+    limit: u64,
+    timed_posted: u64,
     warmup_steps: u64,
     steps: u64,
     drained: u64,
@@ -73,6 +83,7 @@ impl VerbsBandwidth {
     pub fn connect(spec: &EndpointSpec, link: &mut dyn PeerLink) -> Result<Self> {
         let receives = spec.op == Op::Send && (spec.role == Role::Responder || spec.bidirectional);
         let depth = u64::from(spec.tx_depth.max(1));
+        let one_sided = spec.op != Op::Send && !spec.bidirectional;
         let s = Session::establish(
             spec,
             Shape {
@@ -80,6 +91,8 @@ impl VerbsBandwidth {
                 send_depth: depth as u32,
                 recv_depth: if receives { RX_DEPTH } else { 0 },
                 default_inline: 0,
+                passive: one_sided && spec.role == Role::Responder,
+                peer_passive: one_sided && spec.role == Role::Initiator,
             },
             link,
         )?;
@@ -91,10 +104,17 @@ impl VerbsBandwidth {
             bidirectional: spec.bidirectional,
             check: spec.verbs.check,
             depth,
-            cq_mod: CQ_MOD.min(depth),
+            cq_mod: if spec.size > CQ_MOD_SIZE_LIMIT {
+                1
+            } else {
+                CQ_MOD.min(depth)
+            },
             posted: vec![0; n],
             completed: vec![0; n],
             base: 0,
+            budget: u64::MAX,
+            limit: spec.iterations.unwrap_or(u64::MAX),
+            timed_posted: 0,
             warmup_steps: 0,
             steps: 0,
             drained: 0,
@@ -114,10 +134,12 @@ impl VerbsBandwidth {
 
     /// Posts message number `posted[q] + 1` on QP `q`.
     #[inline(always)]
-    fn post(&mut self, q: usize) -> Result<()> {
+    fn post(&mut self, q: usize, last: bool) -> Result<()> {
         self.posted[q] += 1;
         let count = self.posted[q];
-        let signaled = count % self.cq_mod == 0;
+        // The last message of the budget is signaled too, or its completion would never
+        // be known and the loop would wait for it forever.
+        let signaled = count % self.cq_mod == 0 || last;
         let wr_id = ((q as u64) << QP_SHIFT) | count;
         let size = self.s.size;
         let s = &self.s;
@@ -207,10 +229,12 @@ impl VerbsBandwidth {
         for q in 0..self.posted.len() {
             if self.posted[q] > self.completed[q] && self.posted[q] % self.cq_mod != 0 {
                 let wr_id = FENCE | ((q as u64) << QP_SHIFT) | self.posted[q];
-                let remote = self.s.remote_dst(q);
+                // 8 bytes into the peer's heartbeat slot: harmless there, and not zero-length
+                // (a zero-byte RDMA write threw Soft-RoCE into a retransmission storm).
+                let (local, remote) = self.s.fence_target();
                 self.s.qps[q].post_send(
                     ibv_wr_opcode::IBV_WR_RDMA_WRITE,
-                    (0, 0, 0),
+                    local,
                     remote,
                     ibv_send_flags::IBV_SEND_SIGNALED.0,
                     wr_id,
@@ -250,8 +274,9 @@ impl BandwidthEndpoint for VerbsBandwidth {
         self.steps += 1;
         let mut posted_any = false;
         for q in 0..self.posted.len() {
-            while self.posted[q] - self.completed[q] < self.depth {
-                self.post(q)?;
+            while self.posted[q] - self.completed[q] < self.depth && self.timed_posted < self.budget {
+                self.timed_posted += 1;
+                self.post(q, self.timed_posted == self.budget)?;
                 posted_any = true;
             }
         }
@@ -278,6 +303,8 @@ impl BandwidthEndpoint for VerbsBandwidth {
         self.drain()?;
         self.base = self.total_completed();
         self.warmup_steps = self.steps;
+        self.timed_posted = 0;
+        self.budget = self.limit;
         Ok(())
     }
 

@@ -22,7 +22,7 @@ use rdma_sys::*;
 use super::cq;
 use super::session::{Session, Shape};
 use crate::bootstrap::PeerLink;
-use crate::transport::{EndpointSpec, LatencyEndpoint, Op, SideReport};
+use crate::transport::{EndpointSpec, LatencyEndpoint, Op, Role, SideReport};
 
 /// One send in this many asks for a completion.
 const SIGNAL_EVERY: u64 = 16;
@@ -57,6 +57,8 @@ impl VerbsLatency {
                 send_depth: 4 * SIGNAL_EVERY as u32,
                 recv_depth: if spec.op == Op::Send { RX_DEPTH } else { 0 },
                 default_inline: DEFAULT_INLINE,
+                passive: spec.op == Op::Read && spec.role == Role::Responder,
+                peer_passive: spec.op == Op::Read && spec.role == Role::Initiator,
             },
             link,
         )?;

@@ -67,6 +67,12 @@ pub struct Shape {
     pub recv_depth: u32,
     /// Inline size when `-I` is not given.
     pub default_inline: u32,
+    /// This side is the passive responder of a one-sided test: it sleeps on a completion
+    /// channel until the peer's closing send wakes it, leaving the CPU to the adapter (on
+    /// Soft-RoCE, to the kernel doing the adapter's work).
+    pub passive: bool,
+    /// The peer is that passive side: end with a send that wakes it.
+    pub peer_passive: bool,
 }
 
 /// A connected side. Field order is drop order: queue pairs before the queues they use,
@@ -90,6 +96,7 @@ pub struct Session {
     pub timeout: Duration,
     pub role: Role,
     port: u8,
+    peer_passive: bool,
     before: Snapshot,
 }
 
@@ -148,7 +155,7 @@ impl Session {
                 *b = pattern(q, i);
             }
         }
-        let channel = if opts.events {
+        let channel = if opts.events || shape.passive {
             Some(Channel::new(&ctx)?)
         } else {
             None
@@ -157,7 +164,11 @@ impl Session {
         // Room for the control and fence writes beside the data.
         let send_wr = (shape.send_depth + 4).min(max_wr);
         let recv_wr = shape.recv_depth.clamp(1, max_wr);
-        let send_cq = CompletionQueue::new(&ctx, send_wr * qps_n as u32 + 8, channel.as_ref())?;
+        let send_cq = CompletionQueue::new(
+            &ctx,
+            send_wr * qps_n as u32 + 8,
+            channel.as_ref().filter(|_| opts.events),
+        )?;
         let recv_cq = CompletionQueue::new(&ctx, recv_wr * qps_n as u32 + 8, channel.as_ref())?;
         let want_inline = opts.inline_size.unwrap_or(shape.default_inline);
         let mut qps = Vec::with_capacity(qps_n);
@@ -261,9 +272,10 @@ impl Session {
             timeout: spec.timeout,
             role: spec.role,
             port: opts.port,
+            peer_passive: shape.peer_passive,
             before: Snapshot::default(),
         };
-        if shape.recv_depth > 0 {
+        if shape.recv_depth > 0 || shape.passive {
             for q in 0..qps_n {
                 for _ in 0..recv_wr {
                     me.post_recv(q)?;
@@ -330,6 +342,15 @@ impl Session {
         self.qps[q].post_recv(a, l, k, q as u64)
     }
 
+    /// (local, remote) of a harmless 8-byte write: our heartbeat staging word into the
+    /// peer's heartbeat slot. Used as a signaled "fence" behind unsignaled requests.
+    pub fn fence_target(&self) -> ((u64, u32, u32), (u64, u32)) {
+        (
+            self.local(OUT_BEAT, 8),
+            (self.remote_addr + IN_BEAT as u64, self.remote_rkey),
+        )
+    }
+
     /// Has the peer written its stop word?
     #[inline(always)]
     pub fn peer_stopped(&self) -> bool {
@@ -345,6 +366,7 @@ impl Session {
     /// its completion. `service` runs while waiting (e.g. reposting receives).
     fn control_write(
         &mut self,
+        opcode: ibv_wr_opcode::Type,
         src: usize,
         dst: usize,
         len: usize,
@@ -354,7 +376,7 @@ impl Session {
         let remote = (self.remote_addr + dst as u64, self.remote_rkey);
         let flags = ibv_send_flags::IBV_SEND_SIGNALED.0;
         self.qps[0].post_send(
-            ibv_wr_opcode::IBV_WR_RDMA_WRITE,
+            opcode,
             self.local(src, len),
             remote,
             flags,
@@ -390,7 +412,14 @@ impl Session {
     ) -> Result<()> {
         self.region.write_u64(OUT_STOP, 1);
         self.region.write_u64(OUT_STOP + 8, count);
-        self.control_write(OUT_STOP, IN_STOP, 16, "telling the peer the test ended", service)
+        let what = "telling the peer the test ended";
+        self.control_write(ibv_wr_opcode::IBV_WR_RDMA_WRITE, OUT_STOP, IN_STOP, 16, what, service)?;
+        if self.peer_passive {
+            // A zero-byte send lands in the receive the sleeping peer posted and wakes it;
+            // RC delivers it after the word.
+            self.control_write(ibv_wr_opcode::IBV_WR_SEND, OUT_STOP, 0, 0, what, service)?;
+        }
+        Ok(())
     }
 
     /// Passive side: an 8-byte write to the peer, so a peer that died is noticed (its QP
@@ -398,6 +427,7 @@ impl Session {
     pub fn heartbeat(&mut self) -> Result<()> {
         self.region.write_u64(OUT_BEAT, 1);
         self.control_write(
+            ibv_wr_opcode::IBV_WR_RDMA_WRITE,
             OUT_BEAT,
             IN_BEAT,
             8,
@@ -407,13 +437,18 @@ impl Session {
         .map_err(|e| e.context("the initiator stopped answering: did it exit or crash?"))
     }
 
-    /// Passive side: waits for the peer's stop word, sleeping between looks and sending a
-    /// heartbeat every second.
+    /// Passive side: sleeps on the completion channel until the peer's closing send
+    /// arrives (or its stop word shows), sending a heartbeat every second.
     pub fn wait_stop_passive(&mut self) -> Result<()> {
         let mut beat = Instant::now();
+        let mut wcs: [ibv_wc; 4] = std::array::from_fn(|_| cq::empty_wc());
         while !self.peer_stopped() {
-            std::thread::sleep(Duration::from_micros(500));
-            if beat.elapsed() >= Duration::from_secs(1) {
+            self.recv_cq.block(Duration::from_millis(250))?;
+            let n = self.recv_cq.poll(&mut wcs)?;
+            for wc in &wcs[..n] {
+                cq::check(wc, "waiting for the end of the test")?;
+            }
+            if n == 0 && beat.elapsed() >= Duration::from_secs(1) {
                 self.heartbeat()?;
                 beat = Instant::now();
             }
