@@ -36,7 +36,22 @@ pub fn read_at(root: &Path, device: &str, port: u32) -> Snapshot {
 }
 
 /// Reads every counter of `device` port `port` from sysfs.
+///
+/// The kernel caches `hw_counters` for `hw_counters/lifespan` milliseconds (10 by default):
+/// a read within that time of the previous one returns the old values, so a short test
+/// would show no traffic at all. Waiting out the lifespan first (outside any timed loop)
+/// makes each snapshot fresh.
 pub fn read(device: &str, port: u32) -> Snapshot {
+    let dir = Path::new(SYSFS_ROOT)
+        .join(device)
+        .join("ports")
+        .join(port.to_string());
+    if let Some(ms) = std::fs::read_to_string(dir.join("hw_counters/lifespan"))
+        .ok()
+        .and_then(|t| parse_value(&t))
+    {
+        std::thread::sleep(std::time::Duration::from_millis(ms.clamp(0, 1000) as u64 + 1));
+    }
     read_at(Path::new(SYSFS_ROOT), device, port)
 }
 

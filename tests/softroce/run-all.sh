@@ -17,6 +17,11 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 cd "$REPO" || exit 2
 SHAPES=${VERBS_SHAPES:-one two}
+# The guest kernel marks the TSC unstable under TCG and falls back to hpet, whose every read
+# is an emulated device access (about 14 us of loop overhead per ping-pong): keep the TSC.
+export SOFTROCE_APPEND=${SOFTROCE_APPEND:-tsc=reliable}
+# Boot to poweroff per shape; the suite itself takes 3-6 minutes under TCG.
+export SOFTROCE_TIMEOUT=${SOFTROCE_TIMEOUT:-900}
 CARGO=${CARGO:-cargo}
 FAILED=()
 START=$SECONDS

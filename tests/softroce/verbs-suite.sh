@@ -73,10 +73,12 @@ for r in d["results"]:
         assert s, "no %s counters" % side
         assert s["device"], "no device name"
         assert s["hw_counters"] or s["counters"], "%s counters empty" % side
-    hw = c["initiator"]["hw_counters"]
-    if "sent_pkts" in hw:
-        assert hw["sent_pkts"] > 0, "sent_pkts did not rise: %s" % hw
     assert eval(expr, {}, {"r": r, "d": d}), "failed: " + expr
+# rxe counts packets in hw_counters (real NICs name them differently): over the run the
+# initiator must have sent some.
+sent = [r["counters"]["initiator"]["hw_counters"].get("sent_pkts") for r in d["results"]]
+if all(s is not None for s in sent):
+    assert sum(sent) > 0, "sent_pkts did not rise"
 PY
 }
 
@@ -171,8 +173,8 @@ refuse() {
     fi
 }
 
-LAT=(-s 64 -n 300 --warmup 20)
-BW=(-s 65536 -n 400)
+LAT=(-s 64 -n 200 --warmup 20)
+BW=(-s 65536 -n 200)
 
 run_pairs() {
     say "binaries: $BIN; device $DEV; role $ROLE; shape $SOFTROCE_SHAPE"
@@ -188,17 +190,17 @@ run_pairs() {
     pair write_bw_bidir bench-bw write_bw 'r["bidirectional"] and r["bw_gbit_s"]["avg"] > 0' --test write -b "${BW[@]}"
     pair write_bw_check bench-bw write_bw 'r.get("check_wrong_bytes") == 0 and r["streams"] == 2' --test write --check -q 2 "${BW[@]}"
     pair read_bw_check bench-bw read_bw 'r.get("check_wrong_bytes") == 0 and r["streams"] == 2' --test read --check -q 2 "${BW[@]}"
-    pair read_bw_bidir_check bench-bw read_bw 'r["bidirectional"] and r.get("check_wrong_bytes") == 0' --test read -b --check -s 4096 -n 300
+    pair read_bw_bidir_check bench-bw read_bw 'r["bidirectional"] and r.get("check_wrong_bytes") == 0' --test read -b --check -s 4096 -n 200
     # All sizes, duration mode.
-    pair write_lat_all bench-lat write_lat 'len(d["results"]) == 23' --test write -a -n 5 --warmup 2
-    pair write_bw_all bench-bw write_bw 'len(d["results"]) == 23' --test write -a -n 16 -t 4 --warmup 2
+    pair write_lat_all bench-lat write_lat 'len(d["results"]) == 23' --test write -a -n 3 --warmup 1
+    pair write_bw_all bench-bw write_bw 'len(d["results"]) == 23' --test write -a -n 6 -t 2
     pair send_lat_duration bench-lat send_lat 'd["options"]["duration_s"] == 1.0 and r["duration_s"] >= 0.9' --test send -s 8 -D 1
-    pair send_bw_duration bench-bw send_bw 'r["duration_s"] >= 1.4' --test send -s 4096 -D 1.5
+    pair send_bw_duration bench-bw send_bw 'r["duration_s"] >= 1.4' --test send -s 16384 -D 1.5
     pair read_lat_duration bench-lat read_lat 'r["duration_s"] >= 0.9' --test read -s 8 -D 1
     # Completion events, small messages inline, path MTU, tx depth.
     pair send_lat_events bench-lat send_lat 'd["options"]["events"] is True' --test send -e "${LAT[@]}"
     pair send_bw_events bench-bw send_bw 'd["options"]["events"] is True' --test send -e "${BW[@]}"
-    pair write_bw_small bench-bw write_bw 'r["msg_rate_mpps"] > 0' --test write -s 8 -n 2000 -t 64
+    pair write_bw_small bench-bw write_bw 'r["msg_rate_mpps"] > 0' --test write -s 8 -n 1000 -t 64 -q 2
     pair send_lat_mtu1024 bench-lat send_lat 'd["options"]["mtu"] == 1024' --test send -m 1024 -s 4096 -n 100
 }
 

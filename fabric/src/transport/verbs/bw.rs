@@ -137,8 +137,8 @@ impl VerbsBandwidth {
     fn post(&mut self, q: usize, last: bool) -> Result<()> {
         self.posted[q] += 1;
         let count = self.posted[q];
-        // The last message of the budget is signaled too, or its completion would never
-        // be known and the loop would wait for it forever.
+        // `last`: in the final stretch of the budget every message is signaled, or the
+        // tail's completion would never be known and the loop would wait forever.
         let signaled = count % self.cq_mod == 0 || last;
         let wr_id = ((q as u64) << QP_SHIFT) | count;
         let size = self.s.size;
@@ -276,7 +276,10 @@ impl BandwidthEndpoint for VerbsBandwidth {
         for q in 0..self.posted.len() {
             while self.posted[q] - self.completed[q] < self.depth && self.timed_posted < self.budget {
                 self.timed_posted += 1;
-                self.post(q, self.timed_posted == self.budget)?;
+                // The last stretch of the budget is signaled on every QP, so each QP's
+                // final message reports its completion.
+                let tail = self.budget - self.timed_posted < self.cq_mod * self.posted.len() as u64;
+                self.post(q, tail)?;
                 posted_any = true;
             }
         }
