@@ -252,11 +252,13 @@ fn plan(cli: &Cli) -> Result<Plan> {
         duration_s: a.duration,
         // perftest streams without a warm-up in iteration mode; a verbs step posts a whole
         // queue depth, so TCP's 2 x depth steps would be hundreds of extra messages.
-        warmup: a.warmup.unwrap_or(if transport == transport::TransportKind::Verbs {
-            0
-        } else {
-            2 * u64::from(cli.tx_depth)
-        }),
+        warmup: a
+            .warmup
+            .unwrap_or(if transport == transport::TransportKind::Verbs {
+                0
+            } else {
+                2 * u64::from(cli.tx_depth)
+            }),
         streams: cli.qps,
         tx_depth: cli.tx_depth,
         bidirectional: cli.bidirectional,

@@ -50,7 +50,9 @@ pub fn read(device: &str, port: u32) -> Snapshot {
         .ok()
         .and_then(|t| parse_value(&t))
     {
-        std::thread::sleep(std::time::Duration::from_millis(ms.clamp(0, 1000) as u64 + 1));
+        std::thread::sleep(std::time::Duration::from_millis(
+            ms.clamp(0, 1000) as u64 + 1,
+        ));
     }
     read_at(Path::new(SYSFS_ROOT), device, port)
 }

@@ -293,9 +293,10 @@ fn run_standalone(
 }
 
 fn exit_code(s: &Sweep) -> i32 {
-    let check_failed = s.results.iter().any(|r| {
-        matches!(r, TestResult::Bandwidth(b) if b.check_wrong_bytes.unwrap_or(0) > 0)
-    });
+    let check_failed = s
+        .results
+        .iter()
+        .any(|r| matches!(r, TestResult::Bandwidth(b) if b.check_wrong_bytes.unwrap_or(0) > 0));
     if s.failed {
         exit::ERROR
     } else if check_failed {

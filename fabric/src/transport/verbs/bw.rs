@@ -242,12 +242,7 @@ impl VerbsBandwidth {
                 )?;
             }
         }
-        while self
-            .posted
-            .iter()
-            .zip(&self.completed)
-            .any(|(p, c)| p > c)
-        {
+        while self.posted.iter().zip(&self.completed).any(|(p, c)| p > c) {
             let d = self.poll_send()?;
             done += d;
             if self.bidirectional && self.receives() {
@@ -274,7 +269,8 @@ impl BandwidthEndpoint for VerbsBandwidth {
         self.steps += 1;
         let mut posted_any = false;
         for q in 0..self.posted.len() {
-            while self.posted[q] - self.completed[q] < self.depth && self.timed_posted < self.budget {
+            while self.posted[q] - self.completed[q] < self.depth && self.timed_posted < self.budget
+            {
                 self.timed_posted += 1;
                 // The last stretch of the budget is signaled on every QP, so each QP's
                 // final message reports its completion.
@@ -289,7 +285,11 @@ impl BandwidthEndpoint for VerbsBandwidth {
         }
         if done == 0 && !posted_any {
             // With -e, sleep until the adapter raises a completion event.
-            if self.s.send_cq.block(std::time::Duration::from_millis(100))? {
+            if self
+                .s
+                .send_cq
+                .block(std::time::Duration::from_millis(100))?
+            {
                 done = self.poll_send()?;
             }
             if done == 0 {

@@ -60,9 +60,7 @@ impl CompletionQueue {
     pub fn new(ctx: &Context, depth: u32, channel: Option<&Channel>) -> Result<Self> {
         let ch = channel.map_or(std::ptr::null_mut(), |c| c.ch);
         // SAFETY: ctx is open; ch is NULL or a live channel that outlives the CQ.
-        let cq = unsafe {
-            ibv_create_cq(ctx.ctx, depth as i32, std::ptr::null_mut(), ch, 0)
-        };
+        let cq = unsafe { ibv_create_cq(ctx.ctx, depth as i32, std::ptr::null_mut(), ch, 0) };
         if cq.is_null() {
             bail!(
                 "cannot create a completion queue of {depth} entries on {}: {} (lower -t/-q)",
@@ -99,7 +97,10 @@ impl CompletionQueue {
         // SAFETY: cq is live and was created with a channel.
         let rc = unsafe { ibv_req_notify_cq(self.cq, 0) };
         if rc != 0 {
-            bail!("cannot arm the completion queue for events: {}", errno_text(rc));
+            bail!(
+                "cannot arm the completion queue for events: {}",
+                errno_text(rc)
+            );
         }
         Ok(())
     }
@@ -254,7 +255,9 @@ pub fn status_meaning(s: ibv_wc_status::Type) -> &'static str {
         IBV_WC_LOC_PROT_ERR => {
             "the local buffer is not covered by a registration of this protection domain (bad lkey)"
         }
-        IBV_WC_LOC_QP_OP_ERR => "the local queue pair could not execute the request (bad WR or state)",
+        IBV_WC_LOC_QP_OP_ERR => {
+            "the local queue pair could not execute the request (bad WR or state)"
+        }
         IBV_WC_WR_FLUSH_ERR => {
             "the queue pair was already in the error state because of an earlier failure; this \
              request was flushed, look at the first error"
@@ -296,6 +299,9 @@ mod tests {
         assert!(e.contains("IBV_WC_RETRY_EXC_ERR"), "{e}");
         assert!(e.contains("unreachable"), "{e}");
         assert!(e.contains("streaming RDMA writes"), "{e}");
-        assert_eq!(status_name(ibv_wc_status::IBV_WC_WR_FLUSH_ERR), "IBV_WC_WR_FLUSH_ERR");
+        assert_eq!(
+            status_name(ibv_wc_status::IBV_WC_WR_FLUSH_ERR),
+            "IBV_WC_WR_FLUSH_ERR"
+        );
     }
 }

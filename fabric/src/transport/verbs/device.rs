@@ -135,7 +135,9 @@ impl Drop for DeviceList {
 
 /// `ACTIVE`, `DOWN`, ... from sysfs (`4: ACTIVE`), for choosing without opening.
 fn port_state_sysfs(dev: &str, port: u8) -> Option<String> {
-    let p = PathBuf::from(SYSFS_ROOT).join(dev).join(format!("ports/{port}/state"));
+    let p = PathBuf::from(SYSFS_ROOT)
+        .join(dev)
+        .join(format!("ports/{port}/state"));
     std::fs::read_to_string(p)
         .ok()
         .map(|s| s.split(':').nth(1).unwrap_or(&s).trim().to_string())
@@ -169,11 +171,7 @@ impl Context {
         // SAFETY: ctx is open and dev is a valid out-pointer.
         let rc = unsafe { ibv_query_device(self.ctx, &mut dev) };
         if rc != 0 {
-            bail!(
-                "cannot query RDMA device {}: {}",
-                self.name,
-                errno_text(rc)
-            );
+            bail!("cannot query RDMA device {}: {}", self.name, errno_text(rc));
         }
         if port == 0 || port > dev.phys_port_cnt {
             bail!(
@@ -217,7 +215,11 @@ impl Context {
 
     /// The GID to send from: `-x` checked against the table, or perftest's default.
     /// `None` on InfiniBand without `-x` (local routing by LID needs no GID).
-    pub fn choose_gid(&self, port: &PortInfo, want: Option<u32>) -> Result<Option<(GidEntry, [u8; 16])>> {
+    pub fn choose_gid(
+        &self,
+        port: &PortInfo,
+        want: Option<u32>,
+    ) -> Result<Option<(GidEntry, [u8; 16])>> {
         let dir = PathBuf::from(SYSFS_ROOT)
             .join(&self.name)
             .join(format!("ports/{}", port.port));

@@ -25,8 +25,7 @@ pub struct GidEntry {
 impl GidEntry {
     /// `::ffff:a.b.c.d`: the GID of an IPv4 address.
     pub fn is_ipv4_mapped(&self) -> bool {
-        self.gid
-            .starts_with("0000:0000:0000:0000:0000:ffff:")
+        self.gid.starts_with("0000:0000:0000:0000:0000:ffff:")
     }
 
     pub fn is_roce_v2(&self) -> bool {
@@ -45,7 +44,9 @@ impl GidEntry {
 
     /// `1 (::ffff:10.99.0.1, RoCE v2)`.
     pub fn describe(&self) -> String {
-        let addr = self.ipv4().map_or(self.gid.clone(), |ip| format!("::ffff:{ip}"));
+        let addr = self
+            .ipv4()
+            .map_or(self.gid.clone(), |ip| format!("::ffff:{ip}"));
         match &self.kind {
             Some(k) => format!("{} ({addr}, {k})", self.index),
             None => format!("{} ({addr})", self.index),
@@ -73,10 +74,11 @@ pub fn read_table(port_dir: &Path) -> Vec<GidEntry> {
         if gid.is_empty() || gid == ZERO_GID {
             continue;
         }
-        let kind = std::fs::read_to_string(port_dir.join("gid_attrs/types").join(index.to_string()))
-            .ok()
-            .map(|t| t.trim().to_string())
-            .filter(|t| !t.is_empty());
+        let kind =
+            std::fs::read_to_string(port_dir.join("gid_attrs/types").join(index.to_string()))
+                .ok()
+                .map(|t| t.trim().to_string())
+                .filter(|t| !t.is_empty());
         out.push(GidEntry { index, gid, kind });
     }
     out.sort_by_key(|g| g.index);
@@ -107,12 +109,7 @@ pub fn list(table: &[GidEntry]) -> String {
 }
 
 /// Checks a `-x` choice against the table (`table_len` from the port attributes).
-pub fn validate(
-    index: u32,
-    table: &[GidEntry],
-    table_len: u32,
-    what: &str,
-) -> Result<GidEntry> {
+pub fn validate(index: u32, table: &[GidEntry], table_len: u32, what: &str) -> Result<GidEntry> {
     if index >= table_len {
         bail!(
             "GID index {index} is out of range: {what} has a GID table of {table_len} entries \
@@ -195,9 +192,17 @@ mod tests {
         let p = d.path();
         std::fs::create_dir_all(p.join("gids")).unwrap();
         std::fs::create_dir_all(p.join("gid_attrs/types")).unwrap();
-        std::fs::write(p.join("gids/0"), "fe80:0000:0000:0000:5054:00ff:fe12:3456\n").unwrap();
+        std::fs::write(
+            p.join("gids/0"),
+            "fe80:0000:0000:0000:5054:00ff:fe12:3456\n",
+        )
+        .unwrap();
         std::fs::write(p.join("gid_attrs/types/0"), "RoCE v2\n").unwrap();
-        std::fs::write(p.join("gids/1"), "0000:0000:0000:0000:0000:ffff:0a63:0001\n").unwrap();
+        std::fs::write(
+            p.join("gids/1"),
+            "0000:0000:0000:0000:0000:ffff:0a63:0001\n",
+        )
+        .unwrap();
         std::fs::write(p.join("gid_attrs/types/1"), "RoCE v2\n").unwrap();
         std::fs::write(p.join("gids/2"), format!("{ZERO_GID}\n")).unwrap();
         let t = read_table(p);

@@ -113,10 +113,7 @@ impl Region {
         // SAFETY: layout has a non-zero size.
         let ptr = unsafe { alloc_zeroed(layout) };
         if ptr.is_null() {
-            bail!(
-                "out of memory allocating a {} buffer",
-                human(len as u64)
-            );
+            bail!("out of memory allocating a {} buffer", human(len as u64));
         }
         let access = ibv_access_flags::IBV_ACCESS_LOCAL_WRITE
             | ibv_access_flags::IBV_ACCESS_REMOTE_WRITE

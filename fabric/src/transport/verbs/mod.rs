@@ -74,11 +74,7 @@ pub fn errno_text(errno: i32) -> String {
         _ => "",
     };
     let text = std::io::Error::from_raw_os_error(errno).to_string();
-    let text = text
-        .split(" (os error")
-        .next()
-        .unwrap_or(&text)
-        .to_string();
+    let text = text.split(" (os error").next().unwrap_or(&text).to_string();
     if name.is_empty() {
         format!("{text} (errno {errno})")
     } else {

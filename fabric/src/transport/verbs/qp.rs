@@ -171,10 +171,7 @@ impl QueuePair {
                  max dest rd atomic {}: a wrong GID index (-x), an MTU above the port's, or a \
                  peer on another port type usually causes this)",
                 match p.sgid_index {
-                    Some(i) => format!(
-                        "sgid index {i}, dgid {}",
-                        std::net::Ipv6Addr::from(p.dgid)
-                    ),
+                    Some(i) => format!("sgid index {i}, dgid {}", std::net::Ipv6Addr::from(p.dgid)),
                     None => format!("dlid {}", p.dlid),
                 },
                 super::device::mtu_bytes(p.mtu),

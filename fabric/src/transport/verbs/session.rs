@@ -319,7 +319,11 @@ impl Session {
     /// (address, length, lkey) of local bytes at `off`.
     #[inline(always)]
     pub fn local(&self, off: usize, len: usize) -> (u64, u32, u32) {
-        (self.region.addr() + off as u64, len as u32, self.region.lkey())
+        (
+            self.region.addr() + off as u64,
+            len as u32,
+            self.region.lkey(),
+        )
     }
 
     /// Send flags for a message of `len` bytes (`signaled`, inline when it fits).
@@ -375,14 +379,7 @@ impl Session {
     ) -> Result<()> {
         let remote = (self.remote_addr + dst as u64, self.remote_rkey);
         let flags = ibv_send_flags::IBV_SEND_SIGNALED.0;
-        self.qps[0].post_send(
-            opcode,
-            self.local(src, len),
-            remote,
-            flags,
-            CTRL_WR,
-            0,
-        )?;
+        self.qps[0].post_send(opcode, self.local(src, len), remote, flags, CTRL_WR, 0)?;
         let mut wcs: [ibv_wc; 8] = std::array::from_fn(|_| cq::empty_wc());
         let start = Instant::now();
         loop {
@@ -413,7 +410,14 @@ impl Session {
         self.region.write_u64(OUT_STOP, 1);
         self.region.write_u64(OUT_STOP + 8, count);
         let what = "telling the peer the test ended";
-        self.control_write(ibv_wr_opcode::IBV_WR_RDMA_WRITE, OUT_STOP, IN_STOP, 16, what, service)?;
+        self.control_write(
+            ibv_wr_opcode::IBV_WR_RDMA_WRITE,
+            OUT_STOP,
+            IN_STOP,
+            16,
+            what,
+            service,
+        )?;
         if self.peer_passive {
             // A zero-byte send lands in the receive the sleeping peer posted and wakes it;
             // RC delivers it after the word.
