@@ -139,7 +139,7 @@ impl VerbsBandwidth {
         let count = self.posted[q];
         // `last`: in the final stretch of the budget every message is signaled, or the
         // tail's completion would never be known and the loop would wait forever.
-        let signaled = count % self.cq_mod == 0 || last;
+        let signaled = count.is_multiple_of(self.cq_mod) || last;
         let wr_id = ((q as u64) << QP_SHIFT) | count;
         let size = self.s.size;
         let s = &self.s;
@@ -227,7 +227,7 @@ impl VerbsBandwidth {
     fn drain(&mut self) -> Result<u64> {
         let mut done = 0;
         for q in 0..self.posted.len() {
-            if self.posted[q] > self.completed[q] && self.posted[q] % self.cq_mod != 0 {
+            if self.posted[q] > self.completed[q] && !self.posted[q].is_multiple_of(self.cq_mod) {
                 let wr_id = FENCE | ((q as u64) << QP_SHIFT) | self.posted[q];
                 // 8 bytes into the peer's heartbeat slot: harmless there, and not zero-length
                 // (a zero-byte RDMA write threw Soft-RoCE into a retransmission storm).

@@ -96,7 +96,7 @@ impl VerbsLatency {
     #[inline(always)]
     fn post_message(&mut self) -> Result<()> {
         self.posted += 1;
-        let signaled = self.posted % SIGNAL_EVERY == 0;
+        let signaled = self.posted.is_multiple_of(SIGNAL_EVERY);
         if signaled {
             // At most one signaled send outstanding: the queue never fills.
             while self.unreaped > 0 {

@@ -72,7 +72,7 @@ fn is_root() -> bool {
 /// `64 KiB`, `16 MiB`, `1000 bytes`.
 fn human(b: u64) -> String {
     for (div, unit) in [(1u64 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")] {
-        if b >= div && b % div == 0 {
+        if b >= div && b.is_multiple_of(div) {
             return format!("{} {unit}", b / div);
         }
     }
@@ -190,7 +190,7 @@ impl Region {
     /// Reads an aligned u64 the adapter may change (control words written by the peer).
     #[inline(always)]
     pub fn read_u64_volatile(&self, off: usize) -> u64 {
-        assert!(off % 8 == 0 && off + 8 <= self.len());
+        assert!(off.is_multiple_of(8) && off + 8 <= self.len());
         // SAFETY: in bounds and 8-byte aligned (the region is page-aligned).
         unsafe { std::ptr::read_volatile(self.ptr.add(off).cast::<u64>()) }
     }
@@ -203,7 +203,7 @@ impl Region {
     }
 
     pub fn write_u64(&mut self, off: usize, v: u64) {
-        assert!(off % 8 == 0 && off + 8 <= self.len());
+        assert!(off.is_multiple_of(8) && off + 8 <= self.len());
         // SAFETY: in bounds and aligned.
         unsafe { std::ptr::write_volatile(self.ptr.add(off).cast::<u64>(), v) }
     }
