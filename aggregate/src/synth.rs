@@ -165,6 +165,7 @@ pub fn bandwidth_row(
         pair: p,
         complete: true,
         counters,
+        check_wrong_bytes: None,
     })
 }
 

@@ -13,7 +13,7 @@ use fabric::clock::LoopClock;
 use fabric::cpu::CpuMeter;
 use fabric::interrupt;
 use fabric::p2p::{self, PairTool, Plan, SizeRun};
-use fabric::transport::{self, BandwidthEndpoint, Role};
+use fabric::transport::{self, BandwidthEndpoint, Op, Role, SideReport};
 use results::units::{gbit_s, mpps};
 use results::{BandwidthResult, BandwidthSummary, CpuUse, TestResult};
 
@@ -35,6 +35,11 @@ struct Cli {
     /// Messages in flight per stream (verbs send queue depth).
     #[arg(short = 't', long = "tx-depth", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=16384))]
     tx_depth: u32,
+
+    /// RDMA write/read: fill the source with a pattern and count the bytes that arrived
+    /// wrong at the end (reported as `check_wrong_bytes`; any makes the run fail).
+    #[arg(long)]
+    check: bool,
 
     /// Length of one throughput sample, milliseconds.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=60_000))]
@@ -62,6 +67,7 @@ fn stream(
     for _ in 0..plan.warmup {
         ep.step()?;
     }
+    ep.quiesce()?;
     let limit = if plan.duration_s.is_some() {
         u64::MAX
     } else {
@@ -97,6 +103,7 @@ fn stream(
     }
     let received = ep.finish()?;
     let seconds = clock.seconds(start, clock.raw());
+    sent += ep.drained();
     Ok(Transfer {
         sent,
         received,
@@ -124,16 +131,22 @@ impl PairTool for Bandwidth {
             let cpu = CpuMeter::start();
             ep.serve()?;
             let cores = cpu.cores();
+            let report = ep.side_report()?;
             drop(ep);
             send_json(run.link, &cores)?;
+            send_json(run.link, &report)?;
             return Ok(None);
         };
         let t = mine.expect("active side measured");
+        let report = ep.side_report()?;
+        drop(ep);
         if run.spec.role == Role::Responder {
             send_json(run.link, &t.cores)?;
+            send_json(run.link, &report)?;
             return Ok(None);
         }
         let responder_cores: f64 = recv_json(run.link)?;
+        let theirs: SideReport = recv_json(run.link)?;
         // The peer's warm-up messages reach our receiver too; they are not part of the run.
         let messages = t.sent + t.received.saturating_sub(plan.warmup);
         let bytes = messages * size;
@@ -164,7 +177,8 @@ impl PairTool for Bandwidth {
             },
             pair: run.pair.clone(),
             complete: t.complete,
-            counters: None,
+            counters: transport::counter_deltas(&report, &theirs),
+            check_wrong_bytes: transport::check_wrong_bytes(&report, &theirs),
         })))
     }
 
@@ -195,8 +209,13 @@ impl PairTool for Bandwidth {
 
     fn print_row(&self, result: &TestResult) {
         if let TestResult::Bandwidth(r) = result {
+            let check = match r.check_wrong_bytes {
+                Some(0) => "  check: ok".to_string(),
+                Some(n) => format!("  check: {n} WRONG BYTES"),
+                None => String::new(),
+            };
             println!(
-                " {:<10} {:<14} {:<18.2} {:<20.2} {:<15.6} {:<19.2} {:.2}{}",
+                " {:<10} {:<14} {:<18.2} {:<20.2} {:<15.6} {:<19.2} {:.2}{}{check}",
                 r.size_bytes,
                 r.iterations,
                 r.bw_gbit_s.peak,
@@ -214,6 +233,14 @@ fn plan(cli: &Cli) -> Result<Plan> {
     let a = &cli.p2p;
     let (transport, why) = transport::resolve(a.transport)?;
     transport::check_supported(transport, a.op)?;
+    let mut verbs = a.verbs_options();
+    verbs.check = cli.check;
+    transport::check_verbs_options(transport, &verbs)?;
+    if cli.check && a.op == Op::Send {
+        anyhow::bail!(
+            "--check verifies one-sided transfers: use it with --test write or --test read"
+        );
+    }
     if a.transport == transport::TransportChoice::Auto && fabric::bootstrap::is_reporting_process()
     {
         eprintln!("transport: {why}");
@@ -228,11 +255,20 @@ fn plan(cli: &Cli) -> Result<Plan> {
         sizes: a.sizes(65536),
         iterations: a.iters.unwrap_or(5000),
         duration_s: a.duration,
-        warmup: a.warmup.unwrap_or(2 * u64::from(cli.tx_depth)),
+        // perftest streams without a warm-up in iteration mode; a verbs step posts a whole
+        // queue depth, so TCP's 2 x depth steps would be hundreds of extra messages.
+        warmup: a
+            .warmup
+            .unwrap_or(if transport == transport::TransportKind::Verbs {
+                0
+            } else {
+                2 * u64::from(cli.tx_depth)
+            }),
         streams: cli.qps,
         tx_depth: cli.tx_depth,
         bidirectional: cli.bidirectional,
         timeout: a.timeout(),
+        verbs,
         extra: Default::default(),
         local,
     })

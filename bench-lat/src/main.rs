@@ -8,11 +8,12 @@
 use anyhow::Result;
 use clap::Parser;
 
+use fabric::bootstrap::{recv_json, send_json};
 use fabric::cli::P2pArgs;
 use fabric::clock::{BlockStamps, LoopClock, BLOCK};
 use fabric::interrupt;
 use fabric::p2p::{self, PairTool, Plan, SizeRun};
-use fabric::transport::{self, LatencyEndpoint, Op, Role};
+use fabric::transport::{self, LatencyEndpoint, Op, Role, SideReport};
 use results::{LatencyHistogram, LatencyResult, TestResult};
 
 /// Ping-pong latency benchmark (perftest-compatible options).
@@ -72,6 +73,9 @@ impl PairTool for Latency {
         match run.spec.role {
             Role::Responder => {
                 while ep.pong()? {}
+                let report = ep.side_report()?;
+                drop(ep);
+                send_json(run.link, &report)?;
                 Ok(None)
             }
             Role::Initiator => {
@@ -83,6 +87,9 @@ impl PairTool for Latency {
                 let (hist, iterations, duration_s, complete) =
                     measure(&mut *ep, run.clock, plan.iterations, plan.duration_s, halve)?;
                 ep.finish()?;
+                let mine = ep.side_report()?;
+                drop(ep);
+                let theirs: SideReport = recv_json(run.link)?;
                 Ok(Some(TestResult::Latency(LatencyResult {
                     test: plan.test.clone(),
                     transport: plan.transport.name().into(),
@@ -94,7 +101,7 @@ impl PairTool for Latency {
                     histogram: hist.encode(),
                     pair: run.pair.clone(),
                     complete,
-                    counters: None,
+                    counters: transport::counter_deltas(&mine, &theirs),
                 })))
             }
         }
@@ -150,6 +157,8 @@ fn plan(cli: &Cli) -> Result<Plan> {
     let a = &cli.p2p;
     let (transport, why) = transport::resolve(a.transport)?;
     transport::check_supported(transport, a.op)?;
+    let verbs = a.verbs_options();
+    transport::check_verbs_options(transport, &verbs)?;
     if a.transport == transport::TransportChoice::Auto && fabric::bootstrap::is_reporting_process()
     {
         eprintln!("transport: {why}");
@@ -167,6 +176,7 @@ fn plan(cli: &Cli) -> Result<Plan> {
         tx_depth: 1,
         bidirectional: false,
         timeout: a.timeout(),
+        verbs,
         extra: Default::default(),
         local: Default::default(),
     })

@@ -127,6 +127,20 @@ impl P2pArgs {
         }
     }
 
+    /// The verbs settings of these options (`check` is bench-bw's and starts false).
+    pub fn verbs_options(&self) -> crate::transport::VerbsOptions {
+        crate::transport::VerbsOptions {
+            device: self.ib_dev.clone(),
+            port: self.ib_port,
+            gid_index: self.gid_index,
+            mtu: self.mtu,
+            inline_size: self.inline_size,
+            events: self.events,
+            rdma_cm: self.rdma_cm,
+            check: false,
+        }
+    }
+
     pub fn timeout(&self) -> std::time::Duration {
         std::time::Duration::from_secs_f64(self.timeout)
     }

@@ -13,6 +13,7 @@ pub mod bootstrap;
 pub mod cli;
 pub mod clock;
 pub mod collective;
+pub mod counters;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;

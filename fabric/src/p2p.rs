@@ -38,6 +38,8 @@ pub struct Plan {
     pub tx_depth: u32,
     pub bidirectional: bool,
     pub timeout: Duration,
+    /// Verbs settings (device, port, GID, MTU, inline, events, check).
+    pub verbs: crate::transport::VerbsOptions,
     /// Tool-specific options both sides must agree on (recorded in the document too).
     pub extra: Map<String, Value>,
     /// Tool-specific options only the initiator uses (recorded, not compared).
@@ -56,6 +58,12 @@ impl Plan {
             "bidirectional": self.bidirectional,
         });
         if let Value::Object(o) = &mut m {
+            if self.transport == TransportKind::Verbs {
+                // The two ends must use the same connection method and agree on checking;
+                // device, port, GID, inline and events are each side's own business.
+                o.insert("rdma_cm".into(), json!(self.verbs.rdma_cm));
+                o.insert("check".into(), json!(self.verbs.check));
+            }
             o.extend(self.extra.clone());
         }
         m
@@ -87,6 +95,15 @@ impl Plan {
         m.insert("warmup".into(), json!(self.warmup));
         m.insert("timeout_s".into(), json!(self.timeout.as_secs_f64()));
         m.extend(self.local.clone());
+        if self.transport == TransportKind::Verbs {
+            let v = &self.verbs;
+            m.insert("ib_dev".into(), json!(v.device));
+            m.insert("ib_port".into(), json!(v.port));
+            m.insert("gid_index".into(), json!(v.gid_index));
+            m.insert("mtu".into(), json!(v.mtu));
+            m.insert("inline_size".into(), json!(v.inline_size));
+            m.insert("events".into(), json!(v.events));
+        }
         m
     }
 }
@@ -285,8 +302,15 @@ fn run_standalone(
 }
 
 fn exit_code(s: &Sweep) -> i32 {
+    let check_failed = s
+        .results
+        .iter()
+        .any(|r| matches!(r, TestResult::Bandwidth(b) if b.check_wrong_bytes.unwrap_or(0) > 0));
     if s.failed {
         exit::ERROR
+    } else if check_failed {
+        eprintln!("check failed: some bytes arrived wrong (see check_wrong_bytes)");
+        exit::CHECK_FAILED
     } else if s.stopped.is_some() {
         exit::INTERRUPTED
     } else {
@@ -412,6 +436,8 @@ fn sweep(
             bidirectional: plan.bidirectional,
             timeout: plan.timeout,
             local_ip,
+            verbs: plan.verbs.clone(),
+            iterations: plan.duration_s.is_none().then_some(plan.iterations),
         };
         let mut run = SizeRun {
             plan,

@@ -232,6 +232,10 @@ pub struct BandwidthResult {
     pub complete: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counters: Option<CounterDeltas>,
+    /// `--check` (RDMA write/read): bytes that differed from the pattern at the end, summed
+    /// over both sides; absent when the run did not check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_wrong_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]

@@ -14,8 +14,62 @@ use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::bootstrap::PeerLink;
+use results::{CounterDeltas, PortCounters};
 
 pub mod tcp;
+#[cfg(feature = "verbs")]
+pub mod verbs;
+
+/// Verbs settings from the command line (perftest's `-d -i -x -m -I -e -R` and bench-bw's
+/// `--check`). Carried by every plan; the TCP transport ignores them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerbsOptions {
+    /// RDMA device name (`-d`); `None`: the first with an ACTIVE port.
+    pub device: Option<String>,
+    /// Device port (`-i`), counted from 1.
+    pub port: u8,
+    /// GID index (`-x`); `None`: the RoCE v2 GID with an IPv4-mapped address.
+    pub gid_index: Option<u32>,
+    /// Path MTU in bytes (`-m`); `None`: the port's active MTU.
+    pub mtu: Option<u32>,
+    /// Largest message put inline in the work request (`-I`); `None`: the default.
+    pub inline_size: Option<u32>,
+    /// Sleep on completion events instead of busy polling (`-e`).
+    pub events: bool,
+    /// Connect through rdma_cm (`-R`).
+    pub rdma_cm: bool,
+    /// Fill the source with a pattern and count wrong bytes at the end (bench-bw `--check`).
+    pub check: bool,
+}
+
+/// What one side reports after a size: its device counter deltas and, with `--check`, the
+/// bytes it found wrong. The responder sends its report to the initiator over the
+/// [`PeerLink`] after the timed loop, so nothing of this happens inside it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SideReport {
+    pub counters: Option<PortCounters>,
+    pub check_wrong_bytes: Option<u64>,
+}
+
+/// Initiator: both sides' counters as the result's `counters` field (`None` when neither
+/// side has any, e.g. over TCP).
+pub fn counter_deltas(mine: &SideReport, theirs: &SideReport) -> Option<CounterDeltas> {
+    if mine.counters.is_none() && theirs.counters.is_none() {
+        return None;
+    }
+    Some(CounterDeltas {
+        initiator: mine.counters.clone(),
+        responder: theirs.counters.clone(),
+    })
+}
+
+/// Initiator: wrong bytes found by either side (`None` when nobody checked).
+pub fn check_wrong_bytes(mine: &SideReport, theirs: &SideReport) -> Option<u64> {
+    match (mine.check_wrong_bytes, theirs.check_wrong_bytes) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+    }
+}
 
 /// Transport the user asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
@@ -91,6 +145,11 @@ pub struct EndpointSpec {
     pub timeout: Duration,
     /// Address to listen on / advertise for data connections.
     pub local_ip: IpAddr,
+    /// Verbs settings (device, port, GID, MTU, inline, events, check).
+    pub verbs: VerbsOptions,
+    /// Timed messages to send (`None` in duration mode): a streaming endpoint that keeps
+    /// many in flight stops posting there, so the count is exact as in perftest.
+    pub iterations: Option<u64>,
 }
 
 /// Ping-pong, driven by the initiator.
@@ -102,6 +161,10 @@ pub trait LatencyEndpoint {
     fn pong(&mut self) -> Result<bool>;
     /// Initiator, after the timed loop: tell the responder the test is over.
     fn finish(&mut self) -> Result<()>;
+    /// After the test (both sides): counter deltas since the endpoint was connected.
+    fn side_report(&mut self) -> Result<SideReport> {
+        Ok(SideReport::default())
+    }
 }
 
 /// Streaming transfer with messages in flight.
@@ -116,6 +179,22 @@ pub trait BandwidthEndpoint {
     /// Passive responder (unidirectional tests): take part until the sender finishes.
     /// Returns the bytes received.
     fn serve(&mut self) -> Result<u64>;
+    /// Sender, after the warm-up: wait until every warm-up message has completed, so the
+    /// timed loop starts with an empty pipe (perftest's iteration mode).
+    fn quiesce(&mut self) -> Result<()> {
+        Ok(())
+    }
+    /// Sender, after [`finish`](Self::finish): messages of its own that completed inside
+    /// `finish` (posted in the loop, still in flight when it ended). Their time is in the
+    /// measured interval, so they count.
+    fn drained(&self) -> u64 {
+        0
+    }
+    /// After the test (both sides): counter deltas since the endpoint was connected and,
+    /// with `--check`, the wrong bytes this side found in what it received.
+    fn side_report(&mut self) -> Result<SideReport> {
+        Ok(SideReport::default())
+    }
 }
 
 /// Is an RDMA device visible to this process? (`/sys/class/infiniband` non-empty.)
@@ -144,11 +223,34 @@ pub fn resolve(choice: TransportChoice) -> Result<(TransportKind, String)> {
     }
 }
 
+#[cfg(feature = "verbs")]
+fn verbs_available() -> Result<()> {
+    verbs::probe()
+}
+
+#[cfg(not(feature = "verbs"))]
 fn verbs_available() -> Result<()> {
     bail!(
-        "the verbs transport is not built into this binary yet: use --transport tcp \
-         (verbs support arrives with the verbs module)"
+        "this binary was built without the verbs transport (cargo feature `verbs`): \
+         use --transport tcp, or rebuild with the feature (needs libibverbs-dev)"
     )
+}
+
+/// Refuses verbs options that are not implemented, before anything is measured.
+pub fn check_verbs_options(kind: TransportKind, opts: &VerbsOptions) -> Result<()> {
+    if kind == TransportKind::Verbs && opts.rdma_cm {
+        bail!(
+            "-R/--rdma-cm is not implemented yet: leave it out; queue pairs are then connected \
+             over the standalone TCP handshake or MPI, which works on the same fabrics"
+        );
+    }
+    #[cfg(feature = "verbs")]
+    if kind == TransportKind::Verbs {
+        // Device, port, GID and MTU are checked now, so a typo fails at once on the
+        // server too, not when the first client arrives.
+        verbs::validate_local(opts)?;
+    }
+    Ok(())
 }
 
 /// Which ops a transport can measure.
@@ -173,6 +275,9 @@ pub fn connect_latency(
     check_supported(kind, spec.op)?;
     match kind {
         TransportKind::Tcp => Ok(Box::new(tcp::TcpLatency::connect(spec, link)?)),
+        #[cfg(feature = "verbs")]
+        TransportKind::Verbs => Ok(Box::new(verbs::VerbsLatency::connect(spec, link)?)),
+        #[cfg(not(feature = "verbs"))]
         TransportKind::Verbs => verbs_available().map(|_| unreachable!()),
     }
 }
@@ -186,6 +291,9 @@ pub fn connect_bandwidth(
     check_supported(kind, spec.op)?;
     match kind {
         TransportKind::Tcp => Ok(Box::new(tcp::TcpBandwidth::connect(spec, link)?)),
+        #[cfg(feature = "verbs")]
+        TransportKind::Verbs => Ok(Box::new(verbs::VerbsBandwidth::connect(spec, link)?)),
+        #[cfg(not(feature = "verbs"))]
         TransportKind::Verbs => verbs_available().map(|_| unreachable!()),
     }
 }

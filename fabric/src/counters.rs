@@ -1,0 +1,139 @@
+//! RDMA port counters from sysfs: `/sys/class/infiniband/DEV/ports/N/counters/*` (the
+//! InfiniBand PortCounters the subnet manager also sees: data, packets, link errors) and
+//! `hw_counters/*` (what the driver adds: retransmissions, out-of-sequence packets,
+//! congestion notifications, ...). Names are kept exactly as the kernel gives them, because
+//! every vendor has its own; later reports judge loss from the deltas.
+//!
+//! Plain file reads: no verbs call, no unsafe. A file that cannot be read or does not hold
+//! a number (some mlx5 files are write-only or need privileges) is skipped.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use results::PortCounters;
+
+/// Root of the RDMA devices in sysfs.
+pub const SYSFS_ROOT: &str = "/sys/class/infiniband";
+
+/// All counter values of one port at one moment.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Snapshot {
+    pub device: String,
+    pub port: u32,
+    pub counters: BTreeMap<String, i64>,
+    pub hw_counters: BTreeMap<String, i64>,
+}
+
+/// Reads every counter of `device` port `port` under `root` (normally [`SYSFS_ROOT`]).
+pub fn read_at(root: &Path, device: &str, port: u32) -> Snapshot {
+    let dir = root.join(device).join("ports").join(port.to_string());
+    Snapshot {
+        device: device.to_string(),
+        port,
+        counters: read_dir(&dir.join("counters")),
+        hw_counters: read_dir(&dir.join("hw_counters")),
+    }
+}
+
+/// Reads every counter of `device` port `port` from sysfs.
+///
+/// The kernel caches `hw_counters` for `hw_counters/lifespan` milliseconds (10 by default):
+/// a read within that time of the previous one returns the old values, so a short test
+/// would show no traffic at all. Waiting out the lifespan first (outside any timed loop)
+/// makes each snapshot fresh.
+pub fn read(device: &str, port: u32) -> Snapshot {
+    let dir = Path::new(SYSFS_ROOT)
+        .join(device)
+        .join("ports")
+        .join(port.to_string());
+    if let Some(ms) = std::fs::read_to_string(dir.join("hw_counters/lifespan"))
+        .ok()
+        .and_then(|t| parse_value(&t))
+    {
+        std::thread::sleep(std::time::Duration::from_millis(
+            ms.clamp(0, 1000) as u64 + 1,
+        ));
+    }
+    read_at(Path::new(SYSFS_ROOT), device, port)
+}
+
+fn read_dir(dir: &PathBuf) -> BTreeMap<String, i64> {
+    let mut out = BTreeMap::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let Ok(name) = e.file_name().into_string() else {
+            continue;
+        };
+        if let Some(v) = std::fs::read_to_string(e.path())
+            .ok()
+            .and_then(|t| parse_value(&t))
+        {
+            out.insert(name, v);
+        }
+    }
+    out
+}
+
+/// A counter file holds one decimal number (some drivers pad it or add a newline).
+fn parse_value(text: &str) -> Option<i64> {
+    let t = text.trim();
+    t.parse::<i64>()
+        .ok()
+        .or_else(|| t.parse::<u64>().ok().map(|v| v as i64))
+}
+
+/// `after - before`, per name present in both (a counter that appeared or vanished between
+/// the two reads says nothing about the test).
+pub fn delta(before: &Snapshot, after: &Snapshot) -> PortCounters {
+    fn sub(a: &BTreeMap<String, i64>, b: &BTreeMap<String, i64>) -> BTreeMap<String, i64> {
+        b.iter()
+            .filter_map(|(k, v)| a.get(k).map(|old| (k.clone(), v.wrapping_sub(*old))))
+            .collect()
+    }
+    PortCounters {
+        device: after.device.clone(),
+        port: after.port,
+        counters: sub(&before.counters, &after.counters),
+        hw_counters: sub(&before.hw_counters, &after.hw_counters),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, name: &str, value: &str) {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join(name), value).unwrap();
+    }
+
+    #[test]
+    fn reads_both_directories_and_subtracts() {
+        let root = tempfile::tempdir().unwrap();
+        let port = root.path().join("rxe0/ports/1");
+        write(&port.join("hw_counters"), "sent_pkts", "100\n");
+        write(&port.join("hw_counters"), "lifespan", "10\n");
+        write(&port.join("hw_counters"), "garbage", "n/a\n");
+        write(&port.join("counters"), "port_xmit_data", "  7\n");
+        let before = read_at(root.path(), "rxe0", 1);
+        assert_eq!(before.hw_counters.len(), 2, "{before:?}");
+        assert_eq!(before.counters["port_xmit_data"], 7);
+        write(&port.join("hw_counters"), "sent_pkts", "250\n");
+        write(&port.join("hw_counters"), "rcvd_seq_err", "3\n");
+        let after = read_at(root.path(), "rxe0", 1);
+        let d = delta(&before, &after);
+        assert_eq!(d.device, "rxe0");
+        assert_eq!(d.hw_counters["sent_pkts"], 150);
+        assert_eq!(d.hw_counters["lifespan"], 0);
+        assert!(!d.hw_counters.contains_key("rcvd_seq_err"));
+        assert_eq!(d.counters["port_xmit_data"], 0);
+    }
+
+    #[test]
+    fn a_missing_device_gives_empty_maps() {
+        let s = read_at(Path::new("/nonexistent"), "mlx5_9", 1);
+        assert!(s.counters.is_empty() && s.hw_counters.is_empty());
+    }
+}

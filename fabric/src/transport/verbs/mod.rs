@@ -1,0 +1,100 @@
+//! RDMA verbs transport over `rdma-sys` (libibverbs): what perftest's `ib_send_lat`,
+//! `ib_write_lat`, `ib_read_lat`, `ib_send_bw`, `ib_write_bw` and `ib_read_bw` do, behind
+//! the transport traits so the benchmarks' one loop drives them.
+//!
+//! The module is layered like the hardware objects it wraps, each a small typed owner
+//! whose `Drop` releases what it holds:
+//!
+//! - [`device`]: device list, opening a device by name, port attributes, GID choice;
+//! - [`memory`]: protection domain and the registered buffer (memlock checked first);
+//! - [`cq`]: completion queues, polled or woken by a completion channel (`-e`);
+//! - [`qp`]: RC queue pairs and their RESET -> INIT -> RTR -> RTS bring-up, in one place;
+//! - [`session`]: one side's set of the above, connected to the peer over the bootstrap's
+//!   [`PeerLink`](crate::bootstrap::PeerLink);
+//! - [`lat`] and [`bw`]: the latency and bandwidth endpoints.
+//!
+//! This is the only home of `unsafe` verbs code (besides CUDA); every block says why it
+//! is sound. Errors name the object, the cause and the next step; a work completion
+//! with an error carries its status name and what it usually means.
+
+pub mod bw;
+pub mod cq;
+pub mod device;
+pub mod gid;
+pub mod lat;
+pub mod memory;
+pub mod qp;
+pub mod session;
+
+pub use bw::VerbsBandwidth;
+pub use lat::VerbsLatency;
+
+use anyhow::Result;
+
+/// Is the verbs transport usable here? Lists the devices (cheap) and says why not:
+/// no kernel support, no device, or no provider library.
+pub fn probe() -> Result<()> {
+    device::DeviceList::get().map(|_| ())
+}
+
+/// Opens the device and checks port, GID and MTU choices as a test would, then closes it.
+pub fn validate_local(opts: &crate::transport::VerbsOptions) -> Result<()> {
+    let list = device::DeviceList::get()?;
+    let ctx = list.open(opts.device.as_deref(), opts.port)?;
+    let port = ctx.port(opts.port)?;
+    ctx.choose_gid(&port, opts.gid_index)?;
+    if let Some(m) = opts.mtu {
+        if device::mtu_enum(m).is_none() {
+            anyhow::bail!(
+                "-m {m} is not a path MTU: use 256, 512, 1024, 2048 or 4096 (the port's active MTU is {})",
+                port.active_mtu
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `strerror` text and symbolic name of an errno value, for messages.
+pub fn errno_text(errno: i32) -> String {
+    let name = match errno {
+        libc::EPERM => "EPERM",
+        libc::ENOENT => "ENOENT",
+        libc::EIO => "EIO",
+        libc::ENOMEM => "ENOMEM",
+        libc::EACCES => "EACCES",
+        libc::EFAULT => "EFAULT",
+        libc::EBUSY => "EBUSY",
+        libc::ENODEV => "ENODEV",
+        libc::EINVAL => "EINVAL",
+        libc::ENOSPC => "ENOSPC",
+        libc::ENOSYS => "ENOSYS",
+        libc::EOPNOTSUPP => "EOPNOTSUPP",
+        libc::ETIMEDOUT => "ETIMEDOUT",
+        libc::EAGAIN => "EAGAIN",
+        _ => "",
+    };
+    let text = std::io::Error::from_raw_os_error(errno).to_string();
+    let text = text.split(" (os error").next().unwrap_or(&text).to_string();
+    if name.is_empty() {
+        format!("{text} (errno {errno})")
+    } else {
+        format!("{text} ({name})")
+    }
+}
+
+/// The errno of the last failed libc/libibverbs call on this thread.
+pub(crate) fn last_errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errno_text_names_the_code() {
+        assert_eq!(errno_text(libc::EINVAL), "Invalid argument (EINVAL)");
+        assert!(errno_text(libc::ENOMEM).contains("ENOMEM"));
+        assert!(errno_text(9999).contains("errno 9999"));
+    }
+}

@@ -1,0 +1,284 @@
+//! Reliable-connected (RC) queue pairs and their bring-up.
+//!
+//! A queue pair is a send queue and a receive queue the adapter works through in order.
+//! RC means the adapter acknowledges every packet and retransmits what was lost, so a
+//! completion on the sender says the data reached the peer's memory. A new QP is in RESET
+//! and must be walked through three states before it carries traffic:
+//!
+//! - INIT: bound to a port and partition key, with the remote accesses it will allow;
+//! - RTR (ready to receive): told its peer (QPN, start PSN, address: LID on InfiniBand,
+//!   GID on RoCE, which puts a global route header on every packet), the path MTU and how
+//!   many RDMA reads it will serve at once;
+//! - RTS (ready to send): its own start PSN, ACK timeout and retry counts, reads in flight.
+//!
+//! All three transitions live in [`QueuePair::connect`]; a failure names the transition,
+//! the attributes and the errno text.
+
+use anyhow::{bail, Result};
+use rdma_sys::*;
+
+use super::cq::CompletionQueue;
+use super::errno_text;
+use super::memory::ProtectionDomain;
+
+/// Queue sizes asked for at creation.
+#[derive(Debug, Clone, Copy)]
+pub struct QpCaps {
+    pub send_wr: u32,
+    pub recv_wr: u32,
+    pub inline: u32,
+}
+
+/// Where the peer's QP is and how to reach it.
+#[derive(Debug, Clone)]
+pub struct Path {
+    pub port: u8,
+    pub mtu: ibv_mtu::Type,
+    /// Local GID index for the global route header; `None`: route by LID only (InfiniBand).
+    pub sgid_index: Option<u8>,
+    pub dgid: [u8; 16],
+    pub dlid: u16,
+    pub local_psn: u32,
+    pub remote_psn: u32,
+    pub remote_qpn: u32,
+    /// RDMA reads in flight, each way.
+    pub rd_atomic: u8,
+}
+
+/// One RC queue pair.
+pub struct QueuePair {
+    pub(crate) qp: *mut ibv_qp,
+    pub qpn: u32,
+    /// Inline size the device granted (0: no inline).
+    pub max_inline: u32,
+}
+
+impl QueuePair {
+    /// Creates the QP; if the device refuses the inline size, retries without inline.
+    pub fn new(
+        pd: &ProtectionDomain,
+        send_cq: &CompletionQueue,
+        recv_cq: &CompletionQueue,
+        caps: QpCaps,
+        dev: &str,
+    ) -> Result<Self> {
+        let try_create = |inline: u32| {
+            // SAFETY: plain C struct; zero is a valid starting point.
+            let mut attr: ibv_qp_init_attr = unsafe { std::mem::zeroed() };
+            attr.send_cq = send_cq.cq;
+            attr.recv_cq = recv_cq.cq;
+            attr.cap.max_send_wr = caps.send_wr;
+            attr.cap.max_recv_wr = caps.recv_wr;
+            attr.cap.max_send_sge = 1;
+            attr.cap.max_recv_sge = 1;
+            attr.cap.max_inline_data = inline;
+            attr.qp_type = ibv_qp_type::IBV_QPT_RC;
+            attr.sq_sig_all = 0;
+            // SAFETY: pd and both CQs are live and outlive the QP (Session field order);
+            // attr is fully initialised. The library writes the granted caps back.
+            let qp = unsafe { ibv_create_qp(pd.pd, &mut attr) };
+            (qp, attr.cap.max_inline_data, super::last_errno())
+        };
+        let (mut qp, mut inline, mut errno) = try_create(caps.inline);
+        if qp.is_null() && caps.inline > 0 {
+            (qp, inline, errno) = try_create(0);
+        }
+        if qp.is_null() {
+            bail!(
+                "cannot create an RC queue pair on {dev} (send queue {}, receive queue {}, inline {}): {} \
+                 (lower -t, -q or -I)",
+                caps.send_wr,
+                caps.recv_wr,
+                caps.inline,
+                errno_text(errno)
+            );
+        }
+        // SAFETY: qp is live.
+        let qpn = unsafe { (*qp).qp_num };
+        Ok(Self {
+            qp,
+            qpn,
+            max_inline: inline,
+        })
+    }
+
+    fn modify(&self, attr: &mut ibv_qp_attr, mask: ibv_qp_attr_mask, what: &str) -> Result<()> {
+        // SAFETY: qp is live; attr is initialised for every bit in mask.
+        let rc = unsafe { ibv_modify_qp(self.qp, attr, mask.0 as i32) };
+        if rc != 0 {
+            bail!(
+                "queue pair {} state change {what} failed: {}",
+                self.qpn,
+                errno_text(rc)
+            );
+        }
+        Ok(())
+    }
+
+    /// RESET -> INIT -> RTR -> RTS with the attributes that work on mlx5 and rxe alike.
+    pub fn connect(&self, p: &Path) -> Result<()> {
+        use ibv_qp_attr_mask as M;
+        // SAFETY: plain C struct; zero is valid.
+        let mut a: ibv_qp_attr = unsafe { std::mem::zeroed() };
+        a.qp_state = ibv_qp_state::IBV_QPS_INIT;
+        a.pkey_index = 0;
+        a.port_num = p.port;
+        a.qp_access_flags = (ibv_access_flags::IBV_ACCESS_LOCAL_WRITE
+            | ibv_access_flags::IBV_ACCESS_REMOTE_WRITE
+            | ibv_access_flags::IBV_ACCESS_REMOTE_READ)
+            .0;
+        self.modify(
+            &mut a,
+            M::IBV_QP_STATE | M::IBV_QP_PKEY_INDEX | M::IBV_QP_PORT | M::IBV_QP_ACCESS_FLAGS,
+            &format!(
+                "RESET->INIT (pkey index 0, port {}, access local write + remote read/write; \
+                 is port {} right? -i)",
+                p.port, p.port
+            ),
+        )?;
+
+        // SAFETY: as above.
+        let mut a: ibv_qp_attr = unsafe { std::mem::zeroed() };
+        a.qp_state = ibv_qp_state::IBV_QPS_RTR;
+        a.path_mtu = p.mtu;
+        a.dest_qp_num = p.remote_qpn;
+        a.rq_psn = p.remote_psn;
+        a.max_dest_rd_atomic = p.rd_atomic;
+        a.min_rnr_timer = 12;
+        a.ah_attr.dlid = p.dlid;
+        a.ah_attr.sl = 0;
+        a.ah_attr.src_path_bits = 0;
+        a.ah_attr.port_num = p.port;
+        if let Some(sgid) = p.sgid_index {
+            a.ah_attr.is_global = 1;
+            a.ah_attr.grh.dgid.raw = p.dgid;
+            a.ah_attr.grh.sgid_index = sgid;
+            a.ah_attr.grh.hop_limit = 64;
+            a.ah_attr.grh.traffic_class = 0;
+            a.ah_attr.grh.flow_label = 0;
+        }
+        self.modify(
+            &mut a,
+            M::IBV_QP_STATE
+                | M::IBV_QP_AV
+                | M::IBV_QP_PATH_MTU
+                | M::IBV_QP_DEST_QPN
+                | M::IBV_QP_RQ_PSN
+                | M::IBV_QP_MAX_DEST_RD_ATOMIC
+                | M::IBV_QP_MIN_RNR_TIMER,
+            &format!(
+                "INIT->RTR (address vector: {}, path MTU {}, dest QPN {}, RQ PSN {}, \
+                 max dest rd atomic {}: a wrong GID index (-x), an MTU above the port's, or a \
+                 peer on another port type usually causes this)",
+                match p.sgid_index {
+                    Some(i) => format!("sgid index {i}, dgid {}", std::net::Ipv6Addr::from(p.dgid)),
+                    None => format!("dlid {}", p.dlid),
+                },
+                super::device::mtu_bytes(p.mtu),
+                p.remote_qpn,
+                p.remote_psn,
+                p.rd_atomic
+            ),
+        )?;
+
+        // SAFETY: as above.
+        let mut a: ibv_qp_attr = unsafe { std::mem::zeroed() };
+        a.qp_state = ibv_qp_state::IBV_QPS_RTS;
+        a.timeout = 14;
+        a.retry_cnt = 7;
+        a.rnr_retry = 7;
+        a.sq_psn = p.local_psn;
+        a.max_rd_atomic = p.rd_atomic;
+        self.modify(
+            &mut a,
+            M::IBV_QP_STATE
+                | M::IBV_QP_TIMEOUT
+                | M::IBV_QP_RETRY_CNT
+                | M::IBV_QP_RNR_RETRY
+                | M::IBV_QP_SQ_PSN
+                | M::IBV_QP_MAX_QP_RD_ATOMIC,
+            &format!(
+                "RTR->RTS (timeout 14, retry 7, rnr retry 7, SQ PSN {}, max rd atomic {})",
+                p.local_psn, p.rd_atomic
+            ),
+        )
+    }
+
+    /// Posts one work request with a single gather entry (`len` 0: no data).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub fn post_send(
+        &self,
+        opcode: ibv_wr_opcode::Type,
+        local: (u64, u32, u32),
+        remote: (u64, u32),
+        flags: u32,
+        wr_id: u64,
+        imm: u32,
+    ) -> Result<()> {
+        let (addr, len, lkey) = local;
+        let mut sge = ibv_sge {
+            addr,
+            length: len,
+            lkey,
+        };
+        // SAFETY: plain C struct; zero is valid.
+        let mut wr: ibv_send_wr = unsafe { std::mem::zeroed() };
+        wr.wr_id = wr_id;
+        wr.sg_list = &mut sge;
+        wr.num_sge = i32::from(len > 0);
+        wr.opcode = opcode;
+        wr.send_flags = flags;
+        wr.imm_data_invalidated_rkey_union.imm_data = imm.to_be();
+        wr.wr.rdma.remote_addr = remote.0;
+        wr.wr.rdma.rkey = remote.1;
+        let mut bad: *mut ibv_send_wr = std::ptr::null_mut();
+        // SAFETY: qp is live; wr and sge live across the call; the buffer lies in a
+        // registered region (or is copied now when inline).
+        let rc = unsafe { ibv_post_send(self.qp, &mut wr, &mut bad) };
+        if rc != 0 {
+            bail!(
+                "posting a work request on queue pair {} failed: {} (send queue full, or \
+                 the QP left RTS after an earlier error)",
+                self.qpn,
+                errno_text(rc)
+            );
+        }
+        Ok(())
+    }
+
+    /// Posts one receive of up to `len` bytes at `addr`.
+    #[inline(always)]
+    pub fn post_recv(&self, addr: u64, len: u32, lkey: u32, wr_id: u64) -> Result<()> {
+        let mut sge = ibv_sge {
+            addr,
+            length: len,
+            lkey,
+        };
+        // SAFETY: plain C struct; zero is valid.
+        let mut wr: ibv_recv_wr = unsafe { std::mem::zeroed() };
+        wr.wr_id = wr_id;
+        wr.sg_list = &mut sge;
+        wr.num_sge = 1;
+        let mut bad: *mut ibv_recv_wr = std::ptr::null_mut();
+        // SAFETY: qp is live; wr and sge live across the call; the buffer is registered.
+        let rc = unsafe { ibv_post_recv(self.qp, &mut wr, &mut bad) };
+        if rc != 0 {
+            bail!(
+                "posting a receive on queue pair {} failed: {} (receive queue full?)",
+                self.qpn,
+                errno_text(rc)
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Drop for QueuePair {
+    fn drop(&mut self) {
+        // SAFETY: qp is live; destroying it flushes its work requests.
+        unsafe {
+            ibv_destroy_qp(self.qp);
+        }
+    }
+}

@@ -1,0 +1,500 @@
+//! One side of a verbs test: device, memory, queues and queue pairs, connected to the
+//! peer's over the bootstrap's [`PeerLink`] (the standalone TCP handshake or MPI).
+//!
+//! Memory layout of the one registered region (both sides identical):
+//!
+//! ```text
+//! [ control page (4 KiB) | src slot 0 .. src slot q-1 | dst slot 0 .. dst slot q-1 ]
+//! ```
+//!
+//! Queue pair `i` sends or writes from its src slot into the peer's dst slot `i`, and reads
+//! the peer's src slot `i` into its own dst slot `i`. The control page holds words the peer
+//! writes by RDMA: "I have finished, after N messages" and a heartbeat target. Ending a
+//! test that way costs nothing inside the timed loop: the passive side looks at the word,
+//! the active side writes it once, after its loop.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use rdma_sys::*;
+use serde::{Deserialize, Serialize};
+
+use super::cq::{self, Channel, CompletionQueue};
+use super::device::{self, Context, DeviceList, PortInfo};
+use super::memory::{ProtectionDomain, Region};
+use super::qp::{Path, QpCaps, QueuePair};
+use crate::bootstrap::{recv_json, send_json, PeerLink};
+use crate::counters::{self, Snapshot};
+use crate::transport::{EndpointSpec, Role};
+use results::PortCounters;
+
+/// Size of the control page at the start of the region.
+pub const CTRL: usize = 4096;
+/// Written by the peer: non-zero once it has finished.
+pub const IN_STOP: usize = 0;
+/// Written by the peer with IN_STOP: its message count.
+pub const IN_COUNT: usize = 8;
+/// Target of the peer's heartbeat writes.
+pub const IN_BEAT: usize = 16;
+/// Our staging copy of (stop, count), the source of our control write.
+const OUT_STOP: usize = 64;
+const OUT_BEAT: usize = 96;
+/// wr_id of control writes (never a data message).
+pub const CTRL_WR: u64 = 1 << 62;
+
+/// What the peer needs to reach our queue pairs and memory.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct PeerInfo {
+    device: String,
+    lid: u16,
+    gid: Option<[u8; 16]>,
+    gid_kind: Option<String>,
+    mtu: u32,
+    addr: u64,
+    rkey: u32,
+    slot: u64,
+    qpns: Vec<u32>,
+    psns: Vec<u32>,
+    rd_atomic: u32,
+}
+
+/// Queue sizes an endpoint asks for.
+pub struct Shape {
+    pub qps: u32,
+    /// Send work requests in flight per QP (data, not counting control writes).
+    pub send_depth: u32,
+    /// Receives kept posted per QP (0: none, one-sided operations).
+    pub recv_depth: u32,
+    /// Inline size when `-I` is not given.
+    pub default_inline: u32,
+    /// This side is the passive responder of a one-sided test: it sleeps on a completion
+    /// channel until the peer's closing send wakes it, leaving the CPU to the adapter (on
+    /// Soft-RoCE, to the kernel doing the adapter's work).
+    pub passive: bool,
+    /// The peer is that passive side: end with a send that wakes it.
+    pub peer_passive: bool,
+}
+
+/// A connected side. Field order is drop order: queue pairs before the queues they use,
+/// queues before the channel, memory before its protection domain, all before the device.
+pub struct Session {
+    pub qps: Vec<QueuePair>,
+    pub send_cq: CompletionQueue,
+    pub recv_cq: CompletionQueue,
+    _channel: Option<Channel>,
+    pub region: Region,
+    _pd: ProtectionDomain,
+    ctx: Context,
+    /// Peer's region base and rkey.
+    remote_addr: u64,
+    remote_rkey: u32,
+    /// Bytes per slot (the message size rounded up to 64).
+    pub slot: usize,
+    pub size: usize,
+    /// Inline limit in effect (0: never inline).
+    pub inline: u32,
+    pub timeout: Duration,
+    pub role: Role,
+    port: u8,
+    peer_passive: bool,
+    before: Snapshot,
+}
+
+fn psn(salt: u32) -> u32 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    (t ^ std::process::id().rotate_left(8) ^ salt.wrapping_mul(0x9e37_79b9)) & 0x00ff_ffff
+}
+
+/// The byte `--check` expects at offset `i` of slot `q` (never 0, the initial content).
+#[inline]
+pub fn pattern(q: usize, i: usize) -> u8 {
+    ((i * 7 + q * 13) % 251) as u8 + 1
+}
+
+/// Exchanges `mine` for the peer's, initiator first, so the two never both wait.
+fn exchange<T: Serialize + serde::de::DeserializeOwned>(
+    role: Role,
+    link: &mut dyn PeerLink,
+    mine: &T,
+) -> Result<T> {
+    match role {
+        Role::Initiator => {
+            send_json(link, mine)?;
+            recv_json(link)
+        }
+        Role::Responder => {
+            let theirs = recv_json(link)?;
+            send_json(link, mine)?;
+            Ok(theirs)
+        }
+    }
+}
+
+impl Session {
+    pub fn establish(spec: &EndpointSpec, shape: Shape, link: &mut dyn PeerLink) -> Result<Self> {
+        let opts = &spec.verbs;
+        let list = DeviceList::get()?;
+        let ctx = list.open(opts.device.as_deref(), opts.port)?;
+        drop(list);
+        let port: PortInfo = ctx.port(opts.port)?;
+        let gid = ctx.choose_gid(&port, opts.gid_index)?;
+        let what = format!("{} port {}", ctx.name, opts.port);
+        let mtu = device::path_mtu(opts.mtu, port.active_mtu, &what)?;
+
+        let qps_n = shape.qps.max(1) as usize;
+        let size = spec.size.max(1) as usize;
+        let slot = size.div_ceil(64) * 64;
+        let pd = ProtectionDomain::new(&ctx)?;
+        let mut region = Region::new(&ctx, &pd, CTRL + 2 * qps_n * slot)?;
+        for q in 0..qps_n {
+            let s = region.slice_mut(CTRL + q * slot, size);
+            for (i, b) in s.iter_mut().enumerate() {
+                *b = pattern(q, i);
+            }
+        }
+        let channel = if opts.events || shape.passive {
+            Some(Channel::new(&ctx)?)
+        } else {
+            None
+        };
+        let max_wr = port.max_qp_wr;
+        // Room for the control and fence writes beside the data.
+        let send_wr = (shape.send_depth + 4).min(max_wr);
+        let recv_wr = shape.recv_depth.clamp(1, max_wr);
+        let send_cq = CompletionQueue::new(
+            &ctx,
+            send_wr * qps_n as u32 + 8,
+            channel.as_ref().filter(|_| opts.events),
+        )?;
+        let recv_cq = CompletionQueue::new(&ctx, recv_wr * qps_n as u32 + 8, channel.as_ref())?;
+        let want_inline = opts.inline_size.unwrap_or(shape.default_inline);
+        let mut qps = Vec::with_capacity(qps_n);
+        for _ in 0..qps_n {
+            qps.push(QueuePair::new(
+                &pd,
+                &send_cq,
+                &recv_cq,
+                QpCaps {
+                    send_wr,
+                    recv_wr,
+                    inline: want_inline,
+                },
+                &ctx.name,
+            )?);
+        }
+        let inline = qps
+            .iter()
+            .map(|q| q.max_inline)
+            .min()
+            .unwrap_or(0)
+            .min(want_inline);
+        if opts.inline_size.is_some_and(|i| i > inline) {
+            eprintln!(
+                "warning: {} allows {inline} bytes inline, not the {} asked with -I",
+                ctx.name,
+                opts.inline_size.unwrap_or(0)
+            );
+        }
+        let rd_atomic = port.max_qp_rd_atom.min(16);
+        let psns: Vec<u32> = (0..qps_n as u32).map(psn).collect();
+        let mine = PeerInfo {
+            device: ctx.name.clone(),
+            lid: port.lid,
+            gid: gid.as_ref().map(|(_, raw)| *raw),
+            gid_kind: gid.as_ref().and_then(|(e, _)| e.kind.clone()),
+            mtu,
+            addr: region.addr(),
+            rkey: region.rkey(),
+            slot: slot as u64,
+            qpns: qps.iter().map(|q| q.qpn).collect(),
+            psns: psns.clone(),
+            rd_atomic,
+        };
+        let peer: PeerInfo = exchange(spec.role, link, &mine)?;
+        if peer.qpns.len() != qps_n || peer.slot != slot as u64 {
+            bail!(
+                "the peer set up {} queue pair(s) of {}-byte slots, this side {qps_n} of {slot}: \
+                 both sides must run the same version with the same -q and sizes",
+                peer.qpns.len(),
+                peer.slot
+            );
+        }
+        if let (Some(a), Some(b)) = (&mine.gid_kind, &peer.gid_kind) {
+            if a != b {
+                bail!(
+                    "GID type mismatch: this side ({} {}) sends {a}, the peer ({}) {b}; the two \
+                     cannot talk. Pick GIDs of the same type on both sides with -x (RoCE v2 \
+                     with an IPv4-mapped address is the usual choice)",
+                    ctx.name,
+                    gid.as_ref().map_or(String::new(), |(e, _)| e.describe()),
+                    peer.device
+                );
+            }
+        }
+        if gid.is_some() != peer.gid.is_some() {
+            bail!(
+                "one side routes by GID and the other by LID only: give -x on both sides \
+                 (or on neither, on InfiniBand)"
+            );
+        }
+        let path_mtu = mtu.min(peer.mtu);
+        let mtu_enum = device::mtu_enum(path_mtu).unwrap_or(ibv_mtu::IBV_MTU_1024);
+        let sgid_index = gid.as_ref().map(|(e, _)| e.index as u8);
+        for (i, qp) in qps.iter().enumerate() {
+            qp.connect(&Path {
+                port: opts.port,
+                mtu: mtu_enum,
+                sgid_index,
+                dgid: peer.gid.unwrap_or([0; 16]),
+                dlid: peer.lid,
+                local_psn: psns[i],
+                remote_psn: peer.psns[i],
+                remote_qpn: peer.qpns[i],
+                rd_atomic: rd_atomic.min(peer.rd_atomic) as u8,
+            })?;
+        }
+        let me = Self {
+            qps,
+            send_cq,
+            recv_cq,
+            _channel: channel,
+            region,
+            _pd: pd,
+            ctx,
+            remote_addr: peer.addr,
+            remote_rkey: peer.rkey,
+            slot,
+            size,
+            inline,
+            timeout: spec.timeout,
+            role: spec.role,
+            port: opts.port,
+            peer_passive: shape.peer_passive,
+            before: Snapshot::default(),
+        };
+        if shape.recv_depth > 0 || shape.passive {
+            for q in 0..qps_n {
+                for _ in 0..recv_wr {
+                    me.post_recv(q)?;
+                }
+            }
+        }
+        // Both sides' receives are posted and QPs in RTS before anyone sends.
+        let _: bool = exchange(spec.role, link, &true)?;
+        let before = counters::read(&me.ctx.name, u32::from(me.port));
+        Ok(Self { before, ..me })
+    }
+
+    pub fn device(&self) -> &str {
+        &self.ctx.name
+    }
+
+    /// Offset of src slot `q` in the region.
+    #[inline(always)]
+    pub fn src(&self, q: usize) -> usize {
+        CTRL + q * self.slot
+    }
+
+    /// Offset of dst slot `q` in the region.
+    #[inline(always)]
+    pub fn dst(&self, q: usize) -> usize {
+        CTRL + (self.qps.len() + q) * self.slot
+    }
+
+    /// (address, rkey) of the peer's dst slot `q`.
+    #[inline(always)]
+    pub fn remote_dst(&self, q: usize) -> (u64, u32) {
+        (self.remote_addr + self.dst(q) as u64, self.remote_rkey)
+    }
+
+    /// (address, rkey) of the peer's src slot `q`.
+    #[inline(always)]
+    pub fn remote_src(&self, q: usize) -> (u64, u32) {
+        (self.remote_addr + self.src(q) as u64, self.remote_rkey)
+    }
+
+    /// (address, length, lkey) of local bytes at `off`.
+    #[inline(always)]
+    pub fn local(&self, off: usize, len: usize) -> (u64, u32, u32) {
+        (
+            self.region.addr() + off as u64,
+            len as u32,
+            self.region.lkey(),
+        )
+    }
+
+    /// Send flags for a message of `len` bytes (`signaled`, inline when it fits).
+    #[inline(always)]
+    pub fn flags(&self, len: usize, signaled: bool, may_inline: bool) -> u32 {
+        let mut f = 0;
+        if signaled {
+            f |= ibv_send_flags::IBV_SEND_SIGNALED.0;
+        }
+        if may_inline && len as u32 <= self.inline {
+            f |= ibv_send_flags::IBV_SEND_INLINE.0;
+        }
+        f
+    }
+
+    /// Posts one receive into dst slot `q` (wr_id = q).
+    #[inline(always)]
+    pub fn post_recv(&self, q: usize) -> Result<()> {
+        let (a, l, k) = self.local(self.dst(q), self.size);
+        self.qps[q].post_recv(a, l, k, q as u64)
+    }
+
+    /// (local, remote) of a harmless 8-byte write: our heartbeat staging word into the
+    /// peer's heartbeat slot. Used as a signaled "fence" behind unsignaled requests.
+    pub fn fence_target(&self) -> ((u64, u32, u32), (u64, u32)) {
+        (
+            self.local(OUT_BEAT, 8),
+            (self.remote_addr + IN_BEAT as u64, self.remote_rkey),
+        )
+    }
+
+    /// Has the peer written its stop word?
+    #[inline(always)]
+    pub fn peer_stopped(&self) -> bool {
+        self.region.read_u64_volatile(IN_STOP) != 0
+    }
+
+    /// The count the peer wrote with its stop word.
+    pub fn peer_count(&self) -> u64 {
+        self.region.read_u64_volatile(IN_COUNT)
+    }
+
+    /// Writes a small control block into the peer's control page on QP 0 and waits for
+    /// its completion. `service` runs while waiting (e.g. reposting receives).
+    fn control_write(
+        &mut self,
+        opcode: ibv_wr_opcode::Type,
+        src: usize,
+        dst: usize,
+        len: usize,
+        what: &str,
+        service: &mut dyn FnMut(&Session) -> Result<()>,
+    ) -> Result<()> {
+        let remote = (self.remote_addr + dst as u64, self.remote_rkey);
+        let flags = ibv_send_flags::IBV_SEND_SIGNALED.0;
+        self.qps[0].post_send(opcode, self.local(src, len), remote, flags, CTRL_WR, 0)?;
+        let mut wcs: [ibv_wc; 8] = std::array::from_fn(|_| cq::empty_wc());
+        let start = Instant::now();
+        loop {
+            let n = self.send_cq.poll(&mut wcs)?;
+            for wc in &wcs[..n] {
+                cq::check(wc, what)?;
+                if wc.wr_id == CTRL_WR {
+                    return Ok(());
+                }
+            }
+            service(self)?;
+            if n == 0 {
+                if start.elapsed() > self.timeout {
+                    return Err(cq::stalled(what, self.timeout));
+                }
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    /// Tells the peer this side has finished, after `count` messages (after all data WRs
+    /// completed: RC keeps the order, so the peer sees the data before the word).
+    pub fn send_stop(
+        &mut self,
+        count: u64,
+        service: &mut dyn FnMut(&Session) -> Result<()>,
+    ) -> Result<()> {
+        self.region.write_u64(OUT_STOP, 1);
+        self.region.write_u64(OUT_STOP + 8, count);
+        let what = "telling the peer the test ended";
+        self.control_write(
+            ibv_wr_opcode::IBV_WR_RDMA_WRITE,
+            OUT_STOP,
+            IN_STOP,
+            16,
+            what,
+            service,
+        )?;
+        if self.peer_passive {
+            // A zero-byte send lands in the receive the sleeping peer posted and wakes it;
+            // RC delivers it after the word.
+            self.control_write(ibv_wr_opcode::IBV_WR_SEND, OUT_STOP, 0, 0, what, service)?;
+        }
+        Ok(())
+    }
+
+    /// Passive side: an 8-byte write to the peer, so a peer that died is noticed (its QP
+    /// is gone and the write fails with IBV_WC_RETRY_EXC_ERR) instead of waiting forever.
+    pub fn heartbeat(&mut self) -> Result<()> {
+        self.region.write_u64(OUT_BEAT, 1);
+        self.control_write(
+            ibv_wr_opcode::IBV_WR_RDMA_WRITE,
+            OUT_BEAT,
+            IN_BEAT,
+            8,
+            "checking that the initiator is alive (heartbeat)",
+            &mut |_| Ok(()),
+        )
+        .map_err(|e| e.context("the initiator stopped answering: did it exit or crash?"))
+    }
+
+    /// Passive side: sleeps on the completion channel until the peer's closing send
+    /// arrives (or its stop word shows), sending a heartbeat every second.
+    pub fn wait_stop_passive(&mut self) -> Result<()> {
+        let mut beat = Instant::now();
+        let mut wcs: [ibv_wc; 4] = std::array::from_fn(|_| cq::empty_wc());
+        while !self.peer_stopped() {
+            self.recv_cq.block(Duration::from_millis(250))?;
+            let n = self.recv_cq.poll(&mut wcs)?;
+            for wc in &wcs[..n] {
+                cq::check(wc, "waiting for the end of the test")?;
+            }
+            if n == 0 && beat.elapsed() >= Duration::from_secs(1) {
+                self.heartbeat()?;
+                beat = Instant::now();
+            }
+        }
+        Ok(())
+    }
+
+    /// Counter deltas since the session was connected.
+    pub fn counters(&self) -> Option<PortCounters> {
+        let after = counters::read(&self.ctx.name, u32::from(self.port));
+        if after.counters.is_empty() && after.hw_counters.is_empty() {
+            return None;
+        }
+        Some(counters::delta(&self.before, &after))
+    }
+
+    /// `--check`: bytes of the dst slots that differ from the pattern.
+    pub fn wrong_bytes(&self) -> u64 {
+        let mut wrong = 0u64;
+        for q in 0..self.qps.len() {
+            let s = self.region.slice(self.dst(q), self.size);
+            wrong += s
+                .iter()
+                .enumerate()
+                .filter(|(i, b)| **b != pattern(q, *i))
+                .count() as u64;
+        }
+        wrong
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pattern_never_matches_zeroed_memory() {
+        for q in 0..4 {
+            for i in 0..10_000 {
+                assert_ne!(pattern(q, i), 0);
+            }
+        }
+        assert_ne!(pattern(0, 1), pattern(1, 1));
+    }
+}

@@ -1,0 +1,165 @@
+#!/bin/bash
+# Side by side with perftest (a benchmark, not a test): on one RDMA device, run perftest's
+# ib_send_lat, ib_write_lat, ib_write_bw, ib_read_bw and our bench-lat / bench-bw with the
+# same sizes, iterations and queue depth, interleaved (perftest, ours, perftest, ours, ...),
+# REPEAT times, and print the medians and their ratios:
+#   latency:   ours / perftest of the median one-way latency (target <= 1.10 in a VM, 1.03 on hardware)
+#   bandwidth: ours / perftest of the average bandwidth      (target >= 0.90 in a VM, 0.97 on hardware)
+#
+# Server and client run on this host over the device's loopback (Soft-RoCE's rxe loops back
+# in the driver; real adapters loop back in hardware), so the script runs unchanged inside
+# the Soft-RoCE VM and on a real RDMA host:
+#   tests/softroce/vm.sh one scripts/bench-verbs-vs-perftest.sh     # in the VM
+#   scripts/bench-verbs-vs-perftest.sh                              # on an RDMA host
+# Settings (environment): DEV (default: first device with port 1 ACTIVE), GID (default: the
+# IPv4-mapped RoCE v2 GID, via tests/softroce/gid.sh; empty on InfiniBand), REPEAT (5),
+# LAT_ITERS (1000), BW_ITERS (2000), LAT_SIZE (2), BW_SIZE (65536), TX_DEPTH (128),
+# FABCHECK_BIN (target/release). Results also go to $OUT/bench-verbs-vs-perftest.json.
+set -uo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BIN=${FABCHECK_BIN:-$REPO/target/release}
+REPEAT=${REPEAT:-5}
+LAT_ITERS=${LAT_ITERS:-1000}
+BW_ITERS=${BW_ITERS:-2000}
+LAT_SIZE=${LAT_SIZE:-2}
+BW_SIZE=${BW_SIZE:-65536}
+TX_DEPTH=${TX_DEPTH:-128}
+OUT=${SOFTROCE_OUT:-${OUT:-/tmp/bench-verbs-vs-perftest}}
+WORK=$(mktemp -d /tmp/bvp.XXXXXX)
+mkdir -p "$OUT"
+
+die() {
+    echo "bench-verbs-vs-perftest: $*" >&2
+    exit 2
+}
+for t in ib_send_lat ib_write_lat ib_write_bw ib_read_bw; do
+    command -v "$t" > /dev/null || die "$t not found: install perftest (apt-get install perftest)"
+done
+[[ -x $BIN/bench-lat && -x $BIN/bench-bw ]] || die "no bench-lat/bench-bw in $BIN: cargo build --release"
+
+if [[ -z ${DEV:-} ]]; then
+    for d in /sys/class/infiniband/*; do
+        [[ -e $d ]] || continue
+        grep -q ACTIVE "$d/ports/1/state" 2> /dev/null && DEV=$(basename "$d") && break
+    done
+fi
+[[ -n ${DEV:-} ]] || die "no RDMA device with port 1 ACTIVE (set DEV=...)"
+if [[ -z ${GID+x} ]]; then
+    GID=$(bash "$REPO/tests/softroce/gid.sh" "$DEV" 1 2> /dev/null || true)
+fi
+GIDARG=()
+[[ -n $GID ]] && GIDARG=(-x "$GID")
+echo "device $DEV, GID index ${GID:-none}, $REPEAT rounds, latency $LAT_SIZE B x $LAT_ITERS, bandwidth $BW_SIZE B x $BW_ITERS (tx depth $TX_DEPTH)"
+
+# perftest's client gives up at once if the server is not listening yet: retry.
+perftest_run() {
+    local tool=$1 log=$2
+    shift 2
+    timeout 300 "$tool" "$@" > "$log.server" 2>&1 &
+    local spid=$! try
+    for try in $(seq 1 100); do
+        if timeout 300 "$tool" "$@" 127.0.0.1 > "$log" 2>&1; then
+            wait "$spid"
+            return 0
+        fi
+        grep -q "Couldn't connect" "$log" || break
+        sleep 0.1
+    done
+    kill "$spid" 2> /dev/null
+    wait "$spid" 2> /dev/null
+    cat "$log" "$log.server" >&2
+    return 1
+}
+
+ours_run() {
+    local tool=$1 json=$2
+    shift 2
+    timeout 300 "$BIN/$tool" --transport verbs "$@" > "$json.server" 2>&1 &
+    local spid=$!
+    if ! timeout 300 "$BIN/$tool" --transport verbs "$@" --json "$json" 127.0.0.1 > "$json.log" 2>&1; then
+        kill "$spid" 2> /dev/null
+        wait "$spid" 2> /dev/null
+        cat "$json.log" "$json.server" >&2
+        return 1
+    fi
+    wait "$spid"
+}
+
+# The first row under perftest's "#bytes" header; column $2 of it.
+perftest_col() { awk -v c="$2" '/^ *#bytes/ {getline; print $c; exit}' "$1"; }
+ours_value() {
+    python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))["results"][0]
+print(r["latency_us"]["p50"] if sys.argv[2] == "lat" else r["bw_gbit_s"]["avg"])' "$1" "$2"
+}
+
+RESULTS=$WORK/results.tsv
+: > "$RESULTS"
+record() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >> "$RESULTS"; }
+
+one_round() {
+    local r=$1 name ptool otool op kind args oargs v
+    for name in send_lat write_lat write_bw read_bw; do
+        case $name in
+        send_lat) ptool=ib_send_lat otool=bench-lat op=send kind=lat ;;
+        write_lat) ptool=ib_write_lat otool=bench-lat op=write kind=lat ;;
+        write_bw) ptool=ib_write_bw otool=bench-bw op=write kind=bw ;;
+        read_bw) ptool=ib_read_bw otool=bench-bw op=read kind=bw ;;
+        esac
+        if [[ $kind == lat ]]; then
+            args=(-d "$DEV" "${GIDARG[@]}" -s "$LAT_SIZE" -n "$LAT_ITERS")
+            oargs=(-d "$DEV" "${GIDARG[@]}" -s "$LAT_SIZE" -n "$LAT_ITERS" --test "$op")
+        else
+            args=(-d "$DEV" "${GIDARG[@]}" -s "$BW_SIZE" -n "$BW_ITERS" -t "$TX_DEPTH" --report_gbits)
+            oargs=(-d "$DEV" "${GIDARG[@]}" -s "$BW_SIZE" -n "$BW_ITERS" -t "$TX_DEPTH" --test "$op")
+        fi
+        # Alternate who goes first, so drift in the machine favours neither.
+        local order=(perftest ours)
+        ((r % 2 == 0)) && order=(ours perftest)
+        local who
+        for who in "${order[@]}"; do
+            if [[ $who == perftest ]]; then
+                perftest_run "$ptool" "$WORK/$name.$r.perftest" "${args[@]}" || die "$ptool failed (round $r)"
+                # lat: t_typical (the median, column 5); bw: BW average (column 4), Gb/s.
+                v=$(perftest_col "$WORK/$name.$r.perftest" "$([[ $kind == lat ]] && echo 5 || echo 4)")
+            else
+                ours_run "$otool" "$WORK/$name.$r.json" "${oargs[@]}" || die "$otool --test $op failed (round $r)"
+                v=$(ours_value "$WORK/$name.$r.json" "$kind")
+            fi
+            [[ -n $v ]] || die "no figure parsed from $who $name (round $r); logs in $WORK"
+            record "$name" "$who" "$v"
+            printf '  round %s %-9s %-8s %s\n' "$r" "$name" "$who" "$v"
+        done
+    done
+}
+
+for r in $(seq 1 "$REPEAT"); do
+    one_round "$r"
+done
+
+python3 - "$RESULTS" "$OUT/bench-verbs-vs-perftest.json" "$DEV" << 'PY'
+import json, statistics, sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
+by = {}
+for name, who, v in rows:
+    by.setdefault(name, {}).setdefault(who, []).append(float(v))
+out = {"device": sys.argv[3], "tests": {}}
+print()
+print("%-10s %-12s %14s %14s %8s  %s" % ("test", "figure", "perftest", "fabcheck", "ratio", "target (VM / hardware)"))
+for name in ("send_lat", "write_lat", "write_bw", "read_bw"):
+    p = statistics.median(by[name]["perftest"])
+    o = statistics.median(by[name]["ours"])
+    ratio = o / p if p else float("nan")
+    lat = name.endswith("_lat")
+    if lat:
+        fig, target, ok = "median us", "<= 1.10 / 1.03", ratio <= 1.10
+    else:
+        fig, target, ok = "avg Gb/s", ">= 0.90 / 0.97", ratio >= 0.90
+    print("%-10s %-12s %14.3f %14.3f %8.3f  %s %s" % (name, fig, p, o, ratio, target, "ok" if ok else "MISSED (VM target)"))
+    out["tests"][name] = {"perftest": by[name]["perftest"], "fabcheck": by[name]["ours"],
+                          "perftest_median": p, "fabcheck_median": o, "ratio": ratio}
+json.dump(out, open(sys.argv[2], "w"), indent=2)
+print("\nwrote", sys.argv[2])
+PY
+rm -rf "$WORK"

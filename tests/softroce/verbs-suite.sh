@@ -1,0 +1,265 @@
+#!/bin/bash
+# The verbs tests of bench-lat and bench-bw, run for real on Soft-RoCE inside the VM:
+#   tests/softroce/vm.sh one tests/softroce/verbs-suite.sh [FILTER]
+#   tests/softroce/vm.sh two tests/softroce/verbs-suite.sh [FILTER]
+# (run-all.sh runs both shapes). One VM: server and client share rxe0. Two VMs: VM a runs
+# the servers, VM b the clients, over a real (emulated) wire.
+#
+# Covered: the six tests (send/write/read x lat/bw) standalone, bidirectional bandwidth,
+# all sizes (-a), duration mode (-D), --check, several QPs (-q), completion events (-e),
+# MTU choice (-m), mpirun -np 2 (one VM), the JSON fields and the device counters, and the
+# error cases (wrong device, bad GID index, missing port, bad MTU, -R, memlock too low).
+# FILTER (a regex) runs only the cases whose name matches. Exit status 1 if any case failed.
+set -uo pipefail
+
+: "${SOFTROCE_DEV:?run me through tests/softroce/vm.sh}"
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+if [[ -n ${FABCHECK_BIN:-} ]]; then
+    BIN=$FABCHECK_BIN
+elif [[ -x $REPO/target/release/bench-lat ]]; then
+    BIN=$REPO/target/release
+else
+    BIN=$REPO/target/debug
+fi
+FILTER=${1:-.}
+DEV=$SOFTROCE_DEV
+ROLE=${SOFTROCE_ROLE:-both}
+OUT=${SOFTROCE_OUT:-/tmp/verbs-suite}
+LOGS=$OUT/logs
+mkdir -p "$LOGS"
+SERVER_IP=$SOFTROCE_IP
+[[ $ROLE == client ]] && SERVER_IP=$SOFTROCE_PEER_IP
+RUN_TIMEOUT=${VERBS_RUN_TIMEOUT:-150}
+PORT=19100
+PASSED=0
+FAILED=0
+FAILS=()
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+say() { printf '[%4ss] %s\n' "$SECONDS" "$*"; }
+pass() {
+    PASSED=$((PASSED + 1))
+    say "PASS $1"
+}
+fail() {
+    FAILED=$((FAILED + 1))
+    FAILS+=("$1")
+    say "FAIL $1: $2"
+}
+selected() { [[ $1 =~ $FILTER ]]; }
+
+# Checks a client's JSON document: every result is TEST over verbs, complete, with both
+# sides' counters (rxe: sent_pkts rose on the initiator), plus the python expression EXPR
+# over each result `r` (and the document `d`).
+check_json() {
+    local file=$1 test=$2 expr=${3:-True}
+    python3 - "$file" "$test" "$expr" << 'PY'
+import json, sys
+path, test, expr = sys.argv[1:4]
+d = json.load(open(path))
+assert d["schema_version"] == 1, "schema_version"
+assert d["complete"], "document marked incomplete: %s" % d.get("incomplete_reason")
+assert d["results"], "no results"
+assert d["options"].get("transport") == "verbs", "options.transport"
+for r in d["results"]:
+    assert r["test"] == test, "test is %s, want %s" % (r["test"], test)
+    assert r["transport"] == "verbs", "transport %s" % r["transport"]
+    assert r["complete"], "result incomplete"
+    assert r["iterations"] > 0, "no iterations"
+    c = r.get("counters")
+    assert c, "no counters in the result"
+    for side in ("initiator", "responder"):
+        s = c.get(side)
+        assert s, "no %s counters" % side
+        assert s["device"], "no device name"
+        assert s["hw_counters"] or s["counters"], "%s counters empty" % side
+    assert eval(expr, {}, {"r": r, "d": d}), "failed: " + expr
+# rxe counts packets in hw_counters (real NICs name them differently): over the run the
+# initiator must have sent some.
+sent = [r["counters"]["initiator"]["hw_counters"].get("sent_pkts") for r in d["results"]]
+if all(s is not None for s in sent):
+    assert sum(sent) > 0, "sent_pkts did not rise"
+PY
+}
+
+# pair NAME TOOL CHECK_TEST CHECK_EXPR ARGS...: one test, server and client per the role.
+# The client writes $OUT/NAME.json, which is checked with check_json.
+pair() {
+    local name=$1 tool=$2 test=$3 expr=$4
+    shift 4
+    PORT=$((PORT + 1))
+    selected "$name" || return 0
+    local args=(--transport verbs -d "$DEV" -p "$PORT" --timeout 60 "$@")
+    local slog=$LOGS/$name.server.log clog=$LOGS/$name.client.log json=$OUT/$name.json
+    local src=0 crc=0
+    say "run  $name: $tool ${args[*]}"
+    case $ROLE in
+    both)
+        timeout "$RUN_TIMEOUT" "$BIN/$tool" "${args[@]}" > "$slog" 2>&1 &
+        local spid=$!
+        timeout "$RUN_TIMEOUT" "$BIN/$tool" "${args[@]}" --json "$json" "$SERVER_IP" > "$clog" 2>&1
+        crc=$?
+        wait "$spid"
+        src=$?
+        ;;
+    server)
+        timeout "$RUN_TIMEOUT" "$BIN/$tool" "${args[@]}" > "$slog" 2>&1
+        src=$?
+        ;;
+    client)
+        timeout "$RUN_TIMEOUT" "$BIN/$tool" "${args[@]}" --json "$json" "$SERVER_IP" > "$clog" 2>&1
+        crc=$?
+        ;;
+    esac
+    if ((src != 0 || crc != 0)); then
+        [[ -f $slog ]] && sed 's/^/    server| /' "$slog" | tail -n 15
+        [[ -f $clog ]] && sed 's/^/    client| /' "$clog" | tail -n 15
+        fail "$name" "exit status server $src, client $crc"
+        return 0
+    fi
+    [[ -f $clog ]] && sed 's/^/    /' "$clog" | grep -v '^    -*$' | tail -n 6
+    if [[ $ROLE != server ]]; then
+        local why
+        if ! why=$(check_json "$json" "$test" "$expr" 2>&1); then
+            fail "$name" "JSON check: $(tail -n 1 <<< "$why")"
+            return 0
+        fi
+    fi
+    pass "$name"
+}
+
+# mpi NAME TOOL TEST EXPR ARGS...: the same under mpirun -np 2 (one VM: both ranks here).
+mpi() {
+    local name=$1 tool=$2 test=$3 expr=$4
+    shift 4
+    selected "$name" || return 0
+    local log=$LOGS/$name.log json=$OUT/$name.json
+    say "run  $name: mpirun -np 2 $tool $*"
+    if ! timeout "$RUN_TIMEOUT" mpirun -np 2 --oversubscribe --bind-to none \
+        "$BIN/$tool" --transport verbs -d "$DEV" --timeout 60 --json "$json" "$@" > "$log" 2>&1; then
+        sed 's/^/    | /' "$log" | tail -n 20
+        fail "$name" "mpirun exit status non-zero"
+        return 0
+    fi
+    local why
+    if ! why=$(check_json "$json" "$test" "$expr" 2>&1); then
+        fail "$name" "JSON check: $(tail -n 1 <<< "$why")"
+        return 0
+    fi
+    if ! python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["launcher"]=="mpi" and d["ranks"]==2' "$json"; then
+        fail "$name" "launcher/ranks in the JSON are not mpi/2"
+        return 0
+    fi
+    pass "$name"
+}
+
+# refuse NAME WANT_RC PATTERN CMD...: CMD must fail with WANT_RC and say PATTERN (an ERE).
+refuse() {
+    local name=$1 want=$2 pattern=$3
+    shift 3
+    selected "$name" || return 0
+    local out rc
+    out=$(timeout 60 "$@" 2>&1)
+    rc=$?
+    echo "$out" | sed 's/^/    | /' | tail -n 4
+    if ((rc != want)); then
+        fail "$name" "exit status $rc, want $want"
+    elif ! grep -Eq "$pattern" <<< "$out"; then
+        fail "$name" "message does not match /$pattern/"
+    elif grep -q "panicked" <<< "$out"; then
+        fail "$name" "panicked"
+    else
+        pass "$name"
+    fi
+}
+
+LAT=(-s 64 -n 200 --warmup 20)
+BW=(-s 65536 -n 200)
+
+run_pairs() {
+    say "binaries: $BIN; device $DEV; role $ROLE; shape $SOFTROCE_SHAPE"
+    # The six tests.
+    pair send_lat bench-lat send_lat 'r["latency_us"]["p50"] > 0' --test send "${LAT[@]}"
+    pair write_lat bench-lat write_lat 'r["latency_us"]["p50"] > 0' --test write "${LAT[@]}"
+    pair read_lat bench-lat read_lat 'r["latency_us"]["p50"] > 0' --test read "${LAT[@]}"
+    pair send_bw bench-bw send_bw 'r["bw_gbit_s"]["avg"] > 0' --test send "${BW[@]}"
+    pair write_bw bench-bw write_bw 'r["bw_gbit_s"]["avg"] > 0' --test write "${BW[@]}"
+    pair read_bw bench-bw read_bw 'r["bw_gbit_s"]["avg"] > 0' --test read "${BW[@]}"
+    # Bidirectional, several QPs, --check.
+    pair send_bw_bidir bench-bw send_bw 'r["bidirectional"] and r["bw_gbit_s"]["avg"] > 0' --test send -b "${BW[@]}"
+    pair write_bw_bidir bench-bw write_bw 'r["bidirectional"] and r["bw_gbit_s"]["avg"] > 0' --test write -b "${BW[@]}"
+    pair write_bw_check bench-bw write_bw 'r.get("check_wrong_bytes") == 0 and r["streams"] == 2' --test write --check -q 2 "${BW[@]}"
+    pair read_bw_check bench-bw read_bw 'r.get("check_wrong_bytes") == 0 and r["streams"] == 2' --test read --check -q 2 "${BW[@]}"
+    pair read_bw_bidir_check bench-bw read_bw 'r["bidirectional"] and r.get("check_wrong_bytes") == 0' --test read -b --check -s 4096 -n 200
+    # All sizes (2 B .. 8 MiB: about 2 minutes across the emulated wire, so only in the
+    # one-VM shape), duration mode.
+    if [[ $SOFTROCE_SHAPE == one ]]; then
+        pair write_lat_all bench-lat write_lat 'len(d["results"]) == 23' --test write -a -n 2 --warmup 0
+        pair write_bw_all bench-bw write_bw 'len(d["results"]) == 23' --test write -a -n 6 -t 2
+    else
+        say "note: -a (write_lat_all, write_bw_all) runs in the one-VM shape only, to keep CI short"
+    fi
+    pair send_lat_duration bench-lat send_lat 'd["options"]["duration_s"] == 1.0 and r["duration_s"] >= 0.9' --test send -s 8 -D 1
+    pair send_bw_duration bench-bw send_bw 'r["duration_s"] >= 1.4' --test send -s 16384 -D 1.5
+    pair read_lat_duration bench-lat read_lat 'r["duration_s"] >= 0.9' --test read -s 8 -D 1
+    # Completion events, small messages inline, path MTU, tx depth.
+    pair send_lat_events bench-lat send_lat 'd["options"]["events"] is True' --test send -e "${LAT[@]}"
+    pair send_bw_events bench-bw send_bw 'd["options"]["events"] is True' --test send -e "${BW[@]}"
+    pair write_bw_small bench-bw write_bw 'r["msg_rate_mpps"] > 0' --test write -s 8 -n 1000 -t 64 -q 2
+    pair send_lat_mtu1024 bench-lat send_lat 'd["options"]["mtu"] == 1024' --test send -m 1024 -s 4096 -n 100
+}
+
+run_mpi() {
+    mpi mpi_send_lat bench-lat send_lat 'True' --test send -s 64 -n 200
+    mpi mpi_write_lat bench-lat write_lat 'True' --test write -s 64 -n 200
+    mpi mpi_read_lat bench-lat read_lat 'True' --test read -s 64 -n 200
+    mpi mpi_send_bw bench-bw send_bw 'True' --test send -s 65536 -n 300
+    mpi mpi_write_bw bench-bw write_bw 'True' --test write -s 65536 -n 300
+    mpi mpi_read_bw bench-bw read_bw 'r.get("check_wrong_bytes") == 0' --test read --check -s 65536 -n 300
+}
+
+run_errors() {
+    local lat=$BIN/bench-lat bw=$BIN/bench-bw
+    refuse err_unknown_device 2 "no RDMA device named nosuch0; found: .*$DEV" \
+        "$lat" --transport verbs -d nosuch0
+    refuse err_gid_out_of_range 2 "GID index 100000 is out of range.*IPv4|GID index 100000 is out of range" \
+        "$lat" --transport verbs -d "$DEV" -x 100000
+    refuse err_gid_unused 2 "GID index 77 of $DEV port 1 is an unused entry" \
+        "$lat" --transport verbs -d "$DEV" -x 77
+    refuse err_no_port 2 "$DEV has no port 2" "$lat" --transport verbs -d "$DEV" -i 2
+    refuse err_bad_mtu 2 "not a path MTU" "$bw" --transport verbs -d "$DEV" -m 1500
+    refuse err_rdma_cm 2 "not implemented yet" "$lat" --transport verbs -d "$DEV" -R
+    refuse err_check_send 2 "use it with --test write or --test read" "$bw" --transport verbs --check --test send
+    refuse err_tcp_write 2 "needs RDMA" "$lat" --transport tcp --test write
+    # memlock: an unprivileged user with a 64 KiB limit cannot pin 4 MiB buffers; the
+    # error must say the limit, the size and how to raise it (both sides fail the same way).
+    if selected err_memlock && command -v setpriv > /dev/null; then
+        local port=$((PORT + 50))
+        setpriv --reuid=65534 --regid=65534 --clear-groups bash -c \
+            "ulimit -l 64; exec timeout 60 $bw --transport verbs -d $DEV -s 4M -n 10 -p $port" \
+            > "$LOGS/err_memlock.server.log" 2>&1 &
+        local spid=$!
+        refuse err_memlock 2 "locked-memory limit .* is 64 KiB but the buffers need" \
+            setpriv --reuid=65534 --regid=65534 --clear-groups bash -c \
+            "ulimit -l 64; exec $bw --transport verbs -d $DEV -s 4M -n 10 -p $port 127.0.0.1"
+        wait "$spid"
+    fi
+}
+
+case $ROLE in
+both)
+    run_pairs
+    run_mpi
+    run_errors
+    ;;
+server | client)
+    run_pairs
+    run_errors
+    ;;
+esac
+
+say "verbs suite ($SOFTROCE_SHAPE, $ROLE): $PASSED passed, $FAILED failed${FAILS[*]:+: ${FAILS[*]}}"
+python3 -c 'import json, sys
+json.dump({"passed": int(sys.argv[2]), "failed": int(sys.argv[3]), "failures": sys.argv[4:]}, open(sys.argv[1], "w"))' \
+    "$OUT/verbs-suite.json" "$PASSED" "$FAILED" "${FAILS[@]}" || true
+((FAILED == 0))
