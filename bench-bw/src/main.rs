@@ -278,7 +278,7 @@ fn main() {
     let cli = Cli::parse();
     let code = match plan(&cli) {
         Ok(plan) => p2p::run(
-            &cli.p2p,
+            &cli.p2p.launch(),
             plan,
             &mut Bandwidth {
                 interval_ms: cli.interval_ms,

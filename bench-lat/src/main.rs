@@ -185,7 +185,7 @@ fn plan(cli: &Cli) -> Result<Plan> {
 fn main() {
     let cli = Cli::parse();
     let code = match plan(&cli) {
-        Ok(plan) => p2p::run(&cli.p2p, plan, &mut Latency),
+        Ok(plan) => p2p::run(&cli.p2p.launch(), plan, &mut Latency),
         Err(e) => {
             eprintln!("bench-lat: error: {e:#}");
             fabric::exit::ERROR

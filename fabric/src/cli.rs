@@ -8,6 +8,8 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::bootstrap::Launcher;
+use crate::p2p::pattern::{PatternSpec, RailMode};
+use crate::p2p::{DeviceChoice, Launch};
 use crate::transport::{Op, TransportChoice};
 
 /// Default port of the standalone handshake. perftest uses 18515; ours differs so both
@@ -35,7 +37,7 @@ fn parse_positive_secs(s: &str) -> Result<f64, String> {
 #[derive(Debug, Clone, Args)]
 pub struct P2pArgs {
     /// Server to connect to (client mode). Without it this process is the server.
-    /// Ignored under mpirun/srun, where ranks pair up (0,1), (2,3), ...
+    /// Ignored under mpirun/srun, where --pattern pairs the ranks.
     pub host: Option<String>,
 
     /// Operation to measure: send (two-sided; the only one TCP has), write, read (RDMA).
@@ -88,9 +90,27 @@ pub struct P2pArgs {
     #[arg(long, default_value_t = 60.0, value_parser = parse_positive_secs)]
     pub timeout: f64,
 
-    /// RDMA device (verbs), e.g. mlx5_0. Default: the first one with an ACTIVE port.
+    /// RDMA device (verbs): a name (mlx5_0); under mpirun/srun a list indexed by each
+    /// rank's local rank on its host (mlx5_0,mlx5_1,...), or `auto` (the local rank's
+    /// ACTIVE device, in name order). Default: the first device with an ACTIVE port.
     #[arg(short = 'd', long = "ib-dev")]
-    pub ib_dev: Option<String>,
+    pub ib_dev: Option<DeviceChoice>,
+
+    /// Which pairs to measure under mpirun/srun, in rounds of disjoint pairs: pairs
+    /// (ranks (0,1), (2,3), ...), all-pairs (every node pair once), ring, random[:ROUNDS[:SEED]],
+    /// or file:PATH (a list of `hostA hostB` lines, as `aggregate` writes for a retest).
+    #[arg(long, default_value = "pairs", value_name = "PATTERN")]
+    pub pattern: PatternSpec,
+
+    /// Count every rank as a node of its own, so ranks of one host are paired too (to try
+    /// a pattern on one machine).
+    #[arg(long)]
+    pub include_local: bool,
+
+    /// With several ranks per node (one per NIC): aligned pairs local rank r with local
+    /// rank r on the other node (rail-optimised wiring); all crosses every rail with every rail.
+    #[arg(long, default_value = "aligned", value_name = "aligned|all")]
+    pub rails: RailMode,
 
     /// RDMA device port (verbs).
     #[arg(short = 'i', long = "ib-port", default_value_t = 1)]
@@ -130,7 +150,11 @@ impl P2pArgs {
     /// The verbs settings of these options (`check` is bench-bw's and starts false).
     pub fn verbs_options(&self) -> crate::transport::VerbsOptions {
         crate::transport::VerbsOptions {
-            device: self.ib_dev.clone(),
+            // A per-rank list or `auto` is settled once the rank knows its place.
+            device: match &self.ib_dev {
+                Some(DeviceChoice::One(d)) => Some(d.clone()),
+                _ => None,
+            },
             port: self.ib_port,
             gid_index: self.gid_index,
             mtu: self.mtu,
@@ -143,5 +167,20 @@ impl P2pArgs {
 
     pub fn timeout(&self) -> std::time::Duration {
         std::time::Duration::from_secs_f64(self.timeout)
+    }
+
+    /// Where the peers are and how to pair them.
+    pub fn launch(&self) -> Launch {
+        Launch {
+            host: self.host.clone(),
+            port: self.port,
+            bind_addr: self.bind_addr,
+            json: self.json.clone(),
+            launcher: self.launcher,
+            pattern: self.pattern.clone(),
+            include_local: self.include_local,
+            rail_mode: self.rails,
+            devices: self.ib_dev.clone().unwrap_or_default(),
+        }
     }
 }

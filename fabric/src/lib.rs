@@ -19,8 +19,10 @@ pub mod cpu;
 pub mod cuda;
 pub mod host;
 pub mod interrupt;
+pub mod inventory;
 pub mod output;
 pub mod p2p;
+pub mod sockets;
 pub mod transport;
 pub mod wire;
 
