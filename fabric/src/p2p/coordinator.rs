@@ -99,12 +99,9 @@ pub trait Coordinator {
     fn begin_round(&mut self, round: u32, limit: Duration) -> bool;
     /// The control link to this rank's peer in `round`.
     fn pair_link(&mut self, round: u32, pair: RankPair, seed: u64) -> Result<&mut dyn PeerLink>;
-    /// Every rank's report of the round, on the root (within `limit`).
-    fn end_round(
-        &mut self,
-        report: RoundReport,
-        limit: Duration,
-    ) -> Result<Option<Vec<RoundReport>>>;
+    /// Every rank's report of the round, serialized, on the root (within `limit`). The
+    /// root decodes them off the critical path when rounds are large (see `record`).
+    fn end_round(&mut self, report: RoundReport, limit: Duration) -> Result<Option<Vec<Vec<u8>>>>;
     /// Standalone: the client hands the finished document to the server, which prints it
     /// (and keeps it with `--json`). Returns the document on the server.
     fn finish(&mut self, doc: Option<&Document>) -> Result<Option<Document>> {
@@ -312,12 +309,10 @@ impl Coordinator for Standalone {
     fn pair_link(&mut self, _round: u32, _pair: RankPair, _seed: u64) -> Result<&mut dyn PeerLink> {
         Ok(&mut self.link)
     }
-    fn end_round(
-        &mut self,
-        report: RoundReport,
-        _limit: Duration,
-    ) -> Result<Option<Vec<RoundReport>>> {
-        Ok(self.is_root().then(|| vec![report]))
+    fn end_round(&mut self, report: RoundReport, _limit: Duration) -> Result<Option<Vec<Vec<u8>>>> {
+        Ok(self
+            .is_root()
+            .then(|| vec![serde_json::to_vec(&report).unwrap_or_default()]))
     }
     fn finish(&mut self, doc: Option<&Document>) -> Result<Option<Document>> {
         match (self.role, doc) {
@@ -535,22 +530,10 @@ mod mpi_impl {
             &mut self,
             report: RoundReport,
             limit: Duration,
-        ) -> Result<Option<Vec<RoundReport>>> {
+        ) -> Result<Option<Vec<Vec<u8>>>> {
             self.link = None;
             let bytes = serde_json::to_vec(&report)?;
-            match self.job.gather_bytes(&bytes, "the round's results", limit) {
-                None => Ok(None),
-                Some(all) => Ok(Some(
-                    all.iter()
-                        .enumerate()
-                        .map(|(r, b)| {
-                            serde_json::from_slice(b).map_err(|e| {
-                                anyhow!("rank {r} sent an unreadable round report ({e})")
-                            })
-                        })
-                        .collect::<Result<_>>()?,
-                )),
-            }
+            Ok(self.job.gather_bytes(&bytes, "the round's results", limit))
         }
         fn abort(&self, code: i32) -> ! {
             self.job.abort(code)

@@ -294,6 +294,7 @@ fn drive(launch: &Launch, mut plan: Plan, tool: &mut dyn PairTool) -> Result<i32
     let limit = plan.round_limit();
     for (ri, round) in schedule.rounds.iter().enumerate() {
         let ri = ri as u32;
+        let round_start = std::time::Instant::now();
         if !coord.begin_round(ri, limit) {
             stopped = Some("interrupted (Ctrl-C or SIGTERM)".to_string());
             break;
@@ -374,13 +375,20 @@ fn drive(launch: &Launch, mut plan: Plan, tool: &mut dyn PairTool) -> Result<i32
             report.results = out.results;
             report.interrupted = out.interrupted;
         }
-        if let Some(all) = coord.end_round(report, limit)? {
-            print_others(tool, &all, me, ri, &schedule);
-            rec.add_round(all);
+        if let Some(raw) = coord.end_round(report, limit)? {
+            let seconds = round_start.elapsed().as_secs_f64();
+            if round.len() <= ROWS_PER_ROUND {
+                let all = record::decode_round(&raw);
+                print_others(tool, &all, me);
+                rec.add_round(all, seconds);
+            } else {
+                rec.add_round_raw(raw, seconds);
+            }
             rec.checkpoint(&[], false);
             progress.round_done(ri, round.len(), rec.failed_pairs());
         }
     }
+    rec.drain();
     if stopped.is_none() && rec.interrupted {
         stopped = Some("interrupted (Ctrl-C or SIGTERM)".to_string());
     }
@@ -492,6 +500,7 @@ fn sweep_info(s: &Schedule) -> SweepInfo {
         rounds: s.rounds.len() as u32,
         rounds_done: 0,
         planned_pairs: s.planned_pairs(),
+        round_seconds: Vec::new(),
     }
 }
 
@@ -516,16 +525,7 @@ fn pair_record(coord: &dyn Coordinator, rp: RankPair, round: Option<u32>) -> Pai
 
 /// Rows of the pairs the root did not print live (it prints its own pair's as they come
 /// when it initiates), after the round; rounds of many pairs only get the progress line.
-fn print_others(
-    tool: &mut dyn PairTool,
-    all: &[RoundReport],
-    me: u32,
-    round: u32,
-    schedule: &Schedule,
-) {
-    if schedule.rounds[round as usize].len() > ROWS_PER_ROUND {
-        return;
-    }
+fn print_others(tool: &mut dyn PairTool, all: &[RoundReport], me: u32) {
     let printed_live =
         |r: &TestResult| pair_of(r).is_some_and(|p| p.initiator.rank.is_none_or(|i| i == me));
     let mut current = None;
@@ -534,8 +534,8 @@ fn print_others(
             continue;
         }
         let label = pair_of(r).map(|p| match p.round {
-            Some(k) if schedule.rounds.len() > 1 => format!("round {k}: {}", p.label()),
-            _ => p.label(),
+            Some(k) => format!("round {k}: {}", p.label()),
+            None => p.label(),
         });
         if current != label {
             if let Some(l) = &label {
