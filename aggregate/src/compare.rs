@@ -316,7 +316,6 @@ pub fn text(cmp: &Comparison) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::synth;
 
     fn tables_of(docs: Vec<results::Document>) -> Tables {
         let loaded: Vec<_> = docs

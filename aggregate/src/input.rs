@@ -341,7 +341,6 @@ fn version_message(v: &serde_json::Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::synth;
 
     fn sample_text() -> String {
         serde_json::to_string(&synth::latency_doc("h1", "h2", &[2, 64], 1.5, 1)).unwrap()

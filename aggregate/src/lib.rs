@@ -16,6 +16,5 @@ pub mod plots;
 pub mod profile;
 pub mod report;
 pub mod sign;
-pub mod synth;
 pub mod tables;
 pub mod templates;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use aggregate::error::{exit, Error, Result};
-use aggregate::{compare, export, input, judge, profile, report, sign, synth, tables, templates};
+use aggregate::{compare, export, input, judge, profile, report, sign, tables, templates};
 use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Parser)]
@@ -121,17 +121,6 @@ enum Cmd {
         out: Option<PathBuf>,
         #[arg(long)]
         skip_bad: bool,
-    },
-    /// Write a synthetic result set (for the scale benchmark and demos; marked synthetic).
-    #[command(hide = true)]
-    Synth {
-        /// Output directory.
-        out: PathBuf,
-        #[arg(long, default_value_t = 1024)]
-        ranks: u32,
-        /// Number of message sizes, powers of two from 2 B.
-        #[arg(long, default_value_t = 26)]
-        sizes: u32,
     },
 }
 
@@ -334,22 +323,6 @@ fn run(cmd: Cmd) -> Result<u8> {
                 eprintln!("aggregate: skipped {s}");
             }
             write_out(&out, &bytes)?;
-            Ok(exit::OK)
-        }
-        Cmd::Synth { out, ranks, sizes } => {
-            if ranks < 2 || ranks % 2 != 0 || sizes == 0 || sizes > 40 {
-                return Err(Error::Usage(
-                    "--ranks must be even and >= 2, --sizes between 1 and 40".into(),
-                ));
-            }
-            let list: Vec<u64> = (1..=sizes).map(|i| 1u64 << i).collect();
-            let files = synth::write_scale_set(&out, ranks, &list)
-                .map_err(|e| Error::Output(format!("{}: {e}", out.display())))?;
-            println!(
-                "wrote {} synthetic documents to {}",
-                files.len(),
-                out.display()
-            );
             Ok(exit::OK)
         }
     }

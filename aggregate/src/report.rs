@@ -339,7 +339,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         synthetic: set
             .docs
             .iter()
-            .any(|d| d.doc.tool_version == crate::synth::SYNTH_VERSION),
+            .any(|d| d.doc.tool_version == results::provenance::SYNTHETIC_TOOL_VERSION),
         signature,
     };
     for name in ["report.html", "report.md", "report.junit.xml"] {

@@ -4,7 +4,7 @@
 
 use aggregate::export::{ExportData, Exporter};
 use aggregate::input::{parse_document, Loaded};
-use aggregate::{judge, plots, profile, synth, tables};
+use aggregate::{judge, plots, profile, tables};
 use proptest::prelude::*;
 use serde_json::Value;
 
