@@ -26,58 +26,59 @@ for ((i = 0; i < REPEATS; i++)); do
   for np in $RANKS; do
     timeout 300 mpirun --bind-to none -np "$np" target/release/bench-lat -s 8 -n 100 \
       --pattern all-pairs --include-local --timeout 30 --json "$work/lat-$np-$i.json" >/dev/null 2>&1 ||
-      echo "warning: the run at $np ranks failed" >&2
+      echo "warning: the latency sweep at $np ranks failed" >&2
+    # Bandwidth at the budget: a round is the budget, the drain of what is in flight and
+    # the side reports, plus the overhead.
+    timeout 300 mpirun --bind-to none -np "$np" target/release/bench-bw -s 64K -D "$BUDGET" \
+      --pattern all-pairs --include-local --timeout 30 --json "$work/bw-$np-$i.json" >/dev/null 2>&1 ||
+      echo "warning: the bandwidth sweep at $np ranks failed" >&2
   done
 done
-# A bandwidth sweep at the budget, to show a round is the budget plus the overhead.
-timeout 300 mpirun --bind-to none -np 8 target/release/bench-bw -s 64K -D "$BUDGET" \
-  --pattern all-pairs --include-local --timeout 30 --json "$work/bw-8.json" >/dev/null 2>&1 || true
-root_cost=$(cargo run --release -q --example round_cost -p fabric 4096 2>/dev/null | head -1)
+root_cost=$(cargo run --release -q --example round_cost -p fabric 4096 2>/dev/null | sed -n 1p)
 python3 - "$work" "$BUDGET" "$root_cost" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
 import glob, json, math, os, statistics as st, sys
 work, budget, root_cost, cores, load = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
-def overheads(path):
+def rounds(path):
+    """(wall, overhead) of every round: overhead = wall - the longest pair's measuring time."""
     d = json.load(open(path))
     longest = {}
     for r in d["results"]:
         k = r["pair"].get("round", 0)
         longest[k] = max(longest.get(k, 0.0), r["duration_s"])
-    return [t - longest.get(i, 0.0) for i, t in enumerate(d["sweep"]["round_seconds"])]
-by_np = {}
-for f in glob.glob(os.path.join(work, "lat-*.json")):
-    np_ = int(os.path.basename(f).split("-")[1])
-    by_np.setdefault(np_, []).extend(overheads(f))
+    return [(t, t - longest.get(i, 0.0)) for i, t in enumerate(d["sweep"]["round_seconds"])]
 print(f"machine: {cores} cores, load average {load}")
-print("per-round cost beyond measuring (bench-lat all-pairs over TCP, every round of every repeat):")
-print(f"{'ranks':>6} {'rounds':>7} {'median ms':>10} {'p10 ms':>8} {'p90 ms':>8}")
-xs, ys = [], []
-for np_ in sorted(by_np):
-    o = sorted(by_np[np_])
-    q = lambda p: o[min(len(o) - 1, int(p * len(o)))]
-    print(f"{np_:>6} {len(o):>7} {st.median(o)*1e3:>10.2f} {q(0.1)*1e3:>8.2f} {q(0.9)*1e3:>8.2f}")
-    xs.append(math.log2(np_)); ys.append(st.median(o))
-if len(xs) >= 2:
-    mx, my = st.mean(xs), st.mean(ys)
-    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-    a = my - b * mx
-else:
-    a, b = (ys[0] if ys else 0.0), 0.0
-b = max(b, 0.0)
-print(f"fit: overhead(P) = {a*1e3:.2f} ms + {b*1e3:.2f} ms x log2(P)")
-bw = os.path.join(work, "bw-8.json")
-if os.path.exists(bw):
-    d = json.load(open(bw))
-    rs = d["sweep"]["round_seconds"]
-    print(f"bench-bw -D {budget} all-pairs at 8 ranks: round median {st.median(rs):.3f} s "
-          f"(budget {budget} s + overhead {st.median(overheads(bw))*1e3:.1f} ms)")
 print(f"root, per round of 4096 pairs: {root_cost} (decoded off the critical path)")
-print()
-print(f"all-pairs sweep time, 8 rails (ranks = 8 x nodes, rails at once), {budget} s per pair:")
-print(f"{'nodes':>6} {'ranks':>6} {'rounds':>7} {'overhead/round':>15} {'sweep time':>11}")
-for n in (8, 64, 128, 512, 1024):
-    p = 8 * n
-    rounds = n - 1 if n % 2 == 0 else n
-    o = a + b * math.log2(p)
-    t = rounds * (budget + o)
-    print(f"{n:>6} {p:>6} {rounds:>7} {o*1e3:>12.1f} ms {t/60:>8.1f} min")
+for tool, what in (("lat", "bench-lat -s 8 -n 100"), ("bw", f"bench-bw -s 64K -D {budget}")):
+    by_np = {}
+    for f in glob.glob(os.path.join(work, f"{tool}-*.json")):
+        np_ = int(os.path.basename(f).split("-")[1])
+        by_np.setdefault(np_, []).extend(rounds(f))
+    if not by_np:
+        continue
+    print()
+    print(f"{what}, all-pairs over TCP: per-round cost beyond measuring, every round of every repeat")
+    print(f"{'ranks':>6} {'rounds':>7} {'wall median s':>14} {'overhead median ms':>19} {'p10 ms':>8} {'p90 ms':>8}")
+    xs, ys = [], []
+    for np_ in sorted(by_np):
+        o = sorted(x[1] for x in by_np[np_])
+        q = lambda p: o[min(len(o) - 1, int(p * len(o)))]
+        wall = st.median(x[0] for x in by_np[np_])
+        print(f"{np_:>6} {len(o):>7} {wall:>14.3f} {st.median(o)*1e3:>19.2f} {q(0.1)*1e3:>8.2f} {q(0.9)*1e3:>8.2f}")
+        xs.append(math.log2(np_)); ys.append(st.median(o))
+    if len(xs) >= 2:
+        mx, my = st.mean(xs), st.mean(ys)
+        b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+        a = my - b * mx
+    else:
+        a, b = ys[0], 0.0
+    b = max(b, 0.0)
+    print(f"fit: overhead(P) = {a*1e3:.2f} ms + {b*1e3:.2f} ms x log2(P)")
+    print(f"all-pairs sweep time with this overhead, 8 rails (ranks = 8 x nodes, rails at once), {budget} s per pair:")
+    print(f"{'nodes':>6} {'ranks':>6} {'rounds':>7} {'overhead/round':>15} {'sweep time':>11}")
+    for n in (8, 64, 128, 512, 1024):
+        p = 8 * n
+        rnds = n - 1 if n % 2 == 0 else n
+        o = a + b * math.log2(p)
+        t = rnds * (budget + o)
+        print(f"{n:>6} {p:>6} {rnds:>7} {o*1e3:>12.1f} ms {t/60:>8.1f} min")
 PY

@@ -108,9 +108,12 @@ pub trait Coordinator {
         let _ = doc;
         Ok(None)
     }
-    /// Ends every process of the run with `code` (a rank-local error that the others
-    /// cannot learn of otherwise).
-    fn abort(&self, code: i32) -> !;
+    /// Why the rank `rank` will not take part in this round (an agent that stopped
+    /// answering), so its peer records the failure at once instead of waiting for it.
+    fn peer_gone(&self, rank: u32) -> Option<String> {
+        let _ = rank;
+        None
+    }
 }
 
 /// Resolves `-d` for the rank with `local_rank` on its host: a list is indexed by local
@@ -155,7 +158,7 @@ pub fn resolve_device(
 }
 
 /// Fixes the plan's device for this rank and checks it as a test would (verbs only).
-fn settle_device(plan: &mut Plan, choice: &DeviceChoice, local_rank: u32) -> Result<()> {
+pub(crate) fn settle_device(plan: &mut Plan, choice: &DeviceChoice, local_rank: u32) -> Result<()> {
     if plan.transport != TransportKind::Verbs {
         return Ok(());
     }
@@ -332,9 +335,6 @@ impl Coordinator for Standalone {
             (Role::Responder, _) => Ok(recv_json::<Document>(&mut self.link).ok()),
             _ => Ok(None),
         }
-    }
-    fn abort(&self, code: i32) -> ! {
-        std::process::exit(code)
     }
 }
 
@@ -543,9 +543,6 @@ mod mpi_impl {
             self.link = None;
             let bytes = serde_json::to_vec(&report)?;
             Ok(self.job.gather_bytes(&bytes, "the round's results", limit))
-        }
-        fn abort(&self, code: i32) -> ! {
-            self.job.abort(code)
         }
     }
 }
