@@ -50,9 +50,7 @@ pub const DEFAULT_LATENCY_GROUPS: usize = 512;
 pub const DEFAULT_TABLE_ROWS: usize = 8192;
 /// Default ceiling on input files: one per rank and tool of an 8,192-GPU run.
 pub const DEFAULT_FILES: usize = 65_536;
-/// Longest string a result document may hold: a histogram is at most about 400 KB of
-/// base64, every other field far shorter.
-pub const MAX_STRING_BYTES: usize = 1 << 20;
+pub use results::limits::{decoded_estimate, MAX_STRING_BYTES};
 /// Longest name that groups rows (tool, test, transport, collective, backend, host of a
 /// pair): names become table rows, plot series and metric labels.
 pub const MAX_NAME_BYTES: usize = 256;
@@ -519,124 +517,6 @@ fn load_file_within(path: &Path, size: u64, budget: &Budget) -> Result<Loaded, B
         bytes: size,
         doc,
     })
-}
-
-/// Bytes of memory charged per JSON value (number, string, array, object) and per object
-/// key: the most one takes decoded, a growing vector's spare capacity, a map's nodes and
-/// the allocator's own overhead included. Measured on documents made of nothing but the
-/// worst shapes (the costliest: a free-form map of tiny keys, 149 bytes an entry, charged
-/// 166 here; README, Limits).
-pub const BYTES_PER_VALUE: u64 = 80;
-/// Bytes charged per string or key on top of its length: the smallest heap block.
-pub const BYTES_PER_STRING: u64 = 32;
-
-/// An upper bound on the memory `text` takes once parsed, from one pass that allocates
-/// nothing: [`BYTES_PER_VALUE`] per value and per key, every key's length, and every
-/// string's length plus [`BYTES_PER_STRING`]. An error when the text is not JSON, or
-/// holds a string longer than [`MAX_STRING_BYTES`] (a data error).
-pub fn decoded_estimate(text: &str) -> Result<u64, serde_json::Error> {
-    use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
-    #[derive(Default)]
-    struct Shape {
-        /// Values and keys.
-        values: u64,
-        /// Bytes of strings (each with its heap block) and of keys.
-        string_bytes: u64,
-    }
-    /// Counts one value; a key (`key`) is charged its length only, no heap block: a
-    /// struct's keys are not stored at all, a map's share its node.
-    struct Counter<'a> {
-        shape: &'a mut Shape,
-        key: bool,
-    }
-    impl<'de> DeserializeSeed<'de> for Counter<'_> {
-        type Value = ();
-        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-            d.deserialize_any(self)
-        }
-    }
-    impl Counter<'_> {
-        fn one(self) {
-            self.shape.values += 1;
-        }
-    }
-    impl<'de> Visitor<'de> for Counter<'_> {
-        type Value = ();
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("any JSON value")
-        }
-        fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-            self.one();
-            Ok(())
-        }
-        fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-            self.one();
-            Ok(())
-        }
-        fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-            self.one();
-            Ok(())
-        }
-        fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-            self.one();
-            Ok(())
-        }
-        fn visit_unit<E>(self) -> Result<(), E> {
-            self.one();
-            Ok(())
-        }
-        fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<(), E> {
-            if s.len() > MAX_STRING_BYTES {
-                return Err(E::custom(format!(
-                    "a string of {} bytes: no field of a result document holds more than \
-                     {MAX_STRING_BYTES}",
-                    s.len()
-                )));
-            }
-            let block = if self.key { 0 } else { BYTES_PER_STRING };
-            self.shape.string_bytes += s.len() as u64 + block;
-            self.one();
-            Ok(())
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-            self.shape.values += 1;
-            while seq
-                .next_element_seed(Counter {
-                    shape: self.shape,
-                    key: false,
-                })?
-                .is_some()
-            {}
-            Ok(())
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-            self.shape.values += 1;
-            while map
-                .next_key_seed(Counter {
-                    shape: self.shape,
-                    key: true,
-                })?
-                .is_some()
-            {
-                map.next_value_seed(Counter {
-                    shape: self.shape,
-                    key: false,
-                })?;
-            }
-            Ok(())
-        }
-    }
-    let mut shape = Shape::default();
-    let mut de = serde_json::Deserializer::from_str(text);
-    Counter {
-        shape: &mut shape,
-        key: false,
-    }
-    .deserialize(&mut de)?;
-    Ok(shape
-        .values
-        .saturating_mul(BYTES_PER_VALUE)
-        .saturating_add(shape.string_bytes))
 }
 
 /// Parses one document and checks what serde cannot: the schema version and that every

@@ -8,7 +8,7 @@
 
 use std::net::IpAddr;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -34,8 +34,7 @@ pub fn send_json<T: Serialize>(link: &mut dyn PeerLink, value: &T) -> Result<()>
 
 /// Receives a JSON value from a link.
 pub fn recv_json<T: DeserializeOwned>(link: &mut dyn PeerLink) -> Result<T> {
-    let bytes = link.recv()?;
-    serde_json::from_slice(&bytes).context("the peer sent a message this version cannot read")
+    crate::wire::decode_json(&link.recv()?)
 }
 
 /// How the processes were started.

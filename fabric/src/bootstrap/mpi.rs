@@ -77,14 +77,22 @@ impl MpiJob {
     }
 
     /// Gathers one byte message from every rank at rank 0 (in rank order); `None` elsewhere.
+    /// Each message is at most `wire::MAX_FRAME` bytes and all of them together at most
+    /// `wire::MAX_GATHERED`; a rank that sends more is broken, and the job is ended (MPI
+    /// cannot take part of a message). Decode each with `wire::decode_json`.
     pub fn gather_to_root(&self, payload: &[u8]) -> Option<Vec<Vec<u8>>> {
         if self.rank() == 0 {
             let mut all = vec![payload.to_vec()];
+            let mut total = payload.len();
             for r in 1..self.size() {
                 let _g = self
                     .watchdog
                     .arm(format!("waiting for the results of rank {r}"));
-                let (msg, _) = self.world.process_at_rank(r as i32).receive_vec::<u8>();
+                let msg = self.receive_bounded(
+                    r,
+                    crate::wire::MAX_GATHERED - total.min(crate::wire::MAX_GATHERED),
+                );
+                total += msg.len();
                 all.push(msg);
             }
             Some(all)
@@ -93,6 +101,24 @@ impl MpiJob {
             self.world.process_at_rank(0).send(payload);
             None
         }
+    }
+
+    /// Receives one byte message from `rank`, at most `wire::MAX_FRAME` and `room` bytes:
+    /// its size is probed first, and a larger one ends the job with a message instead of
+    /// an allocation of whatever a broken rank announced.
+    fn receive_bounded(&self, rank: u32, room: usize) -> Vec<u8> {
+        let (msg, status) = self.world.process_at_rank(rank as i32).matched_probe();
+        let len = status.count(u8::equivalent_datatype());
+        let limit = crate::wire::MAX_FRAME.min(room);
+        if usize::try_from(len).map_or(true, |n| n > limit) {
+            eprintln!(
+                "rank {}: rank {rank} sent a control message of {len} bytes, over the \
+                 {limit}-byte limit; ending the job (a broken node or a mismatched binary?)",
+                self.rank()
+            );
+            self.world.abort(2);
+        }
+        (msg, status).matched_receive_vec::<u8>().0
     }
 
     /// A control link to `peer`.
@@ -130,12 +156,7 @@ impl PeerLink for MpiLink<'_> {
             .job
             .watchdog
             .arm(format!("waiting for rank {}", self.peer));
-        let (msg, _) = self
-            .job
-            .world
-            .process_at_rank(self.peer as i32)
-            .receive_vec::<u8>();
-        Ok(msg)
+        Ok(self.job.receive_bounded(self.peer, crate::wire::MAX_FRAME))
     }
 
     fn local_ip(&self) -> Option<IpAddr> {
