@@ -222,10 +222,13 @@ fn run(cmd: Cmd) -> Result<u8> {
                     .map(|m| format!("{} {}", judge::format_value(m), c.unit))
                     .unwrap_or_else(|| "no data".into());
                 println!(
-                    "{:<8} {:<28} {measured} (bound {})",
-                    c.status.as_str(),
-                    c.id,
-                    c.bound
+                    "{}",
+                    terminal(&format!(
+                        "{:<8} {:<28} {measured} (bound {})",
+                        c.status.as_str(),
+                        c.id,
+                        c.bound
+                    ))
                 );
             }
             println!("report: {}", o.dir.join("report.html").display());
@@ -244,7 +247,7 @@ fn run(cmd: Cmd) -> Result<u8> {
                 v.failed,
                 v.missing,
                 v.checks.len(),
-                v.profile
+                terminal(&v.profile)
             );
             Ok(if v.pass() { exit::OK } else { exit::FAILED })
         }
