@@ -126,13 +126,14 @@ impl LatencyHistogram {
     }
 
     /// Adds every sample of an encoded histogram (the JSON `histogram` field) and returns
-    /// the number of samples added. The blob is read as a stream and never materialised:
-    /// memory stays constant and the work is bounded by the counts array the blob's
-    /// declared range and precision need, which may not exceed this crate's own
-    /// ([`MAX_COUNTS`] buckets). A blob that declares more, declares a payload longer
-    /// than such an array can take, inflates beyond its declared payload, or counts past
-    /// its last bucket is refused, so a few hundred bytes of JSON cannot make a reader
-    /// inflate gigabytes (a "deflate bomb").
+    /// the number of samples added. The blob is inflated only as far as its declared
+    /// payload, which may not exceed what the counts array of its declared range and
+    /// precision can take, and that array may not exceed this crate's own ([`MAX_COUNTS`]
+    /// buckets): memory and work per blob are bounded (about 300 KB) whatever it
+    /// declares, and no counts array is allocated for it. A blob that declares more,
+    /// declares a payload longer than such an array can take, inflates beyond its declared
+    /// payload, or counts past its last bucket is refused, so a few hundred bytes of JSON
+    /// cannot make a reader inflate gigabytes (a "deflate bomb").
     pub fn merge_encoded(&mut self, text: &str) -> Result<u64, HistogramError> {
         let bytes = base64::engine::general_purpose::STANDARD.decode(text.trim())?;
         let mut total = 0u64;
@@ -330,43 +331,43 @@ mod wire {
                 layout.counts_len
             ));
         }
-        // Never inflate more than the declared payload, plus one byte to see whether the
-        // stream holds more than it declared.
-        let mut payload =
-            std::io::BufReader::with_capacity(8192, (&mut z).take(payload_len as u64));
-        let mut next = || -> Result<Option<u8>, String> {
-            let mut b = [0u8; 1];
-            match payload.read(&mut b) {
-                Ok(0) => Ok(None),
-                Ok(_) => Ok(Some(b[0])),
-                Err(e) => Err(format!("deflate: {e}")),
-            }
+        // Never inflate more than the declared payload (at most 9 bytes a bucket of a
+        // layout no larger than ours: about 300 KB), then one byte more to see whether
+        // the stream holds more than it declared.
+        let mut payload = Vec::with_capacity(payload_len);
+        (&mut z)
+            .take(payload_len as u64)
+            .read_to_end(&mut payload)
+            .map_err(|e| format!("deflate: {e}"))?;
+        if payload.len() < payload_len {
+            return Err("payload shorter than its declared length".into());
+        }
+        let past = || {
+            format!(
+                "counts run past the histogram's {} buckets",
+                layout.counts_len
+            )
         };
         let mut index = 0usize;
-        let mut read = 0usize;
-        while let Some(first) = next()? {
-            let mut v: u64 = u64::from(first & 0x7f);
-            let mut b = first;
-            let mut shift = 7;
-            read += 1;
-            while b & 0x80 != 0 {
-                b = next()?.ok_or("payload ends inside a number")?;
-                read += 1;
+        let mut at = 0usize;
+        while at < payload.len() {
+            let mut v: u64 = 0;
+            let mut shift = 0;
+            loop {
+                let b = *payload.get(at).ok_or("payload ends inside a number")?;
+                at += 1;
                 if shift == 56 {
                     v |= u64::from(b) << 56;
                     break;
                 }
                 v |= u64::from(b & 0x7f) << shift;
+                if b & 0x80 == 0 {
+                    break;
+                }
                 shift += 7;
             }
             let n = ((v >> 1) as i64) ^ -((v & 1) as i64);
             let step = if n < 0 { n.unsigned_abs() } else { 1 };
-            let past = || {
-                format!(
-                    "counts run past the histogram's {} buckets",
-                    layout.counts_len
-                )
-            };
             if n > 0 {
                 if index >= layout.counts_len {
                     return Err(past());
@@ -378,9 +379,6 @@ mod wire {
                 .and_then(|s| index.checked_add(s))
                 .filter(|&i| i <= layout.counts_len)
                 .ok_or_else(past)?;
-        }
-        if read < payload_len {
-            return Err("payload shorter than its declared length".into());
         }
         let mut extra = [0u8; 1];
         if matches!(z.read(&mut extra), Ok(n) if n > 0) {
