@@ -43,6 +43,8 @@ impl Loaded {
 }
 
 /// Identifies the rows whose histograms merge: same tool, test, transport and size.
+/// `transport` is the row's [`results::transport_label`] (`verbs+cuda` for GPU buffers), so
+/// GPU and host figures never merge.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct LatKey {
     pub tool: String,
@@ -272,7 +274,7 @@ pub fn parse_document(text: &str) -> Result<(Document, LatencyGroups), String> {
             let key = LatKey {
                 tool: doc.tool.clone(),
                 test: l.test.clone(),
-                transport: l.transport.clone(),
+                transport: results::transport_label(&l.transport, l.memory.as_ref()),
                 size: l.size_bytes,
             };
             let slot = groups.entry(key).or_default();

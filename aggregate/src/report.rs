@@ -94,9 +94,38 @@ struct HostRow {
     net: String,
 }
 
+/// One GPU of one host, with its nearest NIC.
+#[derive(Serialize, Default)]
+struct GpuRow {
+    host: String,
+    index: u32,
+    name: String,
+    pci_bus_id: String,
+    uuid: String,
+    numa_node: String,
+    nearest_nic: String,
+    driver: String,
+    peermem: String,
+}
+
+/// A way GPU (or dma-buf) memory reached the fabric in the results: which GPU, how it was
+/// registered, with which NIC, and what was measured so.
+#[derive(Serialize, Default)]
+struct GpuPath {
+    host: String,
+    gpu: String,
+    path: String,
+    nic: String,
+    relation: String,
+    tests: String,
+    warnings: Vec<String>,
+}
+
 #[derive(Serialize, Default)]
 struct Environment {
     hosts: Vec<HostRow>,
+    gpus: Vec<GpuRow>,
+    gpu_paths: Vec<GpuPath>,
     versions: Vec<String>,
     command_lines: Vec<String>,
     more_command_lines: usize,
@@ -375,6 +404,108 @@ pub fn run(opts: &Options) -> Result<Outcome, InputError> {
     })
 }
 
+/// GPUs of every host (from the hosts' facts) and the GPU memory paths the results used.
+fn gpu_environment(docs: &[input::Loaded]) -> (Vec<GpuRow>, Vec<GpuPath>) {
+    let mut gpus: BTreeMap<(String, u32), GpuRow> = BTreeMap::new();
+    // (host, GPU, path, NIC) -> the path and the tests measured along it.
+    type PathKey = (String, String, String, String);
+    let mut paths: BTreeMap<PathKey, (GpuPath, BTreeSet<String>)> = BTreeMap::new();
+    let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "?".into());
+    for d in docs {
+        for h in &d.doc.hosts {
+            for g in &h.gpus {
+                gpus.entry((h.hostname.clone(), g.index))
+                    .or_insert_with(|| GpuRow {
+                        host: h.hostname.clone(),
+                        index: g.index,
+                        name: g.name.clone(),
+                        pci_bus_id: opt(&g.pci_bus_id),
+                        uuid: opt(&g.uuid),
+                        numa_node: g.numa_node.map_or("?".into(), |n| n.to_string()),
+                        nearest_nic: match (&g.nearest_rdma_device, &g.rdma_relation) {
+                            (Some(n), Some(r)) => format!("{n} ({r})"),
+                            (Some(n), None) => n.clone(),
+                            _ => "none".into(),
+                        },
+                        driver: opt(&h.gpu_driver),
+                        peermem: match h.nvidia_peermem {
+                            Some(true) => "loaded".into(),
+                            Some(false) => "not loaded".into(),
+                            None => "?".into(),
+                        },
+                    });
+            }
+        }
+        for r in &d.doc.results {
+            let (test, size, transport, pair, memory) = match r {
+                results::TestResult::Latency(l) => {
+                    (&l.test, l.size_bytes, &l.transport, &l.pair, &l.memory)
+                }
+                results::TestResult::Bandwidth(b) => {
+                    (&b.test, b.size_bytes, &b.transport, &b.pair, &b.memory)
+                }
+                results::TestResult::Collective(_) => continue,
+            };
+            let Some(m) = memory else { continue };
+            for (side, host) in [
+                (&m.initiator, &pair.initiator.host),
+                (&m.responder, &pair.responder.host),
+            ] {
+                let Some(side) = side else { continue };
+                if side.kind != "cuda" && side.path != "host_dmabuf" {
+                    continue;
+                }
+                let gpu = side.gpu.as_ref().map_or("host memory".to_string(), |g| {
+                    format!(
+                        "GPU {} ({}, {})",
+                        g.index,
+                        g.name,
+                        g.pci_bus_id.as_deref().unwrap_or("?")
+                    )
+                });
+                let nic = side.nic.clone().unwrap_or_else(|| "-".into());
+                let key = (host.clone(), gpu.clone(), side.path.clone(), nic.clone());
+                let e = paths.entry(key).or_insert_with(|| {
+                    (
+                        GpuPath {
+                            host: host.clone(),
+                            gpu,
+                            path: side.path.clone(),
+                            nic,
+                            relation: side.relation.clone().unwrap_or_else(|| "-".into()),
+                            ..Default::default()
+                        },
+                        BTreeSet::new(),
+                    )
+                });
+                e.1.insert(format!(
+                    "{test} {transport} {}",
+                    crate::tables::size_label(size)
+                ));
+                for w in &side.warnings {
+                    if !e.0.warnings.contains(w) {
+                        e.0.warnings.push(w.clone());
+                    }
+                }
+            }
+        }
+    }
+    const MAX_TESTS: usize = 8;
+    let paths = paths
+        .into_values()
+        .map(|(mut p, tests)| {
+            let n = tests.len();
+            let mut list: Vec<String> = tests.into_iter().take(MAX_TESTS).collect();
+            if n > MAX_TESTS {
+                list.push(format!("and {} more", n - MAX_TESTS));
+            }
+            p.tests = list.join(", ");
+            p
+        })
+        .collect();
+    (gpus.into_values().collect(), paths)
+}
+
 /// Hosts (one row per host name), versions and command lines across every document.
 fn environment(docs: &[input::Loaded]) -> Environment {
     let mut hosts: BTreeMap<String, HostRow> = BTreeMap::new();
@@ -461,8 +592,11 @@ fn environment(docs: &[input::Loaded]) -> Environment {
     }
     const MAX_CMDS: usize = 50;
     let more = cmds.len().saturating_sub(MAX_CMDS);
+    let (gpus, gpu_paths) = gpu_environment(docs);
     Environment {
         hosts: hosts.into_values().collect(),
+        gpus,
+        gpu_paths,
         versions: versions.into_iter().collect(),
         command_lines: cmds.into_iter().take(MAX_CMDS).collect(),
         more_command_lines: more,

@@ -67,6 +67,8 @@ fn host(name: &str, rank: Option<u32>) -> HostInfo {
         net_devices: vec![],
         rdma_devices: vec![],
         gpus: vec![],
+        gpu_driver: None,
+        nvidia_peermem: None,
     }
 }
 
@@ -122,6 +124,7 @@ pub fn latency_row(
         pair: p,
         complete: true,
         counters: None,
+        memory: None,
     })
 }
 
@@ -166,6 +169,7 @@ pub fn bandwidth_row(
         complete: true,
         counters,
         check_wrong_bytes: None,
+        memory: None,
     })
 }
 

@@ -17,10 +17,12 @@ pub mod counters;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod gpu;
 pub mod host;
 pub mod interrupt;
 pub mod output;
 pub mod p2p;
+pub mod topology;
 pub mod transport;
 pub mod wire;
 
