@@ -619,3 +619,76 @@ fn shell_join(args: &[String]) -> String {
         .collect::<Vec<_>>()
         .join(" ")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synth;
+    use results::{GpuInfo, MemorySide, MemoryUse, TestResult};
+
+    #[test]
+    fn gpus_and_gpu_memory_paths_reach_the_environment() {
+        let mut doc = synth::bandwidth_doc("node-a", "node-b", &[1 << 20, 8 << 20], 380.0, 1);
+        let gpu = GpuInfo {
+            index: 3,
+            name: "NVIDIA H200".into(),
+            pci_bus_id: Some("0000:5d:00.0".into()),
+            uuid: Some("GPU-1234".into()),
+            numa_node: Some(0),
+            nearest_rdma_device: Some("mlx5_3".into()),
+            rdma_relation: Some("PIX".into()),
+            ..Default::default()
+        };
+        doc.hosts[0].gpus = vec![gpu.clone()];
+        doc.hosts[0].gpu_driver = Some("550.54.15 open".into());
+        doc.hosts[0].nvidia_peermem = Some(false);
+        let side = MemorySide {
+            kind: "cuda".into(),
+            path: "dmabuf".into(),
+            gpu: Some(gpu),
+            nic: Some("mlx5_3".into()),
+            relation: Some("PIX".into()),
+            warnings: vec!["ACS <b>on</b>".into()],
+            ..Default::default()
+        };
+        for r in &mut doc.results {
+            if let TestResult::Bandwidth(b) = r {
+                b.memory = Some(MemoryUse {
+                    initiator: Some(side.clone()),
+                    responder: Some(MemorySide {
+                        kind: "host".into(),
+                        path: "host".into(),
+                        ..Default::default()
+                    }),
+                });
+            }
+        }
+        let host_only = synth::latency_doc("node-c", "node-d", &[2], 2.0, 2);
+        let docs: Vec<input::Loaded> = [doc, host_only]
+            .into_iter()
+            .map(|d| {
+                input::Loaded::from_text("x.json", &serde_json::to_string(&d).unwrap()).unwrap()
+            })
+            .collect();
+        let (gpus, paths) = gpu_environment(&docs);
+        assert_eq!(gpus.len(), 1);
+        let g = &gpus[0];
+        assert_eq!((g.index, g.name.as_str()), (3, "NVIDIA H200"));
+        assert_eq!(g.nearest_nic, "mlx5_3 (PIX)");
+        assert_eq!(
+            (g.driver.as_str(), g.peermem.as_str()),
+            ("550.54.15 open", "not loaded")
+        );
+        // One path (the initiator's GPU); the host-memory responder is not a GPU path.
+        assert_eq!(paths.len(), 1, "{}", paths.len());
+        let p = &paths[0];
+        assert_eq!(p.host, "node-a");
+        assert_eq!(p.gpu, "GPU 3 (NVIDIA H200, 0000:5d:00.0)");
+        assert_eq!(
+            (p.path.as_str(), p.nic.as_str(), p.relation.as_str()),
+            ("dmabuf", "mlx5_3", "PIX")
+        );
+        assert_eq!(p.tests.matches("send_bw").count(), 2, "{}", p.tests);
+        assert_eq!(p.warnings, ["ACS <b>on</b>"], "once, however many rows");
+    }
+}
