@@ -17,6 +17,7 @@ pub mod counters;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod errno;
 pub mod gpu;
 pub mod host;
 pub mod interrupt;

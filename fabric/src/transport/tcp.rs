@@ -181,6 +181,33 @@ fn peer_error(e: std::io::Error, timeout: Duration, doing: &str) -> anyhow::Erro
     }
 }
 
+/// The bytes a message lives in on the host: the stage's pinned memory, or `buf`.
+#[inline(always)]
+fn message<'a>(stage: &'a mut Option<Box<dyn StagedBuffer>>, buf: &'a mut [u8]) -> &'a mut [u8] {
+    match stage {
+        Some(st) => st.host(),
+        None => buf,
+    }
+}
+
+/// Reads one whole message into `msg`; `Ok(false)` at a clean end (EOF at a message
+/// boundary, which the first read tells apart from a message).
+#[inline(always)]
+fn read_message(s: &mut TcpStream, msg: &mut [u8]) -> std::io::Result<bool> {
+    let got = loop {
+        match s.read(msg) {
+            Ok(n) => break n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    };
+    if got == 0 {
+        return Ok(false);
+    }
+    s.read_exact(&mut msg[got..])?;
+    Ok(true)
+}
+
 /// Ping-pong over one TCP connection.
 pub struct TcpLatency {
     stream: TcpStream,
@@ -234,10 +261,7 @@ impl LatencyEndpoint for TcpLatency {
         if let Some(st) = stage.as_mut() {
             st.download()?;
         }
-        let msg = match stage.as_mut() {
-            Some(st) => st.host(),
-            None => &mut buf[..],
-        };
+        let msg = message(stage, buf);
         stream
             .write_all(msg)
             .and_then(|_| stream.read_exact(msg))
@@ -257,35 +281,18 @@ impl LatencyEndpoint for TcpLatency {
             timeout,
             ..
         } = self;
-        let msg = match stage.as_mut() {
-            Some(st) => st.host(),
-            None => &mut buf[..],
-        };
-        // The first read tells a clean end (EOF at a message boundary) from a message.
-        let got = loop {
-            match stream.read(msg) {
-                Ok(n) => break n,
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) => return Err(peer_error(e, *timeout, "waiting for a ping")),
-            }
-        };
-        if got == 0 {
+        if !read_message(stream, message(stage, buf))
+            .map_err(|e| peer_error(e, *timeout, "waiting for a ping"))?
+        {
             return Ok(false);
         }
-        stream
-            .read_exact(&mut msg[got..])
-            .map_err(|e| peer_error(e, *timeout, "answering a ping"))?;
         if let Some(st) = stage.as_mut() {
             // The echo goes back out through the GPU, as a staged fabric would move it.
             st.upload()?;
             st.download()?;
         }
-        let msg = match stage.as_mut() {
-            Some(st) => st.host(),
-            None => &mut buf[..],
-        };
         stream
-            .write_all(msg)
+            .write_all(message(stage, buf))
             .map_err(|e| peer_error(e, *timeout, "answering a ping"))?;
         Ok(true)
     }
@@ -349,18 +356,12 @@ fn drain(mut s: TcpStream, mut stage: Option<Box<dyn StagedBuffer>>) -> std::io:
                 }
             }
         }
-        Some(st) => loop {
-            let msg = st.host();
-            let got = match s.read(msg) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            s.read_exact(&mut msg[got..])?;
-            total += msg.len() as u64;
-            st.upload().map_err(io_err)?;
-        },
+        Some(st) => {
+            while read_message(&mut s, st.host())? {
+                total += st.host().len() as u64;
+                st.upload().map_err(io_err)?;
+            }
+        }
     }
     Ok(Drained {
         bytes: total,

@@ -84,45 +84,10 @@ pub fn validate_local(opts: &crate::transport::VerbsOptions) -> Result<()> {
 
 /// `strerror` text and symbolic name of an errno value, for messages.
 pub fn errno_text(errno: i32) -> String {
-    let name = match errno {
-        libc::EPERM => "EPERM",
-        libc::ENOENT => "ENOENT",
-        libc::EIO => "EIO",
-        libc::ENOMEM => "ENOMEM",
-        libc::EACCES => "EACCES",
-        libc::EFAULT => "EFAULT",
-        libc::EBUSY => "EBUSY",
-        libc::ENODEV => "ENODEV",
-        libc::EINVAL => "EINVAL",
-        libc::ENOSPC => "ENOSPC",
-        libc::ENOSYS => "ENOSYS",
-        libc::EOPNOTSUPP => "EOPNOTSUPP",
-        libc::ETIMEDOUT => "ETIMEDOUT",
-        libc::EAGAIN => "EAGAIN",
-        _ => "",
-    };
-    let text = std::io::Error::from_raw_os_error(errno).to_string();
-    let text = text.split(" (os error").next().unwrap_or(&text).to_string();
-    if name.is_empty() {
-        format!("{text} (errno {errno})")
-    } else {
-        format!("{text} ({name})")
-    }
+    crate::errno::text(errno)
 }
 
 /// The errno of the last failed libc/libibverbs call on this thread.
 pub(crate) fn last_errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn errno_text_names_the_code() {
-        assert_eq!(errno_text(libc::EINVAL), "Invalid argument (EINVAL)");
-        assert!(errno_text(libc::ENOMEM).contains("ENOMEM"));
-        assert!(errno_text(9999).contains("errno 9999"));
-    }
 }
