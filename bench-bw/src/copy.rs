@@ -46,8 +46,8 @@ mod imp {
     use fabric::transport::Op;
     use results::units::{gbit_s, mpps};
     use results::{
-        BandwidthResult, BandwidthSummary, CpuUse, Document, GpuInfo, MemorySide, MemoryUse, Pair,
-        Peer, TestResult,
+        BandwidthResult, BandwidthSummary, CpuUse, Document, MemorySide, MemoryUse, Pair, Peer,
+        TestResult,
     };
 
     use super::*;
@@ -70,7 +70,7 @@ mod imp {
         MemorySide {
             kind: if f.is_some() { "cuda" } else { "host" }.into(),
             path: "copy".into(),
-            gpu: f.map(|f| GpuInfo::from(&f.info)),
+            gpu: f.map(|f| f.info.clone()),
             warnings,
             ..Default::default()
         }

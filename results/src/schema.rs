@@ -124,7 +124,7 @@ pub struct RdmaPort {
 
 /// A GPU. `index` is the position in PCI bus order (nvidia-smi's numbering, and CUDA's
 /// with `CUDA_DEVICE_ORDER=PCI_BUS_ID`).
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct GpuInfo {
     pub index: u32,
     pub name: String,

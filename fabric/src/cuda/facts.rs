@@ -5,14 +5,15 @@ use std::ffi::{c_char, CStr, CString};
 use anyhow::{anyhow, bail, Result};
 use cudarc::driver::{result as cu, sys as cusys};
 
-use crate::gpu::{GpuInfoKey, GpuSelector};
+use crate::gpu::GpuSelector;
 use crate::topology::normalize_bus_id;
+use results::GpuInfo;
 
 /// A GPU and its GPUDirect abilities, as the driver reports them.
 #[derive(Debug, Clone)]
 pub struct GpuFacts {
     pub ordinal: u32,
-    pub info: GpuInfoKey,
+    pub info: GpuInfo,
     /// `CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED` (`None`: the driver does not say).
     pub gpudirect_rdma: Option<bool>,
     /// `CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED`.
@@ -134,7 +135,7 @@ pub fn facts(ordinal: u32) -> Result<GpuFacts> {
     });
     Ok(GpuFacts {
         ordinal,
-        info: GpuInfoKey {
+        info: GpuInfo {
             index: ordinal,
             name: cu::device::get_name(dev).unwrap_or_else(|_| "NVIDIA GPU".into()),
             pci_bus_id: bus,
@@ -142,6 +143,7 @@ pub fn facts(ordinal: u32) -> Result<GpuFacts> {
             // SAFETY: valid device handle.
             memory_bytes: unsafe { cu::device::total_mem(dev) }.ok().map(|m| m as u64),
             numa_node: topo_numa,
+            ..Default::default()
         },
         gpudirect_rdma: attr(dev, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED).map(|v| v != 0),
         dmabuf: attr(dev, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED).map(|v| v != 0),

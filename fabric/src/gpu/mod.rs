@@ -68,7 +68,7 @@ pub struct ResolvedGpu {
     /// CUDA ordinal.
     pub ordinal: u32,
     /// Name, bus id, UUID, NUMA node (for the JSON).
-    pub info: GpuInfoKey,
+    pub info: GpuInfo,
     /// The registration path that worked in the trial (`dmabuf` or `peermem`); `None`
     /// over TCP (staged).
     pub path: Option<String>,
@@ -78,31 +78,6 @@ pub struct ResolvedGpu {
     pub relation: Option<String>,
     /// Warnings printed at start-up, repeated in every result's memory record.
     pub warnings: Vec<String>,
-}
-
-/// [`GpuInfo`] with `Eq` (it travels inside options that are compared).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-pub struct GpuInfoKey {
-    pub index: u32,
-    pub name: String,
-    pub pci_bus_id: Option<String>,
-    pub uuid: Option<String>,
-    pub memory_bytes: Option<u64>,
-    pub numa_node: Option<u32>,
-}
-
-impl From<&GpuInfoKey> for GpuInfo {
-    fn from(k: &GpuInfoKey) -> GpuInfo {
-        GpuInfo {
-            index: k.index,
-            name: k.name.clone(),
-            pci_bus_id: k.pci_bus_id.clone(),
-            memory_bytes: k.memory_bytes,
-            uuid: k.uuid.clone(),
-            numa_node: k.numa_node,
-            ..Default::default()
-        }
-    }
 }
 
 /// GPU buffer settings of a point-to-point run (`--use-cuda`, `--use-cuda-bus-id`,
@@ -127,7 +102,7 @@ impl GpuOptions {
                 .map(str::to_string)
                 .or(r.path.clone())
                 .unwrap_or_else(|| "staged".into()),
-            gpu: Some(GpuInfo::from(&r.info)),
+            gpu: Some(r.info.clone()),
             nic: r.nic,
             nic_pci_bus_id: r.nic_pci_bus_id,
             relation: r.relation,
@@ -343,7 +318,7 @@ mod tests {
             ignore_acs: false,
             resolved: Some(ResolvedGpu {
                 ordinal: 0,
-                info: GpuInfoKey {
+                info: GpuInfo {
                     name: "NVIDIA H200".into(),
                     pci_bus_id: Some("0000:18:00.0".into()),
                     ..Default::default()
