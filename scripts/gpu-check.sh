@@ -244,25 +244,28 @@ name = "gpu-check"
 description = "What scripts/gpu-check.sh measured on one GPU host: copy baselines and TCP staged through GPU memory"
 [[check]]
 id = "h2d"
-description = "host to GPU copies"
+description = "host to GPU copies, 1 MiB and up"
 metric = "copy_bw"
 unit = "GB/s"
 min = 1.0
 test = "h2d_bw"
+min_size = "1M"
 [[check]]
 id = "d2h"
-description = "GPU to host copies"
+description = "GPU to host copies, 1 MiB and up"
 metric = "copy_bw"
 unit = "GB/s"
 min = 1.0
 test = "d2h_bw"
+min_size = "1M"
 [[check]]
 id = "d2d"
-description = "copies within the GPU"
+description = "copies within the GPU, 1 MiB and up"
 metric = "copy_bw"
 unit = "GB/s"
 min = 1.0
 test = "d2d_bw"
+min_size = "1M"
 [[check]]
 id = "staged-bw"
 description = "TCP staged through pinned memory, GPU memory on both sides"

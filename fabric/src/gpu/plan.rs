@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Result};
 
-use super::{GpuOptions, ResolvedGpu};
+use super::GpuOptions;
 use crate::transport::{Op, TransportKind, VerbsOptions};
 
 /// Which benchmark builds the plan (write latency polls its buffer with the CPU).
@@ -15,6 +15,7 @@ pub enum Bench {
 
 /// Prints a start-up note on the reporting process only (rank 0 under MPI), and every
 /// warning on every process, prefixed with the rank under MPI.
+#[cfg(feature = "cuda")]
 fn note(text: &str) {
     if crate::bootstrap::is_reporting_process() {
         eprintln!("{text}");
@@ -87,6 +88,7 @@ fn resolve(
     device: &mut Option<String>,
     port: u8,
 ) -> Result<()> {
+    use super::ResolvedGpu;
     use crate::topology::{pairing_issues, PairingIssue, Topology};
 
     let facts = crate::cuda::facts::select(&g.gpu)?;

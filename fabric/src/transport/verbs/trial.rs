@@ -11,7 +11,7 @@ use anyhow::{bail, Result};
 use super::device::DeviceList;
 use super::memory::{MemoryRegion, ProtectionDomain};
 use crate::counters::SYSFS_ROOT;
-use crate::gpu::{explain, Attempt, AttemptOutcome, CudaMem, HostFacts};
+use crate::gpu::{explain, Attempt, CudaMem, HostFacts};
 
 /// The kernel driver behind an RDMA device (`mlx5_core`), `rxe`/`siw` for the software ones.
 pub fn provider_of(dev: &str) -> String {
@@ -81,7 +81,7 @@ pub fn gpu(
     let gctx = GpuContext::open(facts.ordinal)?;
     let mut attempts = crate::gpu::paths_to_try(mem, facts.dmabuf, &hf);
     for i in 0..attempts.len() {
-        if attempts[i].outcome != AttemptOutcome::Pending {
+        if attempts[i].outcome != crate::gpu::AttemptOutcome::Pending {
             continue;
         }
         let buf = DeviceMemory::alloc(&gctx, GPU_PAGE)?;
