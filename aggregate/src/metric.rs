@@ -45,6 +45,9 @@ pub enum Metric {
     Wrong,
     /// Retransmitted or erroneous packets over packets sent, both sides, in %.
     LinkLoss,
+    /// GPU copy baseline bandwidth (`bench-bw --test h2d|d2h|d2d|p2p`), 10^9 byte/s as GPU
+    /// tools print it; only copy rows (transport `cuda`) have it.
+    CopyBw,
 }
 
 /// A latency percentile.
@@ -108,6 +111,7 @@ pub const ALL: &[(&str, Metric, &str)] = &[
     ("collective_time", Metric::CollTime, "us"),
     ("wrong_elements", Metric::Wrong, "elements"),
     ("link_loss", Metric::LinkLoss, "%"),
+    ("copy_bw", Metric::CopyBw, "GB/s"),
 ];
 
 impl Metric {
@@ -138,7 +142,8 @@ impl Metric {
             | Metric::BwPeak
             | Metric::BwFluctuation
             | Metric::MsgRate
-            | Metric::CpuPer100G => RowKind::Bandwidth,
+            | Metric::CpuPer100G
+            | Metric::CopyBw => RowKind::Bandwidth,
             Metric::Busbw | Metric::Algbw | Metric::Efficiency | Metric::CollTime => {
                 RowKind::Collective
             }
@@ -157,6 +162,7 @@ impl Metric {
                 | Metric::Busbw
                 | Metric::Algbw
                 | Metric::Efficiency
+                | Metric::CopyBw
         )
     }
 
@@ -175,6 +181,7 @@ impl Metric {
                 Some(busier / (r.bw_gbit_s.avg / 100.0))
             }
             Metric::LinkLoss => r.counters.as_ref().and_then(link_loss_pct),
+            Metric::CopyBw => (r.transport == "cuda").then_some(r.bw_gbit_s.avg / 8.0),
             _ => None,
         }
     }
