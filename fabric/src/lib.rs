@@ -11,7 +11,6 @@
 
 pub mod agents;
 pub mod bootstrap;
-pub mod cli;
 pub mod clock;
 pub mod collective;
 pub mod counters;
@@ -23,6 +22,7 @@ pub mod gpu;
 pub mod host;
 pub mod interrupt;
 pub mod inventory;
+pub mod names;
 pub mod output;
 pub mod p2p;
 pub mod sockets;
