@@ -778,7 +778,7 @@ mod tests {
 
         // Bandwidth over two streams: everything the sender counts, the receiver received.
         let (mut a, mut b) = links();
-        let mut plain = |role| {
+        let plain = |role| {
             let mut sp = spec(role, 4096, 2, false);
             sp.verbs.check = false;
             sp
