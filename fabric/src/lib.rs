@@ -21,6 +21,7 @@ pub mod host;
 pub mod interrupt;
 pub mod output;
 pub mod p2p;
+pub mod quality;
 pub mod transport;
 pub mod wire;
 

@@ -8,6 +8,7 @@
 pub mod document;
 pub mod histogram;
 pub mod provenance;
+pub mod quality;
 pub mod schema;
 pub mod units;
 pub mod write;
