@@ -43,6 +43,10 @@ pub struct Row {
     pub threshold: f64,
     /// `regressed`, `improved`, `unchanged`.
     pub verdict: &'static str,
+    /// Which side was measured on a disturbed host or link (`results::quality`):
+    /// `current`, `baseline`, `both`, or empty. A regression on a disturbed current run
+    /// may be the disturbance, not the fabric: re-run on a quiet machine before acting.
+    pub disturbed: &'static str,
 }
 
 /// The whole comparison.
@@ -56,6 +60,8 @@ pub struct Comparison {
     pub sigmas: f64,
     pub rows: Vec<Row>,
     pub regressions: usize,
+    /// Regressions whose current run was disturbed.
+    pub disturbed_regressions: usize,
     pub improvements: usize,
     pub unchanged: usize,
     pub only_baseline: Vec<String>,
@@ -69,6 +75,8 @@ struct Point {
     value: f64,
     /// Baseline-side noise: standard deviation of the values the merged figure stands on.
     stdev: f64,
+    /// Some row behind the figure was measured on a disturbed host or link.
+    disturbed: bool,
 }
 
 fn stdev(v: &[f64]) -> f64 {
@@ -101,6 +109,7 @@ fn points(t: &Tables) -> BTreeMap<String, Point> {
                     higher_is_better: false,
                     value: v,
                     stdev: stdev(rows),
+                    disturbed: r.quality.disturbed(),
                 },
             );
         }
@@ -120,6 +129,7 @@ fn points(t: &Tables) -> BTreeMap<String, Point> {
                 higher_is_better: true,
                 value: r.avg_gbit_s,
                 stdev: stdev(&r.row_avg).max(r.interval_stdev),
+                disturbed: r.quality.disturbed(),
             },
         );
         if let Some(c) = r.cpu_cores_per_100g {
@@ -136,6 +146,7 @@ fn points(t: &Tables) -> BTreeMap<String, Point> {
                     higher_is_better: false,
                     value: c,
                     stdev: 0.0,
+                    disturbed: r.quality.disturbed(),
                 },
             );
         }
@@ -156,6 +167,7 @@ fn points(t: &Tables) -> BTreeMap<String, Point> {
                 higher_is_better: true,
                 value: r.oop_busbw,
                 stdev: stdev(&r.row_busbw),
+                disturbed: r.quality.disturbed(),
             },
         );
         m.insert(
@@ -166,6 +178,7 @@ fn points(t: &Tables) -> BTreeMap<String, Point> {
                 higher_is_better: false,
                 value: r.oop_time_us,
                 stdev: stdev(&r.row_time),
+                disturbed: r.quality.disturbed(),
             },
         );
     }
@@ -208,10 +221,20 @@ pub fn compare_tables(base: &Tables, cur: &Tables, tolerance_pct: f64, sigmas: f
             change_pct,
             threshold,
             verdict,
+            disturbed: match (bp.disturbed, cp.disturbed) {
+                (true, true) => "both",
+                (false, true) => "current",
+                (true, false) => "baseline",
+                (false, false) => "",
+            },
         });
     }
     let count = |v: &str| rows.iter().filter(|r| r.verdict == v).count();
     let regressions = count("regressed");
+    let disturbed_regressions = rows
+        .iter()
+        .filter(|r| r.verdict == "regressed" && matches!(r.disturbed, "current" | "both"))
+        .count();
     Comparison {
         verdict: if regressions > 0 { "REGRESSION" } else { "OK" },
         baseline: vec![],
@@ -219,6 +242,7 @@ pub fn compare_tables(base: &Tables, cur: &Tables, tolerance_pct: f64, sigmas: f
         tolerance_pct,
         sigmas,
         regressions,
+        disturbed_regressions,
         improvements: count("improved"),
         unchanged: count("unchanged"),
         only_baseline: b.keys().filter(|k| !c.contains_key(*k)).cloned().collect(),
@@ -266,6 +290,20 @@ pub fn run(opts: &Options) -> Result<Comparison, InputError> {
     Ok(cmp)
 }
 
+/// The verdict of a row in words, with the side that was disturbed.
+pub fn verdict_words(r: &Row) -> String {
+    let v = if r.verdict == "regressed" {
+        "REGRESSED"
+    } else {
+        r.verdict
+    };
+    match r.disturbed {
+        "" => v.to_string(),
+        "current" | "both" if r.verdict == "regressed" => format!("{v} (on a disturbed run)"),
+        side => format!("{v} (disturbed: {side})"),
+    }
+}
+
 /// Plain-text table for a terminal.
 pub fn text(cmp: &Comparison) -> String {
     let mut s = String::new();
@@ -289,11 +327,7 @@ pub fn text(cmp: &Comparison) -> String {
             format!("{} {}", f(r.current), r.unit),
             f(r.change_pct),
             f(r.threshold),
-            if r.verdict == "regressed" {
-                "REGRESSED"
-            } else {
-                r.verdict
-            }
+            verdict_words(r)
         ));
     }
     s.push_str(&format!(
@@ -305,6 +339,13 @@ pub fn text(cmp: &Comparison) -> String {
         f(cmp.tolerance_pct),
         f(cmp.sigmas)
     ));
+    if cmp.disturbed_regressions > 0 {
+        s.push_str(&format!(
+            "{} of the regressions fall on a disturbed run (load, CPU steal, preemptions or other \
+             traffic over the thresholds): re-run on a quiet machine before blaming the fabric\n",
+            cmp.disturbed_regressions
+        ));
+    }
     if !cmp.only_baseline.is_empty() {
         s.push_str(&format!(
             "not measured now (only in the baseline): {}\n",
@@ -350,6 +391,32 @@ mod tests {
         let cmp = compare_tables(&noisy, &drop, 2.0, 3.0);
         let bw = cmp.rows.iter().find(|r| r.key.ends_with("bw avg")).unwrap();
         assert_eq!(bw.verdict, "unchanged", "{:?}", cmp.rows);
+    }
+
+    #[test]
+    fn a_regression_on_a_disturbed_run_says_so() {
+        let sizes = [65536u64];
+        let busy = results::quality::HostQuality {
+            hostname: "a".into(),
+            cores: 2,
+            load_avg_before: 6.0,
+            load_avg_after: 6.0,
+            duration_s: 1.0,
+            ..Default::default()
+        };
+        let base = tables_of(vec![synth::bandwidth_doc("a", "b", &sizes, 90.0, 1)]);
+        let mut drop = synth::bandwidth_doc("a", "b", &sizes, 70.0, 3);
+        let cmp = compare_tables(&base, &tables_of(vec![drop.clone()]), 2.0, 3.0);
+        // Bandwidth, and CPU per 100 Gb/s with it.
+        assert_eq!((cmp.regressions, cmp.disturbed_regressions), (2, 0));
+        drop.attach_quality(vec![busy]);
+        let cmp = compare_tables(&base, &tables_of(vec![drop]), 2.0, 3.0);
+        assert_eq!((cmp.regressions, cmp.disturbed_regressions), (2, 2));
+        let bw = cmp.rows.iter().find(|r| r.key.ends_with("bw avg")).unwrap();
+        assert_eq!(bw.disturbed, "current");
+        let t = text(&cmp);
+        assert!(t.contains("REGRESSED (on a disturbed run)"), "{t}");
+        assert!(t.contains("re-run on a quiet machine"), "{t}");
     }
 
     #[test]

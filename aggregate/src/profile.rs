@@ -279,7 +279,7 @@ pub fn parse(text: &str, source: &str) -> Result<Profile, InputError> {
                 return Err(err(key("min_size"), format!("{a} is above max_size {b}")));
             }
         }
-        if c.collective.is_some() && metric.rows() != RowKind::Collective {
+        if c.collective.is_some() && !matches!(metric.rows(), RowKind::Collective | RowKind::Any) {
             return Err(err(
                 key("collective"),
                 format!("metric {} is not a collective metric", c.metric),

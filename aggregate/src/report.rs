@@ -102,6 +102,43 @@ struct Environment {
     more_command_lines: usize,
 }
 
+/// Measurement quality of every input document (`results::quality`), judged again here.
+#[derive(Serialize, Default)]
+struct QualityInfo {
+    /// Documents whose runs were disturbed, with every reason.
+    disturbed: Vec<DocQuality>,
+    /// Documents with a quality record and nothing over a threshold.
+    clean: usize,
+    /// Documents without a quality record (older writers, synthetic data).
+    unknown: usize,
+}
+
+#[derive(Serialize)]
+struct DocQuality {
+    path: String,
+    tool: String,
+    reasons: Vec<String>,
+}
+
+fn quality_info(docs: &[input::Loaded]) -> QualityInfo {
+    let mut q = QualityInfo::default();
+    for d in docs {
+        let m = results::quality::Marks::of(&d.doc);
+        if !m.known() {
+            q.unknown += 1;
+        } else if m.any_disturbed() {
+            q.disturbed.push(DocQuality {
+                path: d.path.display().to_string(),
+                tool: d.doc.tool.clone(),
+                reasons: m.reasons().iter().take(50).cloned().collect(),
+            });
+        } else {
+            q.clean += 1;
+        }
+    }
+    q
+}
+
 #[derive(Serialize)]
 struct SignatureInfo {
     manifest: &'static str,
@@ -126,6 +163,7 @@ struct Context<'a> {
     skipped: &'a [BadInput],
     incomplete: Vec<String>,
     warnings: Vec<String>,
+    quality: QualityInfo,
     synthetic: bool,
     signature: Option<SignatureInfo>,
 }
@@ -335,6 +373,7 @@ pub fn run(opts: &Options) -> Result<Outcome, InputError> {
         skipped: &set.skipped,
         incomplete,
         warnings: warnings.into_iter().take(200).collect(),
+        quality: quality_info(&set.docs),
         synthetic: set
             .docs
             .iter()
