@@ -68,15 +68,55 @@ pub struct Comparison {
     pub only_current: Vec<String>,
 }
 
-struct Point {
-    group: &'static str,
-    unit: &'static str,
-    higher_is_better: bool,
-    value: f64,
+/// One comparable figure of a merged result set.
+#[derive(Debug, Clone)]
+pub struct Point {
+    /// `latency`, `bandwidth`, `collective`.
+    pub group: &'static str,
+    pub unit: &'static str,
+    pub higher_is_better: bool,
+    pub value: f64,
     /// Baseline-side noise: standard deviation of the values the merged figure stands on.
-    stdev: f64,
+    pub stdev: f64,
     /// Some row behind the figure was measured on a disturbed host or link.
-    disturbed: bool,
+    pub disturbed: bool,
+    /// The profile metric the figure is (`latency_p99`, `bw_avg` ...), for bounds.
+    pub metric: &'static str,
+    /// Which rows it stands on, for matching profile selectors.
+    pub facts: Facts,
+}
+
+/// The selector-relevant facts of a merged figure.
+#[derive(Debug, Clone, Default)]
+pub struct Facts {
+    pub tool: Option<String>,
+    pub test: String,
+    pub transport: Option<String>,
+    pub collective: bool,
+    pub backend: Option<String>,
+    pub size: u64,
+}
+
+impl Facts {
+    /// True when `sel` selects the rows behind this figure as a whole (a selector naming
+    /// one pair never does).
+    pub fn selected_by(&self, sel: &crate::profile::Selector) -> bool {
+        let is = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
+        let kind_ok = if self.collective {
+            sel.transport.is_none()
+                && is(&sel.collective, &self.test)
+                && is(&sel.backend, self.backend.as_deref().unwrap_or(""))
+        } else {
+            sel.collective.is_none()
+                && sel.backend.is_none()
+                && is(&sel.transport, self.transport.as_deref().unwrap_or(""))
+        };
+        sel.pair.is_none()
+            && kind_ok
+            && is(&sel.tool, self.tool.as_deref().unwrap_or(""))
+            && is(&sel.test, &self.test)
+            && sel.size_ok(self.size)
+    }
 }
 
 fn stdev(v: &[f64]) -> f64 {
@@ -87,15 +127,26 @@ fn stdev(v: &[f64]) -> f64 {
     (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() - 1) as f64).sqrt()
 }
 
-/// Every comparable figure of a result set, by a stable key.
-fn points(t: &Tables) -> BTreeMap<String, Point> {
+/// Every comparable figure of a result set, by a stable key (`send_lat tcp 64 B latency
+/// p99`): what `compare` compares and `trend` follows night after night.
+pub fn points(t: &Tables) -> BTreeMap<String, Point> {
     let mut m = BTreeMap::new();
     let size = tables::size_label;
     for r in &t.latency {
         if r.samples == 0 {
             continue;
         }
-        for (name, v, rows) in [("p50", r.us.p50, &r.row_p50), ("p99", r.us.p99, &r.row_p99)] {
+        let facts = Facts {
+            tool: Some(r.tool.clone()),
+            test: r.test.clone(),
+            transport: Some(r.transport.clone()),
+            size: r.size_bytes,
+            ..Facts::default()
+        };
+        for (name, metric, v, rows) in [
+            ("p50", "latency_p50", r.us.p50, &r.row_p50),
+            ("p99", "latency_p99", r.us.p99, &r.row_p99),
+        ] {
             m.insert(
                 format!(
                     "{} {} {} latency {name}",
@@ -110,19 +161,24 @@ fn points(t: &Tables) -> BTreeMap<String, Point> {
                     value: v,
                     stdev: stdev(rows),
                     disturbed: r.quality.disturbed(),
+                    metric,
+                    facts: facts.clone(),
                 },
             );
         }
     }
     for r in &t.bandwidth {
         let dir = if r.bidirectional { " bidir" } else { "" };
+        let facts = Facts {
+            tool: Some(r.tool.clone()),
+            test: r.test.clone(),
+            transport: Some(r.transport.clone()),
+            size: r.size_bytes,
+            ..Facts::default()
+        };
+        let base = format!("{} {}{dir} {}", r.test, r.transport, size(r.size_bytes));
         m.insert(
-            format!(
-                "{} {}{dir} {} bw avg",
-                r.test,
-                r.transport,
-                size(r.size_bytes)
-            ),
+            format!("{base} bw avg"),
             Point {
                 group: "bandwidth",
                 unit: "Gb/s",
@@ -130,16 +186,13 @@ fn points(t: &Tables) -> BTreeMap<String, Point> {
                 value: r.avg_gbit_s,
                 stdev: stdev(&r.row_avg).max(r.interval_stdev),
                 disturbed: r.quality.disturbed(),
+                metric: "bw_avg",
+                facts: facts.clone(),
             },
         );
         if let Some(c) = r.cpu_cores_per_100g {
             m.insert(
-                format!(
-                    "{} {}{dir} {} cpu per 100G",
-                    r.test,
-                    r.transport,
-                    size(r.size_bytes)
-                ),
+                format!("{base} cpu per 100G"),
                 Point {
                     group: "bandwidth",
                     unit: "cores",
@@ -147,6 +200,8 @@ fn points(t: &Tables) -> BTreeMap<String, Point> {
                     value: c,
                     stdev: 0.0,
                     disturbed: r.quality.disturbed(),
+                    metric: "cpu_cores_per_100g",
+                    facts,
                 },
             );
         }
@@ -159,6 +214,15 @@ fn points(t: &Tables) -> BTreeMap<String, Point> {
             r.ranks,
             size(r.size_bytes)
         );
+        let facts = Facts {
+            // Merged collective rows all come from bench-collective.
+            tool: Some("bench-collective".into()),
+            test: r.collective.clone(),
+            collective: true,
+            backend: Some(r.backend.clone()),
+            size: r.size_bytes,
+            ..Facts::default()
+        };
         m.insert(
             format!("{base} busbw"),
             Point {
@@ -168,6 +232,8 @@ fn points(t: &Tables) -> BTreeMap<String, Point> {
                 value: r.oop_busbw,
                 stdev: stdev(&r.row_busbw),
                 disturbed: r.quality.disturbed(),
+                metric: "busbw",
+                facts: facts.clone(),
             },
         );
         m.insert(
@@ -179,6 +245,8 @@ fn points(t: &Tables) -> BTreeMap<String, Point> {
                 value: r.oop_time_us,
                 stdev: stdev(&r.row_time),
                 disturbed: r.quality.disturbed(),
+                metric: "collective_time",
+                facts,
             },
         );
     }
@@ -187,10 +255,18 @@ fn points(t: &Tables) -> BTreeMap<String, Point> {
 
 /// Compares two merged result sets.
 pub fn compare_tables(base: &Tables, cur: &Tables, tolerance_pct: f64, sigmas: f64) -> Comparison {
-    let b = points(base);
-    let c = points(cur);
+    compare_points(&points(base), &points(cur), tolerance_pct, sigmas)
+}
+
+/// Compares the figures of two result sets (see [`points`]).
+pub fn compare_points(
+    b: &BTreeMap<String, Point>,
+    c: &BTreeMap<String, Point>,
+    tolerance_pct: f64,
+    sigmas: f64,
+) -> Comparison {
     let mut rows = Vec::new();
-    for (k, bp) in &b {
+    for (k, bp) in b {
         let Some(cp) = c.get(k) else { continue };
         let delta = cp.value - bp.value;
         let change_pct = if bp.value != 0.0 {

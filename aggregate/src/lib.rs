@@ -5,6 +5,7 @@
 //!
 //! It depends on the `results` crate only, so it builds anywhere (no verbs, MPI or CUDA).
 
+pub mod bundle;
 pub mod compare;
 pub mod export;
 pub mod input;
@@ -15,5 +16,7 @@ pub mod profile;
 pub mod report;
 pub mod sign;
 pub mod synth;
+pub mod synth_history;
 pub mod tables;
 pub mod templates;
+pub mod trend;

@@ -14,11 +14,12 @@
 //! conclusion, and anyone can re-judge the same bytes.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs;
-use std::path::{Path, PathBuf};
+
+use std::path::PathBuf;
 
 use serde::Serialize;
 
+use crate::bundle::Bundle;
 use crate::input::{self, BadInput, InputError};
 use crate::judge::{self, Verdict};
 use crate::plots::{self, Plots};
@@ -39,8 +40,8 @@ pub struct Options {
     pub skip_bad: bool,
     pub force: bool,
     pub title: Option<String>,
-    /// Test and size of the latency distribution plot.
-    pub dist: Option<(String, u64)>,
+    /// Test (and sizes; all spread when empty) of the latency distribution plot.
+    pub dist: Option<(String, Vec<u64>)>,
 }
 
 /// Names this command writes into the output directory (and removes on `--force`).
@@ -176,49 +177,15 @@ pub struct Outcome {
     pub fingerprint: Option<String>,
 }
 
-fn err_io(p: &Path, e: std::io::Error) -> InputError {
-    InputError(format!("{}: {e}", p.display()))
-}
-
-/// Prepares the output directory before any work, so a long aggregation never ends in
-/// "cannot write", and never mixes a new report with an old one's files.
-fn prepare_out(out: &Path, force: bool) -> Result<(), InputError> {
-    fs::create_dir_all(out).map_err(|e| err_io(out, e))?;
-    let present: Vec<&str> = OWNED
-        .iter()
-        .copied()
-        .filter(|n| out.join(n).exists())
-        .collect();
-    if !present.is_empty() {
-        if !force {
-            return Err(InputError(format!(
-                "{} already holds a report ({}); pass --force to replace it or choose another --out",
-                out.display(),
-                present.join(", ")
-            )));
-        }
-        for n in present {
-            let p = out.join(n);
-            let r = if p.is_dir() {
-                fs::remove_dir_all(&p)
-            } else {
-                fs::remove_file(&p)
-            };
-            r.map_err(|e| err_io(&p, e))?;
-        }
-    }
-    results::write::check_writable(&out.join("report.html")).map_err(|e| err_io(out, e))
-}
-
 /// Phase timings on standard error when `AGGREGATE_TIMINGS` is set, for the scale
 /// benchmark: which phase to optimise is a measurement, not a guess.
-struct PhaseClock(Option<std::time::Instant>);
+pub(crate) struct PhaseClock(Option<std::time::Instant>);
 
 impl PhaseClock {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         PhaseClock(std::env::var_os("AGGREGATE_TIMINGS").map(|_| std::time::Instant::now()))
     }
-    fn lap(&mut self, phase: &str) {
+    pub(crate) fn lap(&mut self, phase: &str) {
         if let Some(t) = self.0 {
             eprintln!("aggregate: {phase}: {:.3} s", t.elapsed().as_secs_f64());
             self.0 = Some(std::time::Instant::now());
@@ -232,7 +199,7 @@ pub fn run(opts: &Options) -> Result<Outcome, InputError> {
     let profile = profile::load(&opts.profile)?;
     let templates = Templates::load(opts.templates.as_deref())?;
     let key = opts.sign.as_deref().map(sign::read_private).transpose()?;
-    prepare_out(&opts.out, opts.force)?;
+    let mut bundle = Bundle::prepare(&opts.out, opts.force, OWNED)?;
 
     let mut clock = PhaseClock::new();
     let set = input::load(&opts.inputs, opts.skip_bad)?;
@@ -241,44 +208,37 @@ pub fn run(opts: &Options) -> Result<Outcome, InputError> {
     clock.lap("tables");
     let verdict = judge::judge(&profile, &set.docs, &tables);
     clock.lap("judge");
-    let dist = opts.dist.as_ref().map(|(t, s)| (t.as_str(), *s));
-    if let Some((test, size)) = dist {
-        if !tables
-            .histograms
-            .iter()
-            .any(|(k, h)| k.test == test && k.size == size && !h.is_empty())
-        {
-            let have: BTreeSet<String> = tables
+    let dist = opts.dist.as_ref().map(|(t, s)| (t.as_str(), s.as_slice()));
+    if let Some((test, sizes)) = dist {
+        let wanted: Vec<Option<u64>> = if sizes.is_empty() {
+            vec![None]
+        } else {
+            sizes.iter().copied().map(Some).collect()
+        };
+        for size in wanted {
+            if !tables
                 .histograms
-                .keys()
-                .map(|k| format!("{} {}", k.test, k.size))
-                .collect();
-            return Err(InputError(format!(
-                "--dist-test {test} --dist-size {size}: no latency histogram for that test and \
-                 size in the inputs (have: {})",
-                have.into_iter().collect::<Vec<_>>().join(", ")
-            )));
+                .iter()
+                .any(|(k, h)| k.test == test && size.is_none_or(|s| k.size == s) && !h.is_empty())
+            {
+                let have: BTreeSet<String> = tables
+                    .histograms
+                    .keys()
+                    .map(|k| format!("{} {}", k.test, k.size))
+                    .collect();
+                let asked = size
+                    .map(|s| format!(" --dist-size {s}"))
+                    .unwrap_or_default();
+                return Err(InputError(format!(
+                    "--dist-test {test}{asked}: no latency histogram for that test and \
+                     size in the inputs (have: {})",
+                    have.into_iter().collect::<Vec<_>>().join(", ")
+                )));
+            }
         }
     }
     let plots = plots::draw_all(&tables, profile.line_rate_gbit_s, dist);
     clock.lap("plots");
-    // Every file written, with the SHA-256 of the bytes written, for the manifest.
-    let mut files: Vec<(String, String)> = Vec::new();
-    let write = |files: &mut Vec<(String, String)>,
-                 rel: &str,
-                 bytes: &[u8],
-                 hash: Option<&str>|
-     -> Result<(), InputError> {
-        let p = opts.out.join(rel);
-        if let Some(parent) = p.parent() {
-            fs::create_dir_all(parent).map_err(|e| err_io(parent, e))?;
-        }
-        results::write::write_atomic(&p, bytes).map_err(|e| err_io(&p, e))?;
-        let hash = hash.map_or_else(|| sign::sha256_hex(bytes), str::to_string);
-        files.push((rel.to_string(), hash));
-        Ok(())
-    };
-
     // Inputs, byte for byte: the bytes that were parsed and judged.
     let mut inputs = Vec::new();
     for (i, d) in set.docs.iter().enumerate() {
@@ -288,7 +248,7 @@ pub fn run(opts: &Options) -> Result<Outcome, InputError> {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "input.json".into());
         let rel = format!("inputs/{:04}-{name}", i + 1);
-        write(&mut files, &rel, &d.raw, Some(&d.sha256))?;
+        bundle.write(&rel, &d.raw, Some(&d.sha256))?;
         inputs.push(InputInfo {
             path: d.path.display().to_string(),
             bundle_path: rel,
@@ -308,12 +268,7 @@ pub fn run(opts: &Options) -> Result<Outcome, InputError> {
         ("distribution", &plots.distribution),
     ] {
         if let Some(svg) = svg {
-            write(
-                &mut files,
-                &format!("plots/{name}.svg"),
-                svg.as_bytes(),
-                None,
-            )?;
+            bundle.write(&format!("plots/{name}.svg"), svg.as_bytes(), None)?;
         }
     }
 
@@ -382,7 +337,7 @@ pub fn run(opts: &Options) -> Result<Outcome, InputError> {
     };
     for name in ["report.html", "report.md", "report.junit.xml"] {
         let text = templates.render(name, &ctx)?;
-        write(&mut files, name, text.as_bytes(), None)?;
+        bundle.write(name, text.as_bytes(), None)?;
     }
     #[derive(Serialize)]
     struct Summary<'a> {
@@ -398,18 +353,18 @@ pub fn run(opts: &Options) -> Result<Outcome, InputError> {
         inputs: &ctx.inputs,
     })
     .map_err(|e| InputError(format!("summary.json: {e}")))?;
-    write(&mut files, "summary.json", &summary, None)?;
+    bundle.write("summary.json", &summary, None)?;
 
     clock.lap("render");
-    let fingerprint = match &key {
-        Some(k) => Some(sign::sign_bundle(&opts.out, &files, k, &opts.identity)?),
-        None => None,
-    };
+    let fingerprint = key
+        .as_ref()
+        .map(|k| bundle.sign(k, &opts.identity))
+        .transpose()?;
     clock.lap("sign");
     Ok(Outcome {
         verdict,
         dir: opts.out.clone(),
-        files: files.into_iter().map(|f| f.0).collect(),
+        files: bundle.files.into_iter().map(|f| f.0).collect(),
         fingerprint,
     })
 }
