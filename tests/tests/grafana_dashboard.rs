@@ -151,8 +151,15 @@ fn refs(query: &str) -> Refs {
             if in_braces || label_list_depth.is_some() {
                 r.labels.insert(word);
             } else if KEYWORDS.contains(&word.as_str()) {
-                if ["by", "without", "on", "ignoring", "group_left", "group_right"]
-                    .contains(&word.as_str())
+                if [
+                    "by",
+                    "without",
+                    "on",
+                    "ignoring",
+                    "group_left",
+                    "group_right",
+                ]
+                .contains(&word.as_str())
                     && next == '('
                 {
                     label_list_depth = Some(depth + 1);
@@ -196,7 +203,10 @@ fn panel_queries(dash: &Value) -> Vec<(String, String)> {
         for p in panels.as_array().into_iter().flatten() {
             for t in p["targets"].as_array().into_iter().flatten() {
                 if let Some(e) = t["expr"].as_str() {
-                    out.push((p["title"].as_str().unwrap_or("?").to_string(), e.to_string()));
+                    out.push((
+                        p["title"].as_str().unwrap_or("?").to_string(),
+                        e.to_string(),
+                    ));
                 }
             }
             walk(&p["panels"], out);
@@ -277,10 +287,7 @@ fn eval_file(rules: &str, export_text: &str, queries: &[String]) -> String {
     let mut s = format!("rule_files:\n  - {rules}\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n");
     for line in export_text.lines() {
         if let Some((name, labels, value)) = parse_line(line) {
-            let l: Vec<String> = labels
-                .iter()
-                .map(|(k, v)| format!("{k}=\"{v}\""))
-                .collect();
+            let l: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
             let series = format!("{name}{{{}}}", l.join(","));
             s.push_str(&format!(
                 "      - series: '{}'\n        values: '{}'\n",
@@ -311,7 +318,9 @@ fn every_dashboard_query_parses_and_reads_what_the_export_writes() {
         ..Default::default()
     };
     aggregate::synth_history::write(&dir.join("history"), &shape).unwrap();
-    let night = dir.join("history").join(aggregate::synth_history::night_dir(&shape, 0));
+    let night = dir
+        .join("history")
+        .join(aggregate::synth_history::night_dir(&shape, 0));
     let out = aggregate(
         dir,
         &[
@@ -334,8 +343,16 @@ fn every_dashboard_query_parses_and_reads_what_the_export_writes() {
     // Shape: unique panel ids, every panel placed and on the dashboard's data source.
     let mut ids = BTreeSet::new();
     for p in dash["panels"].as_array().unwrap() {
-        assert!(ids.insert(p["id"].as_u64().unwrap()), "duplicate id {}", p["id"]);
-        assert!(p["gridPos"]["w"].as_u64().is_some(), "{} unplaced", p["title"]);
+        assert!(
+            ids.insert(p["id"].as_u64().unwrap()),
+            "duplicate id {}",
+            p["id"]
+        );
+        assert!(
+            p["gridPos"]["w"].as_u64().is_some(),
+            "{} unplaced",
+            p["title"]
+        );
         if p["type"] != "row" {
             assert_eq!(p["datasource"]["uid"], "${datasource}", "{}", p["title"]);
         }
@@ -359,14 +376,20 @@ fn every_dashboard_query_parses_and_reads_what_the_export_writes() {
         }
         let metric = refs(&mq).metrics.into_iter().next().unwrap_or_default();
         let Some(values) = export.get(&metric).and_then(|m| m.get(&v.label)) else {
-            bad.push(format!("variable {}: label {} not on {metric}", v.name, v.label));
+            bad.push(format!(
+                "variable {}: label {} not on {metric}",
+                v.name, v.label
+            ));
             continue;
         };
         let first = values.iter().next().cloned().unwrap_or_default();
         let value = match v.regex.as_str() {
             "" => first,
             "/^([^:]+)/" => first.split(':').next().unwrap().to_string(),
-            other => panic!("variable {}: this test does not know the regex {other}", v.name),
+            other => panic!(
+                "variable {}: this test does not know the regex {other}",
+                v.name
+            ),
         };
         concrete.insert(v.name.clone(), value);
     }
@@ -398,9 +421,17 @@ fn every_dashboard_query_parses_and_reads_what_the_export_writes() {
     }
     fs::write(dir.join("queries.yml"), &rules).unwrap();
     let out = promtool_sh("promtool check rules queries.yml 2>&1", dir);
-    assert!(out.status.success(), "a query does not parse:\n{}", text(&out).0);
+    assert!(
+        out.status.success(),
+        "a query does not parse:\n{}",
+        text(&out).0
+    );
     let evals: Vec<String> = all.iter().chain(&one).cloned().collect();
-    fs::write(dir.join("eval.yml"), eval_file("queries.yml", &export_text, &evals)).unwrap();
+    fs::write(
+        dir.join("eval.yml"),
+        eval_file("queries.yml", &export_text, &evals),
+    )
+    .unwrap();
     if let Ok(keep) = std::env::var("FABCHECK_KEEP_DASHBOARD_TEST") {
         let _ = fs::remove_dir_all(&keep);
         aggregate_common::copy_tree(dir, Path::new(&keep));
@@ -441,18 +472,32 @@ fn names_are_read_out_of_promql() {
     );
     assert_eq!(
         r.metrics,
-        ["fabcheck_bandwidth_bytes_per_second", "fabcheck_cpu_busy_cores"]
-            .map(String::from)
-            .into()
+        [
+            "fabcheck_bandwidth_bytes_per_second",
+            "fabcheck_cpu_busy_cores"
+        ]
+        .map(String::from)
+        .into()
     );
     assert_eq!(
         r.labels,
-        ["side", "size_bytes", "stat", "test", "tool", "transport", "x"]
-            .map(String::from)
-            .into()
+        [
+            "side",
+            "size_bytes",
+            "stat",
+            "test",
+            "tool",
+            "transport",
+            "x"
+        ]
+        .map(String::from)
+        .into()
     );
     assert_eq!(
-        substitute("a{b=~\"$node(:x)?\", c=\"${size}\", d=\"${t:regex}\"}", &|n| format!("<{n}>")),
+        substitute(
+            "a{b=~\"$node(:x)?\", c=\"${size}\", d=\"${t:regex}\"}",
+            &|n| format!("<{n}>")
+        ),
         "a{b=~\"<node>(:x)?\", c=\"<size>\", d=\"<t>\"}"
     );
 }

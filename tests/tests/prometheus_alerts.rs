@@ -96,7 +96,10 @@ fn alert_rules_parse_and_their_unit_tests_pass_and_can_fail() {
         "FabcheckResultsMissing",
         "FabcheckRunDisturbed",
     ] {
-        assert!(names.iter().any(|n| n == want), "{want} is not in alerts.yml");
+        assert!(
+            names.iter().any(|n| n == want),
+            "{want} is not in alerts.yml"
+        );
     }
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
@@ -131,7 +134,10 @@ fn alert_rules_parse_and_their_unit_tests_pass_and_can_fail() {
     let out = run(
         Command::new("sh")
             .arg("-c")
-            .arg(format!("promtool test rules {} 2>&1", names_of_files.join(" ")))
+            .arg(format!(
+                "promtool test rules {} 2>&1",
+                names_of_files.join(" ")
+            ))
             .current_dir(dir),
         Duration::from_secs(300),
     );
