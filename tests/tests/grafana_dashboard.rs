@@ -23,8 +23,14 @@ fn repo() -> PathBuf {
 /// Metric name -> label name -> values, from the exposition text.
 type Export = BTreeMap<String, BTreeMap<String, BTreeSet<String>>>;
 
-/// One sample line: name, labels, value.
-fn parse_line(line: &str) -> Option<(String, Vec<(String, String)>, String)> {
+/// One sample of the exposition text: metric name, labels, value.
+struct Sample {
+    name: String,
+    labels: Vec<(String, String)>,
+    value: String,
+}
+
+fn parse_line(line: &str) -> Option<Sample> {
     if line.starts_with('#') || line.trim().is_empty() {
         return None;
     }
@@ -41,13 +47,17 @@ fn parse_line(line: &str) -> Option<(String, Vec<(String, String)>, String)> {
         out.push((k.trim_start_matches(',').to_string(), val.to_string()));
         rest = tail;
     }
-    Some((name.to_string(), out, value.to_string()))
+    Some(Sample {
+        name: name.to_string(),
+        labels: out,
+        value: value.to_string(),
+    })
 }
 
 fn parse_export(text: &str) -> Export {
     let mut e = Export::new();
     for line in text.lines() {
-        if let Some((name, labels, _)) = parse_line(line) {
+        if let Some(Sample { name, labels, .. }) = parse_line(line) {
             let m = e.entry(name).or_default();
             for (k, v) in labels {
                 m.entry(k).or_default().insert(v);
@@ -286,13 +296,18 @@ fn promtool_sh(cmd: &str, dir: &Path) -> Output {
 fn eval_file(rules: &str, export_text: &str, queries: &[String]) -> String {
     let mut s = format!("rule_files:\n  - {rules}\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n");
     for line in export_text.lines() {
-        if let Some((name, labels, value)) = parse_line(line) {
+        if let Some(Sample {
+            name,
+            labels,
+            value,
+        }) = parse_line(line)
+        {
             let l: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
             let series = format!("{name}{{{}}}", l.join(","));
             s.push_str(&format!(
                 "      - series: '{}'\n        values: '{}'\n",
                 series.replace('\'', "''"),
-                vec![value.as_str(); 12].join(" ")
+                [value.as_str(); 12].join(" ")
             ));
         }
     }
