@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 
 use ssh_key::PrivateKey;
 
-use crate::input::InputError;
+use crate::error::{Error, Result};
 use crate::sign;
 
-fn err_io(p: &Path, e: std::io::Error) -> InputError {
-    InputError(format!("{}: {e}", p.display()))
+fn err_io(p: &Path, e: std::io::Error) -> Error {
+    Error::Output(format!("{}: {e}", p.display()))
 }
 
 /// The files written so far into one output directory.
@@ -24,7 +24,7 @@ impl Bundle {
     /// Prepares `dir` before any work, so a long run never ends in "cannot write", and
     /// never mixes new files with an old bundle's. `owned` are the names the command
     /// writes: present ones are an error, or removed with `force`.
-    pub fn prepare(dir: &Path, force: bool, owned: &[&str]) -> Result<Bundle, InputError> {
+    pub fn prepare(dir: &Path, force: bool, owned: &[&str]) -> Result<Bundle> {
         fs::create_dir_all(dir).map_err(|e| err_io(dir, e))?;
         let present: Vec<&str> = owned
             .iter()
@@ -33,7 +33,7 @@ impl Bundle {
             .collect();
         if !present.is_empty() {
             if !force {
-                return Err(InputError(format!(
+                return Err(Error::Usage(format!(
                     "{} already holds a report ({}); pass --force to replace it or choose another --out",
                     dir.display(),
                     present.join(", ")
@@ -59,20 +59,20 @@ impl Bundle {
 
     /// Writes `rel` atomically and records its hash (`hash` when the caller already has
     /// it, as for input copies hashed at load).
-    pub fn write(&mut self, rel: &str, bytes: &[u8], hash: Option<&str>) -> Result<(), InputError> {
+    pub fn write(&mut self, rel: &str, bytes: &[u8], hash: Option<&str>) -> Result<()> {
         let p = self.dir.join(rel);
         if let Some(parent) = p.parent() {
             fs::create_dir_all(parent).map_err(|e| err_io(parent, e))?;
         }
         results::write::write_atomic(&p, bytes).map_err(|e| err_io(&p, e))?;
-        let hash = hash.map_or_else(|| sign::sha256_hex(bytes), str::to_string);
+        let hash = hash.map_or_else(|| crate::digest::sha256_hex(bytes), str::to_string);
         self.files.push((rel.to_string(), hash));
         Ok(())
     }
 
     /// Signs every file written: manifest, signature, allowed_signers. Returns the key
     /// fingerprint.
-    pub fn sign(&self, key: &PrivateKey, identity: &str) -> Result<String, InputError> {
+    pub fn sign(&self, key: &PrivateKey, identity: &str) -> Result<String> {
         sign::sign_bundle(&self.dir, &self.files, key, identity)
     }
 }

@@ -7,6 +7,8 @@
 
 pub mod bundle;
 pub mod compare;
+pub mod digest;
+pub mod error;
 pub mod export;
 pub mod input;
 pub mod judge;
@@ -15,8 +17,6 @@ pub mod plots;
 pub mod profile;
 pub mod report;
 pub mod sign;
-pub mod synth;
-pub mod synth_history;
 pub mod tables;
 pub mod templates;
 pub mod trend;

@@ -20,7 +20,8 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::bundle::Bundle;
-use crate::input::{self, BadInput, InputError};
+use crate::error::{Error, Result};
+use crate::input::{self, BadInput};
 use crate::judge::{self, Verdict};
 use crate::plots::{self, Plots};
 use crate::profile;
@@ -194,7 +195,7 @@ impl PhaseClock {
 }
 
 /// Runs `aggregate report`.
-pub fn run(opts: &Options) -> Result<Outcome, InputError> {
+pub fn run(opts: &Options) -> Result<Outcome> {
     // Everything that can be wrong with the command line is found before the real work.
     let profile = profile::load(&opts.profile)?;
     let templates = Templates::load(opts.templates.as_deref())?;
@@ -229,7 +230,7 @@ pub fn run(opts: &Options) -> Result<Outcome, InputError> {
                 let asked = size
                     .map(|s| format!(" --dist-size {s}"))
                     .unwrap_or_default();
-                return Err(InputError(format!(
+                return Err(Error::Usage(format!(
                     "--dist-test {test}{asked}: no latency histogram for that test and \
                      size in the inputs (have: {})",
                     have.into_iter().collect::<Vec<_>>().join(", ")
@@ -332,7 +333,7 @@ pub fn run(opts: &Options) -> Result<Outcome, InputError> {
         synthetic: set
             .docs
             .iter()
-            .any(|d| d.doc.tool_version == crate::synth::SYNTH_VERSION),
+            .any(|d| d.doc.tool_version == results::provenance::SYNTHETIC_TOOL_VERSION),
         signature,
     };
     for name in ["report.html", "report.md", "report.junit.xml"] {
@@ -352,7 +353,7 @@ pub fn run(opts: &Options) -> Result<Outcome, InputError> {
         skipped: &set.skipped,
         inputs: &ctx.inputs,
     })
-    .map_err(|e| InputError(format!("summary.json: {e}")))?;
+    .map_err(|e| Error::Output(format!("summary.json: {e}")))?;
     bundle.write("summary.json", &summary, None)?;
 
     clock.lap("render");

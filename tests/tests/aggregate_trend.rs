@@ -11,10 +11,10 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use aggregate::synth_history::{self, Shape};
 use aggregate_common::*;
 use integration::{run, text};
 use serde_json::Value;
+use synth::history::{self as synth_history, Shape};
 
 /// 32 GPUs (4 nodes), 14 nights: small enough for CI, long enough for a window.
 fn shape() -> Shape {

@@ -328,14 +328,14 @@ fn every_dashboard_query_parses_and_reads_what_the_export_writes() {
     let dir = tmp.path();
     // One night of the nightly job, every tool: latency, bandwidth with counters,
     // collectives, quality records.
-    let shape = aggregate::synth_history::Shape {
+    let shape = synth::history::Shape {
         nights: 1,
         ..Default::default()
     };
-    aggregate::synth_history::write(&dir.join("history"), &shape).unwrap();
+    synth::history::write(&dir.join("history"), &shape).unwrap();
     let night = dir
         .join("history")
-        .join(aggregate::synth_history::night_dir(&shape, 0));
+        .join(synth::history::night_dir(&shape, 0));
     let out = aggregate(
         dir,
         &[

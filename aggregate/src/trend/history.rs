@@ -6,7 +6,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::input::InputError;
+use crate::error::{Error, Result};
 
 /// One night found in a history.
 #[derive(Debug, Clone, PartialEq)]
@@ -110,13 +110,13 @@ fn night(dir: &Path) -> Night {
 /// Every night under the arguments, in time order (then name). Each argument is a
 /// history (its subdirectories are nights; links such as `last-good` are skipped, their
 /// target is a night already) or one night itself.
-pub fn discover(args: &[PathBuf]) -> Result<Vec<Night>, InputError> {
+pub fn discover(args: &[PathBuf]) -> Result<Vec<Night>> {
     let mut nights = Vec::new();
     for arg in args {
         let meta = fs::metadata(arg)
-            .map_err(|e| InputError(format!("{}: cannot read: {e}", arg.display())))?;
+            .map_err(|e| Error::Input(format!("{}: cannot read: {e}", arg.display())))?;
         if !meta.is_dir() {
-            return Err(InputError(format!(
+            return Err(Error::Input(format!(
                 "{}: not a directory; give the nightly history directory (one directory per \
                  night, as examples/nightly.sbatch writes it) or night directories",
                 arg.display()
@@ -128,7 +128,7 @@ pub fn discover(args: &[PathBuf]) -> Result<Vec<Night>, InputError> {
         }
         let mut found = 0;
         let mut entries: Vec<PathBuf> = fs::read_dir(arg)
-            .map_err(|e| InputError(format!("{}: cannot list: {e}", arg.display())))?
+            .map_err(|e| Error::Input(format!("{}: cannot list: {e}", arg.display())))?
             .flatten()
             .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
             .map(|e| e.path())
@@ -141,7 +141,7 @@ pub fn discover(args: &[PathBuf]) -> Result<Vec<Night>, InputError> {
             }
         }
         if found == 0 {
-            return Err(InputError(format!(
+            return Err(Error::Input(format!(
                 "{}: no nights found (expected directories such as 2026-11-29T0200Z-4711 \
                  holding results/*.json, as examples/nightly.sbatch writes them)",
                 arg.display()
@@ -209,6 +209,6 @@ mod tests {
         let one = discover(&[h.path().join("2026-01-02T0200Z-2")]).unwrap();
         assert_eq!(one.len(), 1);
         let e = discover(&[t]).unwrap_err();
-        assert!(e.0.contains("no nights found"), "{e}");
+        assert!(e.to_string().contains("no nights found"), "{e}");
     }
 }

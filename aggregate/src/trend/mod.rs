@@ -34,7 +34,8 @@ use serde::Serialize;
 
 use crate::bundle::Bundle;
 use crate::compare::{self, Point};
-use crate::input::{self, BadInput, InputError};
+use crate::error::{Error, Result};
+use crate::input::{self, BadInput};
 use crate::judge;
 use crate::plots::{self, Figure, Marks, Shape, XAxis};
 use crate::profile::{self, Profile};
@@ -283,15 +284,11 @@ struct NightData {
     curve: Option<(Vec<(f64, f64)>, f64)>,
 }
 
-fn parse_limit(
-    flag: &str,
-    v: &Option<String>,
-    end: bool,
-) -> Result<Option<SystemTime>, InputError> {
+fn parse_limit(flag: &str, v: &Option<String>, end: bool) -> Result<Option<SystemTime>> {
     v.as_deref()
         .map(|t| {
             history::parse_when(t, end).ok_or_else(|| {
-                InputError(format!(
+                Error::Usage(format!(
                     "{flag} {t}: not a date (give 2026-11-29, 2026-11-29T0200Z or RFC 3339)"
                 ))
             })
@@ -299,7 +296,7 @@ fn parse_limit(
         .transpose()
 }
 
-fn check_options(o: &Options) -> Result<(), InputError> {
+fn check_options(o: &Options) -> Result<()> {
     for (flag, v) in [
         ("--tolerance", o.tolerance_pct),
         ("--sigmas", o.sigmas),
@@ -307,11 +304,11 @@ fn check_options(o: &Options) -> Result<(), InputError> {
         ("--drift-z", o.rule.z),
     ] {
         if !(v.is_finite() && v >= 0.0) {
-            return Err(InputError(format!("{flag} {v}: give a number >= 0")));
+            return Err(Error::Usage(format!("{flag} {v}: give a number >= 0")));
         }
     }
     if o.rule.window < 3 {
-        return Err(InputError(format!(
+        return Err(Error::Usage(format!(
             "--window {}: a slope needs at least 3 nights",
             o.rule.window
         )));
@@ -320,15 +317,15 @@ fn check_options(o: &Options) -> Result<(), InputError> {
 }
 
 /// Earliest `started_at` of a night's documents, for nights whose name holds no date.
-fn date_from_documents(n: &Night, skip_bad: bool) -> Result<SystemTime, InputError> {
+fn date_from_documents(n: &Night, skip_bad: bool) -> Result<SystemTime> {
     let set = input::load(std::slice::from_ref(&n.results), skip_bad)
-        .map_err(|e| InputError(format!("night {}: {}", n.id, e.0)))?;
+        .map_err(|e| e.context(&format!("night {}", n.id)))?;
     set.docs
         .iter()
         .filter_map(|d| humantime::parse_rfc3339_weak(d.doc.started_at.trim_end_matches('Z')).ok())
         .min()
         .ok_or_else(|| {
-            InputError(format!(
+            Error::Input(format!(
                 "night {}: no date in its name and no readable started_at in its documents",
                 n.id
             ))
@@ -344,9 +341,9 @@ fn read_night(
     skip_bad: bool,
     inputs: &mut Vec<InputRef>,
     skipped: &mut Vec<BadInput>,
-) -> Result<NightData, InputError> {
+) -> Result<NightData> {
     let set = input::load(std::slice::from_ref(&n.results), skip_bad)
-        .map_err(|e| InputError(format!("night {}: {}", n.id, e.0)))?;
+        .map_err(|e| e.context(&format!("night {}", n.id)))?;
     let line_rate = profile.and_then(|p| p.line_rate_gbit_s);
     let t = tables::build(&set.docs, line_rate);
     let verdict = profile.map(|p| judge::judge(p, &set.docs, &t));
@@ -434,13 +431,13 @@ fn pct(from: f64, to: f64) -> Option<f64> {
 }
 
 /// Runs `aggregate trend`.
-pub fn run(opts: &Options) -> Result<Outcome, InputError> {
+pub fn run(opts: &Options) -> Result<Outcome> {
     check_options(opts)?;
     let since = parse_limit("--since", &opts.since, false)?;
     let until = parse_limit("--until", &opts.until, true)?;
     if let (Some(a), Some(b)) = (since, until) {
         if a > b {
-            return Err(InputError(format!(
+            return Err(Error::Usage(format!(
                 "--since {} is after --until {}",
                 opts.since.as_deref().unwrap_or(""),
                 opts.until.as_deref().unwrap_or("")
@@ -469,7 +466,7 @@ pub fn run(opts: &Options) -> Result<Outcome, InputError> {
         .filter(|(_, w)| since.is_none_or(|s| *w >= s) && until.is_none_or(|u| *w <= u))
         .collect();
     if in_range.is_empty() {
-        return Err(InputError(format!(
+        return Err(Error::Usage(format!(
             "no night of the history ({} in all, {} .. {}) falls between --since and --until",
             all.len(),
             all.first().map(|n| history::stamp(n.1)).unwrap_or_default(),
@@ -541,7 +538,7 @@ pub fn run(opts: &Options) -> Result<Outcome, InputError> {
     let (baseline_points, baseline_source) = match &opts.baseline {
         Some(p) => {
             let set = input::load(std::slice::from_ref(p), opts.skip_bad)
-                .map_err(|e| InputError(format!("--baseline: {}", e.0)))?;
+                .map_err(|e| e.context("--baseline"))?;
             let t = tables::build(&set.docs, profile.as_ref().and_then(|p| p.line_rate_gbit_s));
             (series::night_points(&t), p.display().to_string())
         }
@@ -646,8 +643,8 @@ pub fn run(opts: &Options) -> Result<Outcome, InputError> {
         let text = templates.render(name, &ctx)?;
         bundle.write(name, text.as_bytes(), None)?;
     }
-    let summary =
-        serde_json::to_vec_pretty(&trend).map_err(|e| InputError(format!("summary.json: {e}")))?;
+    let summary = serde_json::to_vec_pretty(&trend)
+        .map_err(|e| Error::Output(format!("summary.json: {e}")))?;
     bundle.write("summary.json", &summary, None)?;
     clock.lap("render");
     let fingerprint = key
@@ -1137,7 +1134,7 @@ fn dist_figure(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::synth_history::{self, Shape};
+    use synth::history::{self as synth_history, Shape};
 
     fn options(history: &std::path::Path, out: &std::path::Path) -> Options {
         Options {
@@ -1203,25 +1200,5 @@ mod tests {
         );
         assert_eq!(t.regressed_nights, 1);
         assert_eq!(o.exit_code(), 1);
-    }
-}
-#[cfg(test)]
-mod scratch {
-    #[test]
-    #[ignore]
-    fn write_demo_history() {
-        let h = std::path::Path::new("/tmp/demo-history");
-        let _ = std::fs::remove_dir_all(h);
-        let shape = crate::synth_history::Shape {
-            nights: 30,
-            latency_drift: 0.004,
-            drift_from: 5,
-            bad_nights: vec![17],
-            busy_nights: vec![21],
-            weak_node_from: Some(12),
-            weak_node_drop: 0.12,
-            ..Default::default()
-        };
-        crate::synth_history::write(h, &shape).unwrap();
     }
 }

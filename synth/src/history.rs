@@ -1,6 +1,6 @@
 //! A synthetic nightly history, in the layout `examples/nightly.sbatch` writes, for the
-//! trend tests and the trend scale benchmark (development only: every document says it
-//! is synthetic). One night per directory, `HISTORY/2026-01-01T0200Z-1000/results/`:
+//! trend tests and the trend scale benchmark (`synth history`; every document says it is
+//! synthetic). One night per directory, `HISTORY/2026-01-01T0200Z-1000/results/`:
 //!
 //! - `lat-{send,write,read}-cross.json`: one task per node (the cross-node pass), node
 //!   2k with 2k+1, every latency size, histograms included;
@@ -17,7 +17,9 @@ use std::path::Path;
 use results::quality::HostQuality;
 use results::{Document, HostInfo, LatencyHistogram, LatencyResult, Pair, Peer, TestResult};
 
-use crate::synth::{self, Rng};
+use results::collective::{ALLTOALL, ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER};
+
+use crate::{self as synth, Rng};
 
 /// What the history holds.
 #[derive(Debug, Clone)]
@@ -170,7 +172,7 @@ fn document(
     d.finished_at = at.to_string();
     d.loop_overhead_ns = Some(25.0);
     d.clock = Some("tsc".into());
-    d.warnings = vec!["synthetic data (the trend history generator): not a measurement".into()];
+    d.warnings = vec![synth::SYNTH_WARNING.into()];
     let q = quality(&hosts, busy);
     d.hosts = hosts;
     d.results = results;
@@ -308,7 +310,7 @@ pub fn night(shape: &Shape, night: u32) -> Vec<(String, Document)> {
     ));
     let night_coll = jitter(&mut rng) * bad;
     let mut results = Vec::new();
-    for c in ["all_reduce", "all_gather", "reduce_scatter", "alltoall"] {
+    for c in [&ALL_REDUCE, &ALL_GATHER, &REDUCE_SCATTER, &ALLTOALL] {
         for &s in &shape.coll_sizes {
             let b = 46.0 * (s as f64 / (s as f64 + 65536.0)) * night_coll;
             results.push(synth::collective_row(
@@ -349,10 +351,27 @@ pub fn write(dir: &Path, shape: &Shape) -> std::io::Result<Vec<String>> {
     Ok(written)
 }
 
-/// Days since 1970-01-01 of `YYYY-MM-DD` (proleptic Gregorian).
+/// (year, month, day) of `YYYY-MM-DD`, when it is one.
+pub fn parse_date(date: &str) -> Option<(i64, i64, i64)> {
+    let p: Vec<i64> = date
+        .split('-')
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    match p[..] {
+        [y, m, d]
+            if (1970..10000).contains(&y) && (1..=12).contains(&m) && (1..=31).contains(&d) =>
+        {
+            Some((y, m, d))
+        }
+        _ => None,
+    }
+}
+
+/// Days since 1970-01-01 of `YYYY-MM-DD` (proleptic Gregorian); 0 when not a date.
 fn days_from(date: &str) -> i64 {
-    let p: Vec<i64> = date.split('-').filter_map(|x| x.parse().ok()).collect();
-    let (y, m, d) = (p[0], p[1], p[2]);
+    let Some((y, m, d)) = parse_date(date) else {
+        return 0;
+    };
     let (y, m) = if m <= 2 { (y - 1, m + 12) } else { (y, m) };
     let era = y.div_euclid(400);
     let yoe = y - era * 400;
