@@ -4,6 +4,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use serde::Serialize;
 use ssh_key::PrivateKey;
 
 use crate::error::{Error, Result};
@@ -74,5 +75,48 @@ impl Bundle {
     /// fingerprint.
     pub fn sign(&self, key: &PrivateKey, identity: &str) -> Result<String> {
         sign::sign_bundle(&self.dir, &self.files, key, identity)
+    }
+}
+
+/// The tool that wrote a bundle, for its templates.
+#[derive(Serialize)]
+pub struct ToolInfo {
+    pub version: &'static str,
+    pub git_commit: &'static str,
+}
+
+impl ToolInfo {
+    pub fn this() -> ToolInfo {
+        ToolInfo {
+            version: results::provenance::TOOL_VERSION,
+            git_commit: results::provenance::GIT_COMMIT,
+        }
+    }
+}
+
+/// How a signed bundle is checked, for its templates' footer.
+#[derive(Serialize)]
+pub struct SignatureInfo {
+    pub manifest: &'static str,
+    pub file: &'static str,
+    pub namespace: &'static str,
+    pub identity: String,
+    pub fingerprint: String,
+    pub command: String,
+}
+
+impl SignatureInfo {
+    pub fn of(key: &PrivateKey, identity: &str) -> SignatureInfo {
+        SignatureInfo {
+            manifest: sign::MANIFEST,
+            file: sign::SIGNATURE,
+            namespace: sign::NAMESPACE,
+            identity: identity.to_string(),
+            fingerprint: key
+                .public_key()
+                .fingerprint(ssh_key::HashAlg::Sha256)
+                .to_string(),
+            command: sign::verify_command(identity),
+        }
     }
 }

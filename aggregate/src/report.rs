@@ -19,7 +19,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::bundle::Bundle;
+use crate::bundle::{Bundle, SignatureInfo, ToolInfo};
 use crate::error::{Error, Result};
 use crate::input::{self, BadInput};
 use crate::judge::{self, Verdict};
@@ -57,12 +57,6 @@ const OWNED: &[&str] = &[
     sign::SIGNATURE,
     sign::ALLOWED_SIGNERS,
 ];
-
-#[derive(Serialize)]
-struct ToolInfo {
-    version: &'static str,
-    git_commit: &'static str,
-}
 
 #[derive(Serialize)]
 struct ProfileInfo {
@@ -139,16 +133,6 @@ fn quality_info(docs: &[input::Loaded]) -> QualityInfo {
         }
     }
     q
-}
-
-#[derive(Serialize)]
-struct SignatureInfo {
-    manifest: &'static str,
-    file: &'static str,
-    namespace: &'static str,
-    identity: String,
-    fingerprint: String,
-    command: String,
 }
 
 #[derive(Serialize)]
@@ -273,17 +257,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         }
     }
 
-    let signature = key.as_ref().map(|k| SignatureInfo {
-        manifest: sign::MANIFEST,
-        file: sign::SIGNATURE,
-        namespace: sign::NAMESPACE,
-        identity: opts.identity.clone(),
-        fingerprint: k
-            .public_key()
-            .fingerprint(ssh_key::HashAlg::Sha256)
-            .to_string(),
-        command: sign::verify_command(&opts.identity),
-    });
+    let signature = key.as_ref().map(|k| SignatureInfo::of(k, &opts.identity));
     let incomplete: Vec<String> = set
         .docs
         .iter()
@@ -311,10 +285,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             .clone()
             .unwrap_or_else(|| format!("Fabric acceptance report: {}", profile.name)),
         generated_at: results::provenance::now_rfc3339(),
-        tool: ToolInfo {
-            version: results::provenance::TOOL_VERSION,
-            git_commit: results::provenance::GIT_COMMIT,
-        },
+        tool: ToolInfo::this(),
         profile: ProfileInfo {
             name: profile.name.clone(),
             description: profile.description.clone(),

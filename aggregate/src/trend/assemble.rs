@@ -1,0 +1,252 @@
+//! What the nights add up to: every key figure as a series with its drifts, bound and
+//! marked nights; the nights' marks; the pairs and nodes that changed most.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::drift;
+use super::nights::{pct, NightData};
+use super::series::{self, PairKey};
+use super::{
+    BadInput, BoundOut, Change, DriftOut, InputRef, NightRow, Options, RuleOut, SeriesOut, Trend,
+};
+use crate::compare::Point;
+use crate::profile::Profile;
+
+/// Builds every series, finds drifts, marks nights, ranks pairs and nodes.
+pub(super) fn assemble(
+    opts: &Options,
+    profile: Option<&Profile>,
+    nights: Vec<NightData>,
+    baseline: &BTreeMap<String, Point>,
+    baseline_source: String,
+    inputs: Vec<InputRef>,
+    skipped: Vec<BadInput>,
+) -> Trend {
+    let n = nights.len();
+    let keys: BTreeSet<&String> = nights.iter().flat_map(|nd| nd.points.keys()).collect();
+    let mut all_series = Vec::with_capacity(keys.len());
+    let ids: Vec<&str> = nights.iter().map(|nd| nd.row.id.as_str()).collect();
+    let days: Vec<f64> = nights.iter().map(|nd| nd.row.day).collect();
+    for key in keys {
+        let meta = nights
+            .iter()
+            .find_map(|nd| nd.points.get(key))
+            .expect("key from a night");
+        let values: Vec<Option<f64>> = nights
+            .iter()
+            .map(|nd| {
+                nd.points
+                    .get(key)
+                    .map(|p| p.value)
+                    .filter(|v| v.is_finite())
+            })
+            .collect();
+        let disturbed: Vec<bool> = nights
+            .iter()
+            .map(|nd| nd.points.get(key).is_some_and(|p| p.disturbed))
+            .collect();
+        let present: Vec<usize> = (0..n).filter(|i| values[*i].is_some()).collect();
+        let xs: Vec<f64> = present.iter().map(|i| days[*i]).collect();
+        let ys: Vec<f64> = present.iter().map(|i| values[*i].unwrap_or(0.0)).collect();
+        let drifts: Vec<DriftOut> = drift::scan(&xs, &ys, meta.higher_is_better, &opts.rule)
+            .into_iter()
+            .map(|e| {
+                let (wf, wt) = (present[e.strongest_from], present[e.strongest_to]);
+                let level = e.fit.start_level.abs().max(f64::MIN_POSITIVE);
+                DriftOut {
+                    series: key.clone(),
+                    unit: meta.unit,
+                    from: ids[present[e.from]].to_string(),
+                    to: ids[present[e.to]].to_string(),
+                    window_from: ids[wf].to_string(),
+                    window_to: ids[wt].to_string(),
+                    nights: e.fit.nights,
+                    slope_per_week: e.fit.slope_per_day * 7.0,
+                    pct_per_week: e.fit.slope_per_day * 7.0 / level * 100.0,
+                    change_pct: e.fit.change_pct,
+                    z: e.fit.z,
+                    disturbed_nights: (wf..=wt).filter(|i| disturbed[*i]).count(),
+                    fit: (days[wf], days[wt], e.fit.start_level, e.fit.slope_per_day),
+                }
+            })
+            .collect();
+        let bound = series::bound_for(profile, meta).map(|(b, id)| BoundOut {
+            symbol: b.symbol(),
+            value: b.value(),
+            check: id,
+        });
+        let over_bound_nights: Vec<String> = match &bound {
+            Some(b) => (0..n)
+                .filter(|i| {
+                    values[*i].is_some_and(|v| match b.symbol {
+                        ">=" => v < b.value,
+                        _ => v > b.value,
+                    })
+                })
+                .map(|i| ids[i].to_string())
+                .collect(),
+            None => Vec::new(),
+        };
+        let regressed_nights: Vec<String> = nights
+            .iter()
+            .filter(|nd| nd.row.regressed.contains(key))
+            .map(|nd| nd.row.id.clone())
+            .collect();
+        let first = present.first().and_then(|i| values[*i]);
+        let last = present.last().and_then(|i| values[*i]);
+        let base = baseline.get(key).map(|p| p.value);
+        all_series.push(SeriesOut {
+            key: key.clone(),
+            group: meta.group,
+            unit: meta.unit,
+            higher_is_better: meta.higher_is_better,
+            metric: meta.metric,
+            flagged: !drifts.is_empty()
+                || !over_bound_nights.is_empty()
+                || !regressed_nights.is_empty(),
+            change_pct: first.zip(last).and_then(|(a, b)| pct(a, b)),
+            vs_baseline_pct: base.zip(last).and_then(|(a, b)| pct(a, b)),
+            baseline: base,
+            first,
+            last,
+            values,
+            bound,
+            drifts,
+            regressed_nights,
+            over_bound_nights,
+            disturbed_nights: (0..n)
+                .filter(|i| disturbed[*i])
+                .map(|i| ids[i].to_string())
+                .collect(),
+            disturbed,
+            facts: meta.facts.clone(),
+        });
+    }
+    let (changed_pairs, changed_nodes) = changes(&nights, opts.top);
+    let mut rows: Vec<NightRow> = nights.into_iter().map(|nd| nd.row).collect();
+    for r in &mut rows {
+        let mut m = Vec::new();
+        if r.failed() {
+            m.push("FAIL".to_string());
+        }
+        if !r.regressed.is_empty() {
+            let new = r.new_regressions.len();
+            m.push(if new == r.regressed.len() {
+                format!("{new} regression(s)")
+            } else {
+                format!("{} regression(s), {new} new", r.regressed.len())
+            });
+        }
+        if r.disturbed {
+            m.push("disturbed".into());
+        }
+        if r.files == 0 {
+            m.push("no results".into());
+        }
+        r.marks = m.join(", ");
+    }
+    let mut drifts: Vec<DriftOut> = all_series
+        .iter()
+        .flat_map(|s| s.drifts.iter().cloned())
+        .collect();
+    drifts.sort_by(|a, b| b.change_pct.abs().total_cmp(&a.change_pct.abs()));
+    let failed_nights = rows.iter().filter(|r| r.failed()).count();
+    let regressed_nights = rows.iter().filter(|r| !r.regressed.is_empty()).count();
+    Trend {
+        verdict: if drifts.is_empty() && failed_nights == 0 && regressed_nights == 0 {
+            "OK"
+        } else {
+            "FLAGGED"
+        },
+        since: opts.since.clone(),
+        until: opts.until.clone(),
+        disturbed_nights: rows.iter().filter(|r| r.disturbed).count(),
+        nights: rows,
+        baseline: baseline_source,
+        profile: profile.map(|p| format!("{} ({})", p.name, p.source)),
+        rule: RuleOut {
+            window: opts.rule.window,
+            min_nights: opts.rule.min_nights,
+            drift_pct: opts.rule.pct,
+            drift_z: opts.rule.z,
+            tolerance_pct: opts.tolerance_pct,
+            sigmas: opts.sigmas,
+        },
+        drifts,
+        failed_nights,
+        regressed_nights,
+        series: all_series,
+        changed_pairs,
+        changed_nodes,
+        skipped,
+        inputs,
+    }
+}
+
+/// Pairs and nodes ranked by how much worse they got between the first and the last
+/// night that measured them.
+fn changes(nights: &[NightData], top: usize) -> (Vec<Change>, Vec<Change>) {
+    // (night, value) of the first and the last night that measured each pair figure.
+    type Span = ((usize, f64), (usize, f64));
+    let mut span: BTreeMap<&PairKey, Span> = BTreeMap::new();
+    for (i, nd) in nights.iter().enumerate() {
+        for (k, v) in &nd.pairs {
+            span.entry(k)
+                .and_modify(|e| e.1 = (i, *v))
+                .or_insert(((i, *v), (i, *v)));
+        }
+    }
+    let mut pairs: Vec<Change> = Vec::new();
+    let mut by_node: BTreeMap<&str, Vec<(f64, String)>> = BTreeMap::new();
+    for (k, ((fi, fv), (li, lv))) in span {
+        if fi == li {
+            continue;
+        }
+        let Some(change) = pct(fv, lv) else { continue };
+        let worse = if k.higher_is_better { -change } else { change };
+        let what = format!("{} <-> {}", k.initiator, k.responder);
+        for node in [&k.initiator, &k.responder] {
+            by_node
+                .entry(node.as_str())
+                .or_default()
+                .push((worse, format!("{what} {}", k.metric)));
+        }
+        pairs.push(Change {
+            what,
+            metric: k.metric.clone(),
+            first_night: nights[fi].row.id.clone(),
+            first: fv,
+            last_night: nights[li].row.id.clone(),
+            last: lv,
+            change_pct: change,
+            worse_pct: worse,
+            figures: 1,
+        });
+    }
+    pairs.sort_by(|a, b| b.worse_pct.total_cmp(&a.worse_pct));
+    pairs.truncate(top);
+    // A node is as bad as the median of its pairs' changes: one bad pair is a link, all of
+    // a node's pairs worse is the node.
+    let mut nodes: Vec<Change> = by_node
+        .into_iter()
+        .map(|(node, mut v)| {
+            v.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let median = v[v.len() / 2].0;
+            let worst = v.last().map(|w| w.1.clone()).unwrap_or_default();
+            Change {
+                what: node.to_string(),
+                metric: worst,
+                first_night: nights.first().map(|n| n.row.id.clone()).unwrap_or_default(),
+                first: 0.0,
+                last_night: nights.last().map(|n| n.row.id.clone()).unwrap_or_default(),
+                last: 0.0,
+                change_pct: median,
+                worse_pct: median,
+                figures: v.len(),
+            }
+        })
+        .collect();
+    nodes.sort_by(|a, b| b.worse_pct.total_cmp(&a.worse_pct));
+    nodes.truncate(top);
+    (pairs, nodes)
+}
