@@ -250,8 +250,8 @@ pub fn night(shape: &Shape, night: u32) -> Vec<(String, Document)> {
             let results = cross_pairs
                 .iter()
                 .map(|(p, a, b)| {
-                    let g = 96.0
-                        * (size as f64 / (size as f64 + 2048.0))
+                    let g = 97.0
+                        * (size as f64 / (size as f64 + 1024.0))
                         * night_bw
                         * weak(*a).min(weak(*b));
                     synth::bandwidth_row(
@@ -312,14 +312,14 @@ pub fn night(shape: &Shape, night: u32) -> Vec<(String, Document)> {
     let mut results = Vec::new();
     for c in [&ALL_REDUCE, &ALL_GATHER, &REDUCE_SCATTER, &ALLTOALL] {
         for &s in &shape.coll_sizes {
-            let b = 46.0 * (s as f64 / (s as f64 + 65536.0)) * night_coll;
+            let b = 11.9 * (s as f64 / (s as f64 + 65536.0)) * night_coll;
             results.push(synth::collective_row(
                 &mut rng,
                 c,
                 nodes * PER_NODE,
                 s,
                 b,
-                400.0,
+                100.0,
             ));
         }
     }

@@ -1,7 +1,7 @@
 //! What the nights add up to: every key figure as a series with its drifts, bound and
 //! marked nights; the nights' marks; the pairs and nodes that changed most.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use super::drift;
 use super::nights::{pct, NightData};
@@ -12,39 +12,70 @@ use super::{
 use crate::compare::Point;
 use crate::profile::Profile;
 
+/// One figure night after night: its description (the first night's point) and its value
+/// and disturbance on each night read so far.
+struct Track {
+    meta: Point,
+    values: Vec<Option<f64>>,
+    disturbed: Vec<bool>,
+}
+
+/// (night, value) of the first and of the last night that measured a pair figure.
+type Span = ((usize, f64), (usize, f64));
+
+/// What the trend keeps of the nights read so far, folded in one night at a time so that
+/// a night's documents and figures are dropped once it is read: a year of a 1024-GPU
+/// cluster is gigabytes of documents, and this is a few megabytes.
+#[derive(Default)]
+pub(super) struct Accumulator {
+    pub rows: Vec<NightRow>,
+    tracks: BTreeMap<String, Track>,
+    spans: BTreeMap<PairKey, Span>,
+}
+
+impl Accumulator {
+    pub fn add(&mut self, nd: NightData) {
+        let i = self.rows.len();
+        for (key, p) in nd.points {
+            let t = self.tracks.entry(key).or_insert_with(|| Track {
+                meta: p.clone(),
+                values: Vec::new(),
+                disturbed: Vec::new(),
+            });
+            t.values.resize(i, None);
+            t.disturbed.resize(i, false);
+            t.values.push(Some(p.value).filter(|v| v.is_finite()));
+            t.disturbed.push(p.disturbed);
+        }
+        for (k, v) in nd.pairs {
+            self.spans
+                .entry(k)
+                .and_modify(|e| e.1 = (i, v))
+                .or_insert(((i, v), (i, v)));
+        }
+        self.rows.push(nd.row);
+    }
+}
+
 /// Builds every series, finds drifts, marks nights, ranks pairs and nodes.
 pub(super) fn assemble(
     opts: &Options,
     profile: Option<&Profile>,
-    nights: Vec<NightData>,
+    acc: Accumulator,
     baseline: &BTreeMap<String, Point>,
     baseline_source: String,
     inputs: Vec<InputRef>,
     skipped: Vec<BadInput>,
 ) -> Trend {
-    let n = nights.len();
-    let keys: BTreeSet<&String> = nights.iter().flat_map(|nd| nd.points.keys()).collect();
-    let mut all_series = Vec::with_capacity(keys.len());
-    let ids: Vec<&str> = nights.iter().map(|nd| nd.row.id.as_str()).collect();
-    let days: Vec<f64> = nights.iter().map(|nd| nd.row.day).collect();
-    for key in keys {
-        let meta = nights
-            .iter()
-            .find_map(|nd| nd.points.get(key))
-            .expect("key from a night");
-        let values: Vec<Option<f64>> = nights
-            .iter()
-            .map(|nd| {
-                nd.points
-                    .get(key)
-                    .map(|p| p.value)
-                    .filter(|v| v.is_finite())
-            })
-            .collect();
-        let disturbed: Vec<bool> = nights
-            .iter()
-            .map(|nd| nd.points.get(key).is_some_and(|p| p.disturbed))
-            .collect();
+    let n = acc.rows.len();
+    let mut all_series = Vec::with_capacity(acc.tracks.len());
+    let ids: Vec<&str> = acc.rows.iter().map(|r| r.id.as_str()).collect();
+    let days: Vec<f64> = acc.rows.iter().map(|r| r.day).collect();
+    for (key, mut t) in acc.tracks {
+        t.values.resize(n, None);
+        t.disturbed.resize(n, false);
+        let (meta, values, disturbed) = (&t.meta, t.values, t.disturbed);
+        let key = &key;
         let present: Vec<usize> = (0..n).filter(|i| values[*i].is_some()).collect();
         let xs: Vec<f64> = present.iter().map(|i| days[*i]).collect();
         let ys: Vec<f64> = present.iter().map(|i| values[*i].unwrap_or(0.0)).collect();
@@ -87,10 +118,11 @@ pub(super) fn assemble(
                 .collect(),
             None => Vec::new(),
         };
-        let regressed_nights: Vec<String> = nights
+        let regressed_nights: Vec<String> = acc
+            .rows
             .iter()
-            .filter(|nd| nd.row.regressed.contains(key))
-            .map(|nd| nd.row.id.clone())
+            .filter(|r| r.regressed.contains(key))
+            .map(|r| r.id.clone())
             .collect();
         let first = present.first().and_then(|i| values[*i]);
         let last = present.last().and_then(|i| values[*i]);
@@ -122,8 +154,8 @@ pub(super) fn assemble(
             facts: meta.facts.clone(),
         });
     }
-    let (changed_pairs, changed_nodes) = changes(&nights, opts.top);
-    let mut rows: Vec<NightRow> = nights.into_iter().map(|nd| nd.row).collect();
+    let (changed_pairs, changed_nodes) = changes(&acc.spans, &acc.rows, opts.top);
+    let mut rows = acc.rows;
     for r in &mut rows {
         let mut m = Vec::new();
         if r.failed() {
@@ -185,20 +217,14 @@ pub(super) fn assemble(
 
 /// Pairs and nodes ranked by how much worse they got between the first and the last
 /// night that measured them.
-fn changes(nights: &[NightData], top: usize) -> (Vec<Change>, Vec<Change>) {
-    // (night, value) of the first and the last night that measured each pair figure.
-    type Span = ((usize, f64), (usize, f64));
-    let mut span: BTreeMap<&PairKey, Span> = BTreeMap::new();
-    for (i, nd) in nights.iter().enumerate() {
-        for (k, v) in &nd.pairs {
-            span.entry(k)
-                .and_modify(|e| e.1 = (i, *v))
-                .or_insert(((i, *v), (i, *v)));
-        }
-    }
+fn changes(
+    spans: &BTreeMap<PairKey, Span>,
+    nights: &[NightRow],
+    top: usize,
+) -> (Vec<Change>, Vec<Change>) {
     let mut pairs: Vec<Change> = Vec::new();
     let mut by_node: BTreeMap<&str, Vec<(f64, String)>> = BTreeMap::new();
-    for (k, ((fi, fv), (li, lv))) in span {
+    for (k, &((fi, fv), (li, lv))) in spans {
         if fi == li {
             continue;
         }
@@ -214,9 +240,9 @@ fn changes(nights: &[NightData], top: usize) -> (Vec<Change>, Vec<Change>) {
         pairs.push(Change {
             what,
             metric: k.metric.clone(),
-            first_night: nights[fi].row.id.clone(),
+            first_night: nights[fi].id.clone(),
             first: fv,
-            last_night: nights[li].row.id.clone(),
+            last_night: nights[li].id.clone(),
             last: lv,
             change_pct: change,
             worse_pct: worse,
@@ -236,9 +262,9 @@ fn changes(nights: &[NightData], top: usize) -> (Vec<Change>, Vec<Change>) {
             Change {
                 what: node.to_string(),
                 metric: worst,
-                first_night: nights.first().map(|n| n.row.id.clone()).unwrap_or_default(),
+                first_night: nights.first().map(|n| n.id.clone()).unwrap_or_default(),
                 first: 0.0,
-                last_night: nights.last().map(|n| n.row.id.clone()).unwrap_or_default(),
+                last_night: nights.last().map(|n| n.id.clone()).unwrap_or_default(),
                 last: 0.0,
                 change_pct: median,
                 worse_pct: median,

@@ -27,10 +27,11 @@ pub mod history;
 mod nights;
 pub mod series;
 
-use assemble::assemble;
+use assemble::{assemble, Accumulator};
 use figures::{caption, dist_figure, plot_order, series_figure, slug};
 use nights::{date_from_documents, default_dist, read_night, Curve, NightData};
 
+use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::SystemTime;
@@ -38,7 +39,7 @@ use std::time::SystemTime;
 use serde::Serialize;
 
 use crate::bundle::{Bundle, SignatureInfo, ToolInfo};
-use crate::compare;
+use crate::compare::{self, Point};
 use crate::error::{Error, Result};
 use crate::input::{self, BadInput};
 use crate::profile;
@@ -355,39 +356,33 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         .or_else(|| default_dist(&in_range[0].0, opts.skip_bad));
     clock.lap("discover");
 
-    // Nights, oldest first, one in memory at a time; regressions replayed as the nightly
-    // job decides them: against the last night that passed and did not regress.
+    // Nights, oldest first, folded in one at a time (read a few ahead in parallel);
+    // regressions replayed as the nightly job decides them: against the last night that
+    // passed and did not regress.
     let mut inputs = Vec::new();
     let mut skipped = Vec::new();
-    let mut nights: Vec<NightData> = Vec::with_capacity(in_range.len());
-    let mut last_good: Option<usize> = None;
+    let mut acc = Accumulator::default();
+    let mut curves: Vec<Curve> = Vec::new();
+    let mut last_good: Option<(String, BTreeMap<String, Point>)> = None;
+    let mut first_points: Option<BTreeMap<String, Point>> = None;
     let progress = std::io::stderr().is_terminal();
-    for (i, (n, when)) in in_range.iter().enumerate() {
-        if progress && (i % 30 == 0 || i + 1 == in_range.len()) {
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let read = |i: usize| {
+        let (n, when) = in_range[i];
+        read_night(n, *when, profile.as_ref(), &dist, opts.skip_bad)
+    };
+    let mut fold = |i: usize, mut nd: NightData| -> Result<()> {
+        if progress && (i.is_multiple_of(30) || i + 1 == in_range.len()) {
             eprintln!(
                 "aggregate: trend: night {} of {}: {}",
                 i + 1,
                 in_range.len(),
-                n.id
+                nd.row.id
             );
         }
-        let mut nd = read_night(
-            n,
-            *when,
-            profile.as_ref(),
-            &dist,
-            opts.skip_bad,
-            &mut inputs,
-            &mut skipped,
-        )?;
-        if let Some(g) = last_good {
-            let cmp = compare::compare_points(
-                &nights[g].points,
-                &nd.points,
-                opts.tolerance_pct,
-                opts.sigmas,
-            );
-            nd.row.compared_with = Some(nights[g].row.id.clone());
+        if let Some((id, points)) = &last_good {
+            let cmp = compare::compare_points(points, &nd.points, opts.tolerance_pct, opts.sigmas);
+            nd.row.compared_with = Some(id.clone());
             nd.row.regressed = cmp
                 .rows
                 .iter()
@@ -395,7 +390,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
                 .map(|r| r.key.clone())
                 .collect();
         }
-        let before = nights.last().map(|p| &p.row.regressed);
+        let before = acc.rows.last().map(|r| &r.regressed);
         nd.row.new_regressions = nd
             .row
             .regressed
@@ -404,10 +399,20 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             .cloned()
             .collect();
         if !nd.row.failed() && nd.row.regressed.is_empty() && nd.row.files > 0 {
-            last_good = Some(i);
+            last_good = Some((nd.row.id.clone(), nd.points.clone()));
         }
-        nights.push(nd);
-    }
+        if i == 0 {
+            first_points = Some(nd.points.clone());
+        }
+        if let Some((c, p99)) = nd.curve.take() {
+            curves.push((i, c, p99));
+        }
+        inputs.append(&mut nd.inputs);
+        skipped.append(&mut nd.skipped);
+        acc.add(nd);
+        Ok(())
+    };
+    nights::read_in_order(in_range.len(), workers, &read, &mut fold)?;
     clock.lap("read nights");
 
     // The delivery baseline.
@@ -420,18 +425,15 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         }
         None => {
             let first = first_of_history.expect("at least one night");
-            let pts = if first.id == nights[0].row.id {
-                nights[0].points.clone()
+            let pts = if first.id == acc.rows[0].id {
+                first_points.unwrap_or_default()
             } else {
-                let mut ignore = (Vec::new(), Vec::new());
                 read_night(
                     &first,
                     first.when.unwrap_or(SystemTime::UNIX_EPOCH),
                     None,
                     &None,
                     opts.skip_bad,
-                    &mut ignore.0,
-                    &mut ignore.1,
                 )?
                 .points
             };
@@ -442,15 +444,10 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         }
     };
 
-    let curves: Vec<Curve> = nights
-        .iter_mut()
-        .enumerate()
-        .filter_map(|(i, n)| n.curve.take().map(|(c, p99)| (i, c, p99)))
-        .collect();
     let trend = assemble(
         opts,
         profile.as_ref(),
-        nights,
+        acc,
         &baseline_points,
         baseline_source,
         inputs,

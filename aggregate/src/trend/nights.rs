@@ -25,6 +25,9 @@ pub(super) struct NightData {
     pub pairs: BTreeMap<PairKey, f64>,
     /// (curve, p99 in us) of the distribution key.
     pub curve: Option<(Vec<(f64, f64)>, f64)>,
+    /// The files read, and those left out.
+    pub inputs: Vec<InputRef>,
+    pub skipped: Vec<BadInput>,
 }
 
 /// Earliest `started_at` of a night's documents, for nights whose name holds no date.
@@ -50,8 +53,6 @@ pub(super) fn read_night(
     profile: Option<&Profile>,
     dist: &Option<(String, Option<u64>)>,
     skip_bad: bool,
-    inputs: &mut Vec<InputRef>,
-    skipped: &mut Vec<BadInput>,
 ) -> Result<NightData> {
     let set = input::load(std::slice::from_ref(&n.results), skip_bad)
         .map_err(|e| e.context(&format!("night {}", n.id)))?;
@@ -85,6 +86,7 @@ pub(super) fn read_night(
                 )
             })
     });
+    let mut inputs = Vec::new();
     for d in &set.docs {
         inputs.push(InputRef {
             night: n.id.clone(),
@@ -93,7 +95,6 @@ pub(super) fn read_night(
         });
     }
     let files = set.docs.len();
-    skipped.extend(set.skipped.iter().cloned());
     Ok(NightData {
         row: NightRow {
             id: n.id.clone(),
@@ -123,6 +124,8 @@ pub(super) fn read_night(
         points: series::night_points(&t),
         pairs: series::pair_values(&set.docs),
         curve,
+        inputs,
+        skipped: set.skipped,
     })
 }
 
@@ -139,4 +142,75 @@ pub(super) fn default_dist(n: &Night, skip_bad: bool) -> Option<(String, Option<
 
 pub(super) fn pct(from: f64, to: f64) -> Option<f64> {
     (from != 0.0).then(|| (to - from) / from.abs() * 100.0)
+}
+
+/// Reads nights `0..count` with `read` on up to `workers` threads, a few nights ahead at
+/// most, and hands each to `fold` in order on the calling thread. The first error stops
+/// the reading and is returned.
+pub(super) fn read_in_order(
+    count: usize,
+    workers: usize,
+    read: &(dyn Fn(usize) -> Result<NightData> + Sync),
+    fold: &mut dyn FnMut(usize, NightData) -> Result<()>,
+) -> Result<()> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::{Condvar, Mutex};
+    let workers = workers.clamp(1, count.max(1));
+    // How far reading may run ahead of folding: each night in flight holds its documents.
+    let ahead = workers + 1;
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let state = Mutex::new((BTreeMap::<usize, Result<NightData>>::new(), 0usize));
+    let changed = Condvar::new();
+    let lock = || state.lock().unwrap_or_else(|p| p.into_inner());
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= count {
+                    break;
+                }
+                {
+                    let mut g = lock();
+                    while i >= g.1 + ahead && !stop.load(Ordering::Relaxed) {
+                        g = changed.wait(g).unwrap_or_else(|p| p.into_inner());
+                    }
+                }
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                // A panic while reading must not leave the folding thread waiting forever.
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| read(i)))
+                    .unwrap_or_else(|_| {
+                        Err(Error::Input(format!(
+                            "night {} of {count}: the reader panicked (a bug: please report it)",
+                            i + 1
+                        )))
+                    });
+                lock().0.insert(i, r);
+                changed.notify_all();
+            });
+        }
+        let mut outcome = Ok(());
+        for i in 0..count {
+            let r = {
+                let mut g = lock();
+                loop {
+                    if let Some(r) = g.0.remove(&i) {
+                        g.1 = i + 1;
+                        break r;
+                    }
+                    g = changed.wait(g).unwrap_or_else(|p| p.into_inner());
+                }
+            };
+            changed.notify_all();
+            if let Err(e) = r.and_then(|nd| fold(i, nd)) {
+                outcome = Err(e);
+                break;
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        changed.notify_all();
+        outcome
+    })
 }
