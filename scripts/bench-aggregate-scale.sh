@@ -11,17 +11,9 @@ set -euo pipefail
 RANKS=${1:-1024}
 SIZES=${2:-26}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BIN=${AGGREGATE:-$ROOT/target/release/aggregate}
-# The generator is a development tool (crate `synth`), never part of the product binary.
-SYNTH=${SYNTH:-$ROOT/target/release/synth}
-if [[ ! -x $BIN || ! -x $SYNTH ]]; then
-    echo "building aggregate and synth (release)..." >&2
-    cargo build --release -p aggregate -p synth --manifest-path "$ROOT/Cargo.toml" >&2
-fi
-if [[ ! -x /usr/bin/time ]]; then
-    echo "needs GNU time: apt-get install -y time" >&2
-    exit 2
-fi
+# shellcheck source=lib/bench.sh
+. "$ROOT/scripts/lib/bench.sh"
+need_release_bins
 
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT

@@ -13,16 +13,9 @@ set -euo pipefail
 NIGHTS=${1:-365}
 RANKS=${2:-1024}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BIN=${AGGREGATE:-$ROOT/target/release/aggregate}
-SYNTH=${SYNTH:-$ROOT/target/release/synth}
-if [[ ! -x $BIN || ! -x $SYNTH ]]; then
-    echo "building aggregate and synth (release)..." >&2
-    cargo build --release -p aggregate -p synth --manifest-path "$ROOT/Cargo.toml" >&2
-fi
-if [[ ! -x /usr/bin/time ]]; then
-    echo "needs GNU time: apt-get install -y time" >&2
-    exit 2
-fi
+# shellcheck source=lib/bench.sh
+. "$ROOT/scripts/lib/bench.sh"
+need_release_bins
 
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT

@@ -99,6 +99,29 @@ pub struct Facts {
 }
 
 impl Facts {
+    /// A point-to-point figure of `tool`'s `test` over `transport` at `size`.
+    pub fn point_to_point(tool: &str, test: &str, transport: &str, size: u64) -> Facts {
+        Facts {
+            tool: Some(tool.into()),
+            test: test.into(),
+            transport: Some(transport.into()),
+            size,
+            ..Facts::default()
+        }
+    }
+
+    /// A collective figure (all from bench-collective) of `collective` over `backend`.
+    pub fn collective(collective: &str, backend: &str, size: u64) -> Facts {
+        Facts {
+            tool: Some("bench-collective".into()),
+            test: collective.into(),
+            collective: true,
+            backend: Some(backend.into()),
+            size,
+            ..Facts::default()
+        }
+    }
+
     /// True when `sel` selects the rows behind this figure as a whole (a selector naming
     /// one pair never does).
     pub fn selected_by(&self, sel: &crate::profile::Selector) -> bool {
@@ -137,13 +160,7 @@ pub fn points(t: &Tables) -> BTreeMap<String, Point> {
         if r.samples == 0 {
             continue;
         }
-        let facts = Facts {
-            tool: Some(r.tool.clone()),
-            test: r.test.clone(),
-            transport: Some(r.transport.clone()),
-            size: r.size_bytes,
-            ..Facts::default()
-        };
+        let facts = Facts::point_to_point(&r.tool, &r.test, &r.transport, r.size_bytes);
         for (name, metric, v, rows) in [
             ("p50", "latency_p50", r.us.p50, &r.row_p50),
             ("p99", "latency_p99", r.us.p99, &r.row_p99),
@@ -170,13 +187,7 @@ pub fn points(t: &Tables) -> BTreeMap<String, Point> {
     }
     for r in &t.bandwidth {
         let dir = if r.bidirectional { " bidir" } else { "" };
-        let facts = Facts {
-            tool: Some(r.tool.clone()),
-            test: r.test.clone(),
-            transport: Some(r.transport.clone()),
-            size: r.size_bytes,
-            ..Facts::default()
-        };
+        let facts = Facts::point_to_point(&r.tool, &r.test, &r.transport, r.size_bytes);
         let base = format!("{} {}{dir} {}", r.test, r.transport, size(r.size_bytes));
         m.insert(
             format!("{base} bw avg"),
@@ -215,15 +226,7 @@ pub fn points(t: &Tables) -> BTreeMap<String, Point> {
             r.ranks,
             size(r.size_bytes)
         );
-        let facts = Facts {
-            // Merged collective rows all come from bench-collective.
-            tool: Some("bench-collective".into()),
-            test: r.collective.clone(),
-            collective: true,
-            backend: Some(r.backend.clone()),
-            size: r.size_bytes,
-            ..Facts::default()
-        };
+        let facts = Facts::collective(&r.collective, &r.backend, r.size_bytes);
         m.insert(
             format!("{base} busbw"),
             Point {

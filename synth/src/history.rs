@@ -15,7 +15,7 @@
 use std::path::Path;
 
 use results::quality::HostQuality;
-use results::{Document, HostInfo, LatencyHistogram, LatencyResult, Pair, Peer, TestResult};
+use results::{Document, HostInfo, LatencyHistogram, Pair, Peer, TestResult};
 
 use results::collective::{ALLTOALL, ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER};
 
@@ -116,20 +116,7 @@ fn histogram(rng: &mut Rng, base_us: f64, n: u32) -> LatencyHistogram {
 }
 
 fn latency_row(rng: &mut Rng, test: &str, size: u64, base_us: f64, p: Pair, n: u32) -> TestResult {
-    let h = histogram(rng, base_us, n);
-    TestResult::Latency(LatencyResult {
-        test: test.into(),
-        transport: "verbs".into(),
-        size_bytes: size,
-        iterations: h.len(),
-        warmup_iterations: 100,
-        duration_s: h.len() as f64 * base_us * 2e-6,
-        latency_us: h.summary_us(),
-        histogram: h.encode(),
-        pair: p,
-        complete: true,
-        counters: None,
-    })
+    synth::latency_row_of(histogram(rng, base_us, n), test, "verbs", size, base_us, p)
 }
 
 fn quality(hosts: &[HostInfo], busy: Option<&str>) -> Vec<HostQuality> {

@@ -131,7 +131,25 @@ pub fn latency_row(
     p: Pair,
     samples: u32,
 ) -> TestResult {
-    let h = histogram(rng, base_us, samples);
+    latency_row_of(
+        histogram(rng, base_us, samples),
+        test,
+        transport,
+        size,
+        base_us,
+        p,
+    )
+}
+
+/// One latency row carrying histogram `h`, measured at about `base_us` a sample.
+pub fn latency_row_of(
+    h: LatencyHistogram,
+    test: &str,
+    transport: &str,
+    size: u64,
+    base_us: f64,
+    p: Pair,
+) -> TestResult {
     TestResult::Latency(LatencyResult {
         test: test.into(),
         transport: transport.into(),

@@ -74,21 +74,18 @@ struct Refs {
     labels: BTreeSet<String>,
 }
 
-const KEYWORDS: &[&str] = &[
+/// Keywords followed by a parenthesised list of label names.
+const LABEL_LISTS: &[&str] = &[
     "by",
     "without",
     "on",
     "ignoring",
     "group_left",
     "group_right",
-    "bool",
-    "and",
-    "or",
-    "unless",
-    "offset",
-    "inf",
-    "nan",
 ];
+
+/// Every other keyword: never a metric name.
+const KEYWORDS: &[&str] = &["bool", "and", "or", "unless", "offset", "inf", "nan"];
 
 /// Aggregation operators: `max by (x) (...)` puts the label list before the parenthesis.
 const AGGREGATIONS: &[&str] = &[
@@ -160,20 +157,11 @@ fn refs(query: &str) -> Refs {
             let next = b.get(j).copied().unwrap_or(' ');
             if in_braces || label_list_depth.is_some() {
                 r.labels.insert(word);
-            } else if KEYWORDS.contains(&word.as_str()) {
-                if [
-                    "by",
-                    "without",
-                    "on",
-                    "ignoring",
-                    "group_left",
-                    "group_right",
-                ]
-                .contains(&word.as_str())
-                    && next == '('
-                {
+            } else if LABEL_LISTS.contains(&word.as_str()) {
+                if next == '(' {
                     label_list_depth = Some(depth + 1);
                 }
+            } else if KEYWORDS.contains(&word.as_str()) {
             } else if next != '(' && !AGGREGATIONS.contains(&word.as_str()) {
                 r.metrics.insert(word);
             }

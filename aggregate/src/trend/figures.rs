@@ -146,33 +146,30 @@ pub(super) fn series_figure(s: &SeriesOut, nights: &[NightRow]) -> Option<String
             .filter_map(|(i, n)| s.values[i].map(|v| (n.day, v)))
             .collect()
     };
-    let failed = at(&|_, n| n.failed());
-    if !failed.is_empty() {
-        f.marks.push(Marks {
-            label: "failed night".into(),
-            points: failed,
-            color: FAILED,
-            shape: Shape::Dot,
-        });
-    }
-    let regressed = at(&|_, n| s.regressed_nights.contains(&n.id));
-    if !regressed.is_empty() {
-        f.marks.push(Marks {
-            label: "regressed".into(),
-            points: regressed,
-            color: REGRESSED,
-            shape: Shape::Cross,
-        });
-    }
-    let disturbed = at(&|i, _| s.disturbed[i]);
-    if !disturbed.is_empty() {
-        f.marks.push(Marks {
-            label: "disturbed run".into(),
-            points: disturbed,
-            color: DISTURBED,
-            shape: Shape::Ring,
-        });
-    }
+    let mark = |label: &str, points, color, shape| Marks {
+        label: label.into(),
+        points,
+        color,
+        shape,
+    };
+    f.marks = [
+        mark("failed night", at(&|_, n| n.failed()), FAILED, Shape::Dot),
+        mark(
+            "regressed",
+            at(&|_, n| s.regressed_nights.contains(&n.id)),
+            REGRESSED,
+            Shape::Cross,
+        ),
+        mark(
+            "disturbed run",
+            at(&|i, _| s.disturbed[i]),
+            DISTURBED,
+            Shape::Ring,
+        ),
+    ]
+    .into_iter()
+    .filter(|m| !m.points.is_empty())
+    .collect();
     plots::render(&f)
 }
 

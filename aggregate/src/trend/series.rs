@@ -36,13 +36,7 @@ pub fn night_points(t: &Tables) -> BTreeMap<String, Point> {
                 stdev: 0.0,
                 disturbed: r.quality.disturbed(),
                 metric: "link_loss",
-                facts: Facts {
-                    tool: Some(r.tool.clone()),
-                    test: r.test.clone(),
-                    transport: Some(r.transport.clone()),
-                    size: r.size_bytes,
-                    ..Facts::default()
-                },
+                facts: Facts::point_to_point(&r.tool, &r.test, &r.transport, r.size_bytes),
             },
         );
     }
@@ -64,14 +58,7 @@ pub fn night_points(t: &Tables) -> BTreeMap<String, Point> {
                 stdev: 0.0,
                 disturbed: r.quality.disturbed(),
                 metric: "efficiency",
-                facts: Facts {
-                    tool: Some("bench-collective".into()),
-                    test: r.collective.clone(),
-                    collective: true,
-                    backend: Some(r.backend.clone()),
-                    size: r.size_bytes,
-                    ..Facts::default()
-                },
+                facts: Facts::collective(&r.collective, &r.backend, r.size_bytes),
             },
         );
     }
