@@ -72,7 +72,8 @@ fn a_drift_and_a_bad_night_are_flagged_and_a_flat_history_is_not() {
     assert!(html.contains("id=\"no-drift\""));
 
     // Latency drifting 0.8% a night (never 5% from one night to the next), bandwidth down
-    // 30% on night 9 only, node0000 busy with another job on night 11.
+    // 30% on night 9 only, node0000 busy with another job on night 11, node0002's link 6%
+    // slower from night 5 on (too little to move the fabric's figures).
     let bad = synth_history::night_dir(&shape(), 9);
     let busy = synth_history::night_dir(&shape(), 11);
     synth_history::write(
@@ -81,6 +82,8 @@ fn a_drift_and_a_bad_night_are_flagged_and_a_flat_history_is_not() {
             latency_drift: 0.008,
             bad_nights: vec![9],
             busy_nights: vec![11],
+            weak_node_from: Some(5),
+            weak_node_drop: 0.06,
             ..shape()
         },
     )
@@ -142,6 +145,25 @@ fn a_drift_and_a_bad_night_are_flagged_and_a_flat_history_is_not() {
     let d = &p99["drifts"][0];
     assert!(d["change_pct"].as_f64().unwrap() > 5.0, "{d}");
     assert!(p99["bound"]["check"] == "send-lat", "{p99}");
+    // The weakened link tops the pairs that got worse than the fabric, its nodes the nodes.
+    let pair = &summary["changed_pairs"][0];
+    assert_eq!(
+        pair["what"], "node0002 <-> node0003",
+        "{}",
+        summary["changed_pairs"]
+    );
+    assert!(
+        pair["metric"].as_str().unwrap().contains("bw avg"),
+        "{pair}"
+    );
+    // Two pairs in all: the fabric's change is their mean, so the weak one is 3% beyond it.
+    assert!(pair["beyond_fabric_pct"].as_f64().unwrap() > 2.0, "{pair}");
+    let node = summary["changed_nodes"][0]["what"].as_str().unwrap();
+    assert!(
+        ["node0002", "node0003"].contains(&node),
+        "{}",
+        summary["changed_nodes"]
+    );
     assert!(!summary["inputs"].as_array().unwrap().is_empty());
     assert!(summary["inputs"][0]["sha256"].as_str().unwrap().len() == 64);
 

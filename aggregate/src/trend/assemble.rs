@@ -217,62 +217,168 @@ pub(super) fn assemble(
 
 /// Pairs and nodes ranked by how much worse they got between the first and the last
 /// night that measured them.
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// Pairs and nodes ranked by how much worse they got, between the first and the last
+/// night that measured them, than the fabric as a whole: each pair figure's change less
+/// the median change of the same figure over every pair. A drift of the whole fabric
+/// moves every pair alike (the series and drifts show it); what is listed here is the
+/// link or node that got worse on its own. With two pairs the fabric's change is their
+/// mean; with one, the change itself ranks.
 fn changes(
     spans: &BTreeMap<PairKey, Span>,
     nights: &[NightRow],
     top: usize,
 ) -> (Vec<Change>, Vec<Change>) {
-    let mut pairs: Vec<Change> = Vec::new();
-    let mut by_node: BTreeMap<&str, Vec<(f64, String)>> = BTreeMap::new();
+    let mut pairs: Vec<(Change, &PairKey)> = Vec::new();
     for (k, &((fi, fv), (li, lv))) in spans {
         if fi == li {
             continue;
         }
         let Some(change) = pct(fv, lv) else { continue };
         let worse = if k.higher_is_better { -change } else { change };
-        let what = format!("{} <-> {}", k.initiator, k.responder);
-        for node in [&k.initiator, &k.responder] {
-            by_node
-                .entry(node.as_str())
-                .or_default()
-                .push((worse, format!("{what} {}", k.metric)));
-        }
-        pairs.push(Change {
-            what,
-            metric: k.metric.clone(),
-            first_night: nights[fi].id.clone(),
-            first: fv,
-            last_night: nights[li].id.clone(),
-            last: lv,
-            change_pct: change,
-            worse_pct: worse,
-            figures: 1,
-        });
-    }
-    pairs.sort_by(|a, b| b.worse_pct.total_cmp(&a.worse_pct));
-    pairs.truncate(top);
-    // A node is as bad as the median of its pairs' changes: one bad pair is a link, all of
-    // a node's pairs worse is the node.
-    let mut nodes: Vec<Change> = by_node
-        .into_iter()
-        .map(|(node, mut v)| {
-            v.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let median = v[v.len() / 2].0;
-            let worst = v.last().map(|w| w.1.clone()).unwrap_or_default();
+        pairs.push((
             Change {
-                what: node.to_string(),
-                metric: worst,
-                first_night: nights.first().map(|n| n.id.clone()).unwrap_or_default(),
-                first: 0.0,
-                last_night: nights.last().map(|n| n.id.clone()).unwrap_or_default(),
-                last: 0.0,
-                change_pct: median,
-                worse_pct: median,
-                figures: v.len(),
-            }
+                what: format!("{} <-> {}", k.initiator, k.responder),
+                metric: k.metric.clone(),
+                first_night: nights[fi].id.clone(),
+                first: fv,
+                last_night: nights[li].id.clone(),
+                last: lv,
+                change_pct: change,
+                worse_pct: worse,
+                beyond_fabric_pct: worse,
+                figures: 1,
+            },
+            k,
+        ));
+    }
+    let mut by_metric: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for (c, _) in &pairs {
+        by_metric
+            .entry(c.metric.clone())
+            .or_default()
+            .push(c.worse_pct);
+    }
+    // The fabric's change of a figure: the median over its pairs (robust to the few bad
+    // ones), or with two pairs their mean.
+    let fabric: BTreeMap<String, f64> = by_metric
+        .into_iter()
+        .filter(|(_, v)| v.len() >= 2)
+        .map(|(m, mut v)| {
+            let f = if v.len() >= 3 {
+                median(&mut v)
+            } else {
+                v.iter().sum::<f64>() / v.len() as f64
+            };
+            (m, f)
         })
         .collect();
-    nodes.sort_by(|a, b| b.worse_pct.total_cmp(&a.worse_pct));
+    // Per node and figure, the excess of each of its pairs.
+    type NodeFigures = BTreeMap<String, Vec<(f64, String)>>;
+    let mut by_node: BTreeMap<String, NodeFigures> = BTreeMap::new();
+    for (c, k) in &mut pairs {
+        c.beyond_fabric_pct = c.worse_pct - fabric.get(&c.metric).copied().unwrap_or(0.0);
+        for node in [&k.initiator, &k.responder] {
+            by_node
+                .entry(node.clone())
+                .or_default()
+                .entry(c.metric.clone())
+                .or_default()
+                .push((c.beyond_fabric_pct, c.what.clone()));
+        }
+    }
+    let mut pairs: Vec<Change> = pairs.into_iter().map(|(c, _)| c).collect();
+    pairs.sort_by(|a, b| b.beyond_fabric_pct.total_cmp(&a.beyond_fabric_pct));
+    pairs.truncate(top);
+    // A node is as bad as the median of its pairs for its worst figure: one bad pair is
+    // a link, all of a node's pairs worse at the same figure is the node.
+    let mut nodes: Vec<Change> = by_node
+        .into_iter()
+        .filter_map(|(node, figures)| {
+            let count = figures.values().map(Vec::len).sum();
+            figures
+                .into_iter()
+                .map(|(metric, mut v)| {
+                    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    let median = v[v.len() / 2].0;
+                    let pairs: Vec<String> = v.into_iter().map(|x| x.1).collect();
+                    (median, format!("{metric} ({})", pairs.join(", ")))
+                })
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .map(|(score, worst)| Change {
+                    what: node,
+                    metric: worst,
+                    first_night: nights.first().map(|n| n.id.clone()).unwrap_or_default(),
+                    first: 0.0,
+                    last_night: nights.last().map(|n| n.id.clone()).unwrap_or_default(),
+                    last: 0.0,
+                    change_pct: score,
+                    worse_pct: score,
+                    beyond_fabric_pct: score,
+                    figures: count,
+                })
+        })
+        .collect();
+    nodes.sort_by(|a, b| b.beyond_fabric_pct.total_cmp(&a.beyond_fabric_pct));
     nodes.truncate(top);
     (pairs, nodes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(a: &str, b: &str, metric: &str, hib: bool) -> PairKey {
+        PairKey {
+            initiator: a.into(),
+            responder: b.into(),
+            metric: metric.into(),
+            higher_is_better: hib,
+        }
+    }
+
+    fn night(id: &str) -> NightRow {
+        NightRow {
+            id: id.into(),
+            date: String::new(),
+            day: 0.0,
+            verdict: None,
+            failed_checks: vec![],
+            compared_with: None,
+            regressed: vec![],
+            new_regressions: vec![],
+            disturbed: false,
+            quality: "ok",
+            quality_reasons: vec![],
+            files: 1,
+            skipped: 0,
+            marks: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_link_worse_than_the_fabric_ranks_above_a_fabric_wide_drift() {
+        let mut spans = BTreeMap::new();
+        // Every pair's latency 10% up (the fabric drifts); one pair's bandwidth 15% down.
+        for (i, (a, b)) in [("n0", "n1"), ("n2", "n3"), ("n4", "n5"), ("n6", "n7")]
+            .iter()
+            .enumerate()
+        {
+            spans.insert(key(a, b, "send_lat p99", false), ((0, 2.0), (9, 2.2)));
+            let bw = if i == 1 { 80.0 } else { 94.0 };
+            spans.insert(key(a, b, "write_bw bw avg", true), ((0, 94.0), (9, bw)));
+        }
+        let nights: Vec<NightRow> = (0..10).map(|i| night(&format!("n{i}"))).collect();
+        let (pairs, nodes) = changes(&spans, &nights, 3);
+        assert_eq!(pairs[0].what, "n2 <-> n3");
+        assert!((pairs[0].beyond_fabric_pct - 14.89).abs() < 0.1, "{:?}", pairs[0]);
+        assert!((pairs[1].beyond_fabric_pct).abs() < 1e-9, "{:?}", pairs[1]);
+        assert!((pairs[1].worse_pct - 10.0).abs() < 1e-9, "the drift is still its change");
+        assert!(["n2", "n3"].contains(&nodes[0].what.as_str()), "{nodes:?}");
+        assert!(nodes[0].metric.starts_with("write_bw bw avg"), "{nodes:?}");
+    }
 }

@@ -189,7 +189,7 @@ pub struct SeriesOut {
 pub struct Change {
     /// `node-a <-> node-b`, or a node.
     pub what: String,
-    /// The pair's figure; for a node, its pair figure that got worst.
+    /// The pair's figure; for a node, the figure its pairs got worst at (and those pairs).
     pub metric: String,
     pub first_night: String,
     pub first: f64,
@@ -197,8 +197,12 @@ pub struct Change {
     pub last: f64,
     /// Signed change, %.
     pub change_pct: f64,
-    /// The change the worse way (latency up, bandwidth down), %: what the lists sort by.
+    /// The change the worse way (latency up, bandwidth down), %.
     pub worse_pct: f64,
+    /// `worse_pct` less the median of the same figure over every pair: how much worse
+    /// than the fabric as a whole, what the lists sort by (for a node: the median over its
+    /// pairs, at the figure where that is largest).
+    pub beyond_fabric_pct: f64,
     /// For nodes: the pair figures behind the score.
     pub figures: usize,
 }
