@@ -89,6 +89,7 @@ pub(super) fn assemble(
                     unit: meta.unit,
                     from: ids[present[e.from]].to_string(),
                     to: ids[present[e.to]].to_string(),
+                    flagged_on: ids[present[e.first_end]].to_string(),
                     window_from: ids[wf].to_string(),
                     window_to: ids[wt].to_string(),
                     nights: e.fit.nights,
@@ -375,9 +376,16 @@ mod tests {
         let nights: Vec<NightRow> = (0..10).map(|i| night(&format!("n{i}"))).collect();
         let (pairs, nodes) = changes(&spans, &nights, 3);
         assert_eq!(pairs[0].what, "n2 <-> n3");
-        assert!((pairs[0].beyond_fabric_pct - 14.89).abs() < 0.1, "{:?}", pairs[0]);
+        assert!(
+            (pairs[0].beyond_fabric_pct - 14.89).abs() < 0.1,
+            "{:?}",
+            pairs[0]
+        );
         assert!((pairs[1].beyond_fabric_pct).abs() < 1e-9, "{:?}", pairs[1]);
-        assert!((pairs[1].worse_pct - 10.0).abs() < 1e-9, "the drift is still its change");
+        assert!(
+            (pairs[1].worse_pct - 10.0).abs() < 1e-9,
+            "the drift is still its change"
+        );
         assert!(["n2", "n3"].contains(&nodes[0].what.as_str()), "{nodes:?}");
         assert!(nodes[0].metric.starts_with("write_bw bw avg"), "{nodes:?}");
     }

@@ -140,6 +140,8 @@ pub struct DriftOut {
     /// Nights (ids) the episode spans, and its strongest window.
     pub from: String,
     pub to: String,
+    /// The night whose window first drifted: when the trend would have said so.
+    pub flagged_on: String,
     pub window_from: String,
     pub window_to: String,
     pub nights: usize,
