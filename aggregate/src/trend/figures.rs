@@ -89,7 +89,11 @@ pub(super) fn caption(s: &SeriesOut) -> String {
         ));
     }
     if !s.regressed_nights.is_empty() {
-        c.push_str(&format!("; regressed on {}", s.regressed_nights.join(", ")));
+        let r = &s.regressed_nights;
+        c.push_str(&match r.len() {
+            1..=3 => format!("; regressed on {}", r.join(", ")),
+            n => format!("; regressed on {n} nights, {} .. {}", r[0], r[n - 1]),
+        });
     }
     c
 }
@@ -124,7 +128,16 @@ pub(super) fn series_figure(s: &SeriesOut, nights: &[NightRow]) -> Option<String
     if let Some(b) = &s.bound {
         f.hlines.push((
             b.value,
-            format!("bound {} {}", b.symbol, judge::format_value(b.value)),
+            // Plot labels keep to characters that are never markup: words, not `<=`.
+            format!(
+                "bound: {} {}",
+                if b.symbol == ">=" {
+                    "at least"
+                } else {
+                    "at most"
+                },
+                judge::format_value(b.value)
+            ),
             BOUND,
         ));
     }
