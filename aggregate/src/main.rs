@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use aggregate::error::{exit, Error, Result};
+use aggregate::escape::terminal;
 use aggregate::{compare, export, input, judge, profile, report, sign, tables, templates, trend};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 #[derive(Parser)]
 #[command(
@@ -62,6 +63,8 @@ enum Cmd {
         /// Message size of a plotted distribution (64, 4K, ...); repeat to overlay several.
         #[arg(long, requires = "dist_test", value_parser = parse_size)]
         dist_size: Vec<u64>,
+        #[command(flatten)]
+        limits: LimitArgs,
     },
     /// Write a new Ed25519 signing key pair (KEY, mode 0600, and KEY.pub).
     Keygen {
@@ -105,6 +108,8 @@ enum Cmd {
         /// Directory whose compare.md / compare.junit.xml replace the built-in ones.
         #[arg(long)]
         templates: Option<PathBuf>,
+        #[command(flatten)]
+        limits: LimitArgs,
     },
     /// Trend report over a nightly history: each key figure over the nights beside the
     /// baseline and the profile bound, slow drifts (a fitted slope over a window), failed
@@ -174,6 +179,9 @@ enum Cmd {
         /// ... at this size (default: its smallest).
         #[arg(long, requires = "dist_test", value_parser = parse_size)]
         dist_size: Option<u64>,
+        /// Ceilings apply to each night (and to the baseline) on its own.
+        #[command(flatten)]
+        limits: LimitArgs,
     },
     /// Export metrics (Prometheus node_exporter textfile format).
     Export {
@@ -191,7 +199,28 @@ enum Cmd {
         out: Option<PathBuf>,
         #[arg(long)]
         skip_bad: bool,
+        #[command(flatten)]
+        limits: LimitArgs,
     },
+}
+
+/// Ceilings on what a command reads (README, Limits).
+#[derive(Args)]
+struct LimitArgs {
+    /// Largest input file, and largest total of all input files, read (64M, 1G, ...).
+    /// The decoded documents may take up to twice this in memory.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size,
+          default_value = "256M")]
+    max_input_bytes: u64,
+}
+
+impl LimitArgs {
+    fn limits(&self) -> input::Limits {
+        input::Limits {
+            input_bytes: self.max_input_bytes,
+            ..input::Limits::default()
+        }
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -210,7 +239,7 @@ fn main() -> ExitCode {
     match run(cli.cmd) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("aggregate: {e}");
+            eprintln!("aggregate: {}", terminal(&e.to_string()));
             ExitCode::from(&e)
         }
     }
@@ -243,6 +272,7 @@ fn run(cmd: Cmd) -> Result<u8> {
             title,
             dist_test,
             dist_size,
+            limits,
         } => {
             let opts = report::Options {
                 inputs,
@@ -255,6 +285,7 @@ fn run(cmd: Cmd) -> Result<u8> {
                 force,
                 title,
                 dist: dist_test.map(|t| (t, dist_size)),
+                limits: limits.limits(),
             };
             let o = report::run(&opts)?;
             let v = &o.verdict;
@@ -264,10 +295,13 @@ fn run(cmd: Cmd) -> Result<u8> {
                     .map(|m| format!("{} {}", judge::format_value(m), c.unit))
                     .unwrap_or_else(|| "no data".into());
                 println!(
-                    "{:<8} {:<28} {measured} (bound {})",
-                    c.status.as_str(),
-                    c.id,
-                    c.bound
+                    "{}",
+                    terminal(&format!(
+                        "{:<8} {:<28} {measured} (bound {})",
+                        c.status.as_str(),
+                        c.id,
+                        c.bound
+                    ))
                 );
             }
             println!("report: {}", o.dir.join("report.html").display());
@@ -286,7 +320,7 @@ fn run(cmd: Cmd) -> Result<u8> {
                 v.failed,
                 v.missing,
                 v.checks.len(),
-                v.profile
+                terminal(&v.profile)
             );
             Ok(if v.pass() { exit::OK } else { exit::FAILED })
         }
@@ -317,13 +351,13 @@ fn run(cmd: Cmd) -> Result<u8> {
                 if rep.signature_ok { "good" } else { "BAD" }
             );
             for p in &rep.problems {
-                println!("problem: {p}");
+                println!("problem: {}", terminal(p));
             }
             for f in &rep.bad_files {
-                println!("CHANGED: {f}");
+                println!("CHANGED: {}", terminal(f));
             }
             for f in &rep.unlisted {
-                println!("not covered by the signature: {f}");
+                println!("not covered by the signature: {}", terminal(f));
             }
             if rep.ok() {
                 println!("verified: {} files match the signed manifest", rep.files_ok);
@@ -342,6 +376,7 @@ fn run(cmd: Cmd) -> Result<u8> {
             out,
             skip_bad,
             templates,
+            limits,
         } => {
             let tpl = templates::Templates::load(templates.as_deref())?;
             let cmp = compare::run(&compare::Options {
@@ -350,9 +385,10 @@ fn run(cmd: Cmd) -> Result<u8> {
                 tolerance_pct: tolerance,
                 sigmas,
                 skip_bad,
+                limits: limits.limits(),
             })?;
             let text = match format {
-                CompareFormat::Text => compare::text(&cmp),
+                CompareFormat::Text => terminal(&compare::text(&cmp)),
                 CompareFormat::Markdown => tpl.render("compare.md", &cmp)?,
                 CompareFormat::Junit => tpl.render("compare.junit.xml", &cmp)?,
             };
@@ -393,6 +429,7 @@ fn run(cmd: Cmd) -> Result<u8> {
             max_plots,
             dist_test,
             dist_size,
+            limits,
         } => {
             let opts = trend::Options {
                 history,
@@ -418,11 +455,15 @@ fn run(cmd: Cmd) -> Result<u8> {
                 top,
                 max_plots,
                 dist: dist_test.map(|t| (t, dist_size)),
+                limits: limits.limits(),
             };
             let o = trend::run(&opts)?;
             let t = &o.trend;
+            // Night names, figure names and check ids come from inputs: printed through
+            // the terminal's escaping, one line each.
+            let mut lines = Vec::new();
             for d in &t.drifts {
-                println!(
+                lines.push(format!(
                     "DRIFT      {:<40} {:+.1}% over {} nights to {} ({:+.2}%/week, Z {:.1}){}",
                     d.series,
                     d.change_pct,
@@ -435,15 +476,28 @@ fn run(cmd: Cmd) -> Result<u8> {
                     } else {
                         String::new()
                     }
-                );
+                ));
             }
             for n in &t.nights {
                 if n.verdict == Some("FAIL") {
-                    println!("FAILED     {:<40} {}", n.id, n.failed_checks.join(", "));
+                    lines.push(format!(
+                        "FAILED     {:<40} {}",
+                        n.id,
+                        n.failed_checks.join(", ")
+                    ));
                 }
                 // A regression that lasts is printed the night it appears.
                 if !n.new_regressions.is_empty() {
-                    println!(
+                    let mut some: Vec<&str> = n
+                        .new_regressions
+                        .iter()
+                        .take(3)
+                        .map(String::as_str)
+                        .collect();
+                    if n.new_regressions.len() > 3 {
+                        some.push("...");
+                    }
+                    lines.push(format!(
                         "REGRESSED  {:<40} {} figure(s) against {}{}: {}",
                         n.id,
                         n.new_regressions.len(),
@@ -453,25 +507,18 @@ fn run(cmd: Cmd) -> Result<u8> {
                         } else {
                             ""
                         },
-                        n.new_regressions
-                            .iter()
-                            .take(3)
-                            .cloned()
-                            .collect::<Vec<_>>()
-                            .join("; ")
-                            + if n.new_regressions.len() > 3 {
-                                "; ..."
-                            } else {
-                                ""
-                            }
-                    );
+                        some.join("; ")
+                    ));
                 }
             }
-            println!("trend: {}", o.dir.join("trend.html").display());
+            lines.push(format!("trend: {}", o.dir.join("trend.html").display()));
             if let Some(fp) = &o.fingerprint {
-                println!("signed: {} by {fp}", o.dir.join(sign::SIGNATURE).display());
+                lines.push(format!(
+                    "signed: {} by {fp}",
+                    o.dir.join(sign::SIGNATURE).display()
+                ));
             }
-            println!(
+            lines.push(format!(
                 "verdict: {} ({} night(s), {} drift(s), {} failed, {} regressed, {} disturbed)",
                 t.verdict,
                 t.nights.len(),
@@ -479,7 +526,10 @@ fn run(cmd: Cmd) -> Result<u8> {
                 t.failed_nights,
                 t.regressed_nights,
                 t.disturbed_nights
-            );
+            ));
+            for l in lines {
+                println!("{}", terminal(&l.replace(['\n', '\r'], " ")));
+            }
             Ok(o.exit_code())
         }
         Cmd::Export {
@@ -488,10 +538,11 @@ fn run(cmd: Cmd) -> Result<u8> {
             profile,
             out,
             skip_bad,
+            limits,
         } => {
             let exporter = export::by_name(&format)?;
             let profile = profile.as_deref().map(profile::load).transpose()?;
-            let set = input::load(&inputs, skip_bad)?;
+            let set = input::load_with(&inputs, skip_bad, &limits.limits())?;
             let verdict = profile.as_ref().map(|p| {
                 let t = tables::build(&set.docs, p.line_rate_gbit_s);
                 judge::judge(p, &set.docs, &t)
@@ -501,7 +552,7 @@ fn run(cmd: Cmd) -> Result<u8> {
                 verdict: verdict.as_ref(),
             })?;
             for s in &set.skipped {
-                eprintln!("aggregate: skipped {s}");
+                eprintln!("aggregate: skipped {}", terminal(&s.to_string()));
             }
             write_out(&out, &bytes)?;
             Ok(exit::OK)

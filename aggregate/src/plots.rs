@@ -101,17 +101,17 @@ impl Figure {
     }
 }
 
-/// Keeps labels to characters that can never be markup, whatever a document contains.
-fn clean(s: &str) -> String {
-    s.chars()
-        .filter(|c| c.is_ascii_alphanumeric() || " _-.:/()%=,<>+".contains(*c))
-        .map(|c| match c {
-            // Angle brackets would be escaped by plotters, but a label never needs them.
-            '<' | '>' => '-',
-            c => c,
-        })
-        .take(70)
-        .collect()
+/// Labels reach the SVG through the one escaping layer of plot text.
+use crate::escape::svg_label as clean;
+
+/// Largest magnitude plotted (10^15 us, Gb/s or GB/s is no measurement): a point beyond it
+/// is left out, so a corrupt value cannot stretch an axis to infinity (plotters would
+/// never finish placing its ticks).
+const PLOT_MAX: f64 = 1e15;
+
+/// Whether a point can be drawn.
+fn plottable(&(x, y): &(f64, f64)) -> bool {
+    x.is_finite() && y.is_finite() && x.abs() <= PLOT_MAX && y.abs() <= PLOT_MAX
 }
 
 fn size_label(x: &f64) -> String {
@@ -156,7 +156,7 @@ fn bounds(f: &Figure) -> Option<(f64, f64, f64, f64)> {
         .chain(f.guides.iter().flat_map(|g| g.0 .1.iter()));
     let mut b: Option<(f64, f64, f64, f64)> = None;
     for &(x, y) in pts {
-        if !(x.is_finite() && y.is_finite()) || (f.log_y && y <= 0.0) {
+        if !plottable(&(x, y)) || (f.log_y && y <= 0.0) {
             continue;
         }
         b = Some(match b {
@@ -176,6 +176,32 @@ fn bounds(f: &Figure) -> Option<(f64, f64, f64, f64)> {
 
 /// Draws a figure; `None` when it has no finite point.
 pub fn render(f: &Figure) -> Option<String> {
+    // Points no measurement can have (infinite, or beyond PLOT_MAX) are left out.
+    let keep = |pts: &[(f64, f64)]| pts.iter().copied().filter(plottable).collect::<Vec<_>>();
+    let sane = Figure {
+        lines: f.lines.iter().map(|(l, p)| (l.clone(), keep(p))).collect(),
+        guides: f
+            .guides
+            .iter()
+            .map(|((l, p), c)| ((l.clone(), keep(p)), *c))
+            .collect(),
+        marks: f
+            .marks
+            .iter()
+            .map(|m| Marks {
+                points: keep(&m.points),
+                ..m.clone()
+            })
+            .collect(),
+        hlines: f
+            .hlines
+            .iter()
+            .filter(|(v, _, _)| v.is_finite() && v.abs() <= PLOT_MAX)
+            .cloned()
+            .collect(),
+        ..f.clone()
+    };
+    let f = &sane;
     let (mut x0, mut x1, mut y0, mut y1) = bounds(f)?;
     // A logarithmic y over less than a factor 20 would show one tick label or none.
     let log_y = f.log_y && y0 > 0.0 && y1 / y0 > 20.0;

@@ -9,6 +9,7 @@
 //! -> results::TestResult -> results::Document, written by the client or rank 0.
 //! ```
 
+pub mod agents;
 pub mod bootstrap;
 pub mod cli;
 pub mod clock;
@@ -19,9 +20,11 @@ pub mod cpu;
 pub mod cuda;
 pub mod host;
 pub mod interrupt;
+pub mod inventory;
 pub mod output;
 pub mod p2p;
 pub mod quality;
+pub mod sockets;
 pub mod transport;
 pub mod wire;
 

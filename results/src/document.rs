@@ -31,6 +31,8 @@ impl Document {
             results: Vec::new(),
             warnings: Vec::new(),
             quality: None,
+            sweep: None,
+            failed_pairs: Vec::new(),
         }
     }
 

@@ -555,6 +555,7 @@ mod tests {
         Peer {
             rank: r,
             host: h.into(),
+            ..Peer::default()
         }
     }
 
@@ -576,6 +577,7 @@ mod tests {
             pair: Pair {
                 initiator: peer(a, None),
                 responder: peer(b, None),
+                round: None,
             },
             complete: true,
             counters,

@@ -15,7 +15,7 @@
 use std::path::Path;
 
 use results::quality::HostQuality;
-use results::{Document, HostInfo, LatencyHistogram, Pair, Peer, TestResult};
+use results::{Document, HostInfo, LatencyHistogram, Pair, TestResult};
 
 use results::collective::{ALLTOALL, ALL_GATHER, ALL_REDUCE, REDUCE_SCATTER};
 
@@ -88,13 +88,6 @@ fn host(name: &str, rank: Option<u32>) -> HostInfo {
         cores: 64,
         numa_nodes: 2,
         ..HostInfo::default()
-    }
-}
-
-fn peer(host: &str, rank: u32) -> Peer {
-    Peer {
-        rank: Some(rank),
-        host: host.into(),
     }
 }
 
@@ -193,14 +186,7 @@ pub fn night(shape: &Shape, night: u32) -> Vec<(String, Document)> {
     let cross_pairs: Vec<(Pair, u32, u32)> = (0..nodes / 2)
         .map(|k| {
             let (a, b) = (2 * k, 2 * k + 1);
-            (
-                Pair {
-                    initiator: peer(&node(a), a),
-                    responder: peer(&node(b), b),
-                },
-                a,
-                b,
-            )
+            (synth::pair(&node(a), Some(a), &node(b), Some(b)), a, b)
         })
         .collect();
     let mut out = Vec::new();
@@ -274,10 +260,7 @@ pub fn night(shape: &Shape, night: u32) -> Vec<(String, Document)> {
         .map(|k| {
             let (a, b) = (2 * k, 2 * k + 1);
             let n = a / PER_NODE;
-            let p = Pair {
-                initiator: peer(&node(n), a),
-                responder: peer(&node(n), b),
-            };
+            let p = synth::pair(&node(n), Some(a), &node(n), Some(b));
             synth::bandwidth_row(
                 &mut rng,
                 "write_bw",

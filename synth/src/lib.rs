@@ -72,6 +72,8 @@ pub fn document(
         results,
         warnings: vec![SYNTH_WARNING.into()],
         quality: None,
+        sweep: None,
+        failed_pairs: vec![],
     }
 }
 
@@ -88,6 +90,7 @@ pub fn host(name: &str, rank: Option<u32>) -> HostInfo {
         net_devices: vec![],
         rdma_devices: vec![],
         gpus: vec![],
+        ..Default::default()
     }
 }
 
@@ -97,11 +100,14 @@ pub fn pair(a: &str, ra: Option<u32>, b: &str, rb: Option<u32>) -> Pair {
         initiator: Peer {
             rank: ra,
             host: a.into(),
+            ..Default::default()
         },
         responder: Peer {
             rank: rb,
             host: b.into(),
+            ..Default::default()
         },
+        round: None,
     }
 }
 

@@ -78,6 +78,8 @@ pub struct Options {
     pub max_plots: usize,
     /// Test (and size) whose latency distribution is overlaid over nights.
     pub dist: Option<(String, Option<u64>)>,
+    /// Ceilings on what is read, per night (and for the baseline).
+    pub limits: input::Limits,
 }
 
 /// Names `aggregate trend` writes into its output directory.
@@ -338,7 +340,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     for n in history::discover(&opts.history)? {
         let when = match n.when {
             Some(w) => w,
-            None => date_from_documents(&n, opts.skip_bad)?,
+            None => date_from_documents(&n, opts.skip_bad, &opts.limits)?,
         };
         all.push((n, when));
     }
@@ -359,7 +361,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     let dist = opts
         .dist
         .clone()
-        .or_else(|| default_dist(&in_range[0].0, opts.skip_bad));
+        .or_else(|| default_dist(&in_range[0].0, opts.skip_bad, &opts.limits));
     clock.lap("discover");
 
     // Nights, oldest first, folded in one at a time (read a few ahead in parallel);
@@ -375,7 +377,14 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     let read = |i: usize| {
         let (n, when) = in_range[i];
-        read_night(n, *when, profile.as_ref(), &dist, opts.skip_bad)
+        read_night(
+            n,
+            *when,
+            profile.as_ref(),
+            &dist,
+            opts.skip_bad,
+            &opts.limits,
+        )
     };
     let mut fold = |i: usize, mut nd: NightData| -> Result<()> {
         if progress && (i.is_multiple_of(30) || i + 1 == in_range.len()) {
@@ -424,7 +433,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     // The delivery baseline.
     let (baseline_points, baseline_source) = match &opts.baseline {
         Some(p) => {
-            let set = input::load(std::slice::from_ref(p), opts.skip_bad)
+            let set = input::load_with(std::slice::from_ref(p), opts.skip_bad, &opts.limits)
                 .map_err(|e| e.context("--baseline"))?;
             let t = tables::build(&set.docs, profile.as_ref().and_then(|p| p.line_rate_gbit_s));
             (series::night_points(&t), p.display().to_string())
@@ -440,6 +449,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
                     None,
                     &None,
                     opts.skip_bad,
+                    &opts.limits,
                 )?
                 .points
             };
@@ -563,6 +573,7 @@ mod tests {
             top: 5,
             max_plots: 8,
             dist: None,
+            limits: input::Limits::default(),
         }
     }
 

@@ -31,8 +31,12 @@ pub(super) struct NightData {
 }
 
 /// Earliest `started_at` of a night's documents, for nights whose name holds no date.
-pub(super) fn date_from_documents(n: &Night, skip_bad: bool) -> Result<SystemTime> {
-    let set = input::load(std::slice::from_ref(&n.results), skip_bad)
+pub(super) fn date_from_documents(
+    n: &Night,
+    skip_bad: bool,
+    limits: &input::Limits,
+) -> Result<SystemTime> {
+    let set = input::load_with(std::slice::from_ref(&n.results), skip_bad, limits)
         .map_err(|e| e.context(&format!("night {}", n.id)))?;
     set.docs
         .iter()
@@ -53,8 +57,9 @@ pub(super) fn read_night(
     profile: Option<&Profile>,
     dist: &Option<(String, Option<u64>)>,
     skip_bad: bool,
+    limits: &input::Limits,
 ) -> Result<NightData> {
-    let set = input::load(std::slice::from_ref(&n.results), skip_bad)
+    let set = input::load_with(std::slice::from_ref(&n.results), skip_bad, limits)
         .map_err(|e| e.context(&format!("night {}", n.id)))?;
     let line_rate = profile.and_then(|p| p.line_rate_gbit_s);
     let t = tables::build(&set.docs, line_rate);
@@ -66,8 +71,9 @@ pub(super) fn read_night(
         if m.any_disturbed() {
             quality = "disturbed";
             for r in m.reasons() {
-                if reasons.len() < 3 && !reasons.contains(r) {
-                    reasons.push(r.clone());
+                let r = crate::escape::shorten(r, 1024);
+                if reasons.len() < 3 && !reasons.contains(&r) {
+                    reasons.push(r);
                 }
             }
         } else if m.known() && quality == "unknown" {
@@ -131,8 +137,12 @@ pub(super) fn read_night(
 
 /// The distribution key when none is asked for: the smallest size of the first latency
 /// test of the first night that has one.
-pub(super) fn default_dist(n: &Night, skip_bad: bool) -> Option<(String, Option<u64>)> {
-    let set = input::load(std::slice::from_ref(&n.results), skip_bad).ok()?;
+pub(super) fn default_dist(
+    n: &Night,
+    skip_bad: bool,
+    limits: &input::Limits,
+) -> Option<(String, Option<u64>)> {
+    let set = input::load_with(std::slice::from_ref(&n.results), skip_bad, limits).ok()?;
     let t = tables::build(&set.docs, None);
     t.histograms
         .iter()
