@@ -107,12 +107,19 @@ impl Probe {
     /// rank) as the document does. Context switches are counted only when called on the
     /// thread that started the probe: they are that thread's own.
     pub fn finish(self, me: &HostInfo) -> HostQuality {
+        let mut q = self.finish_as(&me.hostname, me.rank);
+        if q.cores == 0 {
+            q.cores = me.cores;
+        }
+        q
+    }
+
+    /// [`Probe::finish`] for a process that knows its host name and rank but holds no
+    /// [`HostInfo`] (a rank of a sweep: the coordinator's member entry).
+    pub fn finish_as(self, hostname: &str, rank: Option<u32>) -> HostQuality {
         let stat = read("/proc/stat").unwrap_or_default();
         let cpu = parse_cpu_times(&stat);
-        let cores = match parse_cpu_count(&stat) {
-            0 => me.cores,
-            n => n,
-        };
+        let cores = parse_cpu_count(&stat);
         let same_thread = std::thread::current().id() == self.thread;
         let switches = thread_switches()
             .zip(self.switches)
@@ -124,8 +131,8 @@ impl Probe {
                 )
             });
         HostQuality {
-            rank: me.rank,
-            hostname: me.hostname.clone(),
+            rank,
+            hostname: hostname.to_string(),
             cores,
             load_avg_before: self.load,
             load_avg_after: read("/proc/loadavg")
