@@ -33,22 +33,9 @@ INPUT_BYTES=$(du -sb "$HISTORY" | cut -f1)
 echo "history: $(find "$HISTORY" -mindepth 1 -maxdepth 1 -type d | wc -l) nights, $(find "$HISTORY" -name "*.json" | wc -l) files, $((INPUT_BYTES / 1024 / 1024)) MiB"
 
 "$BIN" keygen "$WORK/key" >/dev/null
-set +e
-AGGREGATE_TIMINGS=1 /usr/bin/time -v -o "$WORK/time.txt" \
-    "$BIN" trend "$HISTORY" --profile roce-100g --out "$WORK/trend" --sign "$WORK/key" \
-    >"$WORK/stdout.txt" 2>"$WORK/stderr.txt"
-rc=$?
-set -e
-if [[ $rc -ge 2 ]]; then
-    echo "aggregate trend failed (exit $rc):" >&2
-    cat "$WORK/stderr.txt" >&2
-    exit "$rc"
-fi
-WALL=$(awk -F': ' '/Elapsed \(wall clock\)/ {print $2}' "$WORK/time.txt")
-RSS_KB=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$WORK/time.txt")
-CPU=$(awk -F': ' '/Percent of CPU/ {print $2}' "$WORK/time.txt")
-USER=$(awk -F': ' '/User time/ {print $2}' "$WORK/time.txt")
-grep -E '^(DRIFT|FAILED|REGRESSED)' "$WORK/stdout.txt" | head -20
+AGGREGATE_TIMINGS=1 timed_aggregate trend "$HISTORY" --profile roce-100g --out "$WORK/trend" \
+    --sign "$WORK/key"
+grep -E '^(DRIFT|FAILED|REGRESSED)' "$WORK/stdout.txt" | head -20 || true
 grep '^verdict' "$WORK/stdout.txt"
 grep '^aggregate:' "$WORK/stderr.txt" || true
 echo "trend files: html $(stat -c %s "$WORK/trend/trend.html") B, md $(stat -c %s "$WORK/trend/trend.md") B, summary $(stat -c %s "$WORK/trend/summary.json") B, bundle $(du -sb "$WORK/trend" | cut -f1) B"
