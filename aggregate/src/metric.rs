@@ -51,6 +51,9 @@ pub enum Metric {
     /// `max = 0`, a profile accepts only undisturbed evidence. Results without a quality
     /// record give no value, so a check that sees only those is MISSING.
     Disturbed,
+    /// GPU copy baseline bandwidth (`bench-bw --test h2d|d2h|d2d|p2p`), 10^9 byte/s as GPU
+    /// tools print it; only copy rows (transport `cuda`) have it.
+    CopyBw,
 }
 
 /// A latency percentile.
@@ -115,6 +118,7 @@ pub const ALL: &[(&str, Metric, &str)] = &[
     ("wrong_elements", Metric::Wrong, "elements"),
     ("link_loss", Metric::LinkLoss, "%"),
     ("disturbed_results", Metric::Disturbed, "results"),
+    ("copy_bw", Metric::CopyBw, "GB/s"),
 ];
 
 impl Metric {
@@ -145,7 +149,8 @@ impl Metric {
             | Metric::BwPeak
             | Metric::BwFluctuation
             | Metric::MsgRate
-            | Metric::CpuPer100G => RowKind::Bandwidth,
+            | Metric::CpuPer100G
+            | Metric::CopyBw => RowKind::Bandwidth,
             Metric::Busbw | Metric::Algbw | Metric::Efficiency | Metric::CollTime => {
                 RowKind::Collective
             }
@@ -165,6 +170,7 @@ impl Metric {
                 | Metric::Busbw
                 | Metric::Algbw
                 | Metric::Efficiency
+                | Metric::CopyBw
         )
     }
 
@@ -183,6 +189,7 @@ impl Metric {
                 Some(busier / (r.bw_gbit_s.avg / 100.0))
             }
             Metric::LinkLoss => r.counters.as_ref().and_then(link_loss_pct),
+            Metric::CopyBw => (r.transport == "cuda").then_some(r.bw_gbit_s.avg / 8.0),
             _ => None,
         }
     }

@@ -18,6 +18,8 @@ pub mod counters;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod errno;
+pub mod gpu;
 pub mod host;
 pub mod interrupt;
 pub mod inventory;
@@ -25,6 +27,7 @@ pub mod output;
 pub mod p2p;
 pub mod quality;
 pub mod sockets;
+pub mod topology;
 pub mod transport;
 pub mod wire;
 

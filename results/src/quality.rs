@@ -582,6 +582,7 @@ mod tests {
             complete: true,
             counters,
             check_wrong_bytes: None,
+            memory: None,
         })
     }
 

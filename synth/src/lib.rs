@@ -168,6 +168,7 @@ pub fn latency_row_of(
         pair: p,
         complete: true,
         counters: None,
+        memory: None,
     })
 }
 
@@ -212,6 +213,7 @@ pub fn bandwidth_row(
         complete: true,
         counters,
         check_wrong_bytes: None,
+        memory: None,
     })
 }
 
