@@ -25,6 +25,7 @@ pub mod inventory;
 pub mod names;
 pub mod output;
 pub mod p2p;
+pub mod quality;
 pub mod sockets;
 pub mod topology;
 pub mod transport;
