@@ -19,7 +19,7 @@ use super::PeerLink;
 use crate::wire;
 
 /// Bumped whenever the control protocol changes; both sides must agree.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// What the client announces.
 #[derive(Debug, Serialize, Deserialize)]

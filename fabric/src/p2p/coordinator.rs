@@ -65,6 +65,9 @@ pub struct RoundReport {
     pub failures: Vec<SideFailure>,
     /// The pair stopped early on Ctrl-C.
     pub interrupted: bool,
+    /// What disturbed this rank's run (load, steal, preemptions), sent with the last round.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality: Option<results::quality::HostQuality>,
 }
 
 /// Inputs of the schedule that only the root decides (identical on every rank after
@@ -328,9 +331,34 @@ impl Coordinator for Standalone {
         Ok(&mut self.link)
     }
     fn end_round(&mut self, report: RoundReport, _limit: Duration) -> Result<Option<Vec<Vec<u8>>>> {
-        Ok(self
-            .is_root()
-            .then(|| vec![serde_json::to_vec(&report).unwrap_or_default()]))
+        // The server's measurement quality joins the client's document (not after a failed
+        // pair: the link may be what broke).
+        let mut reports = Vec::new();
+        if report.failures.is_empty() && report.quality.is_some() {
+            match self.role {
+                Role::Responder => {
+                    let _ = send_json(&mut self.link, &report.quality);
+                }
+                Role::Initiator => {
+                    let theirs: Option<results::quality::HostQuality> =
+                        recv_json(&mut self.link).ok().flatten();
+                    reports.push(RoundReport {
+                        quality: theirs,
+                        ..Default::default()
+                    });
+                }
+            }
+        }
+        if self.role == Role::Responder {
+            return Ok(None);
+        }
+        reports.insert(0, report);
+        Ok(Some(
+            reports
+                .iter()
+                .map(|r| serde_json::to_vec(r).unwrap_or_default())
+                .collect(),
+        ))
     }
     fn finish(&mut self, doc: Option<&Document>) -> Result<Option<Document>> {
         match (self.role, doc) {

@@ -373,6 +373,9 @@ pub fn run_rank(
     // Whether this rank's own pair failed (the root learns of every pair from the reports).
     let mut my_pair_failed = false;
     let limit = plan.round_limit();
+    // What disturbs the run (load, steal, preemptions of this, the measuring, thread) is
+    // read before the first round and after the last; it travels with the last report.
+    let mut probe = Some(crate::quality::Probe::start());
     for (ri, round) in schedule.rounds.iter().enumerate() {
         let ri = ri as u32;
         let round_start = std::time::Instant::now();
@@ -460,6 +463,12 @@ pub fn run_rank(
             }
             report.results = out.results;
             report.interrupted = out.interrupted;
+        }
+        if ri as usize + 1 == schedule.rounds.len() {
+            let host = coord.members()[me as usize].host.clone();
+            report.quality = probe
+                .take()
+                .map(|p| p.finish_as(&host, coord.ranks_in_results().then_some(me)));
         }
         if let Some(raw) = coord.end_round(report, limit)? {
             let seconds = round_start.elapsed().as_secs_f64();

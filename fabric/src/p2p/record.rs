@@ -43,6 +43,8 @@ pub struct Recorder<'a> {
     failures: BTreeMap<(u32, Pair), FailedPair>,
     /// Some pair stopped early on Ctrl-C.
     pub interrupted: bool,
+    /// Every rank's measurement quality (from the last round's reports).
+    quality: Vec<results::quality::HostQuality>,
     last_write: Option<Instant>,
     last_cost: Duration,
     decoder: Option<Decoder>,
@@ -96,6 +98,7 @@ impl<'a> Recorder<'a> {
             results: Vec::new(),
             failures: BTreeMap::new(),
             interrupted: false,
+            quality: Vec::new(),
             last_write: None,
             last_cost: Duration::ZERO,
             decoder: None,
@@ -157,6 +160,7 @@ impl<'a> Recorder<'a> {
     pub fn add_round(&mut self, reports: Vec<RoundReport>, seconds: f64) {
         for r in reports {
             self.interrupted |= r.interrupted;
+            self.quality.extend(r.quality);
             self.results.extend(r.results);
             for f in r.failures {
                 self.add_failure(f);
@@ -212,6 +216,9 @@ impl<'a> Recorder<'a> {
         doc.results = self.results.iter().chain(extra).cloned().collect();
         doc.sweep = self.sweep.clone();
         doc.failed_pairs = self.failures.values().cloned().collect();
+        if !self.quality.is_empty() {
+            doc.attach_quality(self.quality.clone());
+        }
         doc.finish(stopped);
         doc
     }
