@@ -44,20 +44,37 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_busy_loop_shows_more_cores_than_a_sleep() {
+    fn the_meter_counts_the_cpu_a_busy_thread_burns() {
+        // Spin until this thread has burnt 150 ms of CPU (however long that takes on a
+        // loaded machine), then the process-wide meter must show at least that much: it
+        // counts CPU time, whatever share of a core the thread got.
+        let thread_cpu = || {
+            getrusage(UsageWho::RUSAGE_THREAD)
+                .map(|u| {
+                    let tv =
+                        |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+                    tv(u.user_time()) + tv(u.system_time())
+                })
+                .unwrap_or(0.0)
+        };
         let m = CpuMeter::start();
-        let t = Instant::now();
+        let t0 = thread_cpu();
+        let wall = Instant::now();
         let mut x = 0u64;
-        while t.elapsed().as_millis() < 200 {
-            x = std::hint::black_box(x.wrapping_add(1));
+        while thread_cpu() - t0 < 0.15 {
+            for _ in 0..100_000 {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+            assert!(
+                wall.elapsed().as_secs() < 60,
+                "no CPU for a busy loop in 60 s"
+            );
         }
-        let busy = m.cores();
-        // Process-wide: tests running in parallel threads add to both phases, and a loaded
-        // machine takes some of the busy thread's time; the busy phase still dominates.
-        assert!(busy > 0.2, "busy loop measured {busy} cores");
-        let m = CpuMeter::start();
-        std::thread::sleep(std::time::Duration::from_millis(200));
-        let idle = m.cores();
-        assert!(idle < busy, "sleep measured {idle} cores, busy loop {busy}");
+        let burnt = thread_cpu() - t0;
+        let measured = m.cores() * wall.elapsed().as_secs_f64();
+        assert!(
+            measured >= 0.95 * burnt,
+            "meter says {measured:.3} CPU s, the busy thread alone burnt {burnt:.3}"
+        );
     }
 }

@@ -125,12 +125,15 @@ impl Plan {
         m
     }
 
-    /// Longest a round can legitimately take: each pair's sizes, each with up to a
-    /// timeout of waiting before it gives up, plus its measuring time.
+    /// Longest a round can legitimately take, for the ranks that wait for it: a failing
+    /// pair can spend up to a timeout in each of its waits that come one after another
+    /// (its control connection, and per size the endpoint exchange, the data connections
+    /// or queue pairs, the loop), plus its measuring time. A hung rank is caught after
+    /// this; a dead one usually ends the MPI job at once.
     pub fn round_limit(&self) -> Duration {
         let sizes = self.sizes.len() as u32;
         let measuring = self.duration_s.map_or(0.0, |d| d * f64::from(sizes));
-        self.timeout * (2 + sizes) + Duration::from_secs_f64(measuring)
+        self.timeout * (3 + 3 * sizes) + Duration::from_secs_f64(measuring)
     }
 }
 
@@ -710,10 +713,10 @@ mod tests {
             assert!(o.contains_key(k), "options.{k}");
         }
         assert!(!plan(TransportKind::Tcp).options().contains_key("ib_dev"));
-        // Two sizes of 0.5 s, each with up to a timeout of waiting, plus two timeouts.
+        // Two sizes of 0.5 s: three timeouts for the connection, three per size.
         assert_eq!(
             plan(TransportKind::Tcp).round_limit(),
-            Duration::from_secs(41)
+            Duration::from_secs(91)
         );
     }
 
