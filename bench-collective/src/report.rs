@@ -90,6 +90,7 @@ mod tests {
             latency_us: LatencySummary::default(),
             histogram: String::new(),
             slowest_rank: 0,
+            rank_time_us: None,
         }
     }
 
@@ -98,6 +99,7 @@ mod tests {
             collective: "all_reduce".into(),
             backend: "mpi".into(),
             ranks: 2,
+            nodes: Some(1),
             size_bytes: 1048576,
             count: 262144,
             datatype: "float32".into(),

@@ -17,19 +17,10 @@ pub mod counters;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod exit;
 pub mod host;
 pub mod interrupt;
 pub mod output;
 pub mod p2p;
 pub mod transport;
 pub mod wire;
-
-/// Process exit codes shared by every tool (design.md: 0 ok, 1 measured but failed a
-/// check, 2 usage or environment error). An interrupted run exits 130 after writing what it
-/// measured.
-pub mod exit {
-    pub const OK: i32 = 0;
-    pub const CHECK_FAILED: i32 = 1;
-    pub const ERROR: i32 = 2;
-    pub const INTERRUPTED: i32 = 130;
-}

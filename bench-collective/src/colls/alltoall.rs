@@ -1,21 +1,15 @@
 //! AlltoAll: block p of rank r's input lands at block r of rank p's output (the exchange
 //! of expert-parallel training). The size is the whole buffer; (n-1)/n of it crosses links.
 
-use super::{Collective, Counts, Ctx};
+use super::{shape, Collective, Ctx};
 use fabric::collective::Primitive;
 
 pub const ALLTOALL: Collective = Collective {
     name: "alltoall",
     primitive: Primitive::AllToAll,
-    reduces: false,
-    rooted: false,
-    counts: |count, n| Counts {
-        send: (count / n) * n,
-        recv: (count / n) * n,
-        param: count / n,
-    },
-    bus_factor: |n| (n as f64 - 1.0) / n as f64,
-    in_place: |_, _| (0, 0),
+    param: shape::per_rank,
+    alg_blocks: shape::all,
+    bus_factor: shape::all_but_own,
     expected: |ctx: &Ctx, rank, j| {
         let p = ctx.counts.param;
         Some(ctx.input(j / p, rank * p + j % p))

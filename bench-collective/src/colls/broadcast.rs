@@ -1,20 +1,14 @@
 //! Broadcast: the root's buffer is copied to every rank. busbw = algbw: a pipelined
 //! chain sends the whole buffer over each link once.
 
-use super::{Collective, Counts, Ctx};
+use super::{shape, Collective, Ctx};
 use fabric::collective::Primitive;
 
 pub const BROADCAST: Collective = Collective {
     name: "broadcast",
     primitive: Primitive::Broadcast,
-    reduces: false,
-    rooted: true,
-    counts: |count, _| Counts {
-        send: count,
-        recv: count,
-        param: count,
-    },
-    bus_factor: |_| 1.0,
-    in_place: |_, _| (0, 0),
+    param: shape::whole,
+    alg_blocks: shape::one,
+    bus_factor: shape::unit,
     expected: |ctx: &Ctx, _, j| Some(ctx.input(ctx.root, j)),
 };
