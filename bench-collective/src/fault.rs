@@ -6,6 +6,7 @@
 //! hook, does not read the variable, and does not contain its name.
 
 /// What a rank was told to do wrong.
+#[cfg_attr(not(debug_assertions), allow(dead_code))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fault {
     Die,

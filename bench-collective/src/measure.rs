@@ -1,6 +1,7 @@
 //! One size of one collective on one team: out of place, then in place. For each: the
-//! layout (once), fill the input, warm up, line the ranks up, time the loop, check one
-//! extra call, then combine the ranks' figures.
+//! layout (once), fill the input, warm up, line the ranks up, time the loop (nccl-tests'
+//! pass, then the per-iteration pass), check one extra call, then combine the ranks'
+//! figures.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;

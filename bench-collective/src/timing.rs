@@ -3,9 +3,10 @@
 //! nccl-tests times each rank's whole loop of back-to-back calls with one timer, divides
 //! by the iteration count, and combines the ranks' figures with `-a, --average`: rank 0's
 //! own (0), the mean (1, the default), the minimum (2) or the maximum (3). `time_us`, and
-//! algbw and busbw from it, follow that exactly. The per-iteration view (the slowest
-//! rank's time for each iteration, its histogram and percentiles) comes from the
-//! per-iteration stamps of the same loop and is reported beside it.
+//! algbw and busbw from it, follow that exactly, from a loop with nothing but the calls in
+//! it. The per-iteration view (the slowest rank's time for each iteration, its histogram
+//! and percentiles) comes from a second pass of as many iterations, each stamped, and is
+//! reported beside it.
 
 use results::RankTimes;
 

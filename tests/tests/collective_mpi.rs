@@ -59,10 +59,9 @@ fn runnable(np: u32) -> Vec<&'static str> {
         .collect()
 }
 
-/// nccl-tests' time (each rank's loop time / iterations, combined across ranks) is
-/// `time_us`; the per-iteration view beside it is the slowest rank's time per iteration.
-/// A rank's loop is the sum of its own iterations, never more than the sum of the
-/// per-iteration maxima, so even the slowest rank's loop time is at most their mean.
+/// nccl-tests' time (each rank's loop time / iterations, combined across ranks as `-a`
+/// says) is `time_us`; the per-iteration view beside it (the slowest rank's time per
+/// iteration) comes from a pass of its own, one sample per iteration.
 fn assert_nccl_tests_time(t: &CollectiveTiming, want: fn(&RankTimes) -> f64, what: &str) {
     let rt = t.rank_time_us.expect("rank_time_us recorded");
     assert!(
@@ -72,14 +71,9 @@ fn assert_nccl_tests_time(t: &CollectiveTiming, want: fn(&RankTimes) -> f64, wha
     );
     assert!(rt.min <= rt.avg && rt.avg <= rt.max, "{what}: {rt:?}");
     assert!(rt.min > 0.0, "{what}: {rt:?}");
+    assert!(rt.rank0 >= rt.min && rt.rank0 <= rt.max, "{what}: {rt:?}");
     let h = LatencyHistogram::decode(&t.histogram).unwrap();
-    let per_iteration_mean = h.summary_us().mean;
-    // HDR keeps 3 significant digits: allow 1% for its rounding.
-    assert!(
-        rt.max <= per_iteration_mean * 1.01 + 0.01,
-        "{what}: slowest loop {} us per iteration above the mean of per-iteration maxima {per_iteration_mean}",
-        rt.max
-    );
+    assert!(h.summary_us().mean > 0.0 && t.latency_us.max >= t.latency_us.p50);
 }
 
 fn collective(np: u32, args: &[&str]) -> Command {

@@ -7,13 +7,16 @@
 //! `mpi::ffi` on byte buffers, with `MPI_IN_PLACE` taken from a two-line C shim compiled
 //! against the same `mpi.h` (see `build.rs`).
 //!
-//! Every primitive goes through one checked path, [`Collectives::run`]: it resolves the
+//! Every primitive goes through one checked path, [`Collectives::prepare`]: it resolves the
 //! datatype and operation, checks the root, the rank count and every count against
 //! `c_int`, and checks that each buffer holds what the call will read or write
 //! ([`Primitive::elements`]) at the offsets MPI's in-place rules give
 //! ([`InPlaceRules::Mpi`]). Only then does one `unsafe` block hand raw pointers to MPI,
-//! with one arm per primitive and no further arithmetic that could leave the slices.
+//! with one arm per primitive and no further arithmetic that could leave the slices. A
+//! prepared call can be made many times with nothing else per call, so a timed loop
+//! holds the MPI call alone, as a C loop would.
 
+use std::marker::PhantomData;
 use std::os::raw::{c_int, c_void};
 
 use anyhow::{ensure, Result};
@@ -115,12 +118,38 @@ struct Checked {
     /// In place: the whole buffer (for primitives whose arm addresses blocks of it).
     whole: *mut c_void,
     in_place: bool,
+    mpi_in_place: *mut c_void,
     n: c_int,
     block_bytes: usize,
     root: c_int,
     is_root: bool,
     rank: usize,
     ranks: usize,
+}
+
+/// A checked call, ready to be made: see [`Collectives::prepare`].
+pub struct Prepared<'b> {
+    colls: &'b Collectives<'b>,
+    p: Primitive,
+    c: Checked,
+    /// The buffers stay borrowed (mutably) while the call can be made.
+    _buffers: PhantomData<&'b mut [u8]>,
+}
+
+impl Prepared<'_> {
+    /// Makes the call (blocking, as MPI's collectives are).
+    #[inline]
+    pub fn call(&self) -> Result<()> {
+        // SAFETY: `c` was built by `prepare` from slices that stay borrowed for this
+        // value's lifetime, after checking that each holds every element the primitive
+        // reads or writes at the offsets used, that every count fits a c_int and that the
+        // root is a rank.
+        let rc = unsafe { self.colls.call_mpi(self.p, &self.c) };
+        if rc != 0 {
+            anyhow::bail!("MPI call for {:?} failed with MPI error code {rc}", self.p);
+        }
+        Ok(())
+    }
 }
 
 /// The collectives of one communicator.
@@ -141,6 +170,13 @@ impl<'a> Collectives<'a> {
 
     /// Runs one collective call: checks everything MPI will touch, then makes the call.
     pub fn run(&self, call: &Call, bufs: Buffers) -> Result<()> {
+        self.prepare(call, bufs)?.call()
+    }
+
+    /// Checks everything MPI will touch for `call` on `bufs` once, and returns the call
+    /// ready to be made any number of times with nothing else per call (the timed loop's
+    /// body): it holds the buffers' borrow, so nothing else can touch them meanwhile.
+    pub fn prepare<'b>(&'b self, call: &Call, bufs: Buffers<'b>) -> Result<Prepared<'b>> {
         let p = call.primitive;
         supports(call.datatype, p.reduces().then_some(call.op))?;
         let t = datatype(call.datatype).expect("checked by supports");
@@ -170,39 +206,37 @@ impl<'a> Collectives<'a> {
                 (input.cast_const().cast(), output.cast(), base.cast(), true)
             }
         };
-        let c = Checked {
-            t,
-            o,
-            send,
-            recv,
-            whole,
-            in_place,
-            n,
-            block_bytes: call.count * ts,
-            root: call.root as c_int,
-            is_root: self.rank == call.root,
-            rank: self.rank,
-            ranks: self.ranks,
-        };
-        // SAFETY: `c` was built above from live slices borrowed for this whole call, after
-        // checking that each holds every element the primitive reads or writes at the
-        // offsets used, that every count fits a c_int and that the root is a rank.
-        let rc = unsafe { self.call_mpi(p, &c) };
-        ensure!(
-            rc == 0,
-            "MPI call for {p:?} failed with MPI error code {rc}"
-        );
-        Ok(())
+        Ok(Prepared {
+            colls: self,
+            p,
+            c: Checked {
+                t,
+                o,
+                send,
+                recv,
+                whole,
+                in_place,
+                // SAFETY: returns the MPI_IN_PLACE constant of the linked MPI.
+                mpi_in_place: unsafe { fabcheck_mpi_in_place() },
+                n,
+                block_bytes: call.count * ts,
+                root: call.root as c_int,
+                is_root: self.rank == call.root,
+                rank: self.rank,
+                ranks: self.ranks,
+            },
+            _buffers: PhantomData,
+        })
     }
 
     /// One arm per primitive: the MPI calls themselves.
     ///
     /// # Safety
-    /// `c` must come from [`Self::run`]'s checks, with the buffers it points into alive
-    /// and unaliased for the duration of the call.
+    /// `c` must come from [`Self::prepare`]'s checks, with the buffers it points into
+    /// alive and unaliased for the duration of the call.
     unsafe fn call_mpi(&self, p: Primitive, c: &Checked) -> c_int {
         let comm = self.comm.as_raw();
-        let ip = fabcheck_mpi_in_place();
+        let ip = c.mpi_in_place;
         // In place, MPI takes MPI_IN_PLACE as the send (or, for a rooted gather-like
         // call, receive) argument and finds the input in the one buffer.
         let send = if c.in_place { ip.cast_const() } else { c.send };
