@@ -13,6 +13,7 @@ pub mod metric;
 pub mod plots;
 pub mod profile;
 pub mod report;
+pub mod scaling;
 pub mod sign;
 pub mod synth;
 pub mod tables;

@@ -19,6 +19,8 @@ pub struct Plots {
     pub latency: Option<String>,
     pub bandwidth: Option<String>,
     pub collective: Option<String>,
+    /// Collective busbw against communicator size (a scaling sweep).
+    pub scaling: Option<String>,
     pub distribution: Option<String>,
     /// What the distribution shows (`send_lat tcp 2 B`).
     pub distribution_of: Option<String>,
@@ -217,6 +219,7 @@ pub fn draw_all(t: &Tables, line_rate: Option<f64>, dist: Option<(&str, u64)>) -
             .push((r.size_bytes as f64, r.oop_busbw));
     }
     let coll: Vec<Series> = coll.into_iter().collect();
+    let scaling = scaling_series(t);
 
     let line_label = line_rate.map(|l| format!("line rate {} Gb/s", num_label(&l)));
     let mut plots = Plots {
@@ -246,6 +249,15 @@ pub fn draw_all(t: &Tables, line_rate: Option<f64>, dist: Option<(&str, u64)>) -
             false,
             None,
             true,
+        ),
+        scaling: chart(
+            "Collective bus bandwidth against communicator size (out-of-place)",
+            "ranks",
+            "busbw (GB/s)",
+            &scaling,
+            false,
+            None,
+            false,
         ),
         ..Plots::default()
     };
@@ -282,6 +294,29 @@ pub fn draw_all(t: &Tables, line_rate: Option<f64>, dist: Option<(&str, u64)>) -
     plots
 }
 
+/// One line per collective and backend that was measured at two or more communicator
+/// sizes: busbw against ranks at the largest message size measured at every one of them.
+/// A fabric that scales keeps the line flat (busbw is normalised by the algorithm).
+fn scaling_series(t: &Tables) -> Vec<Series> {
+    // (collective, backend) -> size -> (ranks, busbw) points.
+    type BySize = BTreeMap<u64, Vec<(f64, f64)>>;
+    let mut by: BTreeMap<(String, String), BySize> = BTreeMap::new();
+    for r in &t.collective {
+        by.entry((r.collective.clone(), r.backend.clone()))
+            .or_default()
+            .entry(r.size_bytes)
+            .or_default()
+            .push((f64::from(r.ranks), r.oop_busbw));
+    }
+    by.into_iter()
+        .filter_map(|((coll, backend), sizes)| {
+            let (size, mut pts) = sizes.into_iter().rev().find(|(_, p)| p.len() >= 2)?;
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            Some((format!("{coll} {backend} {}", format_size(size)), pts))
+        })
+        .collect()
+}
+
 /// The histogram to draw: the requested test and size, else the smallest size of the
 /// first latency test.
 fn pick_distribution<'a>(
@@ -300,6 +335,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_scaling_sweep_draws_busbw_against_ranks() {
+        let docs: Vec<_> = [2, 4, 8]
+            .into_iter()
+            .map(|n| {
+                let d = crate::synth::collective_doc(n, &[1024, 1 << 20], 10.0, 100.0, 3);
+                crate::input::Loaded::from_text("x", &serde_json::to_string(&d).unwrap()).unwrap()
+            })
+            .collect();
+        let t = crate::tables::build(&docs, None);
+        let s = scaling_series(&t);
+        assert!(!s.is_empty());
+        for (label, pts) in &s {
+            assert!(label.contains("1M"), "the largest size: {label}");
+            let ranks: Vec<f64> = pts.iter().map(|p| p.0).collect();
+            assert_eq!(ranks, [2.0, 4.0, 8.0]);
+        }
+        let svg = draw_all(&t, None, None).scaling.expect("drawn");
+        assert!(svg.starts_with("<svg") && svg.contains("ranks"));
+    }
+
+    #[test]
     fn every_plot_is_svg_when_data_exists() {
         let docs: Vec<_> = [
             crate::synth::latency_doc("a", "b", &[2, 64, 4096], 5.0, 1),
@@ -316,6 +372,10 @@ mod tests {
             assert!(svg.starts_with("<svg") && svg.contains("</svg>"));
         }
         assert!(p.bandwidth.unwrap().contains("line rate 100 Gb/s"));
+        assert!(
+            p.scaling.is_none(),
+            "one communicator size: no scaling curve"
+        );
         assert!(draw_all(&crate::tables::Tables::default(), None, None)
             .latency
             .is_none());

@@ -267,6 +267,7 @@ pub fn run(opts: &Options) -> Result<Outcome, InputError> {
         ("latency", &plots.latency),
         ("bandwidth", &plots.bandwidth),
         ("collective", &plots.collective),
+        ("scaling", &plots.scaling),
         ("distribution", &plots.distribution),
     ] {
         if let Some(svg) = svg {

@@ -490,6 +490,63 @@ fn scaling_sweep_in_one_launch() {
             "{stdout}"
         );
     }
+
+    // aggregate judges the sweep: AllReduce busbw at 4 and 8 ranks over busbw at 2 (one
+    // host: the smallest communicator is the base), the worst deciding, recomputed here.
+    let mut worst = f64::INFINITY;
+    for size in [128u64, 4096] {
+        let bw = |n: u32| {
+            rows(&doc)
+                .iter()
+                .find(|r| r.collective == "all_reduce" && r.ranks == n && r.size_bytes == size)
+                .unwrap()
+                .out_of_place
+                .busbw_gbyte_s
+        };
+        for n in [4, 8] {
+            worst = worst.min(bw(n) / bw(2) * 100.0);
+        }
+    }
+    for (bound, verdict, code) in [("0.000001", "PASS", 0), ("1000000000", "FAIL", 1)] {
+        let profile = dir.path().join(format!("scaling-{verdict}.toml"));
+        std::fs::write(
+            &profile,
+            format!(
+                "name = \"scaling\"\n[[check]]\nid = \"allreduce-scaling\"\n\
+                 description = \"d\"\nmetric = \"scaling_efficiency\"\nunit = \"%\"\n\
+                 min = {bound}\ncollective = \"all_reduce\"\n"
+            ),
+        )
+        .unwrap();
+        let report = dir.path().join(format!("report-{verdict}"));
+        let out = run(
+            Command::new(bin("aggregate"))
+                .arg("report")
+                .arg(&json)
+                .arg("--profile")
+                .arg(&profile)
+                .arg("--out")
+                .arg(&report),
+            LIMIT,
+        );
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(code), "{stdout}\n{stderr}");
+        let line = stdout
+            .lines()
+            .find(|l| l.contains("allreduce-scaling"))
+            .unwrap_or_else(|| panic!("a check line:\n{stdout}"));
+        assert!(line.starts_with(verdict), "{line}");
+        let measured: f64 = line.split_whitespace().nth(2).unwrap().parse().unwrap();
+        assert!(
+            (measured - worst).abs() <= 0.0005 * worst.abs() + 0.001,
+            "{line}: recomputed {worst}"
+        );
+        let html = std::fs::read_to_string(report.join("report.html")).unwrap();
+        assert!(
+            html.contains("id=\"plot-scaling\""),
+            "busbw against ranks is drawn"
+        );
+    }
 }
 
 #[test]
