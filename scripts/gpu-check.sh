@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # GPU check of bench-collective's NCCL backend on one GPU (written for one H200; about
 # 2-4 minutes there, well under 8). It builds with the CUDA features, then runs every
-# collective with --check over a size sweep, every datatype and every reduction, and
-# fails on any wrong element, any non-zero exit, or a missing library.
+# collective (the ten of nccl-tests' set) with --check over a size sweep, every datatype
+# and every reduction, checks nccl-tests' time with -a 3, and fails on any wrong element,
+# any non-zero exit, or a missing library.
 #
 # Usage: scripts/gpu-check.sh                 (from anywhere in the repository)
 # Env:   OUT        where logs and JSON go (default: ./gpu-check-out)
@@ -118,6 +119,11 @@ for op in sum prod min max avg; do
         check "op-$op-$dt" all_reduce reduce_scatter reduce -b 8 -e 16M -f 16 -n 5 -w 1 -o "$op" -d "$dt"
     done
 done
+# nccl-tests' time: -a 3 reports the slowest rank's loop time / iterations.
+check avg-max all_reduce -b 1M -e 1M -n 50 -a 3
+if ! python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"][0]["out_of_place"]; sys.exit(abs(r["time_us"]-r["rank_time_us"]["max"])>1e-9)' "$OUT/avg-max.json" 2>/dev/null; then
+    say "FAILED avg-max: time_us is not rank_time_us.max with -a 3"; FAILED=1
+fi
 # Broadcast and reduce are rooted; with one GPU the only root is 0. A bad root must be
 # refused with exit code 2.
 timeout 60 $MPIRUN "$BIN" broadcast --backend nccl -r 1 -b 8 -e 8 >"$OUT/bad-root.txt" 2>&1
