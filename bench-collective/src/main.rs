@@ -37,12 +37,12 @@ mod report;
 mod scaling;
 mod timing;
 
-use plan::{BackendKind, Plan, Request};
+use plan::Plan;
 use timing::Average;
 
 /// `--backend`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum BackendArg {
+pub(crate) enum BackendArg {
     /// MPI collectives on host memory.
     Mpi,
     /// NCCL collectives on GPU memory (one GPU per rank).
@@ -85,31 +85,31 @@ fn op_parser() -> impl TypedValueParser<Value = RedOp> {
 ///   mpirun -np 8 bench-collective all_reduce -b 8 -e 128M -f 2 --backend nccl --json r.json
 #[derive(Parser, Debug)]
 #[command(version, about, long_about = None)]
-struct Cli {
+pub(crate) struct Cli {
     /// Collectives to run, in this order: all_reduce, all_gather, reduce_scatter, alltoall,
     /// broadcast, reduce, sendrecv, scatter, gather, hypercube, or `all` for every one.
     #[arg(value_name = "COLLECTIVE", default_value = "all_reduce")]
-    collectives: Vec<String>,
+    pub(crate) collectives: Vec<String>,
 
     /// Smallest size in bytes (K, M, G suffixes), as nccl-tests' size column.
     #[arg(short = 'b', long = "minbytes", default_value = "32M", value_parser = parse_size)]
-    minbytes: u64,
+    pub(crate) minbytes: u64,
 
     /// Largest size in bytes.
     #[arg(short = 'e', long = "maxbytes", default_value = "32M", value_parser = parse_size)]
-    maxbytes: u64,
+    pub(crate) maxbytes: u64,
 
     /// Multiply the size by this factor between steps (default 2).
     #[arg(short = 'f', long = "stepfactor", value_parser = clap::value_parser!(u64).range(2..))]
-    stepfactor: Option<u64>,
+    pub(crate) stepfactor: Option<u64>,
 
     /// Add this many bytes between steps instead of multiplying.
     #[arg(short = 'i', long = "stepbytes", value_parser = parse_size, conflicts_with = "stepfactor")]
-    stepbytes: Option<u64>,
+    pub(crate) stepbytes: Option<u64>,
 
     /// Timed iterations per size and mode.
     #[arg(short = 'n', long = "iters", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
-    iters: u64,
+    pub(crate) iters: u64,
 
     /// Untimed iterations before the timed ones, every size and mode.
     #[arg(
@@ -118,85 +118,58 @@ struct Cli {
         visible_alias = "warmup-iters",
         default_value_t = 5
     )]
-    warmup: u64,
+    pub(crate) warmup: u64,
 
     /// Check results (nccl-tests -c): 1 = count wrong elements of one extra call per size
     /// and mode (the #wrong column), 0 = don't. `-c` alone means 1.
     #[arg(short = 'c', long = "check", default_value_t = 1, num_args = 0..=1, default_missing_value = "1",
           value_parser = clap::value_parser!(u32).range(0..=1))]
-    check: u32,
+    pub(crate) check: u32,
 
     /// Reduction for all_reduce, reduce_scatter and reduce (avg: NCCL only).
     #[arg(short = 'o', long = "op", default_value = "sum", value_parser = op_parser())]
-    op: RedOp,
+    pub(crate) op: RedOp,
 
     /// Element type (float16, bfloat16: NCCL only).
     #[arg(short = 'd', long = "datatype", default_value = "float32", value_parser = datatype_parser())]
-    datatype: DataType,
+    pub(crate) datatype: DataType,
 
     /// Root rank of broadcast, reduce, scatter and gather.
     #[arg(short = 'r', long = "root", default_value_t = 0)]
-    root: u32,
+    pub(crate) root: u32,
 
     /// How the ranks' loop times become the time column (nccl-tests -a): 0 rank 0's,
     /// 1 the mean, 2 the minimum, 3 the maximum.
     #[arg(short = 'a', long = "average", default_value = "1", value_parser = Average::parse)]
-    average: Average,
+    pub(crate) average: Average,
 
     /// Also measure on sub-communicators of 2, 4, 8, ... ranks made of whole nodes (split
     /// by host; on one host, by rank), then on all ranks: the scaling curve in one launch.
     #[arg(long)]
-    scaling: bool,
+    pub(crate) scaling: bool,
 
     /// mpi: host memory; nccl: GPU memory, one GPU per rank picked by the node-local rank.
     #[arg(long, value_enum, default_value = "mpi")]
-    backend: BackendArg,
+    pub(crate) backend: BackendArg,
 
     /// Write the JSON result document here (rank 0, atomically; checked before measuring).
     #[arg(long)]
-    json: Option<PathBuf>,
+    pub(crate) json: Option<PathBuf>,
 
     /// Longest time any rank waits for the others (start-up, a barrier, an iteration that
     /// makes no progress), seconds; then the run ends with an error instead of hanging.
     #[arg(long, default_value_t = 60.0, value_parser = parse_positive)]
-    timeout: f64,
+    pub(crate) timeout: f64,
 
     /// Reference link rate for the efficiency figure, 10^9 bit/s (default: read from the
     /// RDMA port's sysfs rate, else the network interface speed).
     #[arg(long = "link-gbit-s", value_parser = parse_positive)]
-    link_gbit_s: Option<f64>,
-}
-
-impl Cli {
-    fn request(self) -> Request {
-        Request {
-            collectives: self.collectives,
-            minbytes: self.minbytes,
-            maxbytes: self.maxbytes,
-            stepfactor: self.stepfactor,
-            stepbytes: self.stepbytes,
-            iters: self.iters,
-            warmup: self.warmup,
-            check: self.check == 1,
-            op: self.op,
-            datatype: self.datatype,
-            root: self.root,
-            backend: match self.backend {
-                BackendArg::Mpi => BackendKind::Mpi,
-                BackendArg::Nccl => BackendKind::Nccl,
-            },
-            average: self.average,
-            scaling: self.scaling,
-            json: self.json,
-            timeout_s: self.timeout,
-            link_gbit_s: self.link_gbit_s,
-        }
-    }
+    pub(crate) link_gbit_s: Option<f64>,
 }
 
 fn main() {
     let cli = Cli::parse();
-    let code = match plan::resolve(cli.request()) {
+    let code = match plan::resolve(cli) {
         Ok(plan) => run(&plan),
         Err(e) => {
             if fabric::bootstrap::is_reporting_process() {
@@ -226,7 +199,7 @@ mod tests {
     fn plan(args: &[&str]) -> anyhow::Result<Plan> {
         let mut v = vec!["bench-collective"];
         v.extend_from_slice(args);
-        plan::resolve(Cli::try_parse_from(v).unwrap().request())
+        plan::resolve(Cli::try_parse_from(v).unwrap())
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Options resolved into a plan before any process talks to another: which collectives,
-//! which sizes, how to time and combine, where to write. The harness sees this, never the
-//! command line.
+//! which sizes, how to time and combine, where to write. The command line (`main.rs`)
+//! stops here: the harness sees the plan, never the options.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -11,6 +11,7 @@ use serde_json::{json, Map, Value};
 
 use crate::colls::{self, Collective};
 use crate::timing::Average;
+use crate::{BackendArg, Cli};
 
 /// Backend: which library moves the data, and where the buffers live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,27 +68,6 @@ pub struct Plan {
     pub link_gbit_s: Option<f64>,
 }
 
-/// What the command line asks for, before validation (the binary's CLI fills it).
-pub struct Request {
-    pub collectives: Vec<String>,
-    pub minbytes: u64,
-    pub maxbytes: u64,
-    pub stepfactor: Option<u64>,
-    pub stepbytes: Option<u64>,
-    pub iters: u64,
-    pub warmup: u64,
-    pub check: bool,
-    pub op: RedOp,
-    pub datatype: DataType,
-    pub root: u32,
-    pub backend: BackendKind,
-    pub average: Average,
-    pub scaling: bool,
-    pub json: Option<PathBuf>,
-    pub timeout_s: f64,
-    pub link_gbit_s: Option<f64>,
-}
-
 /// Other names users know the collectives by.
 fn canonical(name: &str) -> &str {
     match name {
@@ -102,8 +82,8 @@ fn canonical(name: &str) -> &str {
     }
 }
 
-/// Validates the request and expands sizes and collectives.
-pub fn resolve(r: Request) -> Result<Plan> {
+/// Validates the command line and expands sizes and collectives.
+pub fn resolve(r: Cli) -> Result<Plan> {
     let mut collectives: Vec<Selected> = Vec::new();
     for name in &r.collectives {
         let name = name.replace('-', "_").to_ascii_lowercase();
@@ -145,7 +125,7 @@ pub fn resolve(r: Request) -> Result<Plan> {
             break;
         }
     }
-    if r.backend == BackendKind::Mpi {
+    if r.backend == BackendArg::Mpi {
         for c in &collectives {
             fabric::collective::mpi_supports(r.datatype, c.coll.reduces().then_some(r.op))?;
         }
@@ -158,15 +138,18 @@ pub fn resolve(r: Request) -> Result<Plan> {
         stepping,
         iters: r.iters,
         warmup: r.warmup,
-        check: r.check,
+        check: r.check == 1,
         op: r.op,
         datatype: r.datatype,
         root: r.root,
-        backend: r.backend,
+        backend: match r.backend {
+            BackendArg::Mpi => BackendKind::Mpi,
+            BackendArg::Nccl => BackendKind::Nccl,
+        },
         average: r.average,
         scaling: r.scaling,
         json: r.json,
-        timeout: Duration::from_secs_f64(r.timeout_s),
+        timeout: Duration::from_secs_f64(r.timeout),
         link_gbit_s: r.link_gbit_s,
     })
 }

@@ -8,6 +8,16 @@
 //! (the binary's loop, timestamps from clock, samples into results::LatencyHistogram)
 //! -> results::TestResult -> results::Document, written by the client or rank 0.
 //! ```
+//!
+//! A collective run (bench-collective): the binary's plan -> bootstrap::mpi (the job, and
+//! `Team`s of it for a scaling sweep) -> collective (the primitives, what each call
+//! touches, in-place rules; `collective::mpi` makes the MPI calls, `cuda` the NCCL ones)
+//! -> the loops of `clock` (`LoopClock::time_loop` for nccl-tests' time, `LoopStamps` for
+//! the per-iteration view).
+//!
+//! Every tool ends with [`exit::code`]: one policy for what a run's exit code says.
+//! `unsafe` lives in the verbs transport, `cuda` and `collective::mpi`, each block with a
+//! SAFETY comment.
 
 pub mod bootstrap;
 pub mod cli;

@@ -35,20 +35,18 @@ fn nccl_backend_runs_on_gpus_and_says_why_not_without_them() {
     }
 }
 
+/// `bench-collective all --backend nccl -c -b 8 ARGS` on `np` ranks.
+fn nccl_run(np: u32, args: &[&str]) -> std::process::Output {
+    let mut c = mpirun(np);
+    c.arg(bin("bench-collective"))
+        .args(["all", "--backend", "nccl", "-c", "-b", "8"])
+        .args(args);
+    run(&mut c, LIMIT)
+}
+
 fn without_a_gpu() {
     for np in [1, 2] {
-        let mut c = mpirun(np);
-        c.arg(bin("bench-collective")).args([
-            "all",
-            "--backend",
-            "nccl",
-            "-b",
-            "8",
-            "-e",
-            "64",
-            "-c",
-        ]);
-        let out = run(&mut c, LIMIT);
+        let out = nccl_run(np, &["-e", "64"]);
         let (stdout, stderr) = text(&out);
         assert_eq!(out.status.code(), Some(2), "np {np}\n{stdout}\n{stderr}");
         // No driver: "no CUDA driver"; a driver without NCCL or without a device says
@@ -64,26 +62,21 @@ fn without_a_gpu() {
 fn on_gpus(np: u32) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("nccl.json");
-    let mut c = mpirun(np);
-    c.arg(bin("bench-collective")).args([
-        "all",
-        "--backend",
-        "nccl",
-        "-b",
-        "8",
-        "-e",
-        "1M",
-        "-f",
-        "32",
-        "-n",
-        "10",
-        "-w",
-        "2",
-        "-c",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    let out = run(&mut c, LIMIT);
+    let out = nccl_run(
+        np,
+        &[
+            "-e",
+            "1M",
+            "-f",
+            "32",
+            "-n",
+            "10",
+            "-w",
+            "2",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
     let (stdout, stderr) = text(&out);
     assert_eq!(
         out.status.code(),
@@ -94,7 +87,10 @@ fn on_gpus(np: u32) {
     let doc = read(&json);
     assert_eq!(doc.clock.as_deref(), Some("cuda_event"));
     assert_eq!(doc.hosts.len(), np as usize);
-    assert!(doc.hosts.iter().all(|h| !h.gpus.is_empty()), "GPUs recorded");
+    assert!(
+        doc.hosts.iter().all(|h| !h.gpus.is_empty()),
+        "GPUs recorded"
+    );
     let rows: Vec<_> = doc
         .results
         .iter()

@@ -6,14 +6,18 @@
 //! must succeed before anything else here is used; it turns a missing library into an
 //! error that says what to install.
 //!
-//! This module and the verbs module are the only places with `unsafe`: device pointers
-//! are plain integers to Rust, so every copy and every collective checks its offsets and
-//! lengths against the allocation before handing pointers to the driver or NCCL.
+//! `unsafe` lives here, in the verbs transport and in the MPI collective calls
+//! (`collective/mpi.rs`): device pointers are plain integers to Rust, so every copy and
+//! every collective checks its offsets and lengths against the allocation (and a
+//! collective against [`Primitive::elements`]) before handing pointers to the driver or
+//! NCCL.
 //!
 //! Timing follows nccl-tests' rule that a GPU collective is done when its stream says so:
-//! the host only enqueues; each iteration is bracketed by CUDA events recorded on the
-//! collective's stream, the host synchronises on the last event, and the per-iteration
-//! times are the event-to-event differences (GPU clock, about 0.5 us resolution).
+//! the host only enqueues. nccl-tests' time is one host timer around back-to-back
+//! launches and the final stream synchronisation ([`NcclComm::loop_time`]); the
+//! per-iteration view brackets each launch with CUDA events recorded on the collective's
+//! stream, in a pass of its own ([`NcclComm::iteration_times`], GPU clock, about 0.5 us
+//! resolution).
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
