@@ -185,7 +185,7 @@ fn run_job(plan: &Plan, job: &MpiJob) -> Result<i32> {
         if job.any(outcome == TeamEnd::Failed) {
             return Ok(exit::ERROR);
         }
-        if job.any(sweep.stopped.is_some() || outcome == TeamEnd::Stopped) {
+        if job.any(outcome == TeamEnd::Stopped || interrupt::interrupted()) {
             sweep
                 .stopped
                 .get_or_insert_with(|| "interrupted (Ctrl-C or SIGTERM)".into());
@@ -428,5 +428,26 @@ fn print_preamble(plan: &Plan, infos: &[RankInfo]) {
             "#  Rank {r:2} Group  0 Pid {:6} on {:>10} {}",
             i.pid, i.host.hostname, i.device
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::tests::result;
+
+    #[test]
+    fn nccl_busbw_above_the_link_rate_is_named() {
+        let mut r = result();
+        r.backend = "nccl".into();
+        r.out_of_place.efficiency = Some(1.3);
+        let w = link_warnings(&[r.clone()]).expect("a warning");
+        assert!(w.contains("130%") && w.contains("NCCL_ALGO=Ring"), "{w}");
+        r.out_of_place.efficiency = Some(0.95);
+        assert!(link_warnings(&[r.clone()]).is_none());
+        // MPI on host memory: the NIC rate is not what NCCL's algorithms bypass.
+        r.backend = "mpi".into();
+        r.out_of_place.efficiency = Some(1.3);
+        assert!(link_warnings(&[r]).is_none());
     }
 }

@@ -75,11 +75,11 @@ pub fn footer(rows: &[CollectiveResult]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use results::{CollectiveTiming, LatencySummary};
 
-    fn timing(time_us: f64, busbw: f64, wrong: u64) -> CollectiveTiming {
+    pub(crate) fn timing(time_us: f64, busbw: f64, wrong: u64) -> CollectiveTiming {
         CollectiveTiming {
             time_us,
             algbw_gbyte_s: busbw,
@@ -94,7 +94,7 @@ mod tests {
         }
     }
 
-    fn result() -> CollectiveResult {
+    pub(crate) fn result() -> CollectiveResult {
         CollectiveResult {
             collective: "all_reduce".into(),
             backend: "mpi".into(),
