@@ -6,6 +6,8 @@
 //! It depends on the `results` crate only, so it builds anywhere (no verbs, MPI or CUDA).
 
 pub mod compare;
+pub mod digest;
+pub mod error;
 pub mod export;
 pub mod input;
 pub mod judge;
@@ -15,6 +17,5 @@ pub mod profile;
 pub mod report;
 pub mod scaling;
 pub mod sign;
-pub mod synth;
 pub mod tables;
 pub mod templates;

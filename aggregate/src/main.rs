@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use aggregate::input::InputError;
-use aggregate::{compare, export, input, judge, profile, report, sign, synth, tables, templates};
+use aggregate::error::{exit, Error, Result};
+use aggregate::{compare, export, input, judge, profile, report, sign, tables, templates};
 use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Parser)]
@@ -122,17 +122,6 @@ enum Cmd {
         #[arg(long)]
         skip_bad: bool,
     },
-    /// Write a synthetic result set (for the scale benchmark and demos; marked synthetic).
-    #[command(hide = true)]
-    Synth {
-        /// Output directory.
-        out: PathBuf,
-        #[arg(long, default_value_t = 1024)]
-        ranks: u32,
-        /// Number of message sizes, powers of two from 2 B.
-        #[arg(long, default_value_t = 26)]
-        sizes: u32,
-    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -152,25 +141,25 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("aggregate: {e}");
-            ExitCode::from(2)
+            ExitCode::from(&e)
         }
     }
 }
 
-fn write_out(out: &Option<PathBuf>, bytes: &[u8]) -> Result<(), InputError> {
+fn write_out(out: &Option<PathBuf>, bytes: &[u8]) -> Result<()> {
     match out {
         Some(p) => results::write::write_atomic(p, bytes)
-            .map_err(|e| InputError(format!("{}: cannot write: {e}", p.display()))),
+            .map_err(|e| Error::Output(format!("{}: cannot write: {e}", p.display()))),
         None => {
             use std::io::Write;
             std::io::stdout()
                 .write_all(bytes)
-                .map_err(|e| InputError(format!("standard output: {e}")))
+                .map_err(|e| Error::Output(format!("standard output: {e}")))
         }
     }
 }
 
-fn run(cmd: Cmd) -> Result<u8, InputError> {
+fn run(cmd: Cmd) -> Result<u8> {
     match cmd {
         Cmd::Report {
             inputs,
@@ -232,7 +221,7 @@ fn run(cmd: Cmd) -> Result<u8, InputError> {
                 v.checks.len(),
                 v.profile
             );
-            Ok(if v.pass() { 0 } else { 1 })
+            Ok(if v.pass() { exit::OK } else { exit::FAILED })
         }
         Cmd::Keygen { key, comment } => {
             let fp = sign::keygen(&key, &comment)?;
@@ -242,7 +231,7 @@ fn run(cmd: Cmd) -> Result<u8, InputError> {
             );
             println!("public key:  {}.pub", key.display());
             println!("fingerprint: {fp} (publish this so customers can check signatures)");
-            Ok(0)
+            Ok(exit::OK)
         }
         Cmd::Verify { dir, key } => {
             let public = key.as_deref().map(sign::read_public).transpose()?;
@@ -271,10 +260,10 @@ fn run(cmd: Cmd) -> Result<u8, InputError> {
             }
             if rep.ok() {
                 println!("verified: {} files match the signed manifest", rep.files_ok);
-                Ok(0)
+                Ok(exit::OK)
             } else {
                 println!("verification FAILED");
-                Ok(1)
+                Ok(exit::FAILED)
             }
         }
         Cmd::Compare {
@@ -309,7 +298,11 @@ fn run(cmd: Cmd) -> Result<u8, InputError> {
                     cmp.rows.len()
                 );
             }
-            Ok(if cmp.regressions > 0 { 1 } else { 0 })
+            Ok(if cmp.regressions > 0 {
+                exit::FAILED
+            } else {
+                exit::OK
+            })
         }
         Cmd::Export {
             inputs,
@@ -333,23 +326,7 @@ fn run(cmd: Cmd) -> Result<u8, InputError> {
                 eprintln!("aggregate: skipped {s}");
             }
             write_out(&out, &bytes)?;
-            Ok(0)
-        }
-        Cmd::Synth { out, ranks, sizes } => {
-            if ranks < 2 || ranks % 2 != 0 || sizes == 0 || sizes > 40 {
-                return Err(InputError(
-                    "--ranks must be even and >= 2, --sizes between 1 and 40".into(),
-                ));
-            }
-            let list: Vec<u64> = (1..=sizes).map(|i| 1u64 << i).collect();
-            let files = synth::write_scale_set(&out, ranks, &list)
-                .map_err(|e| InputError(format!("{}: {e}", out.display())))?;
-            println!(
-                "wrote {} synthetic documents to {}",
-                files.len(),
-                out.display()
-            );
-            Ok(0)
+            Ok(exit::OK)
         }
     }
 }

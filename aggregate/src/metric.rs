@@ -300,7 +300,7 @@ mod tests {
 
     #[test]
     fn loss_needs_a_sent_counter() {
-        let c = crate::synth::counters(1_000_000, 50);
+        let c = synth::counters(1_000_000, 50);
         assert!((link_loss_pct(&c).unwrap() - 0.005).abs() < 1e-12);
         let mut none = c.clone();
         for s in [&mut none.initiator, &mut none.responder]

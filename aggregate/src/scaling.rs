@@ -121,7 +121,7 @@ mod tests {
     use super::*;
 
     fn row(ranks: u32, nodes: u32, busbw: f64, size: u64) -> CollectiveResult {
-        let mut r = match crate::synth::collective_doc(ranks, &[size], busbw, 100.0, 1)
+        let mut r = match synth::collective_doc(ranks, &[size], busbw, 100.0, 1)
             .results
             .remove(0)
         {

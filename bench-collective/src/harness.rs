@@ -347,7 +347,7 @@ fn table_title(plan: &Plan, site: &measure::Site, sel: &Selected) -> String {
         site.team.size(),
         if n == 1 { "" } else { "s" },
         plan.datatype.name(),
-        if sel.coll.reduces() {
+        if sel.coll.reduces {
             format!(", {}", plan.op.name())
         } else {
             String::new()

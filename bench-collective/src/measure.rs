@@ -47,7 +47,7 @@ pub fn size(
     let counts = coll.counts(size as usize / ts, ranks);
     let size_bytes = (counts.send.max(counts.recv) * ts) as u64;
     let alg_bytes = coll.alg_bytes(counts.param, ts, ranks);
-    let op = coll.reduces().then_some(plan.op);
+    let op = coll.reduces.then_some(plan.op);
     let root = plan.root as usize;
     backend.prepare((counts.send.max(counts.recv) * ts).max(1))?;
     let input = data::fill_input(dt, op, rank, counts.send);
@@ -130,12 +130,7 @@ pub fn size(
         size_bytes,
         count: counts.param as u64,
         datatype: dt.name().into(),
-        op: if coll.reduces() {
-            plan.op.name()
-        } else {
-            "none"
-        }
-        .into(),
+        op: if coll.reduces { plan.op.name() } else { "none" }.into(),
         root: coll.root_of(root),
         iterations: plan.iters,
         warmup_iterations: plan.warmup,

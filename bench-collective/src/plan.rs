@@ -127,7 +127,7 @@ pub fn resolve(r: Cli) -> Result<Plan> {
     }
     if r.backend == BackendArg::Mpi {
         for c in &collectives {
-            fabric::collective::mpi_supports(r.datatype, c.coll.reduces().then_some(r.op))?;
+            fabric::collective::mpi_supports(r.datatype, c.coll.reduces.then_some(r.op))?;
         }
     }
     Ok(Plan {

@@ -3,13 +3,16 @@
 
 use super::{shape, Collective, Ctx};
 use fabric::collective::Primitive;
+use results::collective as kind;
 
 pub const ALL_GATHER: Collective = Collective {
-    name: "all_gather",
+    name: kind::ALL_GATHER.name,
     primitive: Primitive::AllGather,
+    reduces: kind::ALL_GATHER.reduces,
+    rooted: kind::ALL_GATHER.rooted,
     param: shape::per_rank,
     alg_blocks: shape::all,
-    bus_factor: shape::all_but_own,
+    bus_factor: kind::ALL_GATHER.bus_factor,
     expected: |ctx: &Ctx, _, j| {
         let p = ctx.counts.param;
         Some(ctx.input(j / p, j % p))

@@ -3,12 +3,15 @@
 
 use super::{shape, Collective, Ctx};
 use fabric::collective::Primitive;
+use results::collective as kind;
 
 pub const ALL_REDUCE: Collective = Collective {
-    name: "all_reduce",
+    name: kind::ALL_REDUCE.name,
     primitive: Primitive::AllReduce,
+    reduces: kind::ALL_REDUCE.reduces,
+    rooted: kind::ALL_REDUCE.rooted,
     param: shape::whole,
     alg_blocks: shape::one,
-    bus_factor: |n| 2.0 * (n as f64 - 1.0) / n as f64,
+    bus_factor: kind::ALL_REDUCE.bus_factor,
     expected: |ctx: &Ctx, _, j| Some(ctx.reduce(|r| ctx.input(r, j))),
 };

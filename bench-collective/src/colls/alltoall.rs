@@ -3,13 +3,16 @@
 
 use super::{shape, Collective, Ctx};
 use fabric::collective::Primitive;
+use results::collective as kind;
 
 pub const ALLTOALL: Collective = Collective {
-    name: "alltoall",
+    name: kind::ALLTOALL.name,
     primitive: Primitive::AllToAll,
+    reduces: kind::ALLTOALL.reduces,
+    rooted: kind::ALLTOALL.rooted,
     param: shape::per_rank,
     alg_blocks: shape::all,
-    bus_factor: shape::all_but_own,
+    bus_factor: kind::ALLTOALL.bus_factor,
     expected: |ctx: &Ctx, rank, j| {
         let p = ctx.counts.param;
         Some(ctx.input(j / p, rank * p + j % p))

@@ -3,12 +3,15 @@
 
 use super::{shape, Collective, Ctx};
 use fabric::collective::Primitive;
+use results::collective as kind;
 
 pub const BROADCAST: Collective = Collective {
-    name: "broadcast",
+    name: kind::BROADCAST.name,
     primitive: Primitive::Broadcast,
+    reduces: kind::BROADCAST.reduces,
+    rooted: kind::BROADCAST.rooted,
     param: shape::whole,
     alg_blocks: shape::one,
-    bus_factor: shape::unit,
+    bus_factor: kind::BROADCAST.bus_factor,
     expected: |ctx: &Ctx, _, j| Some(ctx.input(ctx.root, j)),
 };

@@ -3,13 +3,16 @@
 
 use super::{shape, Collective, Ctx};
 use fabric::collective::Primitive;
+use results::collective as kind;
 
 pub const GATHER: Collective = Collective {
-    name: "gather",
+    name: kind::GATHER.name,
     primitive: Primitive::Gather,
+    reduces: kind::GATHER.reduces,
+    rooted: kind::GATHER.rooted,
     param: shape::per_rank,
     alg_blocks: shape::all,
-    bus_factor: shape::all_but_own,
+    bus_factor: kind::GATHER.bus_factor,
     // Only the root's output is defined.
     expected: |ctx: &Ctx, rank, j| {
         let p = ctx.counts.param;

@@ -4,18 +4,21 @@
 //! pattern other than the library's rings and trees. Power-of-two rank counts only.
 //! algbw counts the n-1 blocks a rank receives; busbw = algbw.
 
-use super::{shape, Collective, Ctx};
+use super::{Collective, Ctx};
 use fabric::collective::Primitive;
+use results::collective as kind;
 
 /// Blocks are whole multiples of this many elements (nccl-tests' alignment).
 const ALIGN: usize = 4;
 
 pub const HYPERCUBE: Collective = Collective {
-    name: "hypercube",
+    name: kind::HYPERCUBE.name,
     primitive: Primitive::HyperCube,
+    reduces: kind::HYPERCUBE.reduces,
+    rooted: kind::HYPERCUBE.rooted,
     param: |count, ranks| count / (ALIGN * ranks) * ALIGN,
     alg_blocks: |ranks| ranks - 1,
-    bus_factor: shape::unit,
+    bus_factor: kind::HYPERCUBE.bus_factor,
     expected: |ctx: &Ctx, _, j| {
         let p = ctx.counts.param;
         Some(ctx.input(j / p, j % p))

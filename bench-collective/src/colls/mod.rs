@@ -9,7 +9,9 @@
 //! arm per primitive. The harness does the rest.
 //!
 //! Adding a collective: a file here with its row, a line in [`ALL`] (and an alias in
-//! `plan.rs` if users know it by another name), and, for a new library call, a
+//! `plan.rs` if users know it by another name), its name, bus factor and flags in
+//! `results::collective` (shared with everything that reads results), and, for a new
+//! library call, a
 //! `fabric::collective::Primitive` variant with its shape and one arm per backend
 //! (`fabric/src/collective/mpi.rs`, `fabric/src/cuda/mod.rs`). docs/collective.md walks
 //! through it.
@@ -82,11 +84,16 @@ impl Ctx {
 
 /// One collective.
 pub struct Collective {
-    /// `all_reduce`, ... (the positional argument, the JSON `collective`).
+    /// `all_reduce`, ... (the positional argument, the JSON `collective`): from the
+    /// shared definition in `results::collective`, like `reduces`, `rooted` and
+    /// `bus_factor`.
     pub name: &'static str,
-    /// The library call behind it: what it reads and writes, whether it reduces or has a
-    /// root, the ranks it runs on.
+    /// The library call behind it: what it reads and writes, the ranks it runs on.
     pub primitive: Primitive,
+    /// Takes `-o/--op`; data-movement collectives print `none`.
+    pub reduces: bool,
+    /// Takes `-r/--root`; others print -1.
+    pub rooted: bool,
     /// nccl-tests `getCollByteCount`: the count passed to the call for `count` elements
     /// of the size on `ranks` ranks.
     pub param: fn(count: usize, ranks: usize) -> usize,
@@ -94,9 +101,7 @@ pub struct Collective {
     /// (equal to the size column for every collective but hypercube, whose algbw counts
     /// the n-1 blocks a rank receives).
     pub alg_blocks: fn(ranks: usize) -> usize,
-    /// nccl-tests `getBw`: busbw = algbw * factor, so that busbw is comparable with the
-    /// link speed whatever the algorithm (a ring AllReduce moves 2(n-1)/n of the data
-    /// over each link).
+    /// nccl-tests `getBw` (`results::collective::Kind::bus_factor`).
     pub bus_factor: fn(ranks: usize) -> f64,
     /// Element `j` of `rank`'s output after one call; `None` where it is undefined (the
     /// receive buffer of a non-root rank after Reduce or Gather).
@@ -104,16 +109,6 @@ pub struct Collective {
 }
 
 impl Collective {
-    /// Takes `-o/--op`; data-movement collectives print `none`.
-    pub fn reduces(&self) -> bool {
-        self.primitive.reduces()
-    }
-
-    /// Takes `-r/--root`; others print -1.
-    pub fn rooted(&self) -> bool {
-        self.primitive.rooted()
-    }
-
     /// Counts of one size: the call's count from the row, the buffers from the call's
     /// shape.
     pub fn counts(&self, count: usize, ranks: usize) -> Counts {
@@ -129,7 +124,7 @@ impl Collective {
 
     /// The root printed and recorded: the root for rooted collectives, -1 otherwise.
     pub fn root_of(&self, root: usize) -> i32 {
-        if self.rooted() {
+        if self.rooted {
             root as i32
         } else {
             -1
@@ -152,13 +147,6 @@ pub(crate) mod shape {
     }
     pub fn all(ranks: usize) -> usize {
         ranks
-    }
-    pub fn unit(_: usize) -> f64 {
-        1.0
-    }
-    /// (n-1)/n: each rank's share crosses the fabric, its own block does not.
-    pub fn all_but_own(ranks: usize) -> f64 {
-        (ranks as f64 - 1.0) / ranks as f64
     }
 }
 
@@ -209,6 +197,18 @@ mod tests {
         }
     }
 
+    /// The shared definition and the library call agree: a collective takes an operator
+    /// exactly when its call does; every collective of the results schema has a row.
+    #[test]
+    fn rows_follow_the_shared_definition() {
+        for c in ALL {
+            assert_eq!(c.reduces, c.primitive.reduces(), "{}", c.name);
+            let k = results::collective::by_name(c.name).expect("in results::collective");
+            assert_eq!((k.rooted, (k.bus_factor)(5)), (c.rooted, (c.bus_factor)(5)));
+        }
+        assert_eq!(ALL.len(), results::collective::ALL.len());
+    }
+
     /// Brute force: simulate every collective on a few ranks and check that `expected`
     /// agrees with the definition written out independently here.
     #[test]
@@ -220,7 +220,7 @@ mod tests {
             let ctx = Ctx {
                 ranks: n,
                 root: 1,
-                op: coll.reduces().then_some(RedOp::Sum),
+                op: coll.reduces.then_some(RedOp::Sum),
                 counts,
             };
             let sum = |i: usize| (0..n).map(|s| ctx.input(s, i)).sum::<f64>();

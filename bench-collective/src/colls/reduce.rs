@@ -3,13 +3,16 @@
 
 use super::{shape, Collective, Ctx};
 use fabric::collective::Primitive;
+use results::collective as kind;
 
 pub const REDUCE: Collective = Collective {
-    name: "reduce",
+    name: kind::REDUCE.name,
     primitive: Primitive::Reduce,
+    reduces: kind::REDUCE.reduces,
+    rooted: kind::REDUCE.rooted,
     param: shape::whole,
     alg_blocks: shape::one,
-    bus_factor: shape::unit,
+    bus_factor: kind::REDUCE.bus_factor,
     // Only the root's output is defined.
     expected: |ctx: &Ctx, rank, j| (rank == ctx.root).then(|| ctx.reduce(|r| ctx.input(r, j))),
 };

@@ -3,13 +3,16 @@
 
 use super::{shape, Collective, Ctx};
 use fabric::collective::Primitive;
+use results::collective as kind;
 
 pub const REDUCE_SCATTER: Collective = Collective {
-    name: "reduce_scatter",
+    name: kind::REDUCE_SCATTER.name,
     primitive: Primitive::ReduceScatter,
+    reduces: kind::REDUCE_SCATTER.reduces,
+    rooted: kind::REDUCE_SCATTER.rooted,
     param: shape::per_rank,
     alg_blocks: shape::all,
-    bus_factor: shape::all_but_own,
+    bus_factor: kind::REDUCE_SCATTER.bus_factor,
     expected: |ctx: &Ctx, rank, j| {
         let i = rank * ctx.counts.param + j;
         Some(ctx.reduce(|r| ctx.input(r, i)))

@@ -3,12 +3,15 @@
 
 use super::{shape, Collective, Ctx};
 use fabric::collective::Primitive;
+use results::collective as kind;
 
 pub const SCATTER: Collective = Collective {
-    name: "scatter",
+    name: kind::SCATTER.name,
     primitive: Primitive::Scatter,
+    reduces: kind::SCATTER.reduces,
+    rooted: kind::SCATTER.rooted,
     param: shape::per_rank,
     alg_blocks: shape::all,
-    bus_factor: shape::all_but_own,
+    bus_factor: kind::SCATTER.bus_factor,
     expected: |ctx: &Ctx, rank, j| Some(ctx.input(ctx.root, rank * ctx.counts.param + j)),
 };

@@ -4,12 +4,15 @@
 
 use super::{shape, Collective, Ctx};
 use fabric::collective::Primitive;
+use results::collective as kind;
 
 pub const SENDRECV: Collective = Collective {
-    name: "sendrecv",
+    name: kind::SENDRECV.name,
     primitive: Primitive::SendRecv,
+    reduces: kind::SENDRECV.reduces,
+    rooted: kind::SENDRECV.rooted,
     param: shape::whole,
     alg_blocks: shape::one,
-    bus_factor: shape::unit,
+    bus_factor: kind::SENDRECV.bus_factor,
     expected: |ctx: &Ctx, rank, j| Some(ctx.input((rank + ctx.ranks - 1) % ctx.ranks, j)),
 };

@@ -198,19 +198,11 @@ impl Primitive {
         }
     }
 
-    /// Takes a reduction operation (`-o/--op`).
+    /// The call takes a reduction operation (`MPI_Op`, `ncclRedOp_t`).
     pub fn reduces(self) -> bool {
         matches!(
             self,
             Primitive::AllReduce | Primitive::ReduceScatter | Primitive::Reduce
-        )
-    }
-
-    /// Has a root rank (`-r/--root`).
-    pub fn rooted(self) -> bool {
-        matches!(
-            self,
-            Primitive::Broadcast | Primitive::Reduce | Primitive::Scatter | Primitive::Gather
         )
     }
 
