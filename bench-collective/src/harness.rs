@@ -70,7 +70,8 @@ fn agree(any: impl Fn(bool) -> bool, rank: u32, local: Result<()>) -> Result<(),
     }
 }
 
-/// What the ranks measured, at rank 0.
+/// What the sweep produced on this rank (rows on every rank of the teams it was in; only
+/// rank 0's are printed and written).
 #[derive(Default)]
 struct Sweep {
     rows: Vec<CollectiveResult>,
@@ -78,18 +79,105 @@ struct Sweep {
     warnings: Vec<String>,
 }
 
+/// Who is who, known before the first team measures.
+struct Setup {
+    started_at: String,
+    overhead_ns: Option<f64>,
+    /// This rank's host facts.
+    info: RankInfo,
+    /// Every rank's, at rank 0.
+    infos: Option<Vec<RankInfo>>,
+    teams: Vec<TeamSpec>,
+}
+
 fn run_job(plan: &Plan, job: &MpiJob) -> Result<i32> {
-    let (rank, ranks) = (job.rank(), job.size());
+    let setup = match setup(plan, job)? {
+        Ok(s) => s,
+        Err(code) => return Ok(code),
+    };
+    let me = job.rank() == 0;
+    let (link, link_source) = match plan.link_gbit_s {
+        Some(l) => (Some(l), Some("--link-gbit-s".to_string())),
+        None => match fabric::host::link_rate_gbit_s(&setup.info.host) {
+            Some((l, src)) => (Some(l), Some(src)),
+            None => (None, None),
+        },
+    };
+    let mut sweep = Sweep::default();
+    if link.is_none() {
+        sweep.warnings.push(
+            "no link rate known (no RDMA port or interface reports one): efficiency left out; \
+             pass --link-gbit-s"
+                .to_string(),
+        );
+    }
+    if me {
+        print_preamble(plan, setup.infos.as_deref().unwrap_or_default());
+    }
+    if let Err(code) = sweep_teams(plan, job, &setup.teams, link, &mut sweep)? {
+        return Ok(code);
+    }
+    let wrong: u64 = sweep
+        .rows
+        .iter()
+        .map(|r| r.out_of_place.wrong + r.in_place.wrong)
+        .sum();
+    // Ranks outside some teams hold fewer rows: agree, so every rank exits alike.
+    let check_failed = job.any(wrong > 0);
+    if me {
+        sweep.warnings.extend(link_warnings(&sweep.rows));
+        for w in &sweep.warnings {
+            eprintln!("bench-collective: warning: {w}");
+        }
+        let mut doc = Document::new("bench-collective", "mpi", job.size(), setup.started_at);
+        doc.loop_overhead_ns = setup.overhead_ns;
+        doc.clock = Some(
+            match plan.backend {
+                BackendKind::Mpi => LoopClock::source(),
+                BackendKind::Nccl => "cuda_event",
+            }
+            .into(),
+        );
+        doc.hosts = setup
+            .infos
+            .unwrap_or_default()
+            .into_iter()
+            .map(|i| i.host)
+            .collect();
+        doc.options = plan.options(link, link_source);
+        doc.results = sweep.rows.into_iter().map(TestResult::Collective).collect();
+        doc.warnings = sweep.warnings;
+        doc.finish(sweep.stopped.clone());
+        fabric::output::write_document(plan.json.as_deref(), &doc)?;
+        if wrong > 0 {
+            eprintln!("bench-collective: {wrong} wrong element(s) found by --check: the results are not correct");
+        }
+    }
+    Ok(exit::code(
+        [
+            check_failed.then_some(Outcome::CheckFailed),
+            sweep.stopped.is_some().then_some(Outcome::Interrupted),
+        ]
+        .into_iter()
+        .flatten(),
+    ))
+}
+
+/// Checks every rank agrees on before anything is measured (the request fits the job,
+/// the JSON is writable, the device opens), then who is who: every rank's host facts at
+/// rank 0, which plans the teams and tells every rank. `Err(code)` on every rank when
+/// any check failed.
+fn setup(plan: &Plan, job: &MpiJob) -> Result<Result<Setup, i32>> {
+    let rank = job.rank();
     let me = rank == 0;
     let job_agree = |local| agree(|f| job.any(f), rank, local);
-    // Checks every rank agrees on before anything is measured.
     let request_ok = if me {
-        check_request(plan, ranks)
+        check_request(plan, job.size())
     } else {
         Ok(())
     };
     if let Err(code) = job_agree(request_ok) {
-        return Ok(code);
+        return Ok(Err(code));
     }
     let out_ok = if me {
         fabric::output::check_writable(plan.json.as_deref())
@@ -97,7 +185,7 @@ fn run_job(plan: &Plan, job: &MpiJob) -> Result<i32> {
         Ok(())
     };
     if let Err(code) = job_agree(out_ok) {
-        return Ok(code);
+        return Ok(Err(code));
     }
     let started_at = results::provenance::now_rfc3339();
     let device = device_facts(plan.backend);
@@ -106,13 +194,12 @@ fn run_job(plan: &Plan, job: &MpiJob) -> Result<i32> {
         .map(|_| ())
         .map_err(|e| anyhow::anyhow!("{e:#}"));
     if let Err(code) = job_agree(device_ok) {
-        return Ok(code);
+        return Ok(Err(code));
     }
     let (gpu, device_line) = device.expect("checked on every rank");
     let overhead_ns =
         (plan.backend == BackendKind::Mpi).then(|| LoopClock::new().loop_overhead_ns());
 
-    // Who is who: every rank's host facts and device, at rank 0, which plans the teams.
     let mut host = fabric::host::collect();
     host.rank = Some(rank);
     host.gpus.extend(gpu);
@@ -136,30 +223,29 @@ fn run_job(plan: &Plan, job: &MpiJob) -> Result<i32> {
         }
         None => Vec::new(),
     };
-    let teams: Vec<TeamSpec> = serde_json::from_slice(&job.broadcast_from_root(&teams_json))
+    let teams = serde_json::from_slice(&job.broadcast_from_root(&teams_json))
         .context("rank 0 sent an unreadable team plan")?;
+    Ok(Ok(Setup {
+        started_at,
+        overhead_ns,
+        info,
+        infos,
+        teams,
+    }))
+}
 
-    let (link, link_source) = match plan.link_gbit_s {
-        Some(l) => (Some(l), Some("--link-gbit-s".to_string())),
-        None => match fabric::host::link_rate_gbit_s(&info.host) {
-            Some((l, src)) => (Some(l), Some(src)),
-            None => (None, None),
-        },
-    };
-    let mut sweep = Sweep::default();
-    if link.is_none() {
-        sweep.warnings.push(
-            "no link rate known (no RDMA port or interface reports one): efficiency left out; \
-             pass --link-gbit-s"
-                .to_string(),
-        );
-    }
-    if me {
-        print_preamble(plan, infos.as_deref().unwrap_or_default());
-    }
-
+/// The teams one after the other; `Err(code)` on every rank when a team's backend could
+/// not start.
+fn sweep_teams(
+    plan: &Plan,
+    job: &MpiJob,
+    teams: &[TeamSpec],
+    link: Option<f64>,
+    sweep: &mut Sweep,
+) -> Result<Result<(), i32>> {
+    let rank = job.rank();
     let fault = fault::for_rank(rank);
-    for spec in &teams {
+    for spec in teams {
         let member = spec.has(rank);
         let team = job.split(member);
         let outcome = match &team {
@@ -170,7 +256,7 @@ fn run_job(plan: &Plan, job: &MpiJob) -> Result<i32> {
                     link_gbit_s: link,
                     corrupt: fault == Some(Fault::Corrupt),
                 };
-                on_team(plan, &site, fault, &mut sweep)?
+                on_team(plan, &site, fault, sweep)?
             }
             None => TeamEnd::Done,
         };
@@ -183,7 +269,7 @@ fn run_job(plan: &Plan, job: &MpiJob) -> Result<i32> {
             job.barrier_unguarded();
         }
         if job.any(outcome == TeamEnd::Failed) {
-            return Ok(exit::ERROR);
+            return Ok(Err(exit::ERROR));
         }
         if job.any(outcome == TeamEnd::Stopped || interrupt::interrupted()) {
             sweep
@@ -192,48 +278,7 @@ fn run_job(plan: &Plan, job: &MpiJob) -> Result<i32> {
             break;
         }
     }
-
-    let wrong: u64 = sweep
-        .rows
-        .iter()
-        .map(|r| r.out_of_place.wrong + r.in_place.wrong)
-        .sum();
-    if me {
-        sweep.warnings.extend(link_warnings(&sweep.rows));
-        for w in &sweep.warnings {
-            eprintln!("bench-collective: warning: {w}");
-        }
-        let mut doc = Document::new("bench-collective", "mpi", ranks, started_at);
-        doc.loop_overhead_ns = overhead_ns;
-        doc.clock = Some(
-            match plan.backend {
-                BackendKind::Mpi => LoopClock::source(),
-                BackendKind::Nccl => "cuda_event",
-            }
-            .into(),
-        );
-        doc.hosts = infos
-            .unwrap_or_default()
-            .into_iter()
-            .map(|i| i.host)
-            .collect();
-        doc.options = plan.options(link, link_source);
-        doc.results = sweep.rows.into_iter().map(TestResult::Collective).collect();
-        doc.warnings = sweep.warnings;
-        doc.finish(sweep.stopped.clone());
-        fabric::output::write_document(plan.json.as_deref(), &doc)?;
-        if wrong > 0 {
-            eprintln!("bench-collective: {wrong} wrong element(s) found by --check: the results are not correct");
-        }
-    }
-    Ok(exit::code(
-        [
-            (wrong > 0).then_some(Outcome::CheckFailed),
-            sweep.stopped.is_some().then_some(Outcome::Interrupted),
-        ]
-        .into_iter()
-        .flatten(),
-    ))
+    Ok(Ok(()))
 }
 
 /// Refuses what cannot run on this job before anything starts.
@@ -318,8 +363,8 @@ fn on_team(
             if team.any(interrupt::interrupted()) {
                 if me {
                     println!("{}", report::footer(&rows));
-                    sweep.rows.extend(rows);
                 }
+                sweep.rows.extend(rows);
                 return Ok(TeamEnd::Stopped);
             }
             fault::before_size(fault, team.rank());
@@ -331,8 +376,8 @@ fn on_team(
         }
         if me {
             println!("{}", report::footer(&rows));
-            sweep.rows.extend(rows);
         }
+        sweep.rows.extend(rows);
     }
     Ok(TeamEnd::Done)
 }
