@@ -343,6 +343,21 @@ fn on_team(
         Ok(b) => b,
         Err(_) => return Ok(TeamEnd::Failed),
     };
+    // The largest buffers of the sweep first, once (nccl-tests allocates its buffers at
+    // the largest size): every size then runs in the same memory.
+    let ranks = team.size() as usize;
+    let largest = plan
+        .collectives
+        .iter()
+        .filter(|c| c.coll.primitive.runs_on(ranks).is_ok())
+        .flat_map(|c| {
+            plan.sizes
+                .iter()
+                .map(move |&s| measure::buffer_bytes(plan, c.coll, s, ranks))
+        })
+        .max()
+        .unwrap_or(1);
+    backend.prepare(largest)?;
     for sel in &plan.collectives {
         let coll = sel.coll;
         if let Err(why) = coll.primitive.runs_on(team.size() as usize) {

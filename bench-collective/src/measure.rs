@@ -49,7 +49,7 @@ pub fn size(
     let alg_bytes = coll.alg_bytes(counts.param, ts, ranks);
     let op = coll.reduces.then_some(plan.op);
     let root = plan.root as usize;
-    backend.prepare((counts.send.max(counts.recv) * ts).max(1))?;
+    backend.prepare(buffer_bytes(plan, coll, size, ranks))?;
     let input = data::fill_input(dt, op, rank, counts.send);
     let ctx = Ctx {
         ranks,
@@ -140,6 +140,14 @@ pub fn size(
         in_place,
         complete: true,
     })
+}
+
+/// Bytes each of a rank's two buffers needs for `coll` at `size` on `ranks` ranks (in
+/// place, the one buffer holds input and output at offsets inside this length).
+pub fn buffer_bytes(plan: &Plan, coll: &Collective, size: u64, ranks: usize) -> usize {
+    let ts = plan.datatype.size();
+    let c = coll.counts(size as usize / ts, ranks);
+    (c.send.max(c.recv) * ts).max(1)
 }
 
 /// Combines one mode's figures across the team's ranks (every rank calls it and gets the

@@ -89,7 +89,9 @@ pub struct Timed {
 pub trait Backend {
     /// Whose in-place rules the library follows (see [`layout`]).
     fn rules(&self) -> InPlaceRules;
-    /// Makes both buffers at least `bytes` long.
+    /// Makes both buffers at least `bytes` long. Buffers only grow: the harness asks for
+    /// the largest size of a team's sweep first, so every size runs in the same two
+    /// allocations, as nccl-tests allocates its buffers once.
     fn prepare(&mut self, bytes: usize) -> Result<()>;
     fn write(&mut self, buf: Buf, offset: usize, data: &[u8]) -> Result<()>;
     fn read(&mut self, buf: Buf, offset: usize, out: &mut [u8]) -> Result<()>;

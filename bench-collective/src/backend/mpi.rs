@@ -76,7 +76,7 @@ impl Backend for MpiBackend<'_> {
     fn prepare(&mut self, bytes: usize) -> Result<()> {
         for b in [Buf::Send, Buf::Recv] {
             let v = self.buf(b);
-            if v.len() != bytes {
+            if v.len() < bytes {
                 *v = vec![0u8; bytes];
             }
         }

@@ -97,7 +97,7 @@ impl Backend for NcclBackend {
     }
 
     fn prepare(&mut self, bytes: usize) -> Result<()> {
-        if self.send.as_ref().map(DeviceBuffer::len) != Some(bytes) {
+        if self.send.as_ref().is_none_or(|b| b.len() < bytes) {
             // Free before allocating so two sizes never coexist on the GPU.
             self.gpu.synchronize()?;
             self.send = None;
