@@ -8,10 +8,12 @@
 pub mod compare;
 pub mod digest;
 pub mod error;
+pub mod escape;
 pub mod export;
 pub mod input;
 pub mod judge;
 pub mod metric;
+pub mod parallel;
 pub mod plots;
 pub mod profile;
 pub mod report;

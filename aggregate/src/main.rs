@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use aggregate::error::{exit, Error, Result};
+use aggregate::escape::terminal;
 use aggregate::{compare, export, input, judge, profile, report, sign, tables, templates};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 #[derive(Parser)]
 #[command(
@@ -61,6 +62,8 @@ enum Cmd {
         /// Message size of the plotted distribution (64, 4K, ...).
         #[arg(long, requires = "dist_test", value_parser = parse_size)]
         dist_size: Option<u64>,
+        #[command(flatten)]
+        limits: LimitArgs,
     },
     /// Write a new Ed25519 signing key pair (KEY, mode 0600, and KEY.pub).
     Keygen {
@@ -104,6 +107,8 @@ enum Cmd {
         /// Directory whose compare.md / compare.junit.xml replace the built-in ones.
         #[arg(long)]
         templates: Option<PathBuf>,
+        #[command(flatten)]
+        limits: LimitArgs,
     },
     /// Export metrics (Prometheus node_exporter textfile format).
     Export {
@@ -121,7 +126,28 @@ enum Cmd {
         out: Option<PathBuf>,
         #[arg(long)]
         skip_bad: bool,
+        #[command(flatten)]
+        limits: LimitArgs,
     },
+}
+
+/// Ceilings on what a command reads (README, Limits).
+#[derive(Args)]
+struct LimitArgs {
+    /// Largest input file, and largest total of all input files, read (64M, 1G, ...).
+    /// The decoded documents may take up to twice this in memory.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size,
+          default_value = "256M")]
+    max_input_bytes: u64,
+}
+
+impl LimitArgs {
+    fn limits(&self) -> input::Limits {
+        input::Limits {
+            input_bytes: self.max_input_bytes,
+            ..input::Limits::default()
+        }
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -140,7 +166,7 @@ fn main() -> ExitCode {
     match run(cli.cmd) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("aggregate: {e}");
+            eprintln!("aggregate: {}", terminal(&e.to_string()));
             ExitCode::from(&e)
         }
     }
@@ -173,6 +199,7 @@ fn run(cmd: Cmd) -> Result<u8> {
             title,
             dist_test,
             dist_size,
+            limits,
         } => {
             let opts = report::Options {
                 inputs,
@@ -185,6 +212,7 @@ fn run(cmd: Cmd) -> Result<u8> {
                 force,
                 title,
                 dist: dist_test.zip(dist_size),
+                limits: limits.limits(),
             };
             let o = report::run(&opts)?;
             let v = &o.verdict;
@@ -194,10 +222,13 @@ fn run(cmd: Cmd) -> Result<u8> {
                     .map(|m| format!("{} {}", judge::format_value(m), c.unit))
                     .unwrap_or_else(|| "no data".into());
                 println!(
-                    "{:<8} {:<28} {measured} (bound {})",
-                    c.status.as_str(),
-                    c.id,
-                    c.bound
+                    "{}",
+                    terminal(&format!(
+                        "{:<8} {:<28} {measured} (bound {})",
+                        c.status.as_str(),
+                        c.id,
+                        c.bound
+                    ))
                 );
                 if let Some(w) = &c.warning {
                     println!("{:<8} {:<28} {w}", "WARNING", c.id);
@@ -219,7 +250,7 @@ fn run(cmd: Cmd) -> Result<u8> {
                 v.failed,
                 v.missing,
                 v.checks.len(),
-                v.profile
+                terminal(&v.profile)
             );
             Ok(if v.pass() { exit::OK } else { exit::FAILED })
         }
@@ -250,13 +281,13 @@ fn run(cmd: Cmd) -> Result<u8> {
                 if rep.signature_ok { "good" } else { "BAD" }
             );
             for p in &rep.problems {
-                println!("problem: {p}");
+                println!("problem: {}", terminal(p));
             }
             for f in &rep.bad_files {
-                println!("CHANGED: {f}");
+                println!("CHANGED: {}", terminal(f));
             }
             for f in &rep.unlisted {
-                println!("not covered by the signature: {f}");
+                println!("not covered by the signature: {}", terminal(f));
             }
             if rep.ok() {
                 println!("verified: {} files match the signed manifest", rep.files_ok);
@@ -275,6 +306,7 @@ fn run(cmd: Cmd) -> Result<u8> {
             out,
             skip_bad,
             templates,
+            limits,
         } => {
             let tpl = templates::Templates::load(templates.as_deref())?;
             let cmp = compare::run(&compare::Options {
@@ -283,9 +315,10 @@ fn run(cmd: Cmd) -> Result<u8> {
                 tolerance_pct: tolerance,
                 sigmas,
                 skip_bad,
+                limits: limits.limits(),
             })?;
             let text = match format {
-                CompareFormat::Text => compare::text(&cmp),
+                CompareFormat::Text => terminal(&compare::text(&cmp)),
                 CompareFormat::Markdown => tpl.render("compare.md", &cmp)?,
                 CompareFormat::Junit => tpl.render("compare.junit.xml", &cmp)?,
             };
@@ -310,10 +343,11 @@ fn run(cmd: Cmd) -> Result<u8> {
             profile,
             out,
             skip_bad,
+            limits,
         } => {
             let exporter = export::by_name(&format)?;
             let profile = profile.as_deref().map(profile::load).transpose()?;
-            let set = input::load(&inputs, skip_bad)?;
+            let set = input::load_with(&inputs, skip_bad, &limits.limits())?;
             let verdict = profile.as_ref().map(|p| {
                 let t = tables::build(&set.docs, p.line_rate_gbit_s);
                 judge::judge(p, &set.docs, &t)
@@ -323,7 +357,7 @@ fn run(cmd: Cmd) -> Result<u8> {
                 verdict: verdict.as_ref(),
             })?;
             for s in &set.skipped {
-                eprintln!("aggregate: skipped {s}");
+                eprintln!("aggregate: skipped {}", terminal(&s.to_string()));
             }
             write_out(&out, &bytes)?;
             Ok(exit::OK)

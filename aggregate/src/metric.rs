@@ -206,7 +206,7 @@ impl Metric {
                     .filter(|t| t.checked)
                     .map(|t| t.wrong)
                     .collect();
-                (!parts.is_empty()).then(|| parts.iter().sum::<u64>() as f64)
+                (!parts.is_empty()).then(|| parts.iter().map(|&w| w as f64).sum::<f64>())
             }
             Metric::Latency(p) => Some(p.of(&t.latency_us)),
             _ => None,
@@ -268,9 +268,9 @@ pub fn link_loss_pct(c: &CounterDeltas) -> Option<f64> {
             for (name, v) in map {
                 if SENT_COUNTERS.contains(&name.as_str()) {
                     have_sent = true;
-                    sent += v.max(&0);
+                    sent = sent.saturating_add(*v.max(&0));
                 } else if LOSS_COUNTERS.contains(&name.as_str()) {
-                    lost += v.max(&0);
+                    lost = lost.saturating_add(*v.max(&0));
                 }
             }
         }

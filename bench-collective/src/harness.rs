@@ -212,18 +212,18 @@ fn setup(plan: &Plan, job: &MpiJob) -> Result<Result<Setup, i32>> {
         .gather_to_root(&serde_json::to_vec(&info)?)
         .map(|all| {
             all.iter()
-                .map(|b| serde_json::from_slice(b).context("a rank sent unreadable host facts"))
+                .map(|b| fabric::wire::decode_json(b).context("a rank sent unreadable host facts"))
                 .collect::<Result<_>>()
         })
         .transpose()?;
     let teams_json = match &infos {
         Some(infos) => {
             let hosts: Vec<String> = infos.iter().map(|i| i.host.hostname.clone()).collect();
-            serde_json::to_vec(&scaling::plan(&hosts, plan.scaling))?
+            Some(serde_json::to_vec(&scaling::plan(&hosts, plan.scaling))?)
         }
-        None => Vec::new(),
+        None => None,
     };
-    let teams = serde_json::from_slice(&job.broadcast_from_root(&teams_json))
+    let teams = fabric::wire::decode_json(&job.broadcast_bytes(teams_json, "the team plan"))
         .context("rank 0 sent an unreadable team plan")?;
     Ok(Ok(Setup {
         started_at,

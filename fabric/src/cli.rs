@@ -8,6 +8,8 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::bootstrap::Launcher;
+use crate::p2p::pattern::{PatternSpec, RailMode};
+use crate::p2p::{DeviceChoice, Launch};
 use crate::transport::{Op, TransportChoice};
 
 /// Default port of the standalone handshake. perftest uses 18515; ours differs so both
@@ -35,7 +37,7 @@ fn parse_positive_secs(s: &str) -> Result<f64, String> {
 #[derive(Debug, Clone, Args)]
 pub struct P2pArgs {
     /// Server to connect to (client mode). Without it this process is the server.
-    /// Ignored under mpirun/srun, where ranks pair up (0,1), (2,3), ...
+    /// Ignored under mpirun/srun, where --pattern pairs the ranks.
     pub host: Option<String>,
 
     /// Operation to measure: send (two-sided; the only one TCP has), write, read (RDMA).
@@ -88,9 +90,42 @@ pub struct P2pArgs {
     #[arg(long, default_value_t = 60.0, value_parser = parse_positive_secs)]
     pub timeout: f64,
 
-    /// RDMA device (verbs), e.g. mlx5_0. Default: the first one with an ACTIVE port.
+    /// RDMA device (verbs): a name (mlx5_0); under mpirun/srun a list indexed by each
+    /// rank's local rank on its host (mlx5_0,mlx5_1,...), or `auto` (the local rank's
+    /// ACTIVE device, in name order). Default: the first device with an ACTIVE port.
     #[arg(short = 'd', long = "ib-dev")]
-    pub ib_dev: Option<String>,
+    pub ib_dev: Option<DeviceChoice>,
+
+    /// Which pairs to measure under mpirun/srun, in rounds of disjoint pairs: pairs
+    /// (ranks (0,1), (2,3), ...), all-pairs (every node pair once), ring, random[:ROUNDS[:SEED]],
+    /// or file:PATH (a list of `hostA hostB` lines, as `aggregate` writes for a retest).
+    #[arg(long, default_value = "pairs", value_name = "PATTERN")]
+    pub pattern: PatternSpec,
+
+    /// Count every rank as a node of its own, so ranks of one host are paired too (to try
+    /// a pattern on one machine).
+    #[arg(long)]
+    pub include_local: bool,
+
+    /// Be an agent: listen on the control port (-p) and take part in the sweeps a
+    /// coordinator (`--hosts`) runs, until killed. Needs the shared secret.
+    #[arg(long, conflicts_with_all = ["host", "hosts", "json"])]
+    pub serve: bool,
+
+    /// Coordinate a sweep over the agents listed in FILE (`host[:port]` per line, port
+    /// default -p), without MPI. Needs the shared secret.
+    #[arg(long, value_name = "FILE", conflicts_with = "host")]
+    pub hosts: Option<PathBuf>,
+
+    /// File holding the agents' shared secret (else the FABCHECK_SECRET environment
+    /// variable). Never give the secret itself on the command line.
+    #[arg(long, value_name = "FILE")]
+    pub secret_file: Option<PathBuf>,
+
+    /// With several ranks per node (one per NIC): aligned pairs local rank r with local
+    /// rank r on the other node (rail-optimised wiring); all crosses every rail with every rail.
+    #[arg(long, default_value = "aligned", value_name = "aligned|all")]
+    pub rails: RailMode,
 
     /// RDMA device port (verbs).
     #[arg(short = 'i', long = "ib-port", default_value_t = 1)]
@@ -130,7 +165,11 @@ impl P2pArgs {
     /// The verbs settings of these options (`check` is bench-bw's and starts false).
     pub fn verbs_options(&self) -> crate::transport::VerbsOptions {
         crate::transport::VerbsOptions {
-            device: self.ib_dev.clone(),
+            // A per-rank list or `auto` is settled once the rank knows its place.
+            device: match &self.ib_dev {
+                Some(DeviceChoice::One(d)) => Some(d.clone()),
+                _ => None,
+            },
             port: self.ib_port,
             gid_index: self.gid_index,
             mtu: self.mtu,
@@ -143,5 +182,57 @@ impl P2pArgs {
 
     pub fn timeout(&self) -> std::time::Duration {
         std::time::Duration::from_secs_f64(self.timeout)
+    }
+
+    /// The transport of the run, checked against this host's hardware, with the note that
+    /// says what `auto` chose. The agents' coordinator (`--hosts`) may run where no NIC is:
+    /// there the agents resolve `auto` and check their devices, and the plan's transport
+    /// is settled once they have answered.
+    pub fn transport_kind(&self) -> anyhow::Result<crate::transport::TransportKind> {
+        use crate::transport::{self, TransportKind};
+        if self.hosts.is_some() {
+            return Ok(match self.transport {
+                TransportChoice::Verbs => TransportKind::Verbs,
+                _ => TransportKind::Tcp,
+            });
+        }
+        let (kind, why) = transport::resolve(self.transport)?;
+        transport::check_supported(kind, self.op)?;
+        if self.transport == TransportChoice::Auto && crate::bootstrap::is_reporting_process() {
+            eprintln!("transport: {why}");
+        }
+        Ok(kind)
+    }
+
+    /// Checks the verbs settings against this host's devices (not on the agents'
+    /// coordinator, which has none to check).
+    pub fn check_verbs(
+        &self,
+        kind: crate::transport::TransportKind,
+        verbs: &crate::transport::VerbsOptions,
+    ) -> anyhow::Result<()> {
+        if self.hosts.is_some() {
+            return Ok(());
+        }
+        crate::transport::check_verbs_options(kind, verbs)
+    }
+
+    /// Where the peers are and how to pair them.
+    pub fn launch(&self) -> Launch {
+        Launch {
+            host: self.host.clone(),
+            port: self.port,
+            bind_addr: self.bind_addr,
+            json: self.json.clone(),
+            launcher: self.launcher,
+            pattern: self.pattern.clone(),
+            include_local: self.include_local,
+            rail_mode: self.rails,
+            devices: self.ib_dev.clone().unwrap_or_default(),
+            serve: self.serve,
+            hosts: self.hosts.clone(),
+            secret_file: self.secret_file.clone(),
+            transport: self.transport,
+        }
     }
 }

@@ -5,26 +5,9 @@
 use std::fs;
 use std::path::Path;
 
-use results::{HostInfo, NetDevice, RdmaDevice, RdmaPort};
+use results::{HostInfo, NetDevice, RdmaDevice};
 
-fn read_trim(path: impl AsRef<Path>) -> Option<String> {
-    fs::read_to_string(path)
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-}
-
-fn dir_names(path: impl AsRef<Path>) -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(path)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    names.sort();
-    names
-}
+use crate::inventory::{dir_names, read_trim};
 
 /// This host's name as the kernel knows it.
 pub fn hostname() -> String {
@@ -62,6 +45,8 @@ pub fn collect() -> HostInfo {
         net_devices: net_devices(),
         rdma_devices: rdma_devices(),
         gpus: Vec::new(),
+        local_rank: None,
+        device: None,
     }
 }
 
@@ -87,39 +72,10 @@ pub fn net_devices() -> Vec<NetDevice> {
         .collect()
 }
 
-/// RDMA devices and their ports from `/sys/class/infiniband`; empty without RDMA support.
+/// RDMA devices, their ports and PCIe links (see [`crate::inventory`]); empty without
+/// RDMA support.
 pub fn rdma_devices() -> Vec<RdmaDevice> {
-    let base = Path::new("/sys/class/infiniband");
-    dir_names(base)
-        .into_iter()
-        .map(|name| {
-            let d = base.join(&name);
-            let ports = dir_names(d.join("ports"))
-                .into_iter()
-                .filter_map(|p| p.parse::<u32>().ok().map(|n| (n, p)))
-                .map(|(port, p)| {
-                    let pd = d.join("ports").join(p);
-                    let rate = read_trim(pd.join("rate")).unwrap_or_default();
-                    RdmaPort {
-                        port,
-                        state: read_trim(pd.join("state")).unwrap_or_default(),
-                        rate_gbit_s: parse_rate_gbit_s(&rate),
-                        rate,
-                        link_layer: read_trim(pd.join("link_layer")).unwrap_or_default(),
-                        netdev: dir_names(pd.join("gid_attrs/ndevs"))
-                            .first()
-                            .and_then(|g| read_trim(pd.join("gid_attrs/ndevs").join(g))),
-                    }
-                })
-                .collect();
-            RdmaDevice {
-                fw_ver: read_trim(d.join("fw_ver")),
-                node_guid: read_trim(d.join("node_guid")),
-                name,
-                ports,
-            }
-        })
-        .collect()
+    crate::inventory::rdma_devices(&crate::inventory::SysRoot::default())
 }
 
 /// The reference link rate for efficiency figures, 10^9 bit/s, and where it came from:
@@ -151,6 +107,7 @@ pub fn parse_rate_gbit_s(rate: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use results::RdmaPort;
 
     #[test]
     fn this_host_is_described() {

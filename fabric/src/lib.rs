@@ -19,6 +19,7 @@
 //! `unsafe` lives in the verbs transport, `cuda` and `collective::mpi`, each block with a
 //! SAFETY comment.
 
+pub mod agents;
 pub mod bootstrap;
 pub mod cli;
 pub mod clock;
@@ -30,7 +31,9 @@ pub mod cuda;
 pub mod exit;
 pub mod host;
 pub mod interrupt;
+pub mod inventory;
 pub mod output;
 pub mod p2p;
+pub mod sockets;
 pub mod transport;
 pub mod wire;

@@ -30,6 +30,8 @@ impl Document {
             options: Map::new(),
             results: Vec::new(),
             warnings: Vec::new(),
+            sweep: None,
+            failed_pairs: Vec::new(),
         }
     }
 

@@ -52,6 +52,67 @@ pub struct Document {
     /// Things a reader should know (noisy run, MTU clamped, auto-chosen transport ...).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// How pairs were scheduled, for point-to-point runs over many ranks (`--pattern`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<SweepInfo>,
+    /// Pairs that could not be measured (QPs would not connect, port down, failed work
+    /// completions, a peer that missed the timeout); the sweep went on without them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_pairs: Vec<FailedPair>,
+}
+
+/// The schedule of a point-to-point sweep: which pattern, over which nodes, in how many
+/// rounds of disjoint pairs, and how far it got.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SweepInfo {
+    /// `pairs`, `all-pairs`, `ring`, `random`, `file`.
+    pub pattern: String,
+    /// Seed of `random` (to repeat the same matchings).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Pair list of `file:PATH`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// Node names in schedule order (a node is a host, or a rank with `--include-local`).
+    pub nodes: Vec<String>,
+    /// Ranks per node that take part (one per rail).
+    pub rails: u32,
+    /// `aligned` (local rank r with local rank r) or `all` (every rail with every rail).
+    pub rail_mode: String,
+    /// Ranks of one host counted as separate nodes (`--include-local`).
+    pub include_local: bool,
+    /// Rounds in the schedule.
+    pub rounds: u32,
+    /// Rounds finished (all its pairs measured or failed) when the document was written.
+    pub rounds_done: u32,
+    /// Rank pairs in the whole schedule (measured, failed or not reached).
+    pub planned_pairs: u64,
+    /// Wall time of each finished round on the root, from the barrier that opens it to
+    /// the gathered results: with the pairs' own `duration_s`, what a round costs beyond
+    /// measuring (barrier, connection set-up and teardown, exchanges, gathering).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub round_seconds: Vec<f64>,
+}
+
+/// A pair that was scheduled but could not be measured.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct FailedPair {
+    pub round: u32,
+    pub pair: Pair,
+    /// Message size in flight when it failed (absent: before the first size).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<u64>,
+    /// What the initiator saw, and what the responder saw (each side names its own cause:
+    /// a work-completion status, a port state, a timeout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initiator_error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub responder_error: Option<String>,
+    /// Port state of each side's device when the failure was seen (`4: ACTIVE`, `1: DOWN`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initiator_port_state: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub responder_port_state: Option<String>,
 }
 
 /// Facts about one host (or one rank on it).
@@ -72,6 +133,12 @@ pub struct HostInfo {
     pub rdma_devices: Vec<RdmaDevice>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpus: Vec<GpuInfo>,
+    /// Index of this rank among the ranks of its host (MPI), which picks its rail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_rank: Option<u32>,
+    /// RDMA device this rank measured with (`-d`, or chosen by `-d auto`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
 }
 
 /// A kernel network interface (`/sys/class/net`).
@@ -95,6 +162,33 @@ pub struct RdmaDevice {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_guid: Option<String>,
     pub ports: Vec<RdmaPort>,
+    /// The adapter's PCIe link (`/sys/class/infiniband/DEV/device`): a NIC that trained at
+    /// x8 or at a lower generation halves its bandwidth without any error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pci: Option<PciLink>,
+    /// NUMA node the adapter hangs off (-1: not reported).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa_node: Option<i32>,
+}
+
+/// PCIe link of a device as sysfs reports it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct PciLink {
+    /// Bus address, `0000:3b:00.0`.
+    pub address: String,
+    /// `16.0 GT/s PCIe` as the kernel prints it, and the number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_speed: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_speed_gt_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_width: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_speed: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_speed_gt_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_width: Option<u32>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -112,6 +206,28 @@ pub struct RdmaPort {
     /// Kernel netdev behind a RoCE port.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub netdev: Option<String>,
+    /// e.g. `5: LinkUp`; `3: Disabled` or `2: Polling` for a dark or dirty link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phys_state: Option<String>,
+    /// Lanes and lane speed from `rate`: `4X` and `EDR` (InfiniBand names; RoCE ports give
+    /// the Ethernet equivalents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub width: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed: Option<String>,
+    /// Active MTU of the port in bytes, from verbs (`ibv_query_port`), where it was opened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_mtu: Option<u32>,
+    /// MTU and speed of the netdev behind a RoCE port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netdev_mtu: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netdev_speed_mbit_s: Option<u64>,
+    /// Absolute values of `ports/N/counters/*` when the facts were read (the error
+    /// counters among them betray optics and cables: `symbol_error`,
+    /// `link_error_recovery`, `link_downed`, `port_rcv_errors`, `port_xmit_discards`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub counters: BTreeMap<String, i64>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -131,6 +247,11 @@ pub struct Peer {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rank: Option<u32>,
     pub host: String,
+    /// RDMA device and port of this end (verbs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u32>,
 }
 
 /// The two ends a point-to-point result measured. The initiator is perftest's client:
@@ -139,6 +260,9 @@ pub struct Peer {
 pub struct Pair {
     pub initiator: Peer,
     pub responder: Peer,
+    /// Round of the sweep this pair was measured in (absent for a standalone pair).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round: Option<u32>,
 }
 
 impl Pair {
@@ -390,6 +514,8 @@ mod tests {
             clock: Some("tsc".into()),
             hosts: vec![HostInfo::default()],
             options: Map::new(),
+            sweep: None,
+            failed_pairs: vec![],
             results: vec![TestResult::Latency(LatencyResult {
                 test: "send_lat".into(),
                 transport: "tcp".into(),

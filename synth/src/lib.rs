@@ -69,6 +69,8 @@ pub fn document(
         options: Map::new(),
         results,
         warnings: vec![SYNTH_WARNING.into()],
+        sweep: None,
+        failed_pairs: vec![],
     }
 }
 
@@ -85,6 +87,7 @@ pub fn host(name: &str, rank: Option<u32>) -> HostInfo {
         net_devices: vec![],
         rdma_devices: vec![],
         gpus: vec![],
+        ..Default::default()
     }
 }
 
@@ -94,11 +97,14 @@ pub fn pair(a: &str, ra: Option<u32>, b: &str, rb: Option<u32>) -> Pair {
         initiator: Peer {
             rank: ra,
             host: a.into(),
+            ..Default::default()
         },
         responder: Peer {
             rank: rb,
             host: b.into(),
+            ..Default::default()
         },
+        round: None,
     }
 }
 

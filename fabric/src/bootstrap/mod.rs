@@ -8,7 +8,7 @@
 
 use std::net::IpAddr;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -32,10 +32,37 @@ pub fn send_json<T: Serialize>(link: &mut dyn PeerLink, value: &T) -> Result<()>
     link.send(&serde_json::to_vec(value)?)
 }
 
-/// Receives a JSON value from a link.
+/// Receives a JSON value from a link. A peer that gave up (see [`send_abort`]) turns the
+/// wait into an error carrying its reason, whatever message was expected.
 pub fn recv_json<T: DeserializeOwned>(link: &mut dyn PeerLink) -> Result<T> {
     let bytes = link.recv()?;
-    serde_json::from_slice(&bytes).context("the peer sent a message this version cannot read")
+    if bytes.starts_with(ABORT_PREFIX) {
+        let why = crate::wire::decode_json::<Abort>(&bytes)
+            .map(|a| a.fabcheck_abort)
+            .unwrap_or_else(|_| "no reason given".into());
+        anyhow::bail!("the peer gave up: {why}");
+    }
+    crate::wire::decode_json(&bytes)
+}
+
+/// The message a side sends when it cannot go on with a pair, so the other side stops
+/// waiting at once and records the same failure with the peer's reason beside its own.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Abort {
+    fabcheck_abort: String,
+}
+
+const ABORT_PREFIX: &[u8] = b"{\"fabcheck_abort\":";
+
+/// Tells the peer this side gave up on the pair, and why (best effort: the link may be
+/// what broke).
+pub fn send_abort(link: &mut dyn PeerLink, why: &str) {
+    let _ = send_json(
+        link,
+        &Abort {
+            fabcheck_abort: why.to_string(),
+        },
+    );
 }
 
 /// How the processes were started.
@@ -46,7 +73,7 @@ pub enum Launcher {
     Auto,
     /// perftest style: no host = server, HOST = client.
     Standalone,
-    /// mpirun / srun: ranks pair up (0,1), (2,3), ...
+    /// mpirun / srun: ranks pair up as `--pattern` says ((0,1), (2,3), ... by default).
     Mpi,
 }
 
@@ -92,4 +119,42 @@ pub fn is_reporting_process() -> bool {
 /// True inside a Slurm job step (srun), for hints.
 pub fn under_srun() -> bool {
     std::env::var_os("SLURM_STEP_ID").is_some() && std::env::var_os("SLURM_PROCID").is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use anyhow::Context;
+
+    /// A link whose two ends are one queue: what one side sends, the other receives.
+    struct Loop(std::collections::VecDeque<Vec<u8>>);
+
+    impl PeerLink for Loop {
+        fn send(&mut self, payload: &[u8]) -> Result<()> {
+            self.0.push_back(payload.to_vec());
+            Ok(())
+        }
+        fn recv(&mut self) -> Result<Vec<u8>> {
+            self.0.pop_front().context("nothing sent")
+        }
+        fn local_ip(&self) -> Option<IpAddr> {
+            None
+        }
+    }
+
+    #[test]
+    fn an_abort_ends_any_wait_with_the_peers_reason() {
+        let mut l = Loop(Default::default());
+        send_json(&mut l, &42u32).unwrap();
+        assert_eq!(recv_json::<u32>(&mut l).unwrap(), 42);
+        send_abort(&mut l, "work completion failed: IBV_WC_RETRY_EXC_ERR");
+        let e = recv_json::<Vec<String>>(&mut l).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "the peer gave up: work completion failed: IBV_WC_RETRY_EXC_ERR"
+        );
+        // An ordinary object with other keys is not mistaken for an abort.
+        send_json(&mut l, &serde_json::json!({"fabcheck": 1})).unwrap();
+        assert!(recv_json::<serde_json::Value>(&mut l).is_ok());
+    }
 }

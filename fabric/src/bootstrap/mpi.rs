@@ -1,20 +1,19 @@
-//! MPI bootstrap (`mpirun`, `srun --mpi=pmix`): ranks pair up as (0,1), (2,3), ...; the
-//! even rank of a pair is the initiator (perftest's client), so rank 0 holds results of
-//! its own and writes the document. Control messages travel as MPI point-to-point between
-//! the two ranks of a pair. MPI calls block forever on a dead rank, so every wait is
-//! guarded by the watchdog.
+//! MPI bootstrap (`mpirun`, `srun --mpi=pmix`): the job's ranks, and the collective steps
+//! a run needs from MPI: the roster exchange, barriers between rounds, agreeing to stop,
+//! gathering results at rank 0. The two ranks of a measured pair talk over a TCP control
+//! connection of their own (see `p2p`), so a pair that fails cannot leave MPI waiting.
+//! MPI calls block forever on a dead rank, so every wait is guarded by the watchdog.
 
-use std::net::IpAddr;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
 use mpi::collective::SystemOperation;
+use mpi::datatype::PartitionMut;
 use mpi::environment::Universe;
 use mpi::topology::{Color, SimpleCommunicator};
 use mpi::traits::*;
 
 use super::watchdog::Watchdog;
-use super::PeerLink;
 
 /// An initialised MPI job.
 pub struct MpiJob {
@@ -69,21 +68,6 @@ impl MpiJob {
         self.world.barrier();
     }
 
-    /// True on every rank when any rank passes true (used to stop a sweep together).
-    pub fn any(&self, local: bool) -> bool {
-        guarded_any(&self.world, &self.watchdog, local)
-    }
-
-    /// Every rank of the job as a [`Team`] (a duplicate of the world communicator, so
-    /// the team's traffic never mixes with the job's).
-    pub fn whole(&self) -> Team<'_> {
-        let _g = self.watchdog.arm("duplicating the world communicator");
-        Team {
-            comm: self.world.duplicate(),
-            watchdog: &self.watchdog,
-        }
-    }
-
     /// The ranks that pass `member = true` as a [`Team`] (`None` on the others), ordered
     /// by world rank. Every rank of the job must call it (it is `MPI_Comm_split`).
     pub fn split(&self, member: bool) -> Option<Team<'_>> {
@@ -101,30 +85,39 @@ impl MpiJob {
         })
     }
 
-    /// Rank 0's `payload` on every rank (the argument is ignored elsewhere).
-    pub fn broadcast_from_root(&self, payload: &[u8]) -> Vec<u8> {
-        let _g = self.watchdog.arm("receiving rank 0's plan");
-        let root = self.world.process_at_rank(0);
-        let mut len = payload.len() as u64;
-        root.broadcast_into(&mut len);
-        let mut buf = if self.rank() == 0 {
-            payload.to_vec()
-        } else {
-            vec![0u8; len as usize]
-        };
-        root.broadcast_into(&mut buf[..]);
-        buf
+    /// True on every rank when any rank passes true (used to stop a sweep together).
+    pub fn any(&self, local: bool) -> bool {
+        self.any_within(
+            local,
+            "agreeing with all ranks whether to go on",
+            self.watchdog.timeout(),
+        )
+    }
+
+    /// [`any`](Self::any) with its own bound on the wait: between rounds of a sweep, where
+    /// the slowest pair of the round may take several timeouts before it gives up.
+    pub fn any_within(&self, local: bool, what: &str, limit: Duration) -> bool {
+        let _g = self.watchdog.arm_for(what, limit);
+        any_rank(&self.world, local)
     }
 
     /// Gathers one byte message from every rank at rank 0 (in rank order); `None` elsewhere.
+    /// Each message is at most `wire::MAX_FRAME` bytes and all of them together at most
+    /// `wire::MAX_GATHERED`; a rank that sends more is broken, and the job is ended (MPI
+    /// cannot take part of a message). Decode each with `wire::decode_json`.
     pub fn gather_to_root(&self, payload: &[u8]) -> Option<Vec<Vec<u8>>> {
         if self.rank() == 0 {
             let mut all = vec![payload.to_vec()];
+            let mut total = payload.len();
             for r in 1..self.size() {
                 let _g = self
                     .watchdog
                     .arm(format!("waiting for the results of rank {r}"));
-                let (msg, _) = self.world.process_at_rank(r as i32).receive_vec::<u8>();
+                let msg = self.receive_bounded(
+                    r,
+                    crate::wire::MAX_GATHERED - total.min(crate::wire::MAX_GATHERED),
+                );
+                total += msg.len();
                 all.push(msg);
             }
             Some(all)
@@ -135,9 +128,115 @@ impl MpiJob {
         }
     }
 
-    /// A control link to `peer`.
-    pub fn link_to(&self, peer: u32) -> MpiLink<'_> {
-        MpiLink { job: self, peer }
+    /// Every rank's bytes, in rank order, on every rank (MPI_Allgatherv): how the ranks
+    /// learn the roster (who runs where, on which device, reachable at which address).
+    pub fn all_gather_bytes(&self, mine: &[u8], what: &str) -> Vec<Vec<u8>> {
+        let _g = self
+            .watchdog
+            .arm(format!("exchanging {what} with all ranks"));
+        let n = self.size() as usize;
+        let len = i32::try_from(mine.len()).expect("a roster entry is far below 2 GiB");
+        let mut counts = vec![0i32; n];
+        self.world.all_gather_into(&len, &mut counts[..]);
+        self.check_sizes(&counts, what);
+        let displs = displacements(&counts);
+        let total: usize = counts.iter().map(|&c| c as usize).sum();
+        let mut buf = vec![0u8; total];
+        {
+            let mut part = PartitionMut::new(&mut buf[..], &counts[..], &displs[..]);
+            self.world.all_gather_varcount_into(mine, &mut part);
+        }
+        split(&buf, &counts)
+    }
+
+    /// Every rank's bytes on rank 0 (MPI_Gatherv), `None` elsewhere. `limit` bounds the
+    /// wait: ranks arrive only when their pair of the round is done.
+    pub fn gather_bytes(&self, mine: &[u8], what: &str, limit: Duration) -> Option<Vec<Vec<u8>>> {
+        let _g = self
+            .watchdog
+            .arm_for(format!("gathering {what} at rank 0"), limit);
+        let root = self.world.process_at_rank(0);
+        let len = i32::try_from(mine.len()).expect("a round report is far below 2 GiB");
+        if self.rank() == 0 {
+            let mut counts = vec![0i32; self.size() as usize];
+            root.gather_into_root(&len, &mut counts[..]);
+            self.check_sizes(&counts, what);
+            let displs = displacements(&counts);
+            let total: usize = counts.iter().map(|&c| c as usize).sum();
+            let mut buf = vec![0u8; total];
+            {
+                let mut part = PartitionMut::new(&mut buf[..], &counts[..], &displs[..]);
+                root.gather_varcount_into_root(mine, &mut part);
+            }
+            Some(split(&buf, &counts))
+        } else {
+            root.gather_into(&len);
+            root.gather_varcount_into(mine);
+            None
+        }
+    }
+
+    /// Rank 0's bytes on every rank (`root_bytes` is read on rank 0 only).
+    pub fn broadcast_bytes(&self, root_bytes: Option<Vec<u8>>, what: &str) -> Vec<u8> {
+        let _g = self.watchdog.arm(format!("receiving {what} from rank 0"));
+        let root = self.world.process_at_rank(0);
+        let mut buf = if self.rank() == 0 {
+            root_bytes.unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        let mut len = u64::try_from(buf.len()).unwrap_or(0);
+        root.broadcast_into(&mut len);
+        buf.resize(len as usize, 0);
+        root.broadcast_into(&mut buf[..]);
+        buf
+    }
+
+    /// Ends the job, with a message, when a rank announced more than a control message
+    /// may hold ([`crate::wire::MAX_FRAME`]) or all together more than rank 0 gathers
+    /// ([`crate::wire::MAX_GATHERED`]), before anything that large is allocated.
+    fn check_sizes(&self, counts: &[i32], what: &str) {
+        let total: usize = counts.iter().map(|&c| c.max(0) as usize).sum();
+        if let Some((r, c)) = counts
+            .iter()
+            .enumerate()
+            .find(|(_, &c)| c < 0 || c as usize > crate::wire::MAX_FRAME)
+        {
+            eprintln!(
+                "rank {}: rank {r} announced {c} bytes of {what}, over the {}-byte limit; ending \
+                 the job (a broken node or a mismatched binary?)",
+                self.rank(),
+                crate::wire::MAX_FRAME
+            );
+            self.world.abort(2);
+        }
+        if total > crate::wire::MAX_GATHERED {
+            eprintln!(
+                "rank {}: the ranks announced {total} bytes of {what} in all, over the {}-byte \
+                 limit; ending the job",
+                self.rank(),
+                crate::wire::MAX_GATHERED
+            );
+            self.world.abort(2);
+        }
+    }
+
+    /// Receives one byte message from `rank`, at most `wire::MAX_FRAME` and `room` bytes:
+    /// its size is probed first, and a larger one ends the job with a message instead of
+    /// an allocation of whatever a broken rank announced.
+    fn receive_bounded(&self, rank: u32, room: usize) -> Vec<u8> {
+        let (msg, status) = self.world.process_at_rank(rank as i32).matched_probe();
+        let len = status.count(u8::equivalent_datatype());
+        let limit = crate::wire::MAX_FRAME.min(room);
+        if usize::try_from(len).map_or(true, |n| n > limit) {
+            eprintln!(
+                "rank {}: rank {rank} sent a control message of {len} bytes, over the \
+                 {limit}-byte limit; ending the job (a broken node or a mismatched binary?)",
+                self.rank()
+            );
+            self.world.abort(2);
+        }
+        (msg, status).matched_receive_vec::<u8>().0
     }
 
     /// Ends every rank of the job with `code`.
@@ -178,7 +277,10 @@ impl Team<'_> {
 
     /// True on every rank of the team when any of them passes true.
     pub fn any(&self, local: bool) -> bool {
-        guarded_any(&self.comm, self.watchdog, local)
+        let _g = self
+            .watchdog
+            .arm("agreeing with all ranks whether to go on");
+        any_rank(&self.comm, local)
     }
 }
 
@@ -187,47 +289,33 @@ fn guarded_barrier(comm: &SimpleCommunicator, watchdog: &Watchdog, what: &str) {
     comm.barrier();
 }
 
-fn guarded_any(comm: &SimpleCommunicator, watchdog: &Watchdog, local: bool) -> bool {
-    let _g = watchdog.arm("agreeing with all ranks whether to go on");
+/// True on every rank of `comm` when any rank passes true (the caller guards the wait).
+fn any_rank(comm: &SimpleCommunicator, local: bool) -> bool {
     let mine = i32::from(local);
     let mut all = 0i32;
     comm.all_reduce_into(&mine, &mut all, SystemOperation::max());
     all != 0
 }
 
-/// Point-to-point control messages between the two ranks of a pair.
-pub struct MpiLink<'a> {
-    job: &'a MpiJob,
-    peer: u32,
+fn displacements(counts: &[i32]) -> Vec<i32> {
+    counts
+        .iter()
+        .scan(0i32, |at, &c| {
+            let d = *at;
+            *at += c;
+            Some(d)
+        })
+        .collect()
 }
 
-impl PeerLink for MpiLink<'_> {
-    fn send(&mut self, payload: &[u8]) -> Result<()> {
-        let _g = self
-            .job
-            .watchdog
-            .arm(format!("sending to rank {}", self.peer));
-        self.job
-            .world
-            .process_at_rank(self.peer as i32)
-            .send(payload);
-        Ok(())
-    }
-
-    fn recv(&mut self) -> Result<Vec<u8>> {
-        let _g = self
-            .job
-            .watchdog
-            .arm(format!("waiting for rank {}", self.peer));
-        let (msg, _) = self
-            .job
-            .world
-            .process_at_rank(self.peer as i32)
-            .receive_vec::<u8>();
-        Ok(msg)
-    }
-
-    fn local_ip(&self) -> Option<IpAddr> {
-        None
-    }
+fn split(buf: &[u8], counts: &[i32]) -> Vec<Vec<u8>> {
+    let mut at = 0usize;
+    counts
+        .iter()
+        .map(|&c| {
+            let part = buf[at..at + c as usize].to_vec();
+            at += c as usize;
+            part
+        })
+        .collect()
 }

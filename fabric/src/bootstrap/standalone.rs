@@ -44,6 +44,7 @@ pub struct Welcome {
 }
 
 /// The control connection after a successful handshake.
+#[derive(Debug)]
 pub struct TcpLink {
     stream: TcpStream,
     timeout: Duration,
@@ -64,6 +65,11 @@ impl PeerLink for TcpLink {
 }
 
 impl TcpLink {
+    /// A link over an established control connection (the handshake already done).
+    pub fn new(stream: TcpStream, timeout: Duration) -> Self {
+        Self { stream, timeout }
+    }
+
     /// Address of the peer as seen on the control connection.
     pub fn peer_ip(&self) -> Option<IpAddr> {
         self.stream.peer_addr().ok().map(|a| a.ip())

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 struct Armed {
     what: String,
     deadline: Instant,
+    limit: Duration,
     /// For long loops: a counter the loop bumps; the deadline moves on whenever it changes,
     /// so a loop that runs for hours but keeps completing iterations never expires.
     progress: Option<(Arc<AtomicU64>, u64)>,
@@ -54,16 +55,16 @@ impl Watchdog {
                         let now = counter.load(Ordering::Relaxed);
                         if now != *seen {
                             *seen = now;
-                            a.deadline = Instant::now() + timeout;
+                            a.deadline = Instant::now() + a.limit;
                         }
                     }
-                    (Instant::now() > a.deadline).then(|| a.what.clone())
+                    (Instant::now() > a.deadline).then(|| (a.what.clone(), a.limit))
                 });
-                if let Some(what) = expired {
+                if let Some((what, limit)) = expired {
                     eprintln!(
                         "{prefix}: timed out after {} s {what}: the peer died, hangs, or never \
                          started. Aborting (raise --timeout if the system is just slow).",
-                        timeout.as_secs_f64()
+                        limit.as_secs_f64()
                     );
                     std::process::exit(crate::exit::ERROR);
                 }
@@ -74,10 +75,17 @@ impl Watchdog {
 
     /// Arms the deadline for the wait described by `what` ("waiting for rank 1 ...").
     pub fn arm(&self, what: impl Into<String>) -> Guard {
+        self.arm_for(what, self.timeout)
+    }
+
+    /// Arms a deadline of `limit` instead of the timeout: for waits that legitimately
+    /// outlast one timeout, such as a barrier behind pairs that may each use a whole one.
+    pub fn arm_for(&self, what: impl Into<String>, limit: Duration) -> Guard {
         if let Ok(mut s) = self.slot.lock() {
             *s = Some(Armed {
                 what: what.into(),
-                deadline: Instant::now() + self.timeout,
+                deadline: Instant::now() + limit,
+                limit,
                 progress: None,
             });
         }
@@ -96,6 +104,7 @@ impl Watchdog {
             *s = Some(Armed {
                 what: what.into(),
                 deadline: Instant::now() + self.timeout,
+                limit: self.timeout,
                 progress: Some((progress, seen)),
             });
         }

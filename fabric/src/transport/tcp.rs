@@ -54,7 +54,7 @@ fn establish(spec: &EndpointSpec, link: &mut dyn PeerLink) -> Result<Vec<TcpStre
             let info: DataListener = recv_json(link)?;
             (0..n)
                 .map(|_| {
-                    let mut s = TcpStream::connect_timeout(&info.addr, spec.timeout).with_context(|| {
+                    let mut s = crate::sockets::connect_from(info.addr, Some(spec.local_ip), spec.timeout).with_context(|| {
                         format!(
                             "connecting the data stream to the peer at {} (firewall? wrong --bind-addr?)",
                             info.addr

@@ -1,0 +1,751 @@
+//! Which pairs a point-to-point run measures, and in which rounds.
+//!
+//! A cluster is accepted link by link: every node pair on every rail. A pattern turns the
+//! roster of ranks into rounds of disjoint pairs; the pairs of a round run at once (each
+//! rank is in at most one of them, so no NIC is shared), rounds run one after another.
+//!
+//! - `pairs`: ranks (0,1), (2,3), ... in one round: perftest under mpirun, today's default.
+//! - `all-pairs`: every unordered node pair exactly once, by the circle method (N-1 rounds
+//!   of N/2 pairs for even N; N rounds with one node idle for odd N), as SuperBench does.
+//! - `ring`: each node with the next one (node i with i+1, the last with the first).
+//! - `random[:ROUNDS[:SEED]]`: ROUNDS random perfect matchings of the nodes (imbue's host
+//!   validation ranks hosts by pass ratio over such shuffles); the seed is recorded.
+//! - `file:PATH`: an explicit list of node pairs (`hostA hostB`, or `hostA:mlx5_0
+//!   hostB:mlx5_1` to name the devices), packed greedily into rounds of disjoint pairs:
+//!   how suspects are measured again (`aggregate` writes such a list).
+//!
+//! Pairs are between nodes (hosts), not ranks. With several ranks per node (one per NIC,
+//! "rails"), local rank r of node A pairs with local rank r of node B (rail-aligned, as
+//! rail-optimised fabrics are wired); with `--rails all` every rail of A meets every rail
+//! of B, in R sub-rounds of a node round. Two ranks of one host are never paired unless
+//! `--include-local`, where every rank counts as a node of its own.
+//!
+//! Everything here is pure: the same roster and pattern give the same schedule on every
+//! rank, so each rank computes it for itself and no schedule travels.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use anyhow::{anyhow, bail, Context, Result};
+
+/// The pattern named on the command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PatternSpec {
+    Pairs,
+    AllPairs,
+    Ring,
+    Random { rounds: u32, seed: Option<u64> },
+    File(PathBuf),
+}
+
+impl PatternSpec {
+    /// The name recorded in the document (`sweep.pattern`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            PatternSpec::Pairs => "pairs",
+            PatternSpec::AllPairs => "all-pairs",
+            PatternSpec::Ring => "ring",
+            PatternSpec::Random { .. } => "random",
+            PatternSpec::File(_) => "file",
+        }
+    }
+}
+
+impl fmt::Display for PatternSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PatternSpec::Random { rounds, seed } => match seed {
+                Some(s) => write!(f, "random:{rounds}:{s}"),
+                None => write!(f, "random:{rounds}"),
+            },
+            PatternSpec::File(p) => write!(f, "file:{}", p.display()),
+            other => f.write_str(other.name()),
+        }
+    }
+}
+
+/// Rounds of `random` when none are given.
+pub const DEFAULT_RANDOM_ROUNDS: u32 = 4;
+
+impl FromStr for PatternSpec {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let usage = "use pairs, all-pairs, ring, random[:ROUNDS[:SEED]] or file:PATH";
+        match s {
+            "pairs" => return Ok(PatternSpec::Pairs),
+            "all-pairs" | "all_pairs" | "allpairs" => return Ok(PatternSpec::AllPairs),
+            "ring" => return Ok(PatternSpec::Ring),
+            _ => {}
+        }
+        if let Some(path) = s.strip_prefix("file:") {
+            if path.is_empty() {
+                return Err(format!("file: needs a path ({usage})"));
+            }
+            return Ok(PatternSpec::File(PathBuf::from(path)));
+        }
+        if let Some(rest) = s.strip_prefix("random") {
+            let mut parts = rest.split(':').skip(1);
+            if !rest.is_empty() && !rest.starts_with(':') {
+                return Err(format!("unknown pattern '{s}': {usage}"));
+            }
+            let rounds = match parts.next() {
+                None | Some("") => DEFAULT_RANDOM_ROUNDS,
+                Some(r) => r
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|&r| r >= 1)
+                    .ok_or_else(|| format!("random:{r}: ROUNDS must be a whole number >= 1"))?,
+            };
+            let seed = match parts.next() {
+                None | Some("") => None,
+                Some(v) => Some(
+                    v.parse::<u64>()
+                        .map_err(|_| format!("random:{rounds}:{v}: SEED must be a whole number"))?,
+                ),
+            };
+            if parts.next().is_some() {
+                return Err(format!("'{s}': too many fields ({usage})"));
+            }
+            return Ok(PatternSpec::Random { rounds, seed });
+        }
+        Err(format!("unknown pattern '{s}': {usage}"))
+    }
+}
+
+/// How the ranks of two nodes pair up when nodes have several (one per rail).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RailMode {
+    /// Local rank r with local rank r (rail-optimised wiring).
+    #[default]
+    Aligned,
+    /// Every rail of one node with every rail of the other.
+    All,
+}
+
+impl RailMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            RailMode::Aligned => "aligned",
+            RailMode::All => "all",
+        }
+    }
+}
+
+impl FromStr for RailMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "aligned" => Ok(RailMode::Aligned),
+            "all" => Ok(RailMode::All),
+            _ => Err(format!(
+                "--rails {s}: use aligned (local rank r with local rank r) or all"
+            )),
+        }
+    }
+}
+
+/// A rank as the scheduler sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Slot {
+    pub rank: u32,
+    pub host: String,
+    /// Index among the ranks of its host, in rank order (its rail).
+    pub local_rank: u32,
+    /// RDMA device it measures with, when known (for `file:` pairs naming devices).
+    pub device: Option<String>,
+}
+
+/// One scheduled pair of ranks: the initiator drives the loop, the responder answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RankPair {
+    pub initiator: u32,
+    pub responder: u32,
+}
+
+impl RankPair {
+    pub fn has(&self, rank: u32) -> bool {
+        self.initiator == rank || self.responder == rank
+    }
+}
+
+/// The rounds of a run and what produced them.
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    pub pattern: PatternSpec,
+    /// Node names in order (hosts; `host/rank` with `--include-local`).
+    pub nodes: Vec<String>,
+    pub rails: u32,
+    pub rail_mode: RailMode,
+    pub include_local: bool,
+    /// Seed actually used by `random`.
+    pub seed: Option<u64>,
+    pub rounds: Vec<Vec<RankPair>>,
+}
+
+impl Schedule {
+    pub fn planned_pairs(&self) -> u64 {
+        self.rounds.iter().map(|r| r.len() as u64).sum()
+    }
+
+    /// This rank's pair in `round`, if it has one.
+    pub fn pair_of(&self, round: usize, rank: u32) -> Option<RankPair> {
+        self.rounds
+            .get(round)?
+            .iter()
+            .copied()
+            .find(|p| p.has(rank))
+    }
+}
+
+/// Everything a schedule is computed from, identical on every rank.
+pub struct Request<'a> {
+    pub pattern: &'a PatternSpec,
+    pub slots: &'a [Slot],
+    pub rail_mode: RailMode,
+    pub include_local: bool,
+    /// Seed for `random` without one (the caller draws it once and shares it).
+    pub fallback_seed: u64,
+    /// Text of the `file:` pattern's list (read once, by the caller).
+    pub file_text: Option<&'a str>,
+}
+
+/// The node a slot belongs to.
+pub fn node_name(slot: &Slot, include_local: bool) -> String {
+    if include_local {
+        format!("{}/{}", slot.host, slot.rank)
+    } else {
+        slot.host.clone()
+    }
+}
+
+/// Computes the rounds. Errors name what cannot be scheduled and what to do.
+pub fn schedule(req: &Request) -> Result<Schedule> {
+    let slots = req.slots;
+    // Nodes in order of their first rank; each node's ranks by local rank (its rails).
+    let mut nodes: Vec<String> = Vec::new();
+    let mut rails_of: HashMap<String, BTreeMap<u32, u32>> = HashMap::new();
+    for s in slots {
+        let node = node_name(s, req.include_local);
+        let local = if req.include_local { 0 } else { s.local_rank };
+        let entry = rails_of.entry(node.clone()).or_insert_with(|| {
+            nodes.push(node.clone());
+            BTreeMap::new()
+        });
+        entry.insert(local, s.rank);
+    }
+    let rails = rails_of.values().map(|r| r.len() as u32).max().unwrap_or(0);
+    let mut seed = None;
+    let rounds = match req.pattern {
+        PatternSpec::Pairs => {
+            let n = slots.len() as u32;
+            if n < 2 || !n.is_multiple_of(2) {
+                bail!(
+                    "{n} rank(s) cannot be paired: with --pattern pairs ranks pair up as (0,1), \
+                     (2,3), ..., so launch an even number (e.g. mpirun -np 2), or use \
+                     --pattern all-pairs"
+                );
+            }
+            vec![(0..n / 2)
+                .map(|i| RankPair {
+                    initiator: 2 * i,
+                    responder: 2 * i + 1,
+                })
+                .collect()]
+        }
+        other => {
+            if nodes.len() < 2 {
+                bail!(
+                    "--pattern {} needs at least two nodes, and all {} rank(s) run on {}: launch \
+                     ranks on several hosts, or add --include-local to count each rank as a node \
+                     (one machine, for testing)",
+                    other.name(),
+                    slots.len(),
+                    nodes.first().map_or("no host", |s| s.as_str())
+                );
+            }
+            let node_rounds: Vec<Vec<NodePair>> = match other {
+                PatternSpec::AllPairs => circle(nodes.len()),
+                PatternSpec::Ring => pack(ring(nodes.len())),
+                PatternSpec::Random { rounds, seed: s } => {
+                    let s = s.unwrap_or(req.fallback_seed);
+                    seed = Some(s);
+                    random(nodes.len(), *rounds, s)
+                }
+                PatternSpec::File(path) => {
+                    let text = req
+                        .file_text
+                        .ok_or_else(|| anyhow!("the pair list {} was not read", path.display()))?;
+                    let pairs = parse_pair_list(text, &nodes, slots, req.include_local)
+                        .with_context(|| format!("in the pair list {}", path.display()))?;
+                    pack(pairs)
+                }
+                PatternSpec::Pairs => unreachable!(),
+            };
+            expand(&node_rounds, &nodes, &rails_of, rails, req.rail_mode)
+        }
+    };
+    Ok(Schedule {
+        pattern: req.pattern.clone(),
+        nodes,
+        rails,
+        rail_mode: req.rail_mode,
+        include_local: req.include_local,
+        seed,
+        rounds,
+    })
+}
+
+/// A pair of nodes (indices into the node list), optionally pinned to one rail each
+/// (`file:` pairs that name devices carry the ranks themselves).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct NodePair {
+    a: usize,
+    b: usize,
+    /// Exact ranks when the pair named devices.
+    ranks: Option<(u32, u32)>,
+}
+
+fn np(a: usize, b: usize) -> NodePair {
+    NodePair { a, b, ranks: None }
+}
+
+/// Round-robin tournament (circle method): node 0 stays, the others rotate one place per
+/// round; with an odd count a phantom node makes the one who meets it sit out.
+fn circle(n: usize) -> Vec<Vec<NodePair>> {
+    let m = if n.is_multiple_of(2) { n } else { n + 1 };
+    let mut rounds = Vec::with_capacity(m - 1);
+    for r in 0..m - 1 {
+        let at = |k: usize| if k == 0 { 0 } else { 1 + (k - 1 + r) % (m - 1) };
+        let mut round = Vec::with_capacity(m / 2);
+        for i in 0..m / 2 {
+            let (a, b) = (at(i), at(m - 1 - i));
+            if a >= n || b >= n {
+                continue;
+            }
+            // Alternate who initiates, so every node drives about half of its links.
+            round.push(if (r + i) % 2 == 0 { np(a, b) } else { np(b, a) });
+        }
+        rounds.push(round);
+    }
+    rounds
+}
+
+fn ring(n: usize) -> Vec<NodePair> {
+    if n == 2 {
+        return vec![np(0, 1)];
+    }
+    (0..n).map(|i| np(i, (i + 1) % n)).collect()
+}
+
+/// splitmix64: a tiny, well-mixed generator, so a seed gives the same matchings on every
+/// rank and every platform.
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn random(n: usize, rounds: u32, seed: u64) -> Vec<Vec<NodePair>> {
+    let mut state = seed;
+    (0..rounds)
+        .map(|_| {
+            let mut order: Vec<usize> = (0..n).collect();
+            for i in (1..n).rev() {
+                let j = (splitmix(&mut state) % (i as u64 + 1)) as usize;
+                order.swap(i, j);
+            }
+            order.chunks_exact(2).map(|c| np(c[0], c[1])).collect()
+        })
+        .collect()
+}
+
+/// Packs pairs into rounds greedily: each pair goes into the first round where neither of
+/// its ranks is busy (a proper edge colouring; at most 2*max_degree - 1 rounds).
+fn pack(pairs: Vec<NodePair>) -> Vec<Vec<NodePair>> {
+    let mut rounds: Vec<Vec<NodePair>> = Vec::new();
+    let mut busy: Vec<std::collections::HashSet<usize>> = Vec::new();
+    for p in pairs {
+        let slot = busy
+            .iter()
+            .position(|b| !b.contains(&p.a) && !b.contains(&p.b));
+        let i = slot.unwrap_or_else(|| {
+            rounds.push(Vec::new());
+            busy.push(Default::default());
+            rounds.len() - 1
+        });
+        busy[i].insert(p.a);
+        busy[i].insert(p.b);
+        rounds[i].push(p);
+    }
+    rounds
+}
+
+/// Node rounds -> rank rounds, rail by rail.
+fn expand(
+    node_rounds: &[Vec<NodePair>],
+    nodes: &[String],
+    rails_of: &HashMap<String, BTreeMap<u32, u32>>,
+    rails: u32,
+    mode: RailMode,
+) -> Vec<Vec<RankPair>> {
+    let rank_at = |node: usize, rail: u32| -> Option<u32> {
+        rails_of
+            .get(&nodes[node])
+            .and_then(|r| r.values().nth(rail as usize).copied())
+    };
+    let shifts = match mode {
+        RailMode::Aligned => 1,
+        RailMode::All => rails.max(1),
+    };
+    let mut out = Vec::new();
+    for round in node_rounds {
+        for shift in 0..shifts {
+            let mut pairs = Vec::new();
+            for p in round {
+                if let Some((i, r)) = p.ranks {
+                    if shift == 0 {
+                        pairs.push(RankPair {
+                            initiator: i,
+                            responder: r,
+                        });
+                    }
+                    continue;
+                }
+                for rail in 0..rails {
+                    let other = (rail + shift) % rails;
+                    if let (Some(i), Some(r)) = (rank_at(p.a, rail), rank_at(p.b, other)) {
+                        pairs.push(RankPair {
+                            initiator: i,
+                            responder: r,
+                        });
+                    }
+                }
+            }
+            if !pairs.is_empty() {
+                out.push(pairs);
+            }
+        }
+    }
+    out
+}
+
+/// Reads `hostA hostB` / `hostA:dev hostB:dev` lines (`#` comments, blank lines, commas
+/// allowed) against the nodes of this run.
+fn parse_pair_list(
+    text: &str,
+    nodes: &[String],
+    slots: &[Slot],
+    include_local: bool,
+) -> Result<Vec<NodePair>> {
+    let index: HashMap<&str, usize> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.as_str(), i))
+        .collect();
+    let known = || {
+        let mut k: Vec<&str> = nodes.iter().map(|s| s.as_str()).collect();
+        k.truncate(12);
+        let more = if nodes.len() > 12 { ", ..." } else { "" };
+        format!("{}{more}", k.join(", "))
+    };
+    let resolve = |word: &str, line: usize| -> Result<(usize, Option<u32>)> {
+        let (node, device) = match word.rsplit_once(':') {
+            Some((n, d)) if index.contains_key(n) => (n, Some(d)),
+            _ => (word, None),
+        };
+        let i = *index.get(node).ok_or_else(|| {
+            anyhow!(
+                "line {line}: no node named '{node}' in this run (nodes: {})",
+                known()
+            )
+        })?;
+        let rank =
+            match device {
+                None => None,
+                Some(dev) => Some(
+                    slots
+                        .iter()
+                        .find(|s| {
+                            node_name(s, include_local) == node && s.device.as_deref() == Some(dev)
+                        })
+                        .map(|s| s.rank)
+                        .ok_or_else(|| {
+                            let devs: Vec<String> = slots
+                                .iter()
+                                .filter(|s| node_name(s, include_local) == node)
+                                .filter_map(|s| s.device.clone())
+                                .collect();
+                            anyhow!(
+                            "line {line}: no rank on {node} uses device {dev} (devices there: {})",
+                            if devs.is_empty() { "none named".to_string() } else { devs.join(", ") }
+                        )
+                        })?,
+                ),
+            };
+        Ok((i, rank))
+    };
+    let mut pairs = Vec::new();
+    for (n, raw) in text.lines().enumerate() {
+        let line = raw.split('#').next().unwrap_or("").replace(',', " ");
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.len() {
+            0 => continue,
+            2 => {}
+            _ => bail!(
+                "line {}: '{}' is not a pair: write two nodes per line (`hostA hostB`, or \
+                 `hostA:mlx5_0 hostB:mlx5_0`)",
+                n + 1,
+                raw.trim()
+            ),
+        }
+        let (a, ra) = resolve(words[0], n + 1)?;
+        let (b, rb) = resolve(words[1], n + 1)?;
+        if a == b {
+            bail!("line {}: '{}' pairs a node with itself", n + 1, raw.trim());
+        }
+        let ranks = match (ra, rb) {
+            (Some(x), Some(y)) => Some((x, y)),
+            (None, None) => None,
+            _ => bail!(
+                "line {}: name a device on both sides or on neither ('{}')",
+                n + 1,
+                raw.trim()
+            ),
+        };
+        pairs.push(NodePair { a, b, ranks });
+    }
+    if pairs.is_empty() {
+        bail!("no pairs in it: write one pair per line (`hostA hostB`)");
+    }
+    Ok(pairs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    fn slots(hosts: usize, per_host: u32) -> Vec<Slot> {
+        let mut v = Vec::new();
+        for h in 0..hosts {
+            for l in 0..per_host {
+                v.push(Slot {
+                    rank: v.len() as u32,
+                    host: format!("node{h:02}"),
+                    local_rank: l,
+                    device: Some(format!("mlx5_{l}")),
+                });
+            }
+        }
+        v
+    }
+
+    fn run(p: &str, s: &[Slot], mode: RailMode, file: Option<&str>) -> Result<Schedule> {
+        schedule(&Request {
+            pattern: &p.parse().unwrap(),
+            slots: s,
+            rail_mode: mode,
+            include_local: false,
+            fallback_seed: 7,
+            file_text: file,
+        })
+    }
+
+    /// Every round's pairs are disjoint; returns the unordered host pairs (with rails).
+    fn check_disjoint(s: &Schedule) {
+        for (i, round) in s.rounds.iter().enumerate() {
+            let mut seen = HashSet::new();
+            for p in round {
+                assert!(
+                    seen.insert(p.initiator),
+                    "round {i}: rank {} twice",
+                    p.initiator
+                );
+                assert!(
+                    seen.insert(p.responder),
+                    "round {i}: rank {} twice",
+                    p.responder
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn all_pairs_meets_every_node_pair_once_for_odd_and_even_counts() {
+        for n in 2..=17 {
+            let sl = slots(n, 1);
+            let s = run("all-pairs", &sl, RailMode::Aligned, None).unwrap();
+            check_disjoint(&s);
+            let expected_rounds = if n % 2 == 0 { n - 1 } else { n };
+            assert_eq!(s.rounds.len(), expected_rounds, "n={n}");
+            let mut met = HashSet::new();
+            for p in s.rounds.iter().flatten() {
+                let k = (p.initiator.min(p.responder), p.initiator.max(p.responder));
+                assert!(met.insert(k), "n={n}: {k:?} twice");
+            }
+            assert_eq!(met.len(), n * (n - 1) / 2, "n={n}");
+            for r in &s.rounds {
+                assert_eq!(r.len(), n / 2, "n={n}: pairs per round");
+            }
+        }
+    }
+
+    #[test]
+    fn ranks_of_one_host_are_not_paired_and_rails_align() {
+        let sl = slots(4, 2);
+        let s = run("all-pairs", &sl, RailMode::Aligned, None).unwrap();
+        check_disjoint(&s);
+        assert_eq!(s.rounds.len(), 3);
+        assert_eq!(s.rails, 2);
+        for p in s.rounds.iter().flatten() {
+            let (a, b) = (&sl[p.initiator as usize], &sl[p.responder as usize]);
+            assert_ne!(a.host, b.host);
+            assert_eq!(a.local_rank, b.local_rank, "rail-aligned");
+        }
+        assert_eq!(s.planned_pairs(), 6 * 2);
+        // --rails all: every rail meets every rail: 6 node pairs x 4 rail pairs.
+        let s = run("all-pairs", &sl, RailMode::All, None).unwrap();
+        check_disjoint(&s);
+        assert_eq!(s.planned_pairs(), 6 * 4);
+        assert_eq!(s.rounds.len(), 3 * 2);
+    }
+
+    #[test]
+    fn one_host_needs_include_local() {
+        let mut sl = slots(1, 4);
+        let e = run("all-pairs", &sl, RailMode::Aligned, None).unwrap_err();
+        assert!(e.to_string().contains("--include-local"), "{e}");
+        let s = schedule(&Request {
+            pattern: &PatternSpec::AllPairs,
+            slots: &sl,
+            rail_mode: RailMode::Aligned,
+            include_local: true,
+            fallback_seed: 1,
+            file_text: None,
+        })
+        .unwrap();
+        assert_eq!(
+            s.nodes,
+            vec!["node00/0", "node00/1", "node00/2", "node00/3"]
+        );
+        assert_eq!(s.planned_pairs(), 6);
+        sl.truncate(3);
+        let s = run("pairs", &sl, RailMode::Aligned, None);
+        assert!(s.unwrap_err().to_string().contains("even number"));
+    }
+
+    #[test]
+    fn pairs_is_todays_rank_pairing() {
+        let s = run("pairs", &slots(1, 6), RailMode::Aligned, None).unwrap();
+        assert_eq!(s.rounds.len(), 1);
+        let r: Vec<(u32, u32)> = s.rounds[0]
+            .iter()
+            .map(|p| (p.initiator, p.responder))
+            .collect();
+        assert_eq!(r, vec![(0, 1), (2, 3), (4, 5)]);
+    }
+
+    #[test]
+    fn ring_links_neighbours() {
+        for n in [2usize, 3, 4, 5, 8] {
+            let s = run("ring", &slots(n, 1), RailMode::Aligned, None).unwrap();
+            check_disjoint(&s);
+            let mut met: HashSet<(u32, u32)> = HashSet::new();
+            for p in s.rounds.iter().flatten() {
+                met.insert((p.initiator.min(p.responder), p.initiator.max(p.responder)));
+            }
+            let want: HashSet<(u32, u32)> = (0..n as u32)
+                .map(|i| {
+                    let j = (i + 1) % n as u32;
+                    (i.min(j), i.max(j))
+                })
+                .collect();
+            assert_eq!(met, want, "n={n}");
+        }
+    }
+
+    #[test]
+    fn random_matchings_repeat_with_their_seed() {
+        let sl = slots(9, 1);
+        let a = run("random:5:42", &sl, RailMode::Aligned, None).unwrap();
+        let b = run("random:5:42", &sl, RailMode::Aligned, None).unwrap();
+        let c = run("random:5:43", &sl, RailMode::Aligned, None).unwrap();
+        assert_eq!(a.rounds, b.rounds);
+        assert_ne!(a.rounds, c.rounds);
+        assert_eq!(a.seed, Some(42));
+        assert_eq!(a.rounds.len(), 5);
+        check_disjoint(&a);
+        for r in &a.rounds {
+            assert_eq!(r.len(), 4, "9 nodes: 4 pairs, one idle");
+        }
+        let d = run("random", &sl, RailMode::Aligned, None).unwrap();
+        assert_eq!(d.seed, Some(7), "the fallback seed is used and recorded");
+        assert_eq!(d.rounds.len(), DEFAULT_RANDOM_ROUNDS as usize);
+    }
+
+    #[test]
+    fn file_pairs_pack_into_disjoint_rounds_and_name_devices() {
+        let sl = slots(4, 2);
+        let text = "# retest\nnode00 node01\nnode00 node02, \n\nnode01:mlx5_1 node03:mlx5_1\n";
+        let s = run("file:x", &sl, RailMode::Aligned, Some(text)).unwrap();
+        check_disjoint(&s);
+        let all: Vec<(u32, u32)> = s
+            .rounds
+            .iter()
+            .flatten()
+            .map(|p| (p.initiator, p.responder))
+            .collect();
+        // node00-node01 on both rails, node00-node02 on both rails, one pinned pair.
+        assert_eq!(all.len(), 5, "{all:?}");
+        assert!(all.contains(&(3, 7)));
+        assert_eq!(s.rounds.len(), 2, "node00 is in two pairs: two rounds");
+        for (bad, why) in [
+            ("node00 node09\n", "no node named 'node09'"),
+            ("node00 node00\n", "with itself"),
+            ("node00 node01 node02\n", "not a pair"),
+            (
+                "node00:mlx5_7 node01:mlx5_0\n",
+                "no rank on node00 uses device mlx5_7",
+            ),
+            ("node00:mlx5_0 node01\n", "on both sides or on neither"),
+            ("# nothing\n", "no pairs"),
+        ] {
+            let e = run("file:x", &sl, RailMode::Aligned, Some(bad)).unwrap_err();
+            assert!(format!("{e:#}").contains(why), "{bad:?}: {e:#}");
+        }
+    }
+
+    #[test]
+    fn pattern_names_parse_and_bad_ones_explain() {
+        assert_eq!(
+            "all-pairs".parse::<PatternSpec>(),
+            Ok(PatternSpec::AllPairs)
+        );
+        assert_eq!(
+            "random:3".parse::<PatternSpec>(),
+            Ok(PatternSpec::Random {
+                rounds: 3,
+                seed: None
+            })
+        );
+        assert_eq!(
+            "random:3:9".parse::<PatternSpec>().unwrap().to_string(),
+            "random:3:9"
+        );
+        for bad in [
+            "mesh",
+            "random:0",
+            "random:x",
+            "random:2:y",
+            "file:",
+            "randomly",
+        ] {
+            assert!(bad.parse::<PatternSpec>().is_err(), "{bad}");
+        }
+    }
+}
