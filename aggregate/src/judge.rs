@@ -99,21 +99,37 @@ fn matches(sel: &Selector, tool: &str, r: &TestResult) -> bool {
         TestResult::Latency(l) => {
             sel.collective.is_none()
                 && sel.backend.is_none()
+                && sel.bidirectional != Some(true)
                 && sel.transport.as_deref().is_none_or(|t| t == l.transport)
+                && memory_ok(sel, &l.transport, l.memory_class())
                 && pair_ok(sel, &l.pair)
         }
         TestResult::Bandwidth(b) => {
             sel.collective.is_none()
                 && sel.backend.is_none()
                 && sel.transport.as_deref().is_none_or(|t| t == b.transport)
+                && sel.bidirectional.is_none_or(|d| d == b.bidirectional)
+                && memory_ok(sel, &b.transport, b.memory_class())
                 && pair_ok(sel, &b.pair)
         }
         TestResult::Collective(c) => {
             sel.transport.is_none()
+                && sel.memory.is_none()
+                && sel.bidirectional.is_none()
                 && sel.pair.is_none()
                 && sel.collective.as_deref().is_none_or(|x| x == c.collective)
                 && sel.backend.as_deref().is_none_or(|x| x == c.backend)
         }
+    }
+}
+
+/// The `memory` selector: without it a check judges host-memory rows (what every check
+/// meant before GPU buffers existed) and the GPU copy rows; `any` takes every row.
+fn memory_ok(sel: &Selector, transport: &str, class: &str) -> bool {
+    match sel.memory.as_deref() {
+        Some("any") => true,
+        Some(m) => m == class,
+        None => class == "host" || transport == "cuda",
     }
 }
 
@@ -181,7 +197,10 @@ pub fn judge_check(
                                 .entry(LatKey {
                                     tool: d.doc.tool.clone(),
                                     test: l.test.clone(),
-                                    transport: l.transport.clone(),
+                                    transport: results::transport_label(
+                                        &l.transport,
+                                        l.memory.as_ref(),
+                                    ),
                                     size: l.size_bytes,
                                 })
                                 .or_default()
@@ -352,18 +371,31 @@ fn describe(at: &At, docs: &[Loaded]) -> String {
 
 /// A stand-in latency row so merged groups go through the same selector as rows.
 fn probe_latency(k: &LatKey) -> TestResult {
+    // The key's transport label carries the memory class (`verbs+cuda`): give the probe row
+    // the same memory so the selector sees what the merged rows were.
+    let (transport, class) = results::split_transport_label(&k.transport);
+    let side = |kind: &str| results::MemorySide {
+        kind: kind.into(),
+        ..Default::default()
+    };
+    let memory = match class {
+        "host" => None,
+        "cuda" => Some(results::MemoryUse {
+            initiator: Some(side("cuda")),
+            responder: Some(side("cuda")),
+        }),
+        _ => Some(results::MemoryUse {
+            initiator: Some(side("cuda")),
+            responder: Some(side("host")),
+        }),
+    };
     TestResult::Latency(results::LatencyResult {
         test: k.test.clone(),
-        transport: k.transport.clone(),
+        transport: transport.to_string(),
         size_bytes: k.size,
-        iterations: 0,
-        warmup_iterations: 0,
-        duration_s: 0.0,
-        latency_us: Default::default(),
-        histogram: String::new(),
-        pair: Default::default(),
         complete: true,
-        counters: None,
+        memory,
+        ..Default::default()
     })
 }
 
@@ -549,5 +581,137 @@ mod tests {
         assert!(w.contains("NCCL_ALGO=Ring"), "{w}");
         let docs = vec![loaded(synth::collective_doc(8, &[1 << 26], 11.0, 100.0, 3))];
         assert!(run(&p, &docs).checks[0].warning.is_none());
+    }
+
+    /// Marks every point-to-point row of `doc` as measured with GPU memory on both sides
+    /// (`class` "cuda") or on the initiator only ("mixed").
+    fn on_gpu(mut doc: results::Document, class: &str) -> results::Document {
+        let side = |kind: &str, path: &str| results::MemorySide {
+            kind: kind.into(),
+            path: path.into(),
+            ..Default::default()
+        };
+        let m = results::MemoryUse {
+            initiator: Some(side("cuda", "dmabuf")),
+            responder: Some(if class == "cuda" {
+                side("cuda", "peermem")
+            } else {
+                side("host", "host")
+            }),
+        };
+        for r in &mut doc.results {
+            match r {
+                TestResult::Latency(l) => l.memory = Some(m.clone()),
+                TestResult::Bandwidth(b) => b.memory = Some(m.clone()),
+                TestResult::Collective(_) => {}
+            }
+        }
+        doc
+    }
+
+    fn bw_check(extra: &str, min: f64) -> Profile {
+        profile(&format!(
+            "[[check]]\nid=\"bw\"\ndescription=\"d\"\nmetric=\"bw_avg\"\nunit=\"Gb/s\"\nmin={min}\neach_pair=true\n{extra}"
+        ))
+    }
+
+    #[test]
+    fn gpu_rows_are_judged_apart_from_host_rows() {
+        let docs = vec![
+            loaded(synth::bandwidth_doc("a", "b", &[1 << 20], 95.0, 1)),
+            loaded(on_gpu(
+                synth::bandwidth_doc("a", "b", &[1 << 20], 60.0, 2),
+                "cuda",
+            )),
+        ];
+        // Without `memory`, a check means host memory, as it always did.
+        let v = run(&bw_check("", 90.0), &docs);
+        assert_eq!(v.checks[0].status, Status::Pass, "{:?}", v.checks[0]);
+        assert_eq!(v.checks[0].observations, 1);
+        let v = run(&bw_check("memory=\"cuda\"", 90.0), &docs);
+        assert_eq!(v.checks[0].status, Status::Fail);
+        assert!((v.checks[0].measured.unwrap() - 60.0).abs() < 5.0);
+        assert!(
+            v.checks[0].selector.contains("cuda memory"),
+            "{}",
+            v.checks[0].selector
+        );
+        assert_eq!(
+            run(&bw_check("memory=\"any\"", 90.0), &docs).checks[0].observations,
+            2
+        );
+        assert_eq!(
+            run(&bw_check("memory=\"mixed\"", 90.0), &docs).checks[0].status,
+            Status::Missing
+        );
+        // The tables keep them apart too.
+        let t = crate::tables::build(&docs, None);
+        let transports: Vec<&str> = t.bandwidth.iter().map(|r| r.transport.as_str()).collect();
+        assert_eq!(transports, ["tcp", "tcp+cuda"], "synth rows are tcp");
+    }
+
+    #[test]
+    fn merged_gpu_latency_is_its_own_group() {
+        let docs = vec![
+            loaded(synth::latency_doc("a", "b", &[2], 10.0, 1)),
+            loaded(on_gpu(synth::latency_doc("a", "b", &[2], 50.0, 2), "cuda")),
+            loaded(on_gpu(synth::latency_doc("c", "d", &[2], 90.0, 3), "mixed")),
+        ];
+        let lat = |extra: &str| {
+            profile(&format!(
+                "[[check]]\nid=\"l\"\ndescription=\"d\"\nmetric=\"latency_p50\"\nunit=\"us\"\nmax=20\ntest=\"send_lat\"\n{extra}"
+            ))
+        };
+        let v = run(&lat(""), &docs);
+        assert_eq!(v.checks[0].status, Status::Pass, "{:?}", v.checks[0]);
+        assert_eq!(v.checks[0].observations, 1);
+        let v = run(&lat("memory=\"cuda\""), &docs);
+        assert_eq!(v.checks[0].status, Status::Fail);
+        let m = v.checks[0].measured.unwrap();
+        assert!((50.0..56.0).contains(&m), "p50 {m}: the GPU group alone");
+        assert!(
+            v.checks[0].worst_at.contains("tcp+cuda"),
+            "{}",
+            v.checks[0].worst_at
+        );
+        let v = run(&lat("memory=\"mixed\"\npair=\"c\""), &docs);
+        assert!((90.0..100.0).contains(&v.checks[0].measured.unwrap()));
+    }
+
+    #[test]
+    fn copy_bandwidth_and_direction_selectors() {
+        let mut copy = synth::bandwidth_doc("a", "a", &[32 << 20], 400.0, 1);
+        for r in &mut copy.results {
+            if let TestResult::Bandwidth(b) = r {
+                b.test = "h2d_bw".into();
+                b.transport = "cuda".into();
+            }
+        }
+        let mut bidir = on_gpu(synth::bandwidth_doc("a", "b", &[1 << 20], 700.0, 2), "cuda");
+        for r in &mut bidir.results {
+            if let TestResult::Bandwidth(b) = r {
+                b.bidirectional = true;
+            }
+        }
+        let uni = on_gpu(synth::bandwidth_doc("a", "b", &[1 << 20], 390.0, 3), "cuda");
+        let docs = vec![loaded(copy), loaded(bidir), loaded(uni)];
+        let p = profile(
+            "[[check]]\nid=\"h2d\"\ndescription=\"d\"\nmetric=\"copy_bw\"\nunit=\"GB/s\"\nmin=45\ntest=\"h2d_bw\"\n\
+             [[check]]\nid=\"any-copy\"\ndescription=\"d\"\nmetric=\"copy_bw\"\nunit=\"GB/s\"\nmin=1\nmemory=\"any\"\n\
+             [[check]]\nid=\"uni\"\ndescription=\"d\"\nmetric=\"bw_avg\"\nunit=\"Gb/s\"\nmin=380\nmemory=\"cuda\"\nbidirectional=false\n\
+             [[check]]\nid=\"bi\"\ndescription=\"d\"\nmetric=\"bw_avg\"\nunit=\"Gb/s\"\nmin=720\nmemory=\"cuda\"\nbidirectional=true\n",
+        );
+        let v = run(&p, &docs);
+        // 400 Gb/s of copies = 50 GB/s.
+        assert_eq!(v.checks[0].status, Status::Pass, "{:?}", v.checks[0]);
+        assert!((v.checks[0].measured.unwrap() - 50.0).abs() < 3.0);
+        // copy_bw reads copy rows only, whatever else is selected.
+        assert_eq!(v.checks[1].observations, 1);
+        assert_eq!(v.checks[2].status, Status::Pass, "{:?}", v.checks[2]);
+        assert_eq!(
+            v.checks[2].observations, 1,
+            "the bidirectional row is not judged one-way"
+        );
+        assert_eq!(v.checks[3].status, Status::Fail, "700 < 720");
     }
 }

@@ -48,6 +48,9 @@ pub enum Metric {
     Wrong,
     /// Retransmitted or erroneous packets over packets sent, both sides, in %.
     LinkLoss,
+    /// GPU copy baseline bandwidth (`bench-bw --test h2d|d2h|d2d|p2p`), 10^9 byte/s as GPU
+    /// tools print it; only copy rows (transport `cuda`) have it.
+    CopyBw,
 }
 
 /// A latency percentile.
@@ -112,6 +115,7 @@ pub const ALL: &[(&str, Metric, &str)] = &[
     ("collective_time", Metric::CollTime, "us"),
     ("wrong_elements", Metric::Wrong, "elements"),
     ("link_loss", Metric::LinkLoss, "%"),
+    ("copy_bw", Metric::CopyBw, "GB/s"),
 ];
 
 impl Metric {
@@ -142,7 +146,8 @@ impl Metric {
             | Metric::BwPeak
             | Metric::BwFluctuation
             | Metric::MsgRate
-            | Metric::CpuPer100G => RowKind::Bandwidth,
+            | Metric::CpuPer100G
+            | Metric::CopyBw => RowKind::Bandwidth,
             Metric::Busbw
             | Metric::Algbw
             | Metric::Efficiency
@@ -164,6 +169,7 @@ impl Metric {
                 | Metric::Algbw
                 | Metric::Efficiency
                 | Metric::ScalingEfficiency
+                | Metric::CopyBw
         )
     }
 
@@ -182,6 +188,7 @@ impl Metric {
                 Some(busier / (r.bw_gbit_s.avg / 100.0))
             }
             Metric::LinkLoss => r.counters.as_ref().and_then(link_loss_pct),
+            Metric::CopyBw => (r.transport == "cuda").then_some(r.bw_gbit_s.avg / 8.0),
             _ => None,
         }
     }

@@ -98,11 +98,40 @@ struct HostRow {
     net: String,
 }
 
+/// One GPU of one host, with its nearest NIC.
+#[derive(Serialize, Default)]
+struct GpuRow {
+    host: String,
+    index: u32,
+    name: String,
+    pci_bus_id: String,
+    uuid: String,
+    numa_node: String,
+    nearest_nic: String,
+    driver: String,
+    peermem: String,
+}
+
+/// A way GPU (or dma-buf) memory reached the fabric in the results: which GPU, how it was
+/// registered, with which NIC, and what was measured so.
+#[derive(Serialize, Default)]
+struct GpuPath {
+    host: String,
+    gpu: String,
+    path: String,
+    nic: String,
+    relation: String,
+    tests: String,
+    warnings: Vec<String>,
+}
+
 #[derive(Serialize, Default)]
 struct Environment {
     hosts: Vec<HostRow>,
     /// Hosts beyond the first [`MAX_HOSTS`], counted, not listed.
     more_hosts: usize,
+    gpus: Vec<GpuRow>,
+    gpu_paths: Vec<GpuPath>,
     versions: Vec<String>,
     more_versions: usize,
     command_lines: Vec<String>,
@@ -398,6 +427,108 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     })
 }
 
+/// GPUs of every host (from the hosts' facts) and the GPU memory paths the results used.
+fn gpu_environment(docs: &[input::Loaded]) -> (Vec<GpuRow>, Vec<GpuPath>) {
+    let mut gpus: BTreeMap<(String, u32), GpuRow> = BTreeMap::new();
+    // (host, GPU, path, NIC) -> the path and the tests measured along it.
+    type PathKey = (String, String, String, String);
+    let mut paths: BTreeMap<PathKey, (GpuPath, BTreeSet<String>)> = BTreeMap::new();
+    let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "?".into());
+    for d in docs {
+        for h in &d.doc.hosts {
+            for g in &h.gpus {
+                gpus.entry((h.hostname.clone(), g.index))
+                    .or_insert_with(|| GpuRow {
+                        host: h.hostname.clone(),
+                        index: g.index,
+                        name: g.name.clone(),
+                        pci_bus_id: opt(&g.pci_bus_id),
+                        uuid: opt(&g.uuid),
+                        numa_node: g.numa_node.map_or("?".into(), |n| n.to_string()),
+                        nearest_nic: match (&g.nearest_rdma_device, &g.rdma_relation) {
+                            (Some(n), Some(r)) => format!("{n} ({r})"),
+                            (Some(n), None) => n.clone(),
+                            _ => "none".into(),
+                        },
+                        driver: opt(&h.gpu_driver),
+                        peermem: match h.nvidia_peermem {
+                            Some(true) => "loaded".into(),
+                            Some(false) => "not loaded".into(),
+                            None => "?".into(),
+                        },
+                    });
+            }
+        }
+        for r in &d.doc.results {
+            let (test, size, transport, pair, memory) = match r {
+                results::TestResult::Latency(l) => {
+                    (&l.test, l.size_bytes, &l.transport, &l.pair, &l.memory)
+                }
+                results::TestResult::Bandwidth(b) => {
+                    (&b.test, b.size_bytes, &b.transport, &b.pair, &b.memory)
+                }
+                results::TestResult::Collective(_) => continue,
+            };
+            let Some(m) = memory else { continue };
+            for (side, host) in [
+                (&m.initiator, &pair.initiator.host),
+                (&m.responder, &pair.responder.host),
+            ] {
+                let Some(side) = side else { continue };
+                if side.kind != "cuda" && side.path != "host_dmabuf" {
+                    continue;
+                }
+                let gpu = side.gpu.as_ref().map_or("host memory".to_string(), |g| {
+                    format!(
+                        "GPU {} ({}, {})",
+                        g.index,
+                        g.name,
+                        g.pci_bus_id.as_deref().unwrap_or("?")
+                    )
+                });
+                let nic = side.nic.clone().unwrap_or_else(|| "-".into());
+                let key = (host.clone(), gpu.clone(), side.path.clone(), nic.clone());
+                let e = paths.entry(key).or_insert_with(|| {
+                    (
+                        GpuPath {
+                            host: host.clone(),
+                            gpu,
+                            path: side.path.clone(),
+                            nic,
+                            relation: side.relation.clone().unwrap_or_else(|| "-".into()),
+                            ..Default::default()
+                        },
+                        BTreeSet::new(),
+                    )
+                });
+                e.1.insert(format!(
+                    "{test} {transport} {}",
+                    crate::tables::size_label(size)
+                ));
+                for w in &side.warnings {
+                    if !e.0.warnings.contains(w) {
+                        e.0.warnings.push(w.clone());
+                    }
+                }
+            }
+        }
+    }
+    const MAX_TESTS: usize = 8;
+    let paths = paths
+        .into_values()
+        .map(|(mut p, tests)| {
+            let n = tests.len();
+            let mut list: Vec<String> = tests.into_iter().take(MAX_TESTS).collect();
+            if n > MAX_TESTS {
+                list.push(format!("and {} more", n - MAX_TESTS));
+            }
+            p.tests = list.join(", ");
+            p
+        })
+        .collect();
+    (gpus.into_values().collect(), paths)
+}
+
 /// Hosts (one row per host name), versions and command lines across every document.
 fn environment(docs: &[input::Loaded]) -> Environment {
     let mut hosts: BTreeMap<String, HostRow> = BTreeMap::new();
@@ -493,9 +624,12 @@ fn environment(docs: &[input::Loaded]) -> Environment {
             );
         }
     }
+    let (gpus, gpu_paths) = gpu_environment(docs);
     Environment {
         hosts: hosts.into_values().collect(),
         more_hosts: extra_hosts.len(),
+        gpus,
+        gpu_paths,
         more_versions: versions.len().saturating_sub(MAX_LINES),
         versions: versions.into_iter().take(MAX_LINES).collect(),
         more_command_lines: cmds.len().saturating_sub(MAX_LINES),
@@ -518,4 +652,77 @@ fn shell_join(args: &[String]) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use results::{GpuInfo, MemorySide, MemoryUse, TestResult};
+
+    #[test]
+    fn gpus_and_gpu_memory_paths_reach_the_environment() {
+        let mut doc = synth::bandwidth_doc("node-a", "node-b", &[1 << 20, 8 << 20], 380.0, 1);
+        let gpu = GpuInfo {
+            index: 3,
+            name: "NVIDIA H200".into(),
+            pci_bus_id: Some("0000:5d:00.0".into()),
+            uuid: Some("GPU-1234".into()),
+            numa_node: Some(0),
+            nearest_rdma_device: Some("mlx5_3".into()),
+            rdma_relation: Some("PIX".into()),
+            ..Default::default()
+        };
+        doc.hosts[0].gpus = vec![gpu.clone()];
+        doc.hosts[0].gpu_driver = Some("550.54.15 open".into());
+        doc.hosts[0].nvidia_peermem = Some(false);
+        let side = MemorySide {
+            kind: "cuda".into(),
+            path: "dmabuf".into(),
+            gpu: Some(gpu),
+            nic: Some("mlx5_3".into()),
+            relation: Some("PIX".into()),
+            warnings: vec!["ACS <b>on</b>".into()],
+            ..Default::default()
+        };
+        for r in &mut doc.results {
+            if let TestResult::Bandwidth(b) = r {
+                b.memory = Some(MemoryUse {
+                    initiator: Some(side.clone()),
+                    responder: Some(MemorySide {
+                        kind: "host".into(),
+                        path: "host".into(),
+                        ..Default::default()
+                    }),
+                });
+            }
+        }
+        let host_only = synth::latency_doc("node-c", "node-d", &[2], 2.0, 2);
+        let docs: Vec<input::Loaded> = [doc, host_only]
+            .into_iter()
+            .map(|d| {
+                input::Loaded::from_text("x.json", &serde_json::to_string(&d).unwrap()).unwrap()
+            })
+            .collect();
+        let (gpus, paths) = gpu_environment(&docs);
+        assert_eq!(gpus.len(), 1);
+        let g = &gpus[0];
+        assert_eq!((g.index, g.name.as_str()), (3, "NVIDIA H200"));
+        assert_eq!(g.nearest_nic, "mlx5_3 (PIX)");
+        assert_eq!(
+            (g.driver.as_str(), g.peermem.as_str()),
+            ("550.54.15 open", "not loaded")
+        );
+        // One path (the initiator's GPU); the host-memory responder is not a GPU path.
+        assert_eq!(paths.len(), 1, "{}", paths.len());
+        let p = &paths[0];
+        assert_eq!(p.host, "node-a");
+        assert_eq!(p.gpu, "GPU 3 (NVIDIA H200, 0000:5d:00.0)");
+        assert_eq!(
+            (p.path.as_str(), p.nic.as_str(), p.relation.as_str()),
+            ("dmabuf", "mlx5_3", "PIX")
+        );
+        assert_eq!(p.tests.matches("send_bw").count(), 2, "{}", p.tests);
+        assert_eq!(p.warnings, ["ACS <b>on</b>"], "once, however many rows");
+    }
 }

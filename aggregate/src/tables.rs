@@ -1,5 +1,6 @@
 //! The merged result tables: one row per test, transport and size (latency, bandwidth) or
-//! per collective, backend, ranks and size, across every rank, pair and file, the way
+//! per collective, backend, ranks and size (rows with GPU buffers under the transport
+//! `verbs+cuda`, `tcp+cuda`, ..., apart from host memory), across every rank, pair and file, the way
 //! perftest and nccl-tests print them. Reports, plots, `compare` and `export` all read these.
 
 use std::collections::BTreeMap;
@@ -154,7 +155,7 @@ pub fn build(docs: &[Loaded], line_rate_gbit_s: Option<f64>) -> Tables {
                         .entry(LatKey {
                             tool: d.doc.tool.clone(),
                             test: l.test.clone(),
-                            transport: l.transport.clone(),
+                            transport: results::transport_label(&l.transport, l.memory.as_ref()),
                             size: l.size_bytes,
                         })
                         .or_default();
@@ -165,7 +166,7 @@ pub fn build(docs: &[Loaded], line_rate_gbit_s: Option<f64>) -> Tables {
                     .entry((
                         d.doc.tool.clone(),
                         b.test.clone(),
-                        b.transport.clone(),
+                        results::transport_label(&b.transport, b.memory.as_ref()),
                         b.size_bytes,
                         b.bidirectional,
                     ))

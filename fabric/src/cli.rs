@@ -177,6 +177,7 @@ impl P2pArgs {
             events: self.events,
             rdma_cm: self.rdma_cm,
             check: false,
+            ..Default::default()
         }
     }
 
@@ -234,5 +235,80 @@ impl P2pArgs {
             secret_file: self.secret_file.clone(),
             transport: self.transport,
         }
+    }
+}
+
+/// `--use-cuda` values: a CUDA device ordinal, or `auto` for the node-local rank's GPU.
+fn parse_gpu(s: &str) -> Result<crate::gpu::GpuSelector, String> {
+    if s.eq_ignore_ascii_case("auto") {
+        return Ok(crate::gpu::GpuSelector::LocalRank);
+    }
+    s.parse()
+        .map(crate::gpu::GpuSelector::Ordinal)
+        .map_err(|_| format!("'{s}' is not a GPU number (0, 1, ...) or `auto`"))
+}
+
+/// GPU buffers for bench-lat and bench-bw (perftest's `--use_cuda` family). Flattened into
+/// each tool's options beside [`P2pArgs`].
+#[derive(Debug, Clone, Args)]
+pub struct GpuArgs {
+    /// Buffers in GPU N's memory (`auto`: the node-local rank's GPU under mpirun/srun).
+    /// Over verbs: GPUDirect RDMA; over tcp: staged through pinned host memory.
+    #[arg(long = "use-cuda", alias = "use_cuda", value_name = "N|auto", value_parser = parse_gpu)]
+    pub use_cuda: Option<crate::gpu::GpuSelector>,
+
+    /// Buffers in the memory of the GPU at this PCI bus id (e.g. 0000:18:00.0).
+    #[arg(
+        long = "use-cuda-bus-id",
+        alias = "use_cuda_bus_id",
+        value_name = "PCI",
+        conflicts_with = "use_cuda"
+    )]
+    pub use_cuda_bus_id: Option<String>,
+
+    /// How GPU memory is registered with the NIC: dmabuf (cuMemGetHandleForAddressRange +
+    /// ibv_reg_dmabuf_mr), peermem (ibv_reg_mr through nvidia_peermem), auto (dmabuf where
+    /// the GPU supports it, then peermem).
+    #[arg(long = "cuda-mem", value_enum, default_value = "auto")]
+    pub cuda_mem: crate::gpu::CudaMem,
+
+    /// perftest's spelling of `--cuda-mem dmabuf`.
+    #[arg(long = "use_cuda_dmabuf", hide = true)]
+    pub use_cuda_dmabuf: bool,
+
+    /// Measure even when ACS on a PCIe switch redirects GPU-NIC traffic (recorded as a warning).
+    #[arg(long = "ignore-acs")]
+    pub ignore_acs: bool,
+
+    /// Register host buffers through a dma-buf (ibv_reg_dmabuf_mr), to check whether the
+    /// NIC, its driver and the kernel take dma-buf memory at all, without a GPU (verbs).
+    #[arg(long = "host-dmabuf")]
+    pub host_dmabuf: bool,
+}
+
+impl GpuArgs {
+    /// The GPU options these flags ask for (`None`: host memory).
+    pub fn gpu_options(&self) -> Option<crate::gpu::GpuOptions> {
+        let gpu = match (&self.use_cuda, &self.use_cuda_bus_id) {
+            (Some(g), _) => g.clone(),
+            (None, Some(b)) => crate::gpu::GpuSelector::BusId(b.clone()),
+            (None, None) => return None,
+        };
+        Some(crate::gpu::GpuOptions {
+            gpu,
+            mem: if self.use_cuda_dmabuf {
+                crate::gpu::CudaMem::Dmabuf
+            } else {
+                self.cuda_mem
+            },
+            ignore_acs: self.ignore_acs,
+            resolved: None,
+        })
+    }
+
+    /// Puts the memory choice into the plan's verbs options.
+    pub fn apply(&self, verbs: &mut crate::transport::VerbsOptions) {
+        verbs.gpu = self.gpu_options();
+        verbs.host_dmabuf = self.host_dmabuf;
     }
 }

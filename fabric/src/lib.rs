@@ -28,12 +28,15 @@ pub mod counters;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod errno;
 pub mod exit;
+pub mod gpu;
 pub mod host;
 pub mod interrupt;
 pub mod inventory;
 pub mod output;
 pub mod p2p;
 pub mod sockets;
+pub mod topology;
 pub mod transport;
 pub mod wire;

@@ -147,6 +147,7 @@ pub fn latency_row(
         pair: p,
         complete: true,
         counters: None,
+        memory: None,
     })
 }
 
@@ -191,6 +192,7 @@ pub fn bandwidth_row(
         complete: true,
         counters,
         check_wrong_bytes: None,
+        memory: None,
     })
 }
 
