@@ -11,6 +11,7 @@ use crate::input::{LatKey, Loaded};
 use crate::metric::{Metric, RowKind};
 use crate::profile::{Bound, Check, Profile, Selector};
 use crate::tables::Tables;
+use results::quality::{Mark, Marks};
 
 /// Outcome of one check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -251,11 +252,17 @@ pub fn judge_check(
         }
         _ => {
             for (di, d) in docs.iter().enumerate() {
+                let marks = (kind == RowKind::Any).then(|| Marks::of(&d.doc));
                 for (ri, r) in d.doc.results.iter().enumerate() {
                     if !matches(sel, &d.doc.tool, r) {
                         continue;
                     }
                     let value = match (kind, r) {
+                        (RowKind::Any, _) => match marks.as_ref().map(|m| m.mark(ri, r)) {
+                            Some(Mark::Disturbed) => Some(1.0),
+                            Some(Mark::Clean) => Some(0.0),
+                            _ => None,
+                        },
                         (RowKind::Latency | RowKind::Counters, TestResult::Latency(l)) => {
                             check.metric.of_latency_row(l)
                         }
@@ -277,6 +284,27 @@ pub fn judge_check(
             }
         }
     }
+    if check.metric == Metric::Disturbed && !obs.is_empty() {
+        // The count of disturbed results decides, shown at the first of them.
+        let count = obs.iter().map(|o| o.value).sum::<f64>();
+        let first = obs.iter().position(|o| o.value > 0.0).unwrap_or(0);
+        let n = obs.len();
+        let at = obs.swap_remove(first).at;
+        obs = vec![Obs { value: count, at }];
+        let mut o = finish(check, docs, &obs);
+        o.observations = n;
+        return o;
+    }
+    let mut o = finish(check, docs, &obs);
+    if check.metric == Metric::Efficiency {
+        o.warning = nccl_above_link(sel, docs, line_rate);
+    }
+    o
+}
+
+/// The outcome of a check from its observations: the worst one decides.
+fn finish(check: &Check, docs: &[Loaded], obs: &[Obs]) -> Outcome {
+    let sel = &check.select;
     let worst = obs.iter().reduce(|a, b| {
         let b_worse = match check.bound {
             Bound::Min(_) => b.value < a.value,
@@ -288,9 +316,6 @@ pub fn judge_check(
             a
         }
     });
-    let warning = (check.metric == Metric::Efficiency)
-        .then(|| nccl_above_link(sel, docs, line_rate))
-        .flatten();
     let status = match worst {
         None => Status::Missing,
         Some(w) if check.bound.holds(w.value) => Status::Pass,
@@ -315,7 +340,7 @@ pub fn judge_check(
             "no result matches this check's selector: run the test it names".to_string()
         }),
         observations: obs.len(),
-        warning,
+        warning: None,
     }
 }
 
@@ -502,6 +527,40 @@ mod tests {
         );
         let p = profile("[[check]]\nid=\"bw\"\ndescription=\"d\"\nmetric=\"bw_avg\"\nunit=\"Gb/s\"\nmin=50\npair=\"a\"\n");
         assert_eq!(run(&p, &docs).checks[0].status, Status::Pass);
+    }
+
+    #[test]
+    fn a_profile_can_require_undisturbed_runs() {
+        let p = profile(
+            "[[check]]\nid=\"quiet\"\ndescription=\"d\"\nmetric=\"disturbed_results\"\nunit=\"results\"\nmax=0\n",
+        );
+        let quality = |load: f64| results::quality::HostQuality {
+            hostname: "c".into(),
+            cores: 4,
+            load_avg_before: load,
+            load_avg_after: load,
+            duration_s: 1.0,
+            ..Default::default()
+        };
+        let with = |load: Option<f64>| {
+            let mut d = synth::bandwidth_doc("a", "b", &[65536], 90.0, 1);
+            let mut other = synth::bandwidth_doc("c", "d", &[65536, 1 << 20], 90.0, 2);
+            if let Some(l) = load {
+                d.attach_quality(vec![]);
+                other.attach_quality(vec![quality(l)]);
+            }
+            vec![loaded(d), loaded(other)]
+        };
+        // No quality record anywhere: nothing proves the runs were quiet.
+        assert_eq!(run(&p, &with(None)).checks[0].status, Status::Missing);
+        let v = run(&p, &with(Some(0.1)));
+        assert_eq!(v.checks[0].status, Status::Pass, "{:?}", v.checks[0]);
+        assert_eq!(v.checks[0].observations, 3);
+        let v = run(&p, &with(Some(9.0)));
+        let c = &v.checks[0];
+        assert_eq!(c.status, Status::Fail, "{c:?}");
+        assert_eq!(c.measured, Some(2.0), "both results of the busy host");
+        assert!(c.worst_at.contains("c <-> d"), "{}", c.worst_at);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //!
 //! It depends on the `results` crate only, so it builds anywhere (no verbs, MPI or CUDA).
 
+pub mod bundle;
 pub mod compare;
 pub mod digest;
 pub mod error;
@@ -21,3 +22,4 @@ pub mod scaling;
 pub mod sign;
 pub mod tables;
 pub mod templates;
+pub mod trend;

@@ -12,6 +12,8 @@ pub enum RowKind {
     Collective,
     /// Any row that carries device counters (latency or bandwidth).
     Counters,
+    /// Every row.
+    Any,
 }
 
 /// A metric a check can bound.
@@ -48,6 +50,10 @@ pub enum Metric {
     Wrong,
     /// Retransmitted or erroneous packets over packets sent, both sides, in %.
     LinkLoss,
+    /// Selected results measured on a disturbed host or link (`results::quality`): with
+    /// `max = 0`, a profile accepts only undisturbed evidence. Results without a quality
+    /// record give no value, so a check that sees only those is MISSING.
+    Disturbed,
     /// GPU copy baseline bandwidth (`bench-bw --test h2d|d2h|d2d|p2p`), 10^9 byte/s as GPU
     /// tools print it; only copy rows (transport `cuda`) have it.
     CopyBw,
@@ -115,6 +121,7 @@ pub const ALL: &[(&str, Metric, &str)] = &[
     ("collective_time", Metric::CollTime, "us"),
     ("wrong_elements", Metric::Wrong, "elements"),
     ("link_loss", Metric::LinkLoss, "%"),
+    ("disturbed_results", Metric::Disturbed, "results"),
     ("copy_bw", Metric::CopyBw, "GB/s"),
 ];
 
@@ -155,6 +162,7 @@ impl Metric {
             | Metric::CollTime => RowKind::Collective,
             Metric::Wrong => RowKind::Collective,
             Metric::LinkLoss => RowKind::Counters,
+            Metric::Disturbed => RowKind::Any,
         }
     }
 

@@ -328,14 +328,17 @@ pub fn parse(text: &str, source: &str) -> Result<Profile> {
             }
         }
         if c.bidirectional.is_some()
-            && !matches!(metric.rows(), RowKind::Bandwidth | RowKind::Counters)
+            && !matches!(
+                metric.rows(),
+                RowKind::Bandwidth | RowKind::Counters | RowKind::Any
+            )
         {
             return Err(err(
                 key("bidirectional"),
                 format!("metric {} does not read bandwidth rows", c.metric),
             ));
         }
-        if c.collective.is_some() && metric.rows() != RowKind::Collective {
+        if c.collective.is_some() && !matches!(metric.rows(), RowKind::Collective | RowKind::Any) {
             return Err(err(
                 key("collective"),
                 format!("metric {} is not a collective metric", c.metric),

@@ -14,11 +14,12 @@
 //! conclusion, and anyone can re-judge the same bytes.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs;
-use std::path::{Path, PathBuf};
+
+use std::path::PathBuf;
 
 use serde::Serialize;
 
+use crate::bundle::{Bundle, SignatureInfo, ToolInfo};
 use crate::error::{Error, Result};
 use crate::escape::shorten;
 use crate::input::{self, BadInput};
@@ -41,8 +42,8 @@ pub struct Options {
     pub skip_bad: bool,
     pub force: bool,
     pub title: Option<String>,
-    /// Test and size of the latency distribution plot.
-    pub dist: Option<(String, u64)>,
+    /// Test (and sizes; all spread when empty) of the latency distribution plot.
+    pub dist: Option<(String, Vec<u64>)>,
     /// Ceilings on what is read.
     pub limits: input::Limits,
 }
@@ -59,12 +60,6 @@ const OWNED: &[&str] = &[
     sign::SIGNATURE,
     sign::ALLOWED_SIGNERS,
 ];
-
-#[derive(Serialize)]
-struct ToolInfo {
-    version: &'static str,
-    git_commit: &'static str,
-}
 
 #[derive(Serialize)]
 struct ProfileInfo {
@@ -138,6 +133,17 @@ struct Environment {
     more_command_lines: usize,
 }
 
+/// Measurement quality of every input document (`results::quality`), judged again here.
+#[derive(Serialize, Default)]
+struct QualityInfo {
+    /// Documents whose runs were disturbed, with every reason.
+    disturbed: Vec<DocQuality>,
+    /// Documents with a quality record and nothing over a threshold.
+    clean: usize,
+    /// Documents without a quality record (older writers, synthetic data).
+    unknown: usize,
+}
+
 /// Characters shown of a name (host, kernel, CPU) and of a message or list; the bundle's
 /// input copies keep every byte.
 const NAME: usize = 256;
@@ -149,13 +155,34 @@ const MAX_HOSTS: usize = 4096;
 const MAX_LINES: usize = 50;
 
 #[derive(Serialize)]
-struct SignatureInfo {
-    manifest: &'static str,
-    file: &'static str,
-    namespace: &'static str,
-    identity: String,
-    fingerprint: String,
-    command: String,
+struct DocQuality {
+    path: String,
+    tool: String,
+    reasons: Vec<String>,
+}
+
+fn quality_info(docs: &[input::Loaded]) -> QualityInfo {
+    let mut q = QualityInfo::default();
+    for d in docs {
+        let m = results::quality::Marks::of(&d.doc);
+        if !m.known() {
+            q.unknown += 1;
+        } else if m.any_disturbed() {
+            q.disturbed.push(DocQuality {
+                path: shorten(&d.path.display().to_string(), SHORT),
+                tool: d.doc.tool.clone(),
+                reasons: m
+                    .reasons()
+                    .iter()
+                    .take(50)
+                    .map(|r| shorten(r, SHORT))
+                    .collect(),
+            });
+        } else {
+            q.clean += 1;
+        }
+    }
+    q
 }
 
 #[derive(Serialize)]
@@ -172,6 +199,7 @@ struct Context<'a> {
     skipped: &'a [BadInput],
     incomplete: Vec<String>,
     warnings: Vec<String>,
+    quality: QualityInfo,
     synthetic: bool,
     signature: Option<SignatureInfo>,
 }
@@ -184,49 +212,15 @@ pub struct Outcome {
     pub fingerprint: Option<String>,
 }
 
-fn err_io(p: &Path, e: std::io::Error) -> Error {
-    Error::Output(format!("{}: {e}", p.display()))
-}
-
-/// Prepares the output directory before any work, so a long aggregation never ends in
-/// "cannot write", and never mixes a new report with an old one's files.
-fn prepare_out(out: &Path, force: bool) -> Result<()> {
-    fs::create_dir_all(out).map_err(|e| err_io(out, e))?;
-    let present: Vec<&str> = OWNED
-        .iter()
-        .copied()
-        .filter(|n| out.join(n).exists())
-        .collect();
-    if !present.is_empty() {
-        if !force {
-            return Err(Error::Usage(format!(
-                "{} already holds a report ({}); pass --force to replace it or choose another --out",
-                out.display(),
-                present.join(", ")
-            )));
-        }
-        for n in present {
-            let p = out.join(n);
-            let r = if p.is_dir() {
-                fs::remove_dir_all(&p)
-            } else {
-                fs::remove_file(&p)
-            };
-            r.map_err(|e| err_io(&p, e))?;
-        }
-    }
-    results::write::check_writable(&out.join("report.html")).map_err(|e| err_io(out, e))
-}
-
 /// Phase timings on standard error when `AGGREGATE_TIMINGS` is set, for the scale
 /// benchmark: which phase to optimise is a measurement, not a guess.
-struct PhaseClock(Option<std::time::Instant>);
+pub(crate) struct PhaseClock(Option<std::time::Instant>);
 
 impl PhaseClock {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         PhaseClock(std::env::var_os("AGGREGATE_TIMINGS").map(|_| std::time::Instant::now()))
     }
-    fn lap(&mut self, phase: &str) {
+    pub(crate) fn lap(&mut self, phase: &str) {
         if let Some(t) = self.0 {
             eprintln!("aggregate: {phase}: {:.3} s", t.elapsed().as_secs_f64());
             self.0 = Some(std::time::Instant::now());
@@ -241,7 +235,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     let templates = Templates::load(opts.templates.as_deref())?;
     sign::check_identity(&opts.identity)?;
     let key = opts.sign.as_deref().map(sign::read_private).transpose()?;
-    prepare_out(&opts.out, opts.force)?;
+    let mut bundle = Bundle::prepare(&opts.out, opts.force, OWNED)?;
 
     let mut clock = PhaseClock::new();
     let set = input::load_with(&opts.inputs, opts.skip_bad, &opts.limits)?;
@@ -250,44 +244,37 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     clock.lap("tables");
     let verdict = judge::judge(&profile, &set.docs, &tables);
     clock.lap("judge");
-    let dist = opts.dist.as_ref().map(|(t, s)| (t.as_str(), *s));
-    if let Some((test, size)) = dist {
-        if !tables
-            .histograms
-            .iter()
-            .any(|(k, h)| k.test == test && k.size == size && !h.is_empty())
-        {
-            let have: BTreeSet<String> = tables
+    let dist = opts.dist.as_ref().map(|(t, s)| (t.as_str(), s.as_slice()));
+    if let Some((test, sizes)) = dist {
+        let wanted: Vec<Option<u64>> = if sizes.is_empty() {
+            vec![None]
+        } else {
+            sizes.iter().copied().map(Some).collect()
+        };
+        for size in wanted {
+            if !tables
                 .histograms
-                .keys()
-                .map(|k| format!("{} {}", k.test, k.size))
-                .collect();
-            return Err(Error::Usage(format!(
-                "--dist-test {test} --dist-size {size}: no latency histogram for that test and \
-                 size in the inputs (have: {})",
-                have.into_iter().collect::<Vec<_>>().join(", ")
-            )));
+                .iter()
+                .any(|(k, h)| k.test == test && size.is_none_or(|s| k.size == s) && !h.is_empty())
+            {
+                let have: BTreeSet<String> = tables
+                    .histograms
+                    .keys()
+                    .map(|k| format!("{} {}", k.test, k.size))
+                    .collect();
+                let asked = size
+                    .map(|s| format!(" --dist-size {s}"))
+                    .unwrap_or_default();
+                return Err(Error::Usage(format!(
+                    "--dist-test {test}{asked}: no latency histogram for that test and \
+                     size in the inputs (have: {})",
+                    have.into_iter().collect::<Vec<_>>().join(", ")
+                )));
+            }
         }
     }
     let plots = plots::draw_all(&tables, profile.line_rate_gbit_s, dist);
     clock.lap("plots");
-    // Every file written, with the SHA-256 of the bytes written, for the manifest.
-    let mut files: Vec<(String, String)> = Vec::new();
-    let write = |files: &mut Vec<(String, String)>,
-                 rel: &str,
-                 bytes: &[u8],
-                 hash: Option<&str>|
-     -> Result<()> {
-        let p = opts.out.join(rel);
-        if let Some(parent) = p.parent() {
-            fs::create_dir_all(parent).map_err(|e| err_io(parent, e))?;
-        }
-        results::write::write_atomic(&p, bytes).map_err(|e| err_io(&p, e))?;
-        let hash = hash.map_or_else(|| crate::digest::sha256_hex(bytes), str::to_string);
-        files.push((rel.to_string(), hash));
-        Ok(())
-    };
-
     // Inputs, byte for byte: the bytes that were parsed and judged (read again, one at a
     // time, and checked against their digest), under names made only of plain characters.
     let mut inputs = Vec::new();
@@ -298,7 +285,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             .map(|n| crate::escape::file_name(&n.to_string_lossy()))
             .unwrap_or_else(|| "input.json".into());
         let rel = format!("inputs/{:04}-{name}", i + 1);
-        write(&mut files, &rel, &d.read_judged_bytes()?, Some(&d.sha256))?;
+        bundle.write(&rel, &d.read_judged_bytes()?, Some(&d.sha256))?;
         inputs.push(InputInfo {
             path: shorten(&d.path.display().to_string(), SHORT),
             bundle_path: rel,
@@ -319,26 +306,11 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         ("distribution", &plots.distribution),
     ] {
         if let Some(svg) = svg {
-            write(
-                &mut files,
-                &format!("plots/{name}.svg"),
-                svg.as_bytes(),
-                None,
-            )?;
+            bundle.write(&format!("plots/{name}.svg"), svg.as_bytes(), None)?;
         }
     }
 
-    let signature = key.as_ref().map(|k| SignatureInfo {
-        manifest: sign::MANIFEST,
-        file: sign::SIGNATURE,
-        namespace: sign::NAMESPACE,
-        identity: opts.identity.clone(),
-        fingerprint: k
-            .public_key()
-            .fingerprint(ssh_key::HashAlg::Sha256)
-            .to_string(),
-        command: sign::verify_command(&opts.identity),
-    });
+    let signature = key.as_ref().map(|k| SignatureInfo::of(k, &opts.identity));
     let incomplete: Vec<String> = set
         .docs
         .iter()
@@ -369,10 +341,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             .clone()
             .unwrap_or_else(|| format!("Fabric acceptance report: {}", profile.name)),
         generated_at: results::provenance::now_rfc3339(),
-        tool: ToolInfo {
-            version: results::provenance::TOOL_VERSION,
-            git_commit: results::provenance::GIT_COMMIT,
-        },
+        tool: ToolInfo::this(),
         profile: ProfileInfo {
             name: profile.name.clone(),
             description: profile.description.clone(),
@@ -387,6 +356,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         skipped: &set.skipped,
         incomplete,
         warnings: warnings.into_iter().take(200).collect(),
+        quality: quality_info(&set.docs),
         synthetic: set
             .docs
             .iter()
@@ -395,7 +365,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     };
     for name in ["report.html", "report.md", "report.junit.xml"] {
         let text = templates.render(name, &ctx)?;
-        write(&mut files, name, text.as_bytes(), None)?;
+        bundle.write(name, text.as_bytes(), None)?;
     }
     #[derive(Serialize)]
     struct Summary<'a> {
@@ -411,18 +381,18 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         inputs: &ctx.inputs,
     })
     .map_err(|e| Error::Output(format!("summary.json: {e}")))?;
-    write(&mut files, "summary.json", &summary, None)?;
+    bundle.write("summary.json", &summary, None)?;
 
     clock.lap("render");
-    let fingerprint = match &key {
-        Some(k) => Some(sign::sign_bundle(&opts.out, &files, k, &opts.identity)?),
-        None => None,
-    };
+    let fingerprint = key
+        .as_ref()
+        .map(|k| bundle.sign(k, &opts.identity))
+        .transpose()?;
     clock.lap("sign");
     Ok(Outcome {
         verdict,
         dir: opts.out.clone(),
-        files: files.into_iter().map(|f| f.0).collect(),
+        files: bundle.files.into_iter().map(|f| f.0).collect(),
         fingerprint,
     })
 }

@@ -5,11 +5,47 @@
 
 use std::collections::BTreeMap;
 
+use results::quality::{Mark, Marks};
 use results::{LatencyHistogram, LatencySummary, TestResult};
 use serde::Serialize;
 
 use crate::input::{LatKey, Loaded};
 use crate::metric::{fluctuation_pct, link_loss_pct, Metric};
+
+/// How many of the rows merged into one table row were measured undisturbed, disturbed, or
+/// without a quality record (`results::quality`).
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct Quality {
+    pub clean: usize,
+    pub disturbed: usize,
+    pub unknown: usize,
+    /// `ok` (every row clean), `disturbed` (any row disturbed), `unknown` (no row has a
+    /// record), `partly unknown` (clean where known).
+    pub mark: &'static str,
+}
+
+impl Quality {
+    pub fn add(&mut self, m: Mark) {
+        match m {
+            Mark::Clean => self.clean += 1,
+            Mark::Disturbed => self.disturbed += 1,
+            Mark::Unknown => self.unknown += 1,
+        }
+        self.mark = if self.disturbed > 0 {
+            "disturbed"
+        } else if self.clean == 0 {
+            "unknown"
+        } else if self.unknown > 0 {
+            "partly unknown"
+        } else {
+            "ok"
+        };
+    }
+
+    pub fn disturbed(&self) -> bool {
+        self.disturbed > 0
+    }
+}
 
 /// Latency for one (tool, test, transport, size), percentiles recomputed from the merged
 /// histogram of every row.
@@ -26,6 +62,7 @@ pub struct LatRow {
     pub us: LatencySummary,
     /// Spread of the per-row p50 (max - min), microseconds: how much pairs and runs differ.
     pub p50_spread_us: f64,
+    pub quality: Quality,
     /// Per-row p50 and p99 values, for `compare`'s noise floor.
     #[serde(skip)]
     pub row_p50: Vec<f64>,
@@ -56,6 +93,7 @@ pub struct BwRow {
     pub cpu_cores_per_100g: Option<f64>,
     /// Link loss over all rows with counters, %.
     pub link_loss_pct: Option<f64>,
+    pub quality: Quality,
     #[serde(skip)]
     pub row_avg: Vec<f64>,
     /// Standard deviation of interval samples within rows (pooled), for the noise floor
@@ -84,6 +122,7 @@ pub struct CollRow {
     /// None when no row was checked.
     pub wrong: Option<u64>,
     pub efficiency_pct: Option<f64>,
+    pub quality: Quality,
     #[serde(skip)]
     pub row_busbw: Vec<f64>,
     #[serde(skip)]
@@ -142,13 +181,15 @@ pub fn merged_histograms(docs: &[Loaded]) -> BTreeMap<LatKey, (LatencyHistogram,
 pub fn build(docs: &[Loaded], line_rate_gbit_s: Option<f64>) -> Tables {
     // Latency: every row's histogram merged per group, across documents.
     let mut hists = merged_histograms(docs);
-    let mut lat_rows: BTreeMap<LatKey, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+    let mut lat_rows: BTreeMap<LatKey, (Vec<f64>, Vec<f64>, Quality)> = BTreeMap::new();
     type BwKey = (String, String, String, u64, bool);
-    let mut bw: BTreeMap<BwKey, Vec<&results::BandwidthResult>> = BTreeMap::new();
+    let mut bw: BTreeMap<BwKey, (Vec<&results::BandwidthResult>, Quality)> = BTreeMap::new();
     type CollKey = (String, String, u32, u64);
-    let mut coll: BTreeMap<CollKey, Vec<&results::CollectiveResult>> = BTreeMap::new();
+    let mut coll: BTreeMap<CollKey, (Vec<&results::CollectiveResult>, Quality)> = BTreeMap::new();
     for d in docs {
-        for r in &d.doc.results {
+        let marks = Marks::of(&d.doc);
+        for (i, r) in d.doc.results.iter().enumerate() {
+            let mark = marks.mark(i, r);
             match r {
                 TestResult::Latency(l) => {
                     let e = lat_rows
@@ -161,31 +202,38 @@ pub fn build(docs: &[Loaded], line_rate_gbit_s: Option<f64>) -> Tables {
                         .or_default();
                     e.0.push(l.latency_us.p50);
                     e.1.push(l.latency_us.p99);
+                    e.2.add(mark);
                 }
-                TestResult::Bandwidth(b) => bw
-                    .entry((
-                        d.doc.tool.clone(),
-                        b.test.clone(),
-                        results::transport_label(&b.transport, b.memory.as_ref()),
-                        b.size_bytes,
-                        b.bidirectional,
-                    ))
-                    .or_default()
-                    .push(b),
-                TestResult::Collective(c) => coll
-                    .entry((
-                        c.collective.clone(),
-                        c.backend.clone(),
-                        c.ranks,
-                        c.size_bytes,
-                    ))
-                    .or_default()
-                    .push(c),
+                TestResult::Bandwidth(b) => {
+                    let e = bw
+                        .entry((
+                            d.doc.tool.clone(),
+                            b.test.clone(),
+                            results::transport_label(&b.transport, b.memory.as_ref()),
+                            b.size_bytes,
+                            b.bidirectional,
+                        ))
+                        .or_default();
+                    e.0.push(b);
+                    e.1.add(mark);
+                }
+                TestResult::Collective(c) => {
+                    let e = coll
+                        .entry((
+                            c.collective.clone(),
+                            c.backend.clone(),
+                            c.ranks,
+                            c.size_bytes,
+                        ))
+                        .or_default();
+                    e.0.push(c);
+                    e.1.add(mark);
+                }
             }
         }
     }
     let mut t = Tables::default();
-    for (k, (p50, p99)) in lat_rows {
+    for (k, (p50, p99, quality)) in lat_rows {
         let (h, merged) = hists.remove(&k).unwrap_or_default();
         let spread = p50.iter().cloned().fold(f64::MIN, f64::max)
             - p50.iter().cloned().fold(f64::MAX, f64::min);
@@ -199,12 +247,13 @@ pub fn build(docs: &[Loaded], line_rate_gbit_s: Option<f64>) -> Tables {
             samples: h.len(),
             us: h.summary_us(),
             p50_spread_us: if spread.is_finite() { spread } else { 0.0 },
+            quality,
             row_p50: p50,
             row_p99: p99,
         });
         t.histograms.insert(k, h);
     }
-    for ((tool, test, transport, size, bidir), rows) in bw {
+    for ((tool, test, transport, size, bidir), (rows, quality)) in bw {
         let avgs: Vec<f64> = rows.iter().map(|r| r.bw_gbit_s.avg).collect();
         let fl = rows
             .iter()
@@ -243,6 +292,7 @@ pub fn build(docs: &[Loaded], line_rate_gbit_s: Option<f64>) -> Tables {
             fluctuation_pct: fl,
             cpu_cores_per_100g: (!cpu.is_empty()).then(|| mean(&cpu)),
             link_loss_pct: (!losses.is_empty()).then(|| losses.iter().cloned().fold(0.0, f64::max)),
+            quality,
             row_avg: avgs,
             interval_stdev: if var_n > 0 {
                 (var_sum / var_n as f64).sqrt()
@@ -251,7 +301,7 @@ pub fn build(docs: &[Loaded], line_rate_gbit_s: Option<f64>) -> Tables {
             },
         });
     }
-    for ((collective, backend, ranks, size), rows) in coll {
+    for ((collective, backend, ranks, size), (rows, quality)) in coll {
         let f = |g: &dyn Fn(&results::CollectiveResult) -> f64| {
             mean(&rows.iter().map(|r| g(r)).collect::<Vec<_>>())
         };
@@ -284,6 +334,7 @@ pub fn build(docs: &[Loaded], line_rate_gbit_s: Option<f64>) -> Tables {
             wrong: (!checked.is_empty())
                 .then(|| checked.iter().fold(0u64, |a, w| a.saturating_add(*w))),
             efficiency_pct: (!eff.is_empty()).then(|| mean(&eff)),
+            quality,
             row_busbw: rows.iter().map(|r| r.out_of_place.busbw_gbyte_s).collect(),
             row_time: rows.iter().map(|r| r.out_of_place.time_us).collect(),
         });

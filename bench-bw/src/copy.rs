@@ -7,7 +7,7 @@
 //! row of the usual schema (`test` = `h2d_bw` ..., `transport` = `cuda`), so a report puts
 //! the GPU's own limits beside the GPUDirect and staged figures.
 
-use fabric::cli::{GpuArgs, P2pArgs};
+use p2p_cli::{GpuArgs, P2pArgs};
 
 /// Runs the copy test the options name and returns the exit code.
 pub fn run(args: &P2pArgs, gpu: &GpuArgs, interval_ms: u64) -> i32 {

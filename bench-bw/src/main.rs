@@ -12,12 +12,12 @@ use anyhow::Result;
 use clap::Parser;
 
 use fabric::bootstrap::{recv_json, send_json};
-use fabric::cli::{GpuArgs, P2pArgs};
 use fabric::clock::LoopClock;
 use fabric::cpu::CpuMeter;
 use fabric::interrupt;
 use fabric::p2p::{self, PairTool, Plan, SizeRun};
 use fabric::transport::{self, BandwidthEndpoint, Op, Role, SideReport};
+use p2p_cli::{GpuArgs, P2pArgs};
 use results::units::{gbit_s, mpps};
 use results::{BandwidthResult, BandwidthSummary, CpuUse, TestResult};
 

@@ -114,9 +114,12 @@ fn run_job(plan: &Plan, job: &MpiJob) -> Result<i32> {
     if me {
         print_preamble(plan, setup.infos.as_deref().unwrap_or_default());
     }
+    // What else ran on the hosts while they measured (fabric::quality).
+    let probe = fabric::quality::Probe::start();
     if let Err(code) = sweep_teams(plan, job, &setup.teams, link, &mut sweep)? {
         return Ok(code);
     }
+    let quality = fabric::quality::gather(job, &probe.finish(&setup.info.host))?;
     let wrong: u64 = sweep
         .rows
         .iter()
@@ -147,6 +150,7 @@ fn run_job(plan: &Plan, job: &MpiJob) -> Result<i32> {
         doc.options = plan.options(link, link_source);
         doc.results = sweep.rows.into_iter().map(TestResult::Collective).collect();
         doc.warnings = sweep.warnings;
+        doc.attach_quality(quality.unwrap_or_default());
         doc.finish(sweep.stopped.clone());
         fabric::output::write_document(plan.json.as_deref(), &doc)?;
         if wrong > 0 {

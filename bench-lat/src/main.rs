@@ -9,11 +9,11 @@ use anyhow::Result;
 use clap::Parser;
 
 use fabric::bootstrap::{recv_json, send_json};
-use fabric::cli::{GpuArgs, P2pArgs};
 use fabric::clock::{BlockStamps, LoopClock, BLOCK};
 use fabric::interrupt;
 use fabric::p2p::{self, PairTool, Plan, SizeRun};
 use fabric::transport::{self, LatencyEndpoint, Op, Role, SideReport};
+use p2p_cli::{GpuArgs, P2pArgs};
 use results::{LatencyHistogram, LatencyResult, TestResult};
 
 /// Ping-pong latency benchmark (perftest-compatible options).

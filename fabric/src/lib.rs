@@ -21,7 +21,6 @@
 
 pub mod agents;
 pub mod bootstrap;
-pub mod cli;
 pub mod clock;
 pub mod collective;
 pub mod counters;
@@ -34,8 +33,10 @@ pub mod gpu;
 pub mod host;
 pub mod interrupt;
 pub mod inventory;
+pub mod names;
 pub mod output;
 pub mod p2p;
+pub mod quality;
 pub mod sockets;
 pub mod topology;
 pub mod transport;

@@ -52,6 +52,10 @@ pub struct Document {
     /// Things a reader should know (noisy run, MTU clamped, auto-chosen transport ...).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// What could have disturbed the run (load, steal, preemptions, foreign port traffic),
+    /// measured on every host around it; absent in documents of older writers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality: Option<crate::quality::RunQuality>,
     /// How pairs were scheduled, for point-to-point runs over many ranks (`--pattern`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sweep: Option<SweepInfo>,
@@ -643,6 +647,7 @@ mod tests {
                 memory: None,
             })],
             warnings: vec![],
+            quality: None,
         }
     }
 

@@ -258,6 +258,22 @@ impl Exporter for Prometheus {
                     }
                 }
             }
+            let marks = results::quality::Marks::of(&d.doc);
+            if marks.known() {
+                let labels = vec![("tool", tool.clone())];
+                let cur = out
+                    .families
+                    .get("fabcheck_run_disturbed")
+                    .and_then(|f| f.samples.get(&render_labels(&labels)))
+                    .copied()
+                    .unwrap_or(0.0);
+                out.set(
+                    "fabcheck_run_disturbed",
+                    "1 when a run of the tool was measured on a disturbed host or link (load, CPU steal, preemptions or other traffic over the thresholds of results::quality), else 0.",
+                    &labels,
+                    cur.max(if marks.any_disturbed() { 1.0 } else { 0.0 }),
+                );
+            }
             if let Ok(t) = humantime::parse_rfc3339_weak(&d.doc.finished_at) {
                 if let Ok(secs) = t.duration_since(std::time::UNIX_EPOCH) {
                     let cur = out

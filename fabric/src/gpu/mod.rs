@@ -41,7 +41,7 @@ pub enum GpuSelector {
 }
 
 /// How GPU memory is registered with the NIC (`--cuda-mem`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CudaMem {
     /// dma-buf where the GPU reports support, then nvidia_peermem.
@@ -52,15 +52,7 @@ pub enum CudaMem {
     Peermem,
 }
 
-impl CudaMem {
-    pub fn name(self) -> &'static str {
-        match self {
-            CudaMem::Auto => "auto",
-            CudaMem::Dmabuf => "dmabuf",
-            CudaMem::Peermem => "peermem",
-        }
-    }
-}
+crate::named_enum!(CudaMem { Auto => "auto", Dmabuf => "dmabuf", Peermem => "peermem" });
 
 /// The GPU as resolved at start-up: what every endpoint needs without asking CUDA again.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]

@@ -103,7 +103,7 @@ pub fn check_wrong_bytes(mine: &SideReport, theirs: &SideReport) -> Option<u64> 
 }
 
 /// Transport the user asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TransportChoice {
     /// verbs when an RDMA device is present, tcp otherwise (and say which).
@@ -111,6 +111,8 @@ pub enum TransportChoice {
     Tcp,
     Verbs,
 }
+
+crate::named_enum!(TransportChoice { Auto => "auto", Tcp => "tcp", Verbs => "verbs" });
 
 /// Transport actually used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -130,7 +132,7 @@ impl TransportKind {
 }
 
 /// The operation under test, as perftest names them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Op {
     /// Two-sided send/receive (TCP: write/read on a socket).
@@ -149,19 +151,17 @@ pub enum Op {
     P2p,
 }
 
-impl Op {
-    pub fn name(self) -> &'static str {
-        match self {
-            Op::Send => "send",
-            Op::Write => "write",
-            Op::Read => "read",
-            Op::H2d => "h2d",
-            Op::D2h => "d2h",
-            Op::D2d => "d2d",
-            Op::P2p => "p2p",
-        }
-    }
+crate::named_enum!(Op {
+    Send => "send",
+    Write => "write",
+    Read => "read",
+    H2d => "h2d",
+    D2h => "d2h",
+    D2d => "d2d",
+    P2p => "p2p",
+});
 
+impl Op {
     /// A GPU copy baseline (one process, no peer, no transport).
     pub fn is_copy(self) -> bool {
         matches!(self, Op::H2d | Op::D2h | Op::D2d | Op::P2p)

@@ -756,4 +756,58 @@ mod tests {
         assert_eq!(got, 30);
         assert_eq!(report.check_wrong_bytes, Some(0));
     }
+
+    #[test]
+    fn ping_pong_and_a_stream_over_loopback() {
+        // Latency: three round trips, then the initiator's end reaches the responder.
+        let (mut a, mut b) = links();
+        let resp = std::thread::spawn(move || {
+            let mut ep = TcpLatency::connect(&spec(Role::Responder, 64, 1, false), &mut b).unwrap();
+            let mut pongs = 0;
+            while ep.pong().unwrap() {
+                pongs += 1;
+            }
+            pongs
+        });
+        let mut ep = TcpLatency::connect(&spec(Role::Initiator, 64, 1, false), &mut a).unwrap();
+        for _ in 0..3 {
+            ep.ping().unwrap();
+        }
+        ep.finish().unwrap();
+        assert_eq!(resp.join().unwrap(), 3);
+
+        // Bandwidth over two streams: everything the sender counts, the receiver received.
+        let (mut a, mut b) = links();
+        let plain = |role| {
+            let mut sp = spec(role, 4096, 2, false);
+            sp.verbs.check = false;
+            sp
+        };
+        let (si, sr) = (plain(Role::Initiator), plain(Role::Responder));
+        let resp = std::thread::spawn(move || {
+            let mut ep = TcpBandwidth::connect(&sr, &mut b).unwrap();
+            ep.serve().unwrap()
+        });
+        let mut ep = TcpBandwidth::connect(&si, &mut a).unwrap();
+        let mut sent = 0;
+        for _ in 0..100 {
+            sent += ep.step().unwrap();
+        }
+        ep.finish().unwrap();
+        assert_eq!(sent, 100);
+        assert_eq!(resp.join().unwrap(), 100 * 4096, "bytes received");
+    }
+
+    #[test]
+    fn a_peer_that_goes_away_is_an_error_not_a_hang() {
+        let (mut a, mut b) = links();
+        let resp = std::thread::spawn(move || {
+            // Connects, then leaves without answering a single ping.
+            TcpLatency::connect(&spec(Role::Responder, 8, 1, false), &mut b).map(|_| ())
+        });
+        let mut ep = TcpLatency::connect(&spec(Role::Initiator, 8, 1, false), &mut a).unwrap();
+        resp.join().unwrap().unwrap();
+        let e = ep.ping().unwrap_err().to_string();
+        assert!(e.contains("closed the connection"), "{e}");
+    }
 }
