@@ -13,7 +13,8 @@
 #      bench-lat), beside host-memory TCP at the same sizes;
 #   7. aggregate: a profile over the JSON of 5 and 6 (copy_bw, staged bandwidth, no wrong
 #      byte) must PASS;
-#   8. bench-collective's NCCL backend: every collective, datatype and reduction, --check.
+#   8. bench-collective's NCCL backend: every collective (nccl-tests' ten), datatype and
+#      reduction, --check; nccl-tests' time with -a 3.
 #
 # Fails on any non-zero exit where success is expected, any wrong byte or element, a
 # missing library, a panic, or a step over its timeout. Writes everything under OUT.
@@ -335,6 +336,11 @@ for op in sum prod min max avg; do
         check "op-$op-$dt" all_reduce reduce_scatter reduce -b 8 -e 16M -f 16 -n 5 -w 1 -o "$op" -d "$dt"
     done
 done
+# nccl-tests' time: -a 3 reports the slowest rank's loop time / iterations.
+check avg-max all_reduce -b 1M -e 1M -n 50 -a 3
+if ! python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"][0]["out_of_place"]; sys.exit(abs(r["time_us"]-r["rank_time_us"]["max"])>1e-9)' "$OUT/avg-max.json" 2>/dev/null; then
+    say "FAILED avg-max: time_us is not rank_time_us.max with -a 3"; FAILED=1
+fi
 # Broadcast and reduce are rooted; with one GPU the only root is 0. A bad root must be
 # refused with exit code 2.
 timeout 60 $MPIRUN "$BIN/bench-collective" broadcast --backend nccl -r 1 -b 8 -e 8 > "$OUT/bad-root.txt" 2>&1

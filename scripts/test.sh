@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/deps.sh
 need_packages "${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}"
+need_mpich
 
 echo "== format and lints"
 cargo fmt --all -- --check
@@ -17,6 +18,9 @@ cargo build --workspace --bins
 
 echo "== unit and end-to-end tests"
 cargo test --workspace
+
+echo "== MPICH: the MPI binaries built against MPICH, tested under its mpiexec"
+scripts/test-mpich.sh
 
 if [ -x tests/softroce/run-all.sh ]; then
   echo "== verbs on Soft-RoCE (qemu VMs)"

@@ -50,6 +50,9 @@ pub struct Outcome {
     pub worst_at: String,
     /// How many values were judged (merged groups or rows).
     pub observations: usize,
+    /// What a reader must know to read the value right (e.g. busbw above the link rate).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
 }
 
 /// The verdict of a whole profile.
@@ -221,6 +224,32 @@ pub fn judge_check(
                 }
             }
         }
+        // Points of a curve, not rows: busbw at N ranks over busbw at the base size.
+        Metric::ScalingEfficiency => {
+            let rows = docs.iter().flat_map(|d| {
+                d.doc.results.iter().filter_map(move |r| match r {
+                    TestResult::Collective(c) if matches(sel, &d.doc.tool, r) => Some(c),
+                    _ => None,
+                })
+            });
+            for curve in crate::scaling::curves(rows) {
+                for (p, base, e) in curve.efficiencies(check.base_ranks) {
+                    let k = &curve.key;
+                    obs.push(Obs {
+                        value: e,
+                        at: At::Text(format!(
+                            "{} {} {} {}: {} vs {}",
+                            k.collective,
+                            size_label(k.size_bytes),
+                            k.datatype,
+                            k.backend,
+                            crate::scaling::describe(p),
+                            crate::scaling::describe(base)
+                        )),
+                    });
+                }
+            }
+        }
         _ => {
             for (di, d) in docs.iter().enumerate() {
                 let marks = (kind == RowKind::Any).then(|| Marks::of(&d.doc));
@@ -266,7 +295,11 @@ pub fn judge_check(
         o.observations = n;
         return o;
     }
-    finish(check, docs, &obs)
+    let mut o = finish(check, docs, &obs);
+    if check.metric == Metric::Efficiency {
+        o.warning = nccl_above_link(sel, docs, line_rate);
+    }
+    o
 }
 
 /// The outcome of a check from its observations: the worst one decides.
@@ -307,7 +340,37 @@ fn finish(check: &Check, docs: &[Loaded], obs: &[Obs]) -> Outcome {
             "no result matches this check's selector: run the test it names".to_string()
         }),
         observations: obs.len(),
+        warning: None,
     }
+}
+
+/// NCCL's busbw above the link rate: inside a node NVLink carries the traffic, and on few
+/// nodes tree or NVLS algorithms move less than the ring the bus factor assumes, so the
+/// efficiency then says nothing about the network.
+fn nccl_above_link(sel: &Selector, docs: &[Loaded], line_rate: Option<f64>) -> Option<String> {
+    let over = docs
+        .iter()
+        .flat_map(|d| d.doc.results.iter().map(move |r| (d, r)))
+        .filter_map(|(d, r)| match r {
+            TestResult::Collective(c) if c.backend == "nccl" && matches(sel, &d.doc.tool, r) => {
+                Metric::Efficiency
+                    .of_collective(c, line_rate)
+                    .filter(|e| *e > 100.0)
+                    .map(|e| (e, c))
+            }
+            _ => None,
+        })
+        .max_by(|a, b| a.0.total_cmp(&b.0))?;
+    let (e, c) = over;
+    Some(format!(
+        "NCCL busbw exceeds the link rate ({}% at {} {}, {} ranks): NVLink or a tree/NVLS \
+         algorithm carried the traffic, so this efficiency does not measure the network; \
+         measure with NCCL_ALGO=Ring across nodes",
+        fmt_value(e),
+        c.collective,
+        size_label(c.size_bytes),
+        c.ranks
+    ))
 }
 
 use crate::tables::size_label;
@@ -519,6 +582,64 @@ mod tests {
         assert_eq!(v.checks[1].status, Status::Pass, "{:?}", v.checks[1]);
         assert_eq!(v.checks[2].status, Status::Pass);
         assert_eq!(v.overall, "PASS");
+    }
+
+    /// Scaling efficiency: busbw at each larger communicator over the base one, the
+    /// worst deciding, a named base honoured, nothing to compare MISSING.
+    #[test]
+    fn scaling_efficiency_compares_communicator_sizes() {
+        let doc = |ranks: u32, nodes: u32, busbw: f64| {
+            let mut d = synth::collective_doc(ranks, &[1 << 26], busbw, 100.0, 3);
+            for r in &mut d.results {
+                if let TestResult::Collective(c) = r {
+                    c.nodes = Some(nodes);
+                    c.out_of_place.busbw_gbyte_s = busbw;
+                }
+            }
+            loaded(d)
+        };
+        let docs = vec![
+            doc(8, 1, 100.0),
+            doc(16, 2, 40.0),
+            doc(32, 4, 36.0),
+            doc(64, 8, 32.0),
+        ];
+        let check = |extra: &str| {
+            profile(&format!(
+                "[[check]]\nid=\"s\"\ndescription=\"d\"\nmetric=\"scaling_efficiency\"\nunit=\"%\"\nmin=82\ncollective=\"all_reduce\"\nmin_size=\"64M\"\n{extra}"
+            ))
+        };
+        // Base: 16 ranks, the smallest spanning two nodes; 64 ranks keep 80 %.
+        let v = run(&check(""), &docs);
+        let c = &v.checks[0];
+        assert_eq!(c.status, Status::Fail, "{c:?}");
+        assert!((c.measured.unwrap() - 80.0).abs() < 1e-9);
+        assert_eq!(c.observations, 2);
+        assert!(
+            c.worst_at
+                .contains("64 ranks (8 nodes) vs 16 ranks (2 nodes)"),
+            "{}",
+            c.worst_at
+        );
+        // Against 32 ranks, 64 keep 88.9 %.
+        let v = run(&check("base_ranks = 32\n"), &docs);
+        assert_eq!(v.checks[0].status, Status::Pass);
+        assert_eq!(v.checks[0].observations, 1);
+        // One communicator size: nothing to compare.
+        let v = run(&check(""), &docs[..1]);
+        assert_eq!(v.checks[0].status, Status::Missing);
+    }
+
+    #[test]
+    fn nccl_busbw_above_the_link_rate_warns() {
+        // synth writes NCCL rows: 15 GB/s on a 100 Gb/s link is 120 %.
+        let docs = vec![loaded(synth::collective_doc(8, &[1 << 26], 15.0, 100.0, 3))];
+        let p = profile("[[check]]\nid=\"eff\"\ndescription=\"d\"\nmetric=\"efficiency\"\nunit=\"%\"\nmin=94\ncollective=\"all_reduce\"\n");
+        let v = run(&p, &docs);
+        let w = v.checks[0].warning.as_deref().expect("a warning");
+        assert!(w.contains("NCCL_ALGO=Ring"), "{w}");
+        let docs = vec![loaded(synth::collective_doc(8, &[1 << 26], 11.0, 100.0, 3))];
+        assert!(run(&p, &docs).checks[0].warning.is_none());
     }
 
     /// Marks every point-to-point row of `doc` as measured with GPU memory on both sides

@@ -18,6 +18,7 @@ pub mod parallel;
 pub mod plots;
 pub mod profile;
 pub mod report;
+pub mod scaling;
 pub mod sign;
 pub mod tables;
 pub mod templates;

@@ -303,6 +303,9 @@ fn run(cmd: Cmd) -> Result<u8> {
                         c.bound
                     ))
                 );
+                if let Some(w) = &c.warning {
+                    println!("{:<8} {:<28} {w}", "WARNING", c.id);
+                }
             }
             println!("report: {}", o.dir.join("report.html").display());
             if let Some(fp) = &o.fingerprint {

@@ -40,6 +40,9 @@ pub enum Metric {
     Algbw,
     /// busbw over the link rate, in % (out-of-place).
     Efficiency,
+    /// busbw at N ranks over busbw at a base communicator size, same collective, size and
+    /// datatype, in % (out-of-place; see `scaling`).
+    ScalingEfficiency,
     /// Mean time of one collective, slowest rank, microseconds (out-of-place).
     CollTime,
     /// Elements found wrong by `--check`, in-place and out-of-place together. Rows that
@@ -114,6 +117,7 @@ pub const ALL: &[(&str, Metric, &str)] = &[
     ("busbw", Metric::Busbw, "GB/s"),
     ("algbw", Metric::Algbw, "GB/s"),
     ("efficiency", Metric::Efficiency, "%"),
+    ("scaling_efficiency", Metric::ScalingEfficiency, "%"),
     ("collective_time", Metric::CollTime, "us"),
     ("wrong_elements", Metric::Wrong, "elements"),
     ("link_loss", Metric::LinkLoss, "%"),
@@ -151,9 +155,11 @@ impl Metric {
             | Metric::MsgRate
             | Metric::CpuPer100G
             | Metric::CopyBw => RowKind::Bandwidth,
-            Metric::Busbw | Metric::Algbw | Metric::Efficiency | Metric::CollTime => {
-                RowKind::Collective
-            }
+            Metric::Busbw
+            | Metric::Algbw
+            | Metric::Efficiency
+            | Metric::ScalingEfficiency
+            | Metric::CollTime => RowKind::Collective,
             Metric::Wrong => RowKind::Collective,
             Metric::LinkLoss => RowKind::Counters,
             Metric::Disturbed => RowKind::Any,
@@ -170,6 +176,7 @@ impl Metric {
                 | Metric::Busbw
                 | Metric::Algbw
                 | Metric::Efficiency
+                | Metric::ScalingEfficiency
                 | Metric::CopyBw
         )
     }

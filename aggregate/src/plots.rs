@@ -25,6 +25,8 @@ pub struct Plots {
     pub latency: Option<String>,
     pub bandwidth: Option<String>,
     pub collective: Option<String>,
+    /// Collective busbw against communicator size (a scaling sweep).
+    pub scaling: Option<String>,
     pub distribution: Option<String>,
     /// What the distribution shows (`send_lat tcp 2 B`, or `send_lat tcp` when several
     /// sizes are overlaid).
@@ -484,10 +486,18 @@ pub fn draw_all(t: &Tables, line_rate: Option<f64>, dist: Option<(&str, &[u64])>
         "busbw (GB/s)",
         coll,
     );
+    let mut scaling = Figure::new(
+        "Collective bus bandwidth against communicator size (out-of-place)",
+        "ranks",
+        "busbw (GB/s)",
+        XAxis::Value,
+    );
+    scaling.lines = scaling_series(t);
     let mut plots = Plots {
         latency: render(&latency),
         bandwidth: render(&bandwidth),
         collective: render(&collective),
+        scaling: render(&scaling),
         ..Plots::default()
     };
     let picked = pick_distribution(t, dist);
@@ -517,6 +527,29 @@ pub fn draw_all(t: &Tables, line_rate: Option<f64>, dist: Option<(&str, &[u64])>
         plots.distribution_of = Some(of);
     }
     plots
+}
+
+/// One line per collective and backend that was measured at two or more communicator
+/// sizes: busbw against ranks at the largest message size measured at every one of them.
+/// A fabric that scales keeps the line flat (busbw is normalised by the algorithm).
+fn scaling_series(t: &Tables) -> Vec<Series> {
+    // (collective, backend) -> size -> (ranks, busbw) points.
+    type BySize = BTreeMap<u64, Vec<(f64, f64)>>;
+    let mut by: BTreeMap<(String, String), BySize> = BTreeMap::new();
+    for r in &t.collective {
+        by.entry((r.collective.clone(), r.backend.clone()))
+            .or_default()
+            .entry(r.size_bytes)
+            .or_default()
+            .push((f64::from(r.ranks), r.oop_busbw));
+    }
+    by.into_iter()
+        .filter_map(|((coll, backend), sizes)| {
+            let (size, mut pts) = sizes.into_iter().rev().find(|(_, p)| p.len() >= 2)?;
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            Some((format!("{coll} {backend} {}", format_size(size)), pts))
+        })
+        .collect()
 }
 
 /// The histograms to overlay: the requested test (and sizes), else the first latency test;
@@ -568,6 +601,31 @@ pub fn spread<T>(items: Vec<T>, n: usize) -> Vec<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_scaling_sweep_draws_busbw_against_ranks() {
+        let docs: Vec<_> = [2, 4, 8]
+            .into_iter()
+            .map(|n| {
+                let d = synth::collective_doc(n, &[1024, 1 << 20], 10.0, 100.0, 3);
+                crate::input::Loaded::from_text("x", &serde_json::to_string(&d).unwrap()).unwrap()
+            })
+            .collect();
+        let t = crate::tables::build(&docs, None);
+        let s = scaling_series(&t);
+        assert!(!s.is_empty());
+        for (label, pts) in &s {
+            assert!(label.contains("1M"), "the largest size: {label}");
+            let ranks: Vec<f64> = pts.iter().map(|p| p.0).collect();
+            assert_eq!(ranks, [2.0, 4.0, 8.0]);
+        }
+        let svg = draw_all(&t, None, None).scaling.expect("drawn");
+        assert!(svg.starts_with("<svg") && svg.contains("ranks"));
+        // One communicator size: no curve.
+        let one = crate::tables::build(&docs[..1], None);
+        assert!(scaling_series(&one).is_empty());
+        assert!(draw_all(&one, None, None).scaling.is_none());
+    }
 
     #[test]
     fn every_plot_is_svg_when_data_exists() {

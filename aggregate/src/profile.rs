@@ -56,6 +56,8 @@ struct RawCheck {
     bidirectional: Option<bool>,
     #[serde(default)]
     each_pair: bool,
+    /// scaling_efficiency only: the communicator size the others are compared with.
+    base_ranks: Option<u32>,
 }
 
 /// A validated profile.
@@ -173,6 +175,9 @@ pub struct Check {
     pub unit: &'static str,
     pub bound: Bound,
     pub select: Selector,
+    /// For `scaling_efficiency`: the base communicator size (default: the smallest that
+    /// spans two nodes, else the smallest).
+    pub base_ranks: Option<u32>,
 }
 
 /// Reads a profile: a path to a TOML file, or the name of one shipped with fabcheck
@@ -339,7 +344,22 @@ pub fn parse(text: &str, source: &str) -> Result<Profile> {
                 format!("metric {} is not a collective metric", c.metric),
             ));
         }
+        if let Some(b) = c.base_ranks {
+            if metric != Metric::ScalingEfficiency {
+                return Err(err(
+                    key("base_ranks"),
+                    "only a scaling_efficiency check has a base communicator size".into(),
+                ));
+            }
+            if b < 2 {
+                return Err(err(
+                    key("base_ranks"),
+                    format!("{b}: a collective needs at least 2 ranks"),
+                ));
+            }
+        }
         checks.push(Check {
+            base_ranks: c.base_ranks,
             id: c.id,
             description: c.description,
             metric,
@@ -424,6 +444,28 @@ max_size = "64"
         assert!(e.contains("check[0].max_size"), "{e}");
         let e = parse("name = \"x\"", "t.toml").unwrap_err().to_string();
         assert!(e.contains("no [[check]]"), "{e}");
+        let e = parse(&format!("{OK}base_ranks = 16\n"), "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("base_ranks") && e.contains("scaling_efficiency"),
+            "{e}"
+        );
+        let scaling = OK
+            .replace("latency_p99", "scaling_efficiency")
+            .replace("\"us\"", "\"%\"")
+            .replace("max = 5.0", "min = 82.0");
+        assert_eq!(
+            parse(&format!("{scaling}base_ranks = 16\n"), "t.toml")
+                .unwrap()
+                .checks[0]
+                .base_ranks,
+            Some(16)
+        );
+        let e = parse(&format!("{scaling}base_ranks = 1\n"), "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("at least 2 ranks"), "{e}");
         let e = parse(
             &OK.replace("max_size", "memory = \"gpu\"\nmax_size"),
             "t.toml",

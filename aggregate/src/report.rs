@@ -302,6 +302,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         ("latency", &plots.latency),
         ("bandwidth", &plots.bandwidth),
         ("collective", &plots.collective),
+        ("scaling", &plots.scaling),
         ("distribution", &plots.distribution),
     ] {
         if let Some(svg) = svg {

@@ -1,86 +1,49 @@
-//! The one harness (nccl-tests' `common.cu`): start the MPI job and the backend, walk the
-//! collectives and sizes together on every rank, time, check, reduce the times across
-//! ranks, print rank 0's table and write its document.
+//! The one harness (nccl-tests' `common.cu`): start the MPI job, agree on the request,
+//! plan the teams (the job, or the sub-communicators of a scaling sweep), and on each team
+//! start the backend and walk the collectives and sizes together on every rank
+//! (`measure`), print rank 0's table and write its document.
 //!
-//! Timing: each rank stamps every iteration of its own loop. Afterwards an element-wise
-//! MAX across ranks gives, per iteration, the time of the slowest rank: a collective is
-//! only as fast as its last participant. `time_us` is the mean of those maxima, the
-//! histogram holds them all, and `slowest_rank` is the rank whose own mean was largest.
-//!
-//! Faults: every wait on other ranks is guarded by the watchdog (a barrier, the reduction
-//! of the times, NCCL start-up), and the timed loop bumps a progress counter that the
-//! watchdog watches, so a rank that dies or never arrives ends the run on the others
-//! within `--timeout` with a message, instead of a hang. Ctrl-C stops at the next size,
-//! agreed by all ranks, and the document is written marked incomplete.
-
-use std::sync::atomic::AtomicU64;
-use std::sync::Arc;
-use std::time::Duration;
+//! Faults: every wait on other ranks is guarded by the watchdog (a barrier, the
+//! reductions of the times, NCCL start-up), and the timed loop bumps a progress counter
+//! that the watchdog watches, so a rank that dies or never arrives ends the run on the
+//! others within `--timeout` with a message, instead of a hang. Ctrl-C stops at the next
+//! size, agreed by all ranks, and the document is written marked incomplete. The exit
+//! code follows the suite's one policy (`fabric::exit`).
 
 use anyhow::{Context, Result};
-use mpi::collective::SystemOperation;
-use mpi::traits::*;
-use serde_json::{json, Map, Value};
+use serde::{Deserialize, Serialize};
 
-use fabric::bootstrap::mpi::MpiJob;
+use fabric::bootstrap::mpi::{MpiJob, Team};
 use fabric::clock::LoopClock;
-use fabric::{exit, interrupt};
-use results::{
-    CollectiveResult, CollectiveTiming, Document, HostInfo, LatencyHistogram, TestResult,
-};
+use fabric::exit::{self, Outcome};
+use fabric::interrupt;
+use results::{CollectiveResult, Document, HostInfo, TestResult};
 
 use crate::backend::mpi::MpiBackend;
-use crate::backend::{Backend, Buf, Step};
-use crate::colls::{Collective, Ctx};
-use crate::{data, report, BackendKind, Cli, Plan};
-
-/// Byte every output buffer is filled with before a checked call: NaN in every float
-/// type, -1 or the maximum in integer types, none of which a correct result can be.
-const POISON: u8 = 0xff;
-
-/// Test hook (not a user option): `FABCHECK_COLLECTIVE_FAULT=die:R|hang:R|corrupt:R`
-/// makes rank R abort, stop taking part, or corrupt one checked element, so the tests can
-/// prove that faults end the run and that `--check` finds wrong data.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Fault {
-    Die,
-    Hang,
-    Corrupt,
-}
-
-fn fault_for(rank: u32) -> Option<Fault> {
-    let v = std::env::var("FABCHECK_COLLECTIVE_FAULT").ok()?;
-    let (kind, r) = v.split_once(':')?;
-    if r.parse::<u32>().ok()? != rank {
-        return None;
-    }
-    match kind {
-        "die" => Some(Fault::Die),
-        "hang" => Some(Fault::Hang),
-        "corrupt" => Some(Fault::Corrupt),
-        _ => None,
-    }
-}
+use crate::backend::Backend;
+use crate::fault::{self, Fault};
+use crate::plan::{BackendKind, Plan, Selected, Stepping};
+use crate::scaling::{self, TeamSpec};
+use crate::{measure, report};
 
 /// What one rank contributes to the document's host list.
-#[derive(serde::Serialize, serde::Deserialize)]
+#[derive(Serialize, Deserialize)]
 struct RankInfo {
     host: HostInfo,
     pid: u32,
     device: String,
 }
 
-pub fn run(cli: &Cli, plan: Plan) -> i32 {
+pub fn run(plan: &Plan) -> i32 {
     interrupt::install();
-    let timeout = Duration::from_secs_f64(cli.timeout);
-    let job = match MpiJob::init(timeout) {
+    let job = match MpiJob::init(plan.timeout) {
         Ok(j) => j,
         Err(e) => {
             eprintln!("bench-collective: error: {e:#}");
             return exit::ERROR;
         }
     };
-    match run_job(cli, plan, &job) {
+    match run_job(plan, &job) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("bench-collective: rank {}: error: {e:#}", job.rank());
@@ -95,63 +58,159 @@ pub fn run(cli: &Cli, plan: Plan) -> i32 {
 
 /// Every rank learns whether any rank failed `local`; the failing ranks say why, and all
 /// end with exit code 2 together instead of leaving the others waiting.
-fn agree(job: &MpiJob, local: Result<()>) -> Result<(), i32> {
+fn agree(any: impl Fn(bool) -> bool, rank: u32, local: Result<()>) -> Result<(), i32> {
     let failed = local.is_err();
     if let Err(e) = &local {
-        eprintln!("bench-collective: rank {}: error: {e:#}", job.rank());
+        eprintln!("bench-collective: rank {rank}: error: {e:#}");
     }
-    if job.any(failed) {
+    if any(failed) {
         Err(exit::ERROR)
     } else {
         Ok(())
     }
 }
 
-fn run_job(cli: &Cli, plan: Plan, job: &MpiJob) -> Result<i32> {
-    let (rank, ranks) = (job.rank(), job.size());
-    let me = rank == 0;
-    // Checks every rank agrees on before anything is measured.
-    let root_ok = if cli.root < ranks {
-        Ok(())
-    } else {
-        Err(anyhow::anyhow!(
-            "-r/--root {} is not a rank of this {ranks}-rank job (0 .. {})",
-            cli.root,
-            ranks - 1
-        ))
-    };
-    if let Err(code) = agree(job, if me { root_ok } else { Ok(()) }) {
-        return Ok(code);
-    }
-    let out_ok = if me {
-        fabric::output::check_writable(cli.json.as_deref())
-    } else {
-        Ok(())
-    };
-    if let Err(code) = agree(job, out_ok) {
-        return Ok(code);
-    }
-    let started_at = results::provenance::now_rfc3339();
+/// What the sweep produced on this rank (rows on every rank of the teams it was in; only
+/// rank 0's are printed and written).
+#[derive(Default)]
+struct Sweep {
+    rows: Vec<CollectiveResult>,
+    stopped: Option<String>,
+    warnings: Vec<String>,
+}
 
-    let mut backend: Box<dyn Backend + '_> = match cli.backend {
-        BackendKind::Mpi => Box::new(MpiBackend::new(job.world(), rank as usize)),
-        BackendKind::Nccl => match nccl_backend(job) {
-            Ok(b) => b,
-            Err(code) => return Ok(code),
+/// Who is who, known before the first team measures.
+struct Setup {
+    started_at: String,
+    overhead_ns: Option<f64>,
+    /// This rank's host facts.
+    info: RankInfo,
+    /// Every rank's, at rank 0.
+    infos: Option<Vec<RankInfo>>,
+    teams: Vec<TeamSpec>,
+}
+
+fn run_job(plan: &Plan, job: &MpiJob) -> Result<i32> {
+    let setup = match setup(plan, job)? {
+        Ok(s) => s,
+        Err(code) => return Ok(code),
+    };
+    let me = job.rank() == 0;
+    let (link, link_source) = match plan.link_gbit_s {
+        Some(l) => (Some(l), Some("--link-gbit-s".to_string())),
+        None => match fabric::host::link_rate_gbit_s(&setup.info.host) {
+            Some((l, src)) => (Some(l), Some(src)),
+            None => (None, None),
         },
     };
-    let clock_name = backend.clock();
-    let overhead_ns =
-        (cli.backend == BackendKind::Mpi).then(|| LoopClock::new().loop_overhead_ns());
+    let mut sweep = Sweep::default();
+    if link.is_none() {
+        sweep.warnings.push(
+            "no link rate known (no RDMA port or interface reports one): efficiency left out; \
+             pass --link-gbit-s"
+                .to_string(),
+        );
+    }
+    if me {
+        print_preamble(plan, setup.infos.as_deref().unwrap_or_default());
+    }
+    // What else ran on the hosts while they measured (fabric::quality).
+    let probe = fabric::quality::Probe::start();
+    if let Err(code) = sweep_teams(plan, job, &setup.teams, link, &mut sweep)? {
+        return Ok(code);
+    }
+    let quality = fabric::quality::gather(job, &probe.finish(&setup.info.host))?;
+    let wrong: u64 = sweep
+        .rows
+        .iter()
+        .map(|r| r.out_of_place.wrong + r.in_place.wrong)
+        .sum();
+    // Ranks outside some teams hold fewer rows: agree, so every rank exits alike.
+    let check_failed = job.any(wrong > 0);
+    if me {
+        sweep.warnings.extend(link_warnings(&sweep.rows));
+        for w in &sweep.warnings {
+            eprintln!("bench-collective: warning: {w}");
+        }
+        let mut doc = Document::new("bench-collective", "mpi", job.size(), setup.started_at);
+        doc.loop_overhead_ns = setup.overhead_ns;
+        doc.clock = Some(
+            match plan.backend {
+                BackendKind::Mpi => LoopClock::source(),
+                BackendKind::Nccl => "cuda_event",
+            }
+            .into(),
+        );
+        doc.hosts = setup
+            .infos
+            .unwrap_or_default()
+            .into_iter()
+            .map(|i| i.host)
+            .collect();
+        doc.options = plan.options(link, link_source);
+        doc.results = sweep.rows.into_iter().map(TestResult::Collective).collect();
+        doc.warnings = sweep.warnings;
+        doc.attach_quality(quality.unwrap_or_default());
+        doc.finish(sweep.stopped.clone());
+        fabric::output::write_document(plan.json.as_deref(), &doc)?;
+        if wrong > 0 {
+            eprintln!("bench-collective: {wrong} wrong element(s) found by --check: the results are not correct");
+        }
+    }
+    Ok(exit::code(
+        [
+            check_failed.then_some(Outcome::CheckFailed),
+            sweep.stopped.is_some().then_some(Outcome::Interrupted),
+        ]
+        .into_iter()
+        .flatten(),
+    ))
+}
 
-    // Who is who: every rank's host facts and device, at rank 0.
+/// Checks every rank agrees on before anything is measured (the request fits the job,
+/// the JSON is writable, the device opens), then who is who: every rank's host facts at
+/// rank 0, which plans the teams and tells every rank. `Err(code)` on every rank when
+/// any check failed.
+fn setup(plan: &Plan, job: &MpiJob) -> Result<Result<Setup, i32>> {
+    let rank = job.rank();
+    let me = rank == 0;
+    let job_agree = |local| agree(|f| job.any(f), rank, local);
+    let request_ok = if me {
+        check_request(plan, job.size())
+    } else {
+        Ok(())
+    };
+    if let Err(code) = job_agree(request_ok) {
+        return Ok(Err(code));
+    }
+    let out_ok = if me {
+        fabric::output::check_writable(plan.json.as_deref())
+    } else {
+        Ok(())
+    };
+    if let Err(code) = job_agree(out_ok) {
+        return Ok(Err(code));
+    }
+    let started_at = results::provenance::now_rfc3339();
+    let device = device_facts(plan.backend);
+    let device_ok = device
+        .as_ref()
+        .map(|_| ())
+        .map_err(|e| anyhow::anyhow!("{e:#}"));
+    if let Err(code) = job_agree(device_ok) {
+        return Ok(Err(code));
+    }
+    let (gpu, device_line) = device.expect("checked on every rank");
+    let overhead_ns =
+        (plan.backend == BackendKind::Mpi).then(|| LoopClock::new().loop_overhead_ns());
+
     let mut host = fabric::host::collect();
     host.rank = Some(rank);
-    host.gpus.extend(backend.gpu());
+    host.gpus.extend(gpu);
     let info = RankInfo {
         host,
         pid: std::process::id(),
-        device: backend.device_line(),
+        device: device_line,
     };
     let infos: Option<Vec<RankInfo>> = job
         .gather_to_root(&serde_json::to_vec(&info)?)
@@ -161,157 +220,270 @@ fn run_job(cli: &Cli, plan: Plan, job: &MpiJob) -> Result<i32> {
                 .collect::<Result<_>>()
         })
         .transpose()?;
-
-    let (link, link_source) = match cli.link_gbit_s {
-        Some(l) => (Some(l), Some("--link-gbit-s".to_string())),
-        None => match fabric::host::link_rate_gbit_s(&info.host) {
-            Some((l, src)) => (Some(l), Some(src)),
-            None => (None, None),
-        },
+    let teams_json = match &infos {
+        Some(infos) => {
+            let hosts: Vec<String> = infos.iter().map(|i| i.host.hostname.clone()).collect();
+            Some(serde_json::to_vec(&scaling::plan(&hosts, plan.scaling))?)
+        }
+        None => None,
     };
-    let mut warnings = Vec::new();
-    if link.is_none() {
-        warnings.push(
-            "no link rate known (no RDMA port or interface reports one): efficiency left out; \
-             pass --link-gbit-s"
-                .to_string(),
-        );
-    }
+    let teams = fabric::wire::decode_json(&job.broadcast_bytes(teams_json, "the team plan"))
+        .context("rank 0 sent an unreadable team plan")?;
+    Ok(Ok(Setup {
+        started_at,
+        overhead_ns,
+        info,
+        infos,
+        teams,
+    }))
+}
 
-    if me {
-        print_preamble(cli, &plan, infos.as_deref().unwrap_or_default());
+/// The teams one after the other; `Err(code)` on every rank when a team's backend could
+/// not start.
+fn sweep_teams(
+    plan: &Plan,
+    job: &MpiJob,
+    teams: &[TeamSpec],
+    link: Option<f64>,
+    sweep: &mut Sweep,
+) -> Result<Result<(), i32>> {
+    let rank = job.rank();
+    let fault = fault::for_rank(rank);
+    for spec in teams {
+        let member = spec.has(rank);
+        let team = job.split(member);
+        let outcome = match &team {
+            Some(team) => {
+                let site = measure::Site {
+                    team,
+                    spec,
+                    link_gbit_s: link,
+                    corrupt: fault == Some(Fault::Corrupt),
+                };
+                on_team(plan, &site, fault, sweep)?
+            }
+            None => TeamEnd::Done,
+        };
+        // Ranks outside the team waited here while it measured, for as long as it takes:
+        // their wait is not guarded, the team's members guard theirs (rank 0 is in every
+        // team), so a dead rank still ends the job within the timeout.
+        if member {
+            job.barrier("after a scaling step");
+        } else {
+            job.barrier_unguarded();
+        }
+        if job.any(outcome == TeamEnd::Failed) {
+            return Ok(Err(exit::ERROR));
+        }
+        if job.any(outcome == TeamEnd::Stopped || interrupt::interrupted()) {
+            sweep
+                .stopped
+                .get_or_insert_with(|| "interrupted (Ctrl-C or SIGTERM)".into());
+            break;
+        }
     }
+    Ok(Ok(()))
+}
 
-    let mut all_rows: Vec<CollectiveResult> = Vec::new();
-    let mut stopped: Option<String> = None;
-    let fault = fault_for(rank);
-    let probe = fabric::quality::Probe::start();
-    'colls: for coll in &plan.collectives {
+/// Refuses what cannot run on this job before anything starts.
+fn check_request(plan: &Plan, ranks: u32) -> Result<()> {
+    anyhow::ensure!(
+        plan.root < ranks,
+        "-r/--root {} is not a rank of this {ranks}-rank job (0 .. {})",
+        plan.root,
+        ranks - 1
+    );
+    if !plan.scaling {
+        for c in plan.collectives.iter().filter(|c| c.named) {
+            c.coll
+                .primitive
+                .runs_on(ranks as usize)
+                .map_err(anyhow::Error::msg)
+                .with_context(|| format!("{} cannot run on this job", c.coll.name))?;
+        }
+    }
+    Ok(())
+}
+
+/// The rank's device for the document and the `# Using devices` list.
+fn device_facts(kind: BackendKind) -> Result<(Option<results::GpuInfo>, String)> {
+    match kind {
+        BackendKind::Mpi => Ok((None, "host memory (MPI)".into())),
+        BackendKind::Nccl => nccl_device(),
+    }
+}
+
+#[cfg(feature = "cuda")]
+fn nccl_device() -> Result<(Option<results::GpuInfo>, String)> {
+    fabric::cuda::check_available()?;
+    let (gpu, line) = crate::backend::nccl::device_facts()?;
+    Ok((Some(gpu), line))
+}
+
+#[cfg(not(feature = "cuda"))]
+fn nccl_device() -> Result<(Option<results::GpuInfo>, String)> {
+    anyhow::bail!("this build has no NCCL backend (feature `cuda`): rebuild with default features")
+}
+
+/// How one team's sweep ended on this rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TeamEnd {
+    Done,
+    Stopped,
+    /// The backend could not start (the team's ranks agreed and said why).
+    Failed,
+}
+
+/// Every collective and size on one team.
+fn on_team(
+    plan: &Plan,
+    site: &measure::Site,
+    fault: Option<Fault>,
+    sweep: &mut Sweep,
+) -> Result<TeamEnd> {
+    let team = site.team;
+    let me = team.rank() == 0;
+    let mut backend = match make_backend(plan.backend, team) {
+        Ok(b) => b,
+        Err(_) => return Ok(TeamEnd::Failed),
+    };
+    // The largest buffers of the sweep first, once (nccl-tests allocates its buffers at
+    // the largest size): every size then runs in the same memory.
+    let ranks = team.size() as usize;
+    let largest = plan
+        .collectives
+        .iter()
+        .filter(|c| c.coll.primitive.runs_on(ranks).is_ok())
+        .flat_map(|c| {
+            plan.sizes
+                .iter()
+                .map(move |&s| measure::buffer_bytes(plan, c.coll, s, ranks))
+        })
+        .max()
+        .unwrap_or(1);
+    backend.prepare(largest)?;
+    for sel in &plan.collectives {
+        let coll = sel.coll;
+        if let Err(why) = coll.primitive.runs_on(team.size() as usize) {
+            if me {
+                let note = format!("{} skipped on {} ranks: {why}", coll.name, team.size());
+                println!("# {note}");
+                sweep.warnings.push(note);
+            }
+            continue;
+        }
         if me {
-            println!(
-                "# {}: backend {}, {} ranks, {}{}",
-                coll.name,
-                backend.name(),
-                ranks,
-                cli.datatype.name(),
-                if coll.reduces {
-                    format!(", {}", cli.op.name())
-                } else {
-                    String::new()
-                }
-            );
+            println!("{}", table_title(plan, site, sel));
             println!("{}", report::header());
         }
         let mut rows = Vec::new();
         for &size in &plan.sizes {
-            job.barrier("before the next size");
-            if job.any(interrupt::interrupted()) {
-                stopped = Some("interrupted (Ctrl-C or SIGTERM)".into());
+            team.barrier("before the next size");
+            if team.any(interrupt::interrupted()) {
                 if me {
                     println!("{}", report::footer(&rows));
                 }
-                all_rows.extend(rows);
-                break 'colls;
+                sweep.rows.extend(rows);
+                return Ok(TeamEnd::Stopped);
             }
-            match fault {
-                Some(Fault::Die) => {
-                    eprintln!("rank {rank}: test fault: dying");
-                    std::process::abort();
-                }
-                Some(Fault::Hang) => {
-                    eprintln!("rank {rank}: test fault: no longer taking part");
-                    loop {
-                        std::thread::sleep(Duration::from_secs(3600));
-                    }
-                }
-                _ => {}
-            }
-            let r = measure_size(
-                cli,
-                job,
-                &mut *backend,
-                coll,
-                size,
-                fault == Some(Fault::Corrupt),
-                link,
-            )?;
+            fault::before_size(fault, team.rank());
+            let r = measure::size(plan, site, &mut *backend, coll, size)?;
             if me {
-                println!("{}", report::row(&r, cli.datatype.nccl_tests_name()));
+                println!("{}", report::row(&r, plan.datatype.nccl_tests_name()));
             }
             rows.push(r);
         }
         if me {
             println!("{}", report::footer(&rows));
         }
-        all_rows.extend(rows);
+        sweep.rows.extend(rows);
     }
+    Ok(TeamEnd::Done)
+}
 
-    let quality = fabric::quality::gather(job, &probe.finish(&info.host))?;
-    let wrong: u64 = all_rows
-        .iter()
-        .map(|r| r.out_of_place.wrong + r.in_place.wrong)
-        .sum();
-    if me {
-        let mut doc = Document::new("bench-collective", "mpi", ranks, started_at);
-        doc.loop_overhead_ns = overhead_ns;
-        doc.clock = Some(clock_name);
-        doc.hosts = infos
-            .unwrap_or_default()
-            .into_iter()
-            .map(|i| i.host)
-            .collect();
-        doc.options = options(cli, &plan, link, link_source);
-        doc.results = all_rows.into_iter().map(TestResult::Collective).collect();
-        doc.warnings = warnings;
-        doc.attach_quality(quality.unwrap_or_default());
-        doc.finish(stopped.clone());
-        fabric::output::write_document(cli.json.as_deref(), &doc)?;
-    }
-    Ok(if stopped.is_some() {
-        exit::INTERRUPTED
-    } else if wrong > 0 {
-        if me {
-            eprintln!("bench-collective: {wrong} wrong element(s) found by --check: the results are not correct");
+/// `# all_reduce: backend mpi, 4 ranks on 1 node, float32, sum`
+fn table_title(plan: &Plan, site: &measure::Site, sel: &Selected) -> String {
+    let n = site.spec.nodes;
+    format!(
+        "# {}: backend {}, {} ranks on {n} node{}, {}{}",
+        sel.coll.name,
+        plan.backend.name(),
+        site.team.size(),
+        if n == 1 { "" } else { "s" },
+        plan.datatype.name(),
+        if sel.coll.reduces {
+            format!(", {}", plan.op.name())
+        } else {
+            String::new()
         }
-        exit::CHECK_FAILED
-    } else {
-        exit::OK
-    })
+    )
+}
+
+/// The backend on `team`; every rank of the team learns whether all of them have one.
+fn make_backend<'t>(kind: BackendKind, team: &'t Team) -> Result<Box<dyn Backend + 't>, i32> {
+    let team_agree = |local| agree(|f| team.any(f), team.rank(), local);
+    match kind {
+        BackendKind::Mpi => Ok(Box::new(MpiBackend::new(team.comm()))),
+        BackendKind::Nccl => nccl_backend(team, team_agree),
+    }
 }
 
 #[cfg(feature = "cuda")]
-fn nccl_backend(job: &MpiJob) -> Result<Box<dyn Backend + '_>, i32> {
+fn nccl_backend<'t>(
+    team: &'t Team,
+    team_agree: impl Fn(Result<()>) -> Result<(), i32>,
+) -> Result<Box<dyn Backend + 't>, i32> {
     use crate::backend::nccl::NcclBackend;
-    agree(job, fabric::cuda::check_available())?;
-    let b = NcclBackend::new(job);
-    let ok = b.as_ref().map(|_| ()).map_err(|e| anyhow::anyhow!("{e:#}"));
-    agree(job, ok)?;
+    let b = NcclBackend::new(team);
+    team_agree(b.as_ref().map(|_| ()).map_err(|e| anyhow::anyhow!("{e:#}")))?;
     Ok(Box::new(b.expect("checked")))
 }
 
 #[cfg(not(feature = "cuda"))]
-fn nccl_backend(job: &MpiJob) -> Result<Box<dyn Backend + '_>, i32> {
-    agree(
-        job,
-        Err(anyhow::anyhow!(
-            "this build has no NCCL backend (feature `cuda`): rebuild with default features"
-        )),
-    )?;
+fn nccl_backend<'t>(
+    _team: &'t Team,
+    team_agree: impl Fn(Result<()>) -> Result<(), i32>,
+) -> Result<Box<dyn Backend + 't>, i32> {
+    team_agree(Err(anyhow::anyhow!(
+        "this build has no NCCL backend (feature `cuda`): rebuild with default features"
+    )))?;
     unreachable!("agree fails on every rank")
 }
 
-fn print_preamble(cli: &Cli, plan: &Plan, infos: &[RankInfo]) {
-    let step = match cli.stepbytes {
-        Some(b) => format!("{b}(bytes)"),
-        None => format!("{}(factor)", cli.stepfactor.unwrap_or(2)),
+/// NCCL's busbw can exceed the NIC's rate: within a node NVLink carries the traffic, and
+/// on few nodes tree and NVLS algorithms move less than the ring the bus factor assumes.
+/// Efficiency then says nothing about the network.
+fn link_warnings(rows: &[CollectiveResult]) -> Option<String> {
+    let over = rows
+        .iter()
+        .filter(|r| r.backend == "nccl")
+        .filter_map(|r| r.out_of_place.efficiency.map(|e| (e, r)))
+        .filter(|(e, _)| *e > 1.0)
+        .max_by(|a, b| a.0.total_cmp(&b.0))?;
+    let (e, r) = over;
+    Some(format!(
+        "busbw exceeds the link rate ({:.0}% efficiency: {} at {} bytes on {} ranks): NCCL used \
+         NVLink or a tree/NVLS algorithm, so efficiency does not measure the network here; \
+         run with NCCL_ALGO=Ring (and across nodes) to measure the network alone",
+        e * 100.0,
+        r.collective,
+        r.size_bytes,
+        r.ranks
+    ))
+}
+
+fn print_preamble(plan: &Plan, infos: &[RankInfo]) {
+    let step = match plan.stepping {
+        Stepping::Bytes(b) => format!("{b}(bytes)"),
+        Stepping::Factor(f) => format!("{f}(factor)"),
     };
     println!(
         "# nThread 1 nGpus 1 minBytes {} maxBytes {} step: {step} warmup iters: {} iters: {} agg iters: 1 validation: {} graph: 0",
-        plan.sizes.first().copied().unwrap_or(cli.minbytes),
-        cli.maxbytes,
-        cli.warmup,
-        cli.iters,
-        cli.check
+        plan.sizes.first().copied().unwrap_or(plan.minbytes),
+        plan.maxbytes,
+        plan.warmup,
+        plan.iters,
+        u32::from(plan.check)
     );
     println!("#");
     println!("# Using devices");
@@ -323,181 +495,23 @@ fn print_preamble(cli: &Cli, plan: &Plan, infos: &[RankInfo]) {
     }
 }
 
-/// Every option that shapes the numbers, for the document.
-fn options(
-    cli: &Cli,
-    plan: &Plan,
-    link: Option<f64>,
-    link_source: Option<String>,
-) -> Map<String, Value> {
-    let v = json!({
-        "collectives": plan.collectives.iter().map(|c| c.name).collect::<Vec<_>>(),
-        "backend": cli.backend.name(),
-        "minbytes": cli.minbytes,
-        "maxbytes": cli.maxbytes,
-        "stepfactor": if cli.stepbytes.is_none() { Some(cli.stepfactor.unwrap_or(2)) } else { None },
-        "stepbytes": cli.stepbytes,
-        "sizes": plan.sizes,
-        "iters": cli.iters,
-        "warmup_iters": cli.warmup,
-        "check": cli.check,
-        "op": cli.op.name(),
-        "datatype": cli.datatype.name(),
-        "root": cli.root,
-        "timeout_s": cli.timeout,
-        "link_gbit_s": link,
-        "link_source": link_source,
-    });
-    match v {
-        Value::Object(m) => m,
-        _ => Map::new(),
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::tests::result;
 
-/// One size of one collective: out of place, then in place.
-fn measure_size(
-    cli: &Cli,
-    job: &MpiJob,
-    backend: &mut dyn Backend,
-    coll: &Collective,
-    size: u64,
-    corrupt: bool,
-    link: Option<f64>,
-) -> Result<CollectiveResult> {
-    let ranks = job.size() as usize;
-    let rank = job.rank() as usize;
-    let dt = cli.datatype;
-    let ts = dt.size();
-    let counts = (coll.counts)(size as usize / ts, ranks);
-    let size_bytes = (counts.send.max(counts.recv) * ts) as u64;
-    let op = coll.reduces.then_some(cli.op);
-    backend.prepare((counts.send.max(counts.recv) * ts).max(1))?;
-    let input = data::fill_input(dt, op, rank, counts.send);
-    let ctx = Ctx {
-        ranks,
-        root: cli.root as usize,
-        op,
-        counts,
-    };
-    let factor = (coll.bus_factor)(ranks);
-    let mut timings = Vec::with_capacity(2);
-    for in_place in [false, true] {
-        let step = Step {
-            coll,
-            in_place,
-            count: counts.param,
-            datatype: dt,
-            op: cli.op,
-            root: cli.root as usize,
-        };
-        let layout = backend.layout(coll, in_place, rank, cli.root as usize, counts.param);
-        backend.write(layout.input.0, layout.input.1 * ts, &input)?;
-        job.barrier("before the timed loop");
-        let progress = Arc::new(AtomicU64::new(0));
-        let times = {
-            let _g = job.watchdog().arm_progress(
-                format!(
-                    "in {} at {size} bytes: an iteration made no progress (a rank stopped taking part)",
-                    coll.name
-                ),
-                Arc::clone(&progress),
-            );
-            backend.run(&step, cli.warmup, cli.iters, &progress)?
-        };
-        let wrong = if cli.check == 1 {
-            backend.fill(Buf::Recv, POISON)?;
-            backend.write(layout.input.0, layout.input.1 * ts, &input)?;
-            {
-                let _g = job
-                    .watchdog()
-                    .arm(format!("in the checked call of {}", coll.name));
-                backend.run(&step, 0, 1, &progress)?;
-            }
-            let mut out = vec![0u8; counts.recv * ts];
-            backend.read(layout.output.0, layout.output.1 * ts, &mut out)?;
-            if corrupt && !out.is_empty() {
-                out[..ts].fill(POISON);
-            }
-            Some(data::count_wrong(dt, op, ranks, &out, |j| {
-                (coll.expected)(&ctx, rank, j)
-            }))
-        } else {
-            None
-        };
-        timings.push(combine(job, &times, wrong, size_bytes, factor, link)?);
+    #[test]
+    fn nccl_busbw_above_the_link_rate_is_named() {
+        let mut r = result();
+        r.backend = "nccl".into();
+        r.out_of_place.efficiency = Some(1.3);
+        let w = link_warnings(&[r.clone()]).expect("a warning");
+        assert!(w.contains("130%") && w.contains("NCCL_ALGO=Ring"), "{w}");
+        r.out_of_place.efficiency = Some(0.95);
+        assert!(link_warnings(&[r.clone()]).is_none());
+        // MPI on host memory: the NIC rate is not what NCCL's algorithms bypass.
+        r.backend = "mpi".into();
+        r.out_of_place.efficiency = Some(1.3);
+        assert!(link_warnings(&[r]).is_none());
     }
-    let in_place = timings.pop().expect("two modes");
-    let out_of_place = timings.pop().expect("two modes");
-    Ok(CollectiveResult {
-        collective: coll.name.into(),
-        backend: backend.name().into(),
-        ranks: ranks as u32,
-        size_bytes,
-        count: counts.param as u64,
-        datatype: dt.name().into(),
-        op: if coll.reduces { cli.op.name() } else { "none" }.into(),
-        root: coll.root_of(cli.root as usize),
-        iterations: cli.iters,
-        warmup_iterations: cli.warmup,
-        busbw_factor: factor,
-        link_gbit_s: link,
-        out_of_place,
-        in_place,
-        complete: true,
-    })
-}
-
-/// Reduces one mode's per-iteration times and wrong counts across ranks (every rank
-/// calls it; every rank gets the same figures).
-fn combine(
-    job: &MpiJob,
-    times: &[u64],
-    wrong: Option<u64>,
-    size_bytes: u64,
-    factor: f64,
-    link: Option<f64>,
-) -> Result<CollectiveTiming> {
-    let world = job.world();
-    let _g = job
-        .watchdog()
-        .arm("combining the iteration times of all ranks");
-    let mut slowest = vec![0u64; times.len()];
-    world.all_reduce_into(times, &mut slowest[..], SystemOperation::max());
-    let mean_ns = |v: &[u64]| {
-        if v.is_empty() {
-            0.0
-        } else {
-            v.iter().map(|&t| t as f64).sum::<f64>() / v.len() as f64
-        }
-    };
-    let mine = mean_ns(times);
-    let mut means = vec![0f64; world.size() as usize];
-    world.all_gather_into(&mine, &mut means[..]);
-    let slowest_rank = means
-        .iter()
-        .enumerate()
-        .max_by(|a, b| a.1.total_cmp(b.1))
-        .map_or(0, |(r, _)| r as u32);
-    let local_wrong = wrong.unwrap_or(0);
-    let mut total_wrong = 0u64;
-    world.all_reduce_into(&local_wrong, &mut total_wrong, SystemOperation::sum());
-
-    let mut hist = LatencyHistogram::new();
-    for &t in &slowest {
-        hist.record(t);
-    }
-    let time_us = mean_ns(&slowest) / 1000.0;
-    let algbw = results::units::gbyte_s(size_bytes, time_us / 1e6);
-    let busbw = algbw * factor;
-    Ok(CollectiveTiming {
-        time_us,
-        algbw_gbyte_s: algbw,
-        busbw_gbyte_s: busbw,
-        efficiency: link.map(|l| busbw * 8.0 / l),
-        wrong: total_wrong,
-        checked: wrong.is_some(),
-        latency_us: hist.summary_us(),
-        histogram: hist.encode(),
-        slowest_rank,
-    })
 }

@@ -1,21 +1,24 @@
 //! bench-collective: collective benchmarks the way nccl-tests runs them (AllReduce,
-//! AllGather, ReduceScatter, AlltoAll, Broadcast, Reduce), over MPI on host memory or
-//! NCCL on GPU memory, with nccl-tests' options, table and bus-bandwidth arithmetic, plus
-//! what nccl-tests lacks: a histogram of per-iteration times per size, the slowest rank
-//! named, efficiency against the link rate, and the suite's JSON schema.
+//! AllGather, ReduceScatter, AlltoAll, Broadcast, Reduce, SendRecv, Scatter, Gather,
+//! HyperCube), over MPI on host memory or NCCL on GPU memory, with nccl-tests' options,
+//! table, time and bus-bandwidth arithmetic, plus what nccl-tests lacks: a per-iteration
+//! view (histogram of the slowest rank's iteration times, the slowest rank named),
+//! efficiency against the link rate, a scaling sweep in one launch, and the suite's JSON
+//! schema.
 //!
-//! Data flow: options (this file) -> plan (sizes, counts) -> MPI job and backend
-//! (`backend/`) -> per size, out of place then in place: time every iteration on every
-//! rank, take the element-wise maximum across ranks (the slowest rank's time per
-//! iteration), check one extra call's output (`data`) -> rows (`report`) -> one JSON
-//! document written by rank 0. Each collective is one small file in `colls/`.
+//! Data flow: options (this file) -> plan (`plan`) -> MPI job, teams (`scaling`) and
+//! backend (`backend/`) -> per size, out of place then in place (`measure`): warm up,
+//! time the loop on every rank, combine the ranks' loop times as nccl-tests does and the
+//! per-iteration times into the slowest rank's (`timing`), check one extra call's output
+//! (`data`) -> rows (`report`) -> one JSON document written by rank 0 (`harness`). Each
+//! collective is one small file in `colls/`.
 
 // Without MPI there is nothing to launch: the backends and harness compile out.
 #![cfg_attr(not(feature = "mpi"), allow(dead_code))]
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Result};
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Parser, ValueEnum};
 
 use fabric::collective::{DataType, RedOp};
@@ -24,27 +27,26 @@ mod backend;
 mod colls;
 mod data;
 #[cfg(feature = "mpi")]
+mod fault;
+#[cfg(feature = "mpi")]
 mod harness;
+#[cfg(feature = "mpi")]
+mod measure;
+mod plan;
 mod report;
+mod scaling;
+mod timing;
 
-use colls::Collective;
+use plan::Plan;
+use timing::Average;
 
-/// Backend: which library moves the data, and where the buffers live.
+/// `--backend`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum BackendKind {
+pub(crate) enum BackendArg {
     /// MPI collectives on host memory.
     Mpi,
     /// NCCL collectives on GPU memory (one GPU per rank).
     Nccl,
-}
-
-impl BackendKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            BackendKind::Mpi => "mpi",
-            BackendKind::Nccl => "nccl",
-        }
-    }
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {
@@ -63,149 +65,112 @@ fn parse_positive(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
+/// `-d`: the library's type names, with nccl-tests' aliases (`half`, `float`, ...).
+fn datatype_parser() -> impl TypedValueParser<Value = DataType> {
+    PossibleValuesParser::new(
+        DataType::ALL.map(|t| PossibleValue::new(t.name()).aliases(t.aliases().iter().copied())),
+    )
+    .map(|s| DataType::from_name(&s).expect("a possible value"))
+}
+
+/// `-o`.
+fn op_parser() -> impl TypedValueParser<Value = RedOp> {
+    PossibleValuesParser::new(RedOp::ALL.map(|o| o.name()))
+        .map(|s| RedOp::from_name(&s).expect("a possible value"))
+}
+
 /// Collective benchmarks with nccl-tests' options and table (MPI or NCCL backend).
 ///
 /// Run under mpirun or srun, one rank per GPU for --backend nccl:
 ///   mpirun -np 8 bench-collective all_reduce -b 8 -e 128M -f 2 --backend nccl --json r.json
 #[derive(Parser, Debug)]
 #[command(version, about, long_about = None)]
-pub struct Cli {
+pub(crate) struct Cli {
     /// Collectives to run, in this order: all_reduce, all_gather, reduce_scatter, alltoall,
-    /// broadcast, reduce, or `all` for every one.
+    /// broadcast, reduce, sendrecv, scatter, gather, hypercube, or `all` for every one.
     #[arg(value_name = "COLLECTIVE", default_value = "all_reduce")]
-    pub collectives: Vec<String>,
+    pub(crate) collectives: Vec<String>,
 
     /// Smallest size in bytes (K, M, G suffixes), as nccl-tests' size column.
     #[arg(short = 'b', long = "minbytes", default_value = "32M", value_parser = parse_size)]
-    pub minbytes: u64,
+    pub(crate) minbytes: u64,
 
     /// Largest size in bytes.
     #[arg(short = 'e', long = "maxbytes", default_value = "32M", value_parser = parse_size)]
-    pub maxbytes: u64,
+    pub(crate) maxbytes: u64,
 
     /// Multiply the size by this factor between steps (default 2).
     #[arg(short = 'f', long = "stepfactor", value_parser = clap::value_parser!(u64).range(2..))]
-    pub stepfactor: Option<u64>,
+    pub(crate) stepfactor: Option<u64>,
 
     /// Add this many bytes between steps instead of multiplying.
     #[arg(short = 'i', long = "stepbytes", value_parser = parse_size, conflicts_with = "stepfactor")]
-    pub stepbytes: Option<u64>,
+    pub(crate) stepbytes: Option<u64>,
 
     /// Timed iterations per size and mode.
     #[arg(short = 'n', long = "iters", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
-    pub iters: u64,
+    pub(crate) iters: u64,
 
-    /// Untimed iterations before the timed ones.
+    /// Untimed iterations before the timed ones, every size and mode.
     #[arg(
         short = 'w',
         long = "warmup_iters",
         visible_alias = "warmup-iters",
         default_value_t = 5
     )]
-    pub warmup: u64,
+    pub(crate) warmup: u64,
 
     /// Check results (nccl-tests -c): 1 = count wrong elements of one extra call per size
     /// and mode (the #wrong column), 0 = don't. `-c` alone means 1.
     #[arg(short = 'c', long = "check", default_value_t = 1, num_args = 0..=1, default_missing_value = "1",
           value_parser = clap::value_parser!(u32).range(0..=1))]
-    pub check: u32,
+    pub(crate) check: u32,
 
     /// Reduction for all_reduce, reduce_scatter and reduce (avg: NCCL only).
-    #[arg(short = 'o', long = "op", value_enum, default_value = "sum")]
-    pub op: RedOp,
+    #[arg(short = 'o', long = "op", default_value = "sum", value_parser = op_parser())]
+    pub(crate) op: RedOp,
 
     /// Element type (float16, bfloat16: NCCL only).
-    #[arg(short = 'd', long = "datatype", value_enum, default_value = "float32")]
-    pub datatype: DataType,
+    #[arg(short = 'd', long = "datatype", default_value = "float32", value_parser = datatype_parser())]
+    pub(crate) datatype: DataType,
 
-    /// Root rank of broadcast and reduce.
+    /// Root rank of broadcast, reduce, scatter and gather.
     #[arg(short = 'r', long = "root", default_value_t = 0)]
-    pub root: u32,
+    pub(crate) root: u32,
+
+    /// How the ranks' loop times become the time column (nccl-tests -a): 0 rank 0's,
+    /// 1 the mean, 2 the minimum, 3 the maximum.
+    #[arg(short = 'a', long = "average", default_value = "1", value_parser = Average::parse)]
+    pub(crate) average: Average,
+
+    /// Also measure on sub-communicators of 2, 4, 8, ... ranks made of whole nodes (split
+    /// by host; on one host, by rank), then on all ranks: the scaling curve in one launch.
+    #[arg(long)]
+    pub(crate) scaling: bool,
 
     /// mpi: host memory; nccl: GPU memory, one GPU per rank picked by the node-local rank.
     #[arg(long, value_enum, default_value = "mpi")]
-    pub backend: BackendKind,
+    pub(crate) backend: BackendArg,
 
     /// Write the JSON result document here (rank 0, atomically; checked before measuring).
     #[arg(long)]
-    pub json: Option<PathBuf>,
+    pub(crate) json: Option<PathBuf>,
 
     /// Longest time any rank waits for the others (start-up, a barrier, an iteration that
     /// makes no progress), seconds; then the run ends with an error instead of hanging.
     #[arg(long, default_value_t = 60.0, value_parser = parse_positive)]
-    pub timeout: f64,
+    pub(crate) timeout: f64,
 
     /// Reference link rate for the efficiency figure, 10^9 bit/s (default: read from the
     /// RDMA port's sysfs rate, else the network interface speed).
     #[arg(long = "link-gbit-s", value_parser = parse_positive)]
-    pub link_gbit_s: Option<f64>,
-}
-
-/// What the options resolve to, before any process talks to another.
-pub struct Plan {
-    pub collectives: Vec<&'static Collective>,
-    pub sizes: Vec<u64>,
-}
-
-/// Validates the options and expands sizes and collectives.
-pub fn plan(cli: &Cli) -> Result<Plan> {
-    let mut collectives = Vec::new();
-    for name in &cli.collectives {
-        let name = name.replace('-', "_").to_ascii_lowercase();
-        if name == "all" {
-            collectives.extend(colls::ALL);
-            continue;
-        }
-        let alias = match name.as_str() {
-            "allreduce" => "all_reduce",
-            "allgather" => "all_gather",
-            "reducescatter" => "reduce_scatter",
-            "all_to_all" | "alltoall" => "alltoall",
-            "bcast" => "broadcast",
-            other => other,
-        };
-        match colls::by_name(alias) {
-            Some(c) => collectives.push(c),
-            None => bail!(
-                "unknown collective '{name}': choose from {}, or all",
-                colls::ALL.map(|c| c.name).join(", ")
-            ),
-        }
-    }
-    if cli.minbytes > cli.maxbytes {
-        bail!(
-            "-b/--minbytes {} is larger than -e/--maxbytes {}: the sweep would be empty",
-            cli.minbytes,
-            cli.maxbytes
-        );
-    }
-    let mut sizes = Vec::new();
-    let mut s = cli.minbytes;
-    while s <= cli.maxbytes {
-        sizes.push(s);
-        s = match (cli.stepbytes, cli.stepfactor) {
-            (Some(step), _) => s.saturating_add(step),
-            (None, f) => s.saturating_mul(f.unwrap_or(2)),
-        };
-        if sizes.len() > 10_000 {
-            bail!("more than 10000 sizes: use a larger -f/--stepfactor or -i/--stepbytes");
-        }
-        if s == u64::MAX {
-            break;
-        }
-    }
-    if cli.backend == BackendKind::Mpi {
-        for c in &collectives {
-            fabric::collective::mpi_supports(cli.datatype, c.reduces.then_some(cli.op))?;
-        }
-    }
-    Ok(Plan { collectives, sizes })
+    pub(crate) link_gbit_s: Option<f64>,
 }
 
 fn main() {
     let cli = Cli::parse();
-    let code = match plan(&cli) {
-        Ok(plan) => run(&cli, plan),
+    let code = match plan::resolve(cli) {
+        Ok(plan) => run(&plan),
         Err(e) => {
             if fabric::bootstrap::is_reporting_process() {
                 eprintln!("bench-collective: error: {e:#}");
@@ -217,12 +182,12 @@ fn main() {
 }
 
 #[cfg(feature = "mpi")]
-fn run(cli: &Cli, plan: Plan) -> i32 {
-    harness::run(cli, plan)
+fn run(plan: &Plan) -> i32 {
+    harness::run(plan)
 }
 
 #[cfg(not(feature = "mpi"))]
-fn run(_: &Cli, _: Plan) -> i32 {
+fn run(_: &Plan) -> i32 {
     eprintln!("bench-collective: error: built without MPI (feature `mpi`); rebuild with it");
     fabric::exit::ERROR
 }
@@ -231,45 +196,59 @@ fn run(_: &Cli, _: Plan) -> i32 {
 mod tests {
     use super::*;
 
-    fn cli(args: &[&str]) -> Cli {
+    fn plan(args: &[&str]) -> anyhow::Result<Plan> {
         let mut v = vec!["bench-collective"];
         v.extend_from_slice(args);
-        Cli::try_parse_from(v).unwrap()
+        plan::resolve(Cli::try_parse_from(v).unwrap())
     }
 
     #[test]
     fn sizes_step_like_nccl_tests() {
-        let p = plan(&cli(&["-b", "8", "-e", "64"])).unwrap();
+        let p = plan(&["-b", "8", "-e", "64"]).unwrap();
         assert_eq!(p.sizes, vec![8, 16, 32, 64]);
-        let p = plan(&cli(&["-b", "8", "-e", "100", "-i", "40"])).unwrap();
+        let p = plan(&["-b", "8", "-e", "100", "-i", "40"]).unwrap();
         assert_eq!(p.sizes, vec![8, 48, 88]);
-        let p = plan(&cli(&["-b", "1K", "-e", "1M", "-f", "4"])).unwrap();
+        let p = plan(&["-b", "1K", "-e", "1M", "-f", "4"]).unwrap();
         assert_eq!(p.sizes.len(), 6);
     }
 
     #[test]
     fn bad_requests_are_refused_with_a_reason() {
-        let e = plan(&cli(&["-b", "64", "-e", "8"])).err().unwrap();
+        let e = plan(&["-b", "64", "-e", "8"]).err().unwrap();
         assert!(e.to_string().contains("minbytes"), "{e}");
-        let e = plan(&cli(&["all_sum"])).err().unwrap();
+        let e = plan(&["all_sum"]).err().unwrap();
         assert!(e.to_string().contains("unknown collective"), "{e}");
-        let e = plan(&cli(&["-d", "bfloat16"])).err().unwrap();
+        let e = plan(&["-d", "bfloat16"]).err().unwrap();
         assert!(e.to_string().contains("bfloat16"), "{e}");
-        let e = plan(&cli(&["-o", "avg"])).err().unwrap();
+        let e = plan(&["-o", "avg"]).err().unwrap();
         assert!(e.to_string().contains("avg"), "{e}");
         // A data-movement collective ignores the reduction.
-        assert!(plan(&cli(&["all_gather", "-o", "avg"])).is_ok());
-        assert!(plan(&cli(&["-d", "bfloat16", "--backend", "nccl"])).is_ok());
+        assert!(plan(&["all_gather", "-o", "avg"]).is_ok());
+        assert!(plan(&["-d", "bfloat16", "--backend", "nccl"]).is_ok());
         assert!(Cli::try_parse_from(["x", "-d", "complex"]).is_err());
         assert!(Cli::try_parse_from(["x", "-b", "0"]).is_err());
         assert!(Cli::try_parse_from(["x", "-f", "1"]).is_err());
+        assert!(Cli::try_parse_from(["x", "-a", "4"]).is_err());
     }
 
     #[test]
     fn all_expands_and_aliases_resolve() {
-        let p = plan(&cli(&["all"])).unwrap();
-        assert_eq!(p.collectives.len(), 6);
-        let p = plan(&cli(&["allreduce", "bcast"])).unwrap();
-        assert_eq!(p.collectives[1].name, "broadcast");
+        let p = plan(&["all"]).unwrap();
+        assert_eq!(p.collectives.len(), 10);
+        assert!(p.collectives.iter().all(|c| !c.named));
+        let p = plan(&["allreduce", "bcast", "send-recv"]).unwrap();
+        assert_eq!(p.collectives[1].coll.name, "broadcast");
+        assert_eq!(p.collectives[2].coll.name, "sendrecv");
+        assert!(p.collectives[0].named);
+    }
+
+    #[test]
+    fn types_take_nccl_tests_names_and_averages_their_numbers() {
+        let p = plan(&["-d", "half", "--backend", "nccl", "-a", "3"]).unwrap();
+        assert_eq!(p.datatype, DataType::Float16);
+        assert_eq!(p.average, Average::Max);
+        let p = plan(&["-d", "double"]).unwrap();
+        assert_eq!(p.datatype, DataType::Float64);
+        assert_eq!(p.average, Average::Avg, "nccl-tests' default");
     }
 }

@@ -75,11 +75,11 @@ pub fn footer(rows: &[CollectiveResult]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use results::{CollectiveTiming, LatencySummary};
 
-    fn timing(time_us: f64, busbw: f64, wrong: u64) -> CollectiveTiming {
+    pub(crate) fn timing(time_us: f64, busbw: f64, wrong: u64) -> CollectiveTiming {
         CollectiveTiming {
             time_us,
             algbw_gbyte_s: busbw,
@@ -90,14 +90,16 @@ mod tests {
             latency_us: LatencySummary::default(),
             histogram: String::new(),
             slowest_rank: 0,
+            rank_time_us: None,
         }
     }
 
-    fn result() -> CollectiveResult {
+    pub(crate) fn result() -> CollectiveResult {
         CollectiveResult {
             collective: "all_reduce".into(),
             backend: "mpi".into(),
             ranks: 2,
+            nodes: Some(1),
             size_bytes: 1048576,
             count: 262144,
             datatype: "float32".into(),

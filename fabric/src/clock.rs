@@ -146,6 +146,96 @@ impl BlockStamps {
     }
 }
 
+impl LoopClock {
+    /// nccl-tests' timed loop: one clock read before `iters` calls of `op` and one after,
+    /// nothing between two calls but the loop counter (the watchdog's progress counter is
+    /// bumped once per 1024 calls). Returns the loop's nanoseconds; stops at the first
+    /// error.
+    #[inline]
+    pub fn time_loop<E>(
+        &self,
+        iters: u64,
+        progress: &std::sync::atomic::AtomicU64,
+        mut op: impl FnMut() -> Result<(), E>,
+    ) -> Result<u64, E> {
+        let start = self.raw();
+        let mut done = 0u64;
+        while done < iters {
+            let n = (iters - done).min(PROGRESS_EVERY as u64);
+            for _ in 0..n {
+                op()?;
+            }
+            done += n;
+            progress.store(done, std::sync::atomic::Ordering::Relaxed);
+        }
+        Ok(self.nanos(start, self.raw()))
+    }
+}
+
+/// Iterations between two updates of a loop's progress counter (for the watchdog).
+const PROGRESS_EVERY: usize = 1024;
+
+/// Timestamps of one whole timed loop, for collectives' per-iteration view: one
+/// cycle-counter read before the first iteration and one after each, stored into a
+/// preallocated array, and nothing else per iteration (the watchdog's progress counter is
+/// bumped once per 1024 iterations, outside the inner loop). Unlike [`BlockStamps`], no
+/// iteration is left out of the span: consecutive differences are the iteration times and
+/// tile the loop from the first stamp to the last.
+pub struct LoopStamps {
+    stamps: Vec<u64>,
+}
+
+impl LoopStamps {
+    /// Runs `op` `iters` times, stamping before the first and after each; stops at the
+    /// first error. Allocates and touches the stamps before the first one is taken.
+    #[inline]
+    pub fn run<E>(
+        clock: &LoopClock,
+        iters: usize,
+        progress: &std::sync::atomic::AtomicU64,
+        mut op: impl FnMut() -> Result<(), E>,
+    ) -> Result<Self, E> {
+        // Written before the loop (a non-zero fill is never left to lazily mapped zero
+        // pages), so no page fault lands inside the timed loop: in a VM a first touch
+        // costs microseconds.
+        let mut stamps = vec![u64::MAX; iters + 1];
+        std::hint::black_box(&mut stamps);
+        stamps[0] = clock.raw();
+        let mut done = 0u64;
+        for chunk in stamps[1..].chunks_mut(PROGRESS_EVERY) {
+            for slot in chunk.iter_mut() {
+                op()?;
+                *slot = clock.raw();
+            }
+            done += chunk.len() as u64;
+            progress.store(done, std::sync::atomic::Ordering::Relaxed);
+        }
+        Ok(Self { stamps })
+    }
+
+    /// Timed iterations.
+    pub fn len(&self) -> usize {
+        self.stamps.len() - 1
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Nanoseconds from the first stamp to the last: the whole loop.
+    pub fn total_ns(&self, clock: &LoopClock) -> u64 {
+        clock.nanos(self.stamps[0], self.stamps[self.len()])
+    }
+
+    /// Each iteration's nanoseconds.
+    pub fn iteration_ns(&self, clock: &LoopClock) -> Vec<u64> {
+        self.stamps
+            .windows(2)
+            .map(|w| clock.nanos(w[0], w[1]))
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,5 +290,66 @@ mod tests {
     fn overhead_is_measured_and_positive() {
         let o = LoopClock::new().loop_overhead_ns();
         assert!(o > 0.0 && o < 100_000.0, "overhead {o}");
+    }
+
+    #[test]
+    fn loop_stamps_cover_the_whole_loop() {
+        let c = LoopClock::new();
+        let progress = std::sync::atomic::AtomicU64::new(0);
+        let s = LoopStamps::run(&c, 3, &progress, || {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        assert_eq!(s.len(), 3);
+        assert_eq!(progress.load(std::sync::atomic::Ordering::Relaxed), 3);
+        let each = s.iteration_ns(&c);
+        assert_eq!(each.len(), 3);
+        assert!(each.iter().all(|&t| t >= 1_500_000), "{each:?}");
+        // The iterations tile the loop: their sum is the total, up to rounding per
+        // conversion.
+        let sum: u64 = each.iter().sum();
+        let total = s.total_ns(&c);
+        assert!(sum.abs_diff(total) <= 3, "{sum} vs {total}");
+        let mut calls = 0;
+        assert!(LoopStamps::run(&c, 10, &progress, || {
+            calls += 1;
+            if calls == 4 {
+                Err(())
+            } else {
+                Ok(())
+            }
+        })
+        .is_err());
+        assert_eq!(calls, 4);
+    }
+
+    #[test]
+    fn time_loop_times_the_whole_loop() {
+        let c = LoopClock::new();
+        let progress = std::sync::atomic::AtomicU64::new(0);
+        let mut calls = 0;
+        let ns = c
+            .time_loop(3, &progress, || {
+                calls += 1;
+                std::thread::sleep(std::time::Duration::from_millis(2));
+                Ok::<(), ()>(())
+            })
+            .unwrap();
+        assert_eq!(calls, 3);
+        assert_eq!(progress.load(std::sync::atomic::Ordering::Relaxed), 3);
+        assert!(ns >= 5_500_000, "three 2 ms sleeps took {ns} ns");
+        let mut calls = 0;
+        assert!(c
+            .time_loop(10, &progress, || {
+                calls += 1;
+                if calls == 2 {
+                    Err(())
+                } else {
+                    Ok(())
+                }
+            })
+            .is_err());
+        assert_eq!(calls, 2);
     }
 }

@@ -8,6 +8,16 @@
 //! (the binary's loop, timestamps from clock, samples into results::LatencyHistogram)
 //! -> results::TestResult -> results::Document, written by the client or rank 0.
 //! ```
+//!
+//! A collective run (bench-collective): the binary's plan -> bootstrap::mpi (the job, and
+//! `Team`s of it for a scaling sweep) -> collective (the primitives, what each call
+//! touches, in-place rules; `collective::mpi` makes the MPI calls, `cuda` the NCCL ones)
+//! -> the loops of `clock` (`LoopClock::time_loop` for nccl-tests' time, `LoopStamps` for
+//! the per-iteration view).
+//!
+//! Every tool ends with [`exit::code`]: one policy for what a run's exit code says.
+//! `unsafe` lives in the verbs transport, `cuda` and `collective::mpi`, each block with a
+//! SAFETY comment.
 
 pub mod agents;
 pub mod bootstrap;
@@ -18,6 +28,7 @@ pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod errno;
+pub mod exit;
 pub mod gpu;
 pub mod host;
 pub mod interrupt;
@@ -30,13 +41,3 @@ pub mod sockets;
 pub mod topology;
 pub mod transport;
 pub mod wire;
-
-/// Process exit codes shared by every tool (design.md: 0 ok, 1 measured but failed a
-/// check, 2 usage or environment error). An interrupted run exits 130 after writing what it
-/// measured.
-pub mod exit {
-    pub const OK: i32 = 0;
-    pub const CHECK_FAILED: i32 = 1;
-    pub const ERROR: i32 = 2;
-    pub const INTERRUPTED: i32 = 130;
-}

@@ -60,7 +60,36 @@ pub const REDUCE: Kind = Kind {
     rooted: true,
 };
 
-/// Every collective, in the order `bench-collective all` runs them.
+/// Every rank sends to the next and receives from the previous: the whole buffer
+/// crosses a link once (busbw = algbw).
+pub const SENDRECV: Kind = Kind {
+    name: "sendrecv",
+    bus_factor: |_| 1.0,
+    reduces: false,
+    rooted: false,
+};
+pub const SCATTER: Kind = Kind {
+    name: "scatter",
+    bus_factor: all_but_own_share,
+    reduces: false,
+    rooted: true,
+};
+pub const GATHER: Kind = Kind {
+    name: "gather",
+    bus_factor: all_but_own_share,
+    reduces: false,
+    rooted: true,
+};
+/// An AllGather by recursive doubling; its algbw already counts only the n-1 blocks a
+/// rank receives, so busbw = algbw.
+pub const HYPERCUBE: Kind = Kind {
+    name: "hypercube",
+    bus_factor: |_| 1.0,
+    reduces: false,
+    rooted: false,
+};
+
+/// Every collective, in the order `bench-collective all` runs them (nccl-tests' set).
 pub const ALL: &[&Kind] = &[
     &ALL_REDUCE,
     &ALL_GATHER,
@@ -68,6 +97,10 @@ pub const ALL: &[&Kind] = &[
     &ALLTOALL,
     &BROADCAST,
     &REDUCE,
+    &SENDRECV,
+    &SCATTER,
+    &GATHER,
+    &HYPERCUBE,
 ];
 
 /// Looks a collective up by its JSON name.
@@ -90,6 +123,10 @@ mod tests {
         assert_eq!(f("alltoall", 8), 0.875);
         assert_eq!(f("broadcast", 4), 1.0);
         assert_eq!(f("reduce", 4), 1.0);
+        assert_eq!(f("sendrecv", 4), 1.0);
+        assert_eq!(f("scatter", 4), 0.75);
+        assert_eq!(f("gather", 4), 0.75);
+        assert_eq!(f("hypercube", 4), 1.0);
         assert!(by_name("allreduce").is_none());
         let names: Vec<_> = ALL.iter().map(|k| k.name).collect();
         let mut unique = names.clone();

@@ -520,7 +520,12 @@ pub struct CollectiveResult {
     pub collective: String,
     /// `mpi` or `nccl`.
     pub backend: String,
+    /// Ranks in the communicator that ran it (the job, or one sub-communicator of a
+    /// `--scaling` sweep).
     pub ranks: u32,
+    /// Hosts those ranks run on (absent in documents written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<u32>,
     /// Bytes per rank as nccl-tests' `size` column.
     pub size_bytes: u64,
     /// Elements per rank.
@@ -544,7 +549,8 @@ pub struct CollectiveResult {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CollectiveTiming {
-    /// Mean over iterations of the slowest rank's time.
+    /// nccl-tests' time: each rank's loop time / iterations, combined across ranks as
+    /// `-a/--average` says (mean by default; see `rank_time_us`).
     pub time_us: f64,
     pub algbw_gbyte_s: f64,
     pub busbw_gbyte_s: f64,
@@ -554,11 +560,27 @@ pub struct CollectiveTiming {
     /// Wrong elements found by `--check` (0 when not checked; see `checked`).
     pub wrong: u64,
     pub checked: bool,
+    /// The per-iteration view: percentiles of the slowest rank's time for each iteration.
     pub latency_us: LatencySummary,
     /// Per-iteration times (slowest rank), base64 HDR V2+deflate, nanoseconds.
     pub histogram: String,
-    /// Rank with the largest mean time.
+    /// Rank (of the job) with the largest loop time.
     pub slowest_rank: u32,
+    /// Each rank's loop time / iterations combined the four ways `-a` can (absent in
+    /// documents written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank_time_us: Option<RankTimes>,
+}
+
+/// One figure per rank (loop time / iterations, microseconds) reduced across ranks the
+/// ways nccl-tests' `-a, --average` offers: rank 0's own (0), the mean (1), the minimum
+/// (2), the maximum (3).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct RankTimes {
+    pub rank0: f64,
+    pub avg: f64,
+    pub min: f64,
+    pub max: f64,
 }
 
 /// Errors reading a document.

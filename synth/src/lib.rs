@@ -261,12 +261,14 @@ pub fn collective_row(
             latency_us: h.summary_us(),
             histogram: h.encode(),
             slowest_rank: 0,
+            rank_time_us: None,
         }
     };
     TestResult::Collective(CollectiveResult {
         collective: kind.name.into(),
         backend: "nccl".into(),
         ranks,
+        nodes: None,
         size_bytes: size,
         count: size / 4,
         datatype: "float".into(),

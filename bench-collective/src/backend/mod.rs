@@ -1,13 +1,16 @@
 //! Backends: where the buffers live and which library moves them. The harness sees only
 //! this trait; `mpi` runs on host memory through MPI's collectives, `nccl` on GPU memory
 //! through NCCL. Both are launched and coordinated by MPI (`mpirun`/`srun`), which also
-//! carries the NCCL unique id and the per-iteration times for the cross-rank maximum.
+//! carries the NCCL unique id and the times for the cross-rank reductions.
+//!
+//! Where a call's input and output sit is decided once per call by [`layout`], from the
+//! library's in-place rules, and handed to the backend inside the [`Step`]: the harness
+//! fills and checks exactly the regions the backend passes to the library.
 
 use std::sync::atomic::AtomicU64;
-use std::sync::Arc;
 
 use anyhow::Result;
-use fabric::collective::{DataType, RedOp};
+use fabric::collective::{DataType, InPlaceRules, Primitive, RedOp};
 
 use crate::colls::Collective;
 
@@ -23,33 +26,48 @@ pub enum Buf {
     Recv,
 }
 
-/// Where one run puts its input and finds its output: buffer and element offset.
+/// Where one call puts its input and finds its output: buffer and element offset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Layout {
     pub input: (Buf, usize),
     pub output: (Buf, usize),
+    /// False where the library does not define the result (NCCL's in-place SendRecv sends
+    /// and receives through the same bytes at once): timed, not checked, as nccl-tests.
+    pub defined: bool,
 }
 
-/// The layout NCCL (and nccl-tests) uses: out of place, send buffer to receive buffer;
-/// in place, the collective's in-place offsets inside the receive buffer.
-pub fn nccl_layout(coll: &Collective, in_place: bool, rank: usize, param: usize) -> Layout {
-    if in_place {
-        let (i, o) = (coll.in_place)(rank, param);
-        Layout {
-            input: (Buf::Recv, i),
-            output: (Buf::Recv, o),
-        }
-    } else {
-        Layout {
+/// The layout of one call. Out of place: send buffer to receive buffer (MPI's broadcast
+/// root keeps its data in its send buffer: `MPI_Bcast` has one buffer). In place: the
+/// receive buffer alone, at the offsets the library's in-place rules give.
+pub fn layout(
+    primitive: Primitive,
+    rules: InPlaceRules,
+    in_place: bool,
+    rank: usize,
+    root: usize,
+    param: usize,
+) -> Layout {
+    if !in_place {
+        let bcast_root =
+            rules == InPlaceRules::Mpi && primitive == Primitive::Broadcast && rank == root;
+        return Layout {
             input: (Buf::Send, 0),
-            output: (Buf::Recv, 0),
-        }
+            output: (if bcast_root { Buf::Send } else { Buf::Recv }, 0),
+            defined: true,
+        };
+    }
+    let (i, o) = primitive.in_place_offsets(rules, rank, param);
+    Layout {
+        input: (Buf::Recv, i),
+        output: (Buf::Recv, o),
+        defined: !(rules == InPlaceRules::Nccl && primitive == Primitive::SendRecv),
     }
 }
 
 /// One call, fully specified.
 pub struct Step<'a> {
     pub coll: &'a Collective,
+    pub layout: Layout,
     pub in_place: bool,
     /// The count the library call takes (`Counts::param`).
     pub count: usize,
@@ -59,43 +77,50 @@ pub struct Step<'a> {
     pub root: usize,
 }
 
+/// What one rank measured for one step.
+pub struct Timed {
+    /// The timed loop from its start to the end of its last call (nccl-tests' timer),
+    /// nanoseconds.
+    pub loop_ns: u64,
+    /// Each iteration's nanoseconds (the per-iteration view).
+    pub iteration_ns: Vec<u64>,
+}
+
 pub trait Backend {
-    /// `mpi` or `nccl` (the JSON `backend`).
-    fn name(&self) -> &'static str;
-    /// What times the iterations (`tsc`/`monotonic` for host loops, `cuda_event`).
-    fn clock(&self) -> String;
-    /// Where input and output sit for `coll` on `rank` (backends differ for a few
-    /// in-place cases; see the MPI backend).
-    fn layout(
-        &self,
-        coll: &Collective,
-        in_place: bool,
-        rank: usize,
-        root: usize,
-        param: usize,
-    ) -> Layout {
-        let _ = root;
-        nccl_layout(coll, in_place, rank, param)
-    }
-    /// Makes both buffers at least `bytes` long.
+    /// Whose in-place rules the library follows (see [`layout`]).
+    fn rules(&self) -> InPlaceRules;
+    /// Makes both buffers at least `bytes` long. Buffers only grow: the harness asks for
+    /// the largest size of a team's sweep first, so every size runs in the same two
+    /// allocations, as nccl-tests allocates its buffers once.
     fn prepare(&mut self, bytes: usize) -> Result<()>;
     fn write(&mut self, buf: Buf, offset: usize, data: &[u8]) -> Result<()>;
     fn read(&mut self, buf: Buf, offset: usize, out: &mut [u8]) -> Result<()>;
     /// Sets every byte of `buf` to `byte` (poison before a checked call).
     fn fill(&mut self, buf: Buf, byte: u8) -> Result<()>;
-    /// Runs `warmup` untimed, then `iters` timed calls; returns each timed call's
-    /// duration in ns, and bumps `progress` as calls complete (for the watchdog).
-    fn run(
-        &mut self,
-        step: &Step,
-        warmup: u64,
-        iters: u64,
-        progress: &Arc<AtomicU64>,
-    ) -> Result<Vec<u64>>;
-    /// Device facts for the document (GPU name and bus id), if any.
-    fn gpu(&self) -> Option<results::GpuInfo> {
-        None
+    /// Runs `n` untimed calls and waits until they are done (warm-up, the checked call).
+    fn calls(&mut self, step: &Step, n: u64) -> Result<()>;
+    /// Runs `iters` timed calls; bumps `progress` as calls complete (for the watchdog).
+    fn timed(&mut self, step: &Step, iters: u64, progress: &AtomicU64) -> Result<Timed>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layouts_follow_each_library() {
+        let l = layout(Primitive::ReduceScatter, InPlaceRules::Nccl, true, 2, 0, 10);
+        assert_eq!((l.input, l.output), ((Buf::Recv, 0), (Buf::Recv, 20)));
+        let l = layout(Primitive::ReduceScatter, InPlaceRules::Mpi, true, 2, 0, 10);
+        assert_eq!((l.input, l.output), ((Buf::Recv, 0), (Buf::Recv, 0)));
+        let l = layout(Primitive::AllGather, InPlaceRules::Mpi, true, 2, 0, 10);
+        assert_eq!(l.input, (Buf::Recv, 20));
+        let l = layout(Primitive::Broadcast, InPlaceRules::Mpi, false, 1, 1, 10);
+        assert_eq!(l.output, (Buf::Send, 0));
+        let l = layout(Primitive::Broadcast, InPlaceRules::Nccl, false, 1, 1, 10);
+        assert_eq!(l.output, (Buf::Recv, 0));
+        assert!(!layout(Primitive::SendRecv, InPlaceRules::Nccl, true, 0, 0, 10).defined);
+        assert!(layout(Primitive::SendRecv, InPlaceRules::Mpi, true, 0, 0, 10).defined);
+        assert!(layout(Primitive::SendRecv, InPlaceRules::Nccl, false, 0, 0, 10).defined);
     }
-    /// One line for the `# Using devices` list.
-    fn device_line(&self) -> String;
 }

@@ -1,16 +1,22 @@
 //! The NCCL backend: GPU memory, one GPU per rank (the node-local rank picks it), an NCCL
-//! communicator over all ranks whose unique id rank 0 creates and MPI broadcasts, every
-//! iteration timed between two CUDA events on the collective's stream.
+//! communicator over the ranks of the team (the job, or one sub-communicator of a scaling
+//! sweep) whose unique id the team's rank 0 creates and MPI broadcasts.
+//!
+//! Timing, in two passes per step: first nccl-tests' loop (one host timer around
+//! back-to-back launches and the final stream synchronisation: `time_us`), then the
+//! per-iteration view, each launch between two CUDA events on the stream. Two passes
+//! because recording and reading events costs host time between launches that
+//! nccl-tests' loop does not spend; on host memory one pass does both (see `mpi`).
 
 use std::sync::atomic::AtomicU64;
-use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use fabric::bootstrap::mpi::MpiJob;
+use fabric::bootstrap::mpi::Team;
+use fabric::collective::InPlaceRules;
 use fabric::cuda::{self, DeviceBuffer, Gpu, NcclCall, NcclComm};
 use mpi::traits::*;
 
-use super::{Backend, Buf, Step};
+use super::{Backend, Buf, Step, Timed};
 
 pub struct NcclBackend {
     // Field order is drop order: buffers and communicator go before the GPU's stream.
@@ -21,27 +27,29 @@ pub struct NcclBackend {
 }
 
 impl NcclBackend {
-    /// Opens this rank's GPU and joins the NCCL communicator. Every rank must call this
-    /// (it contains MPI and NCCL collectives, each guarded by the watchdog).
-    pub fn new(job: &MpiJob) -> Result<Self> {
+    /// Opens this rank's GPU and joins an NCCL communicator over `team`. Every rank of
+    /// the team must call this (it contains MPI and NCCL collectives, each guarded by the
+    /// watchdog).
+    pub fn new(team: &Team) -> Result<Self> {
         let local = cuda::local_rank().unwrap_or(0);
-        let gpu = Gpu::open(local)
-            .with_context(|| format!("rank {} (local rank {local}) opening its GPU", job.rank()))?;
+        let gpu = Gpu::open(local).with_context(|| {
+            format!("rank {} (local rank {local}) opening its GPU", team.rank())
+        })?;
         let mut id = [0u8; 128];
-        if job.rank() == 0 {
+        if team.rank() == 0 {
             id = cuda::nccl_unique_id()?;
         }
         {
-            let _g = job
+            let _g = team
                 .watchdog()
                 .arm("receiving the NCCL unique id from rank 0");
-            job.world().process_at_rank(0).broadcast_into(&mut id[..]);
+            team.comm().process_at_rank(0).broadcast_into(&mut id[..]);
         }
         let comm = {
-            let _g = job
+            let _g = team
                 .watchdog()
                 .arm("creating the NCCL communicator (ncclCommInitRank waits for every rank)");
-            NcclComm::init(&gpu, id, job.size(), job.rank())?
+            NcclComm::init(&gpu, id, team.size(), team.rank())?
         };
         Ok(Self {
             send: None,
@@ -51,26 +59,45 @@ impl NcclBackend {
         })
     }
 
-    fn buf(&mut self, b: Buf) -> Result<&mut DeviceBuffer> {
+    fn buf(&self, b: Buf) -> Result<&DeviceBuffer> {
+        match b {
+            Buf::Send => self.send.as_ref(),
+            Buf::Recv => self.recv.as_ref(),
+        }
+        .context("internal error: GPU buffers used before prepare")
+    }
+
+    fn buf_mut(&mut self, b: Buf) -> Result<&mut DeviceBuffer> {
         match b {
             Buf::Send => self.send.as_mut(),
             Buf::Recv => self.recv.as_mut(),
         }
         .context("internal error: GPU buffers used before prepare")
     }
+
+    /// The call of `step`, its buffers where the step's layout puts them.
+    fn call<'b>(&'b self, step: &Step) -> Result<NcclCall<'b>> {
+        let ts = step.datatype.size();
+        let (input, output) = (step.layout.input, step.layout.output);
+        Ok(NcclCall {
+            primitive: step.coll.primitive,
+            send: (self.buf(input.0)?, input.1 * ts),
+            recv: (self.buf(output.0)?, output.1 * ts),
+            count: step.count,
+            datatype: step.datatype,
+            op: step.op,
+            root: step.root as u32,
+        })
+    }
 }
 
 impl Backend for NcclBackend {
-    fn name(&self) -> &'static str {
-        "nccl"
-    }
-
-    fn clock(&self) -> String {
-        "cuda_event".into()
+    fn rules(&self) -> InPlaceRules {
+        InPlaceRules::Nccl
     }
 
     fn prepare(&mut self, bytes: usize) -> Result<()> {
-        if self.send.as_ref().map(DeviceBuffer::len) != Some(bytes) {
+        if self.send.as_ref().is_none_or(|b| b.len() < bytes) {
             // Free before allocating so two sizes never coexist on the GPU.
             self.gpu.synchronize()?;
             self.send = None;
@@ -82,7 +109,7 @@ impl Backend for NcclBackend {
     }
 
     fn write(&mut self, buf: Buf, offset: usize, data: &[u8]) -> Result<()> {
-        self.buf(buf)?.write(offset, data)
+        self.buf_mut(buf)?.write(offset, data)
     }
 
     fn read(&mut self, buf: Buf, offset: usize, out: &mut [u8]) -> Result<()> {
@@ -90,52 +117,35 @@ impl Backend for NcclBackend {
     }
 
     fn fill(&mut self, buf: Buf, byte: u8) -> Result<()> {
-        self.buf(buf)?.fill(byte)
+        self.buf_mut(buf)?.fill(byte)
     }
 
-    fn run(
-        &mut self,
-        step: &Step,
-        warmup: u64,
-        iters: u64,
-        progress: &Arc<AtomicU64>,
-    ) -> Result<Vec<u64>> {
-        let (send, recv) = match (&self.send, &self.recv) {
-            (Some(s), Some(r)) => (s, r),
-            _ => anyhow::bail!("internal error: GPU buffers used before prepare"),
-        };
-        let ts = step.datatype.size();
-        // In place, NCCL takes the same buffer twice with nccl-tests' offsets.
-        let (send_at, recv_at) = if step.in_place {
-            let (i, o) = (step.coll.in_place)(self.comm.rank(), step.count);
-            ((recv, i * ts), (recv, o * ts))
-        } else {
-            ((send, 0), (recv, 0))
-        };
-        let call = NcclCall {
-            primitive: step.coll.primitive,
-            send: send_at,
-            recv: recv_at,
-            count: step.count,
-            datatype: step.datatype,
-            op: step.op,
-            root: step.root as u32,
-        };
-        self.comm.timed(&call, warmup, iters, progress)
+    fn calls(&mut self, step: &Step, n: u64) -> Result<()> {
+        self.comm.calls(&self.call(step)?, n)
     }
 
-    fn gpu(&self) -> Option<results::GpuInfo> {
-        Some(self.gpu.info())
+    fn timed(&mut self, step: &Step, iters: u64, progress: &AtomicU64) -> Result<Timed> {
+        let call = self.call(step)?;
+        let loop_ns = self.comm.loop_time(&call, iters, progress)?;
+        let iteration_ns = self.comm.iteration_times(&call, iters, progress)?;
+        Ok(Timed {
+            loop_ns,
+            iteration_ns,
+        })
     }
+}
 
-    fn device_line(&self) -> String {
-        let g = self.gpu.info();
-        format!(
-            "device {:2} [{}] {} (NCCL {})",
-            g.index,
-            g.pci_bus_id.unwrap_or_else(|| "?".into()),
-            g.name,
-            cuda::nccl_version().unwrap_or_else(|| "?".into())
-        )
-    }
+/// This rank's GPU for the document, and its line in the `# Using devices` list (opens
+/// the GPU the node-local rank picks; the CUDA libraries must have been checked present).
+pub fn device_facts() -> Result<(results::GpuInfo, String)> {
+    let local = cuda::local_rank().unwrap_or(0);
+    let g = Gpu::open(local)?.info();
+    let line = format!(
+        "device {:2} [{}] {} (NCCL {})",
+        g.index,
+        g.pci_bus_id.clone().unwrap_or_else(|| "?".into()),
+        g.name,
+        cuda::nccl_version().unwrap_or_else(|| "?".into())
+    );
+    Ok((g, line))
 }

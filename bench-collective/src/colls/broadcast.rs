@@ -1,7 +1,7 @@
 //! Broadcast: the root's buffer is copied to every rank. busbw = algbw: a pipelined
 //! chain sends the whole buffer over each link once.
 
-use super::{Collective, Counts, Ctx};
+use super::{shape, Collective, Ctx};
 use fabric::collective::Primitive;
 use results::collective as kind;
 
@@ -10,12 +10,8 @@ pub const BROADCAST: Collective = Collective {
     primitive: Primitive::Broadcast,
     reduces: kind::BROADCAST.reduces,
     rooted: kind::BROADCAST.rooted,
-    counts: |count, _| Counts {
-        send: count,
-        recv: count,
-        param: count,
-    },
+    param: shape::whole,
+    alg_blocks: shape::one,
     bus_factor: kind::BROADCAST.bus_factor,
-    in_place: |_, _| (0, 0),
     expected: |ctx: &Ctx, _, j| Some(ctx.input(ctx.root, j)),
 };

@@ -1,12 +1,20 @@
 //! The collectives, one small file each, as nccl-tests keeps one `.cu` per collective.
 //!
-//! An entry says everything that differs between collectives: how a size becomes element
-//! counts (nccl-tests' `getCollByteCount`), the bus-bandwidth factor (`getBw`), where the
-//! input and output sit when run in place, and what every output element must be after
-//! one call (for `--check`). The harness does the rest. Adding a collective is a new file
-//! here, a line in [`ALL`], its name and bus factor in `results::collective` (shared
-//! with everything that reads results), and (if it is a new library call) one arm per
-//! backend.
+//! A row says everything that differs between collectives as a benchmark: which library
+//! primitive runs it, how a size becomes the call's count (nccl-tests'
+//! `getCollByteCount`), how many of those blocks algbw counts and the bus-bandwidth factor
+//! (`getBw`), and what every output element must be after one call (for `--check`). What
+//! the call reads and writes for a count, and where an in-place call finds its input, are
+//! the library's and live with the primitive (`fabric::collective`); each backend has one
+//! arm per primitive. The harness does the rest.
+//!
+//! Adding a collective: a file here with its row, a line in [`ALL`] (and an alias in
+//! `plan.rs` if users know it by another name), its name, bus factor and flags in
+//! `results::collective` (shared with everything that reads results), and, for a new
+//! library call, a
+//! `fabric::collective::Primitive` variant with its shape and one arm per backend
+//! (`fabric/src/collective/mpi.rs`, `fabric/src/cuda/mod.rs`). docs/collective.md walks
+//! through it.
 
 use fabric::collective::{Primitive, RedOp};
 
@@ -16,17 +24,25 @@ mod all_gather;
 mod all_reduce;
 mod alltoall;
 mod broadcast;
+mod gather;
+mod hypercube;
 mod reduce;
 mod reduce_scatter;
+mod scatter;
+mod sendrecv;
 
-/// Every collective, in the order `all` runs them.
-pub const ALL: [&Collective; 6] = [
+/// Every collective, in the order `all` runs them (nccl-tests' binaries' order).
+pub const ALL: [&Collective; 10] = [
     &all_reduce::ALL_REDUCE,
     &all_gather::ALL_GATHER,
     &reduce_scatter::REDUCE_SCATTER,
     &alltoall::ALLTOALL,
     &broadcast::BROADCAST,
     &reduce::REDUCE,
+    &sendrecv::SENDRECV,
+    &scatter::SCATTER,
+    &gather::GATHER,
+    &hypercube::HYPERCUBE,
 ];
 
 /// Looks a collective up by name (`all_reduce`, ...).
@@ -72,25 +88,40 @@ pub struct Collective {
     /// shared definition in `results::collective`, like `reduces`, `rooted` and
     /// `bus_factor`.
     pub name: &'static str,
-    /// The library call behind it.
+    /// The library call behind it: what it reads and writes, the ranks it runs on.
     pub primitive: Primitive,
     /// Takes `-o/--op`; data-movement collectives print `none`.
     pub reduces: bool,
     /// Takes `-r/--root`; others print -1.
     pub rooted: bool,
-    /// nccl-tests `getCollByteCount`: counts from `count` elements of the size and `ranks`.
-    pub counts: fn(count: usize, ranks: usize) -> Counts,
+    /// nccl-tests `getCollByteCount`: the count passed to the call for `count` elements
+    /// of the size on `ranks` ranks.
+    pub param: fn(count: usize, ranks: usize) -> usize,
+    /// nccl-tests `getBw`: algbw counts this many blocks of `param` elements per second
+    /// (equal to the size column for every collective but hypercube, whose algbw counts
+    /// the n-1 blocks a rank receives).
+    pub alg_blocks: fn(ranks: usize) -> usize,
     /// nccl-tests `getBw` (`results::collective::Kind::bus_factor`).
     pub bus_factor: fn(ranks: usize) -> f64,
-    /// In place, NCCL semantics (nccl-tests' in-place offsets): element offsets of the
-    /// input and of the output inside the one buffer of `rank`.
-    pub in_place: fn(rank: usize, param: usize) -> (usize, usize),
     /// Element `j` of `rank`'s output after one call; `None` where it is undefined (the
-    /// receive buffer of a non-root rank after Reduce).
+    /// receive buffer of a non-root rank after Reduce or Gather).
     pub expected: fn(ctx: &Ctx, rank: usize, j: usize) -> Option<f64>,
 }
 
 impl Collective {
+    /// Counts of one size: the call's count from the row, the buffers from the call's
+    /// shape.
+    pub fn counts(&self, count: usize, ranks: usize) -> Counts {
+        let param = (self.param)(count, ranks);
+        let (send, recv) = self.primitive.elements(param, ranks);
+        Counts { send, recv, param }
+    }
+
+    /// Bytes algbw counts for one call of `param` elements of `type_size` bytes.
+    pub fn alg_bytes(&self, param: usize, type_size: usize, ranks: usize) -> u64 {
+        (param * type_size * (self.alg_blocks)(ranks)) as u64
+    }
+
     /// The root printed and recorded: the root for rooted collectives, -1 otherwise.
     pub fn root_of(&self, root: usize) -> i32 {
         if self.rooted {
@@ -101,9 +132,32 @@ impl Collective {
     }
 }
 
+/// Rows that differ only in these helpers share them.
+pub(crate) mod shape {
+    /// The whole size per call (AllReduce, Broadcast, Reduce, SendRecv).
+    pub fn whole(count: usize, _: usize) -> usize {
+        count
+    }
+    /// One block per rank (AllGather, ReduceScatter, AlltoAll, Scatter, Gather).
+    pub fn per_rank(count: usize, ranks: usize) -> usize {
+        count / ranks
+    }
+    pub fn one(_: usize) -> usize {
+        1
+    }
+    pub fn all(ranks: usize) -> usize {
+        ranks
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn counts(name: &str, count: usize, n: usize) -> (usize, usize, usize) {
+        let c = by_name(name).unwrap().counts(count, n);
+        (c.send, c.recv, c.param)
+    }
 
     /// nccl-tests' published factors and size conventions.
     #[test]
@@ -115,78 +169,76 @@ mod tests {
         assert_eq!(f("alltoall", 4), 0.75);
         assert_eq!(f("broadcast", 4), 1.0);
         assert_eq!(f("reduce", 4), 1.0);
-        let c = |name: &str, count, n| (by_name(name).unwrap().counts)(count, n);
-        assert_eq!(
-            c("all_reduce", 10, 3),
-            Counts {
-                send: 10,
-                recv: 10,
-                param: 10
+        assert_eq!(f("sendrecv", 4), 1.0);
+        assert_eq!(f("scatter", 4), 0.75);
+        assert_eq!(f("gather", 4), 0.75);
+        assert_eq!(f("hypercube", 4), 1.0);
+        assert_eq!(counts("all_reduce", 10, 3), (10, 10, 10));
+        assert_eq!(counts("all_gather", 10, 3), (3, 9, 3));
+        assert_eq!(counts("reduce_scatter", 10, 3), (9, 3, 3));
+        assert_eq!(counts("alltoall", 10, 3), (9, 9, 3));
+        assert_eq!(counts("broadcast", 10, 3), (10, 10, 10));
+        assert_eq!(counts("sendrecv", 10, 3), (10, 10, 10));
+        assert_eq!(counts("scatter", 10, 3), (9, 3, 3));
+        assert_eq!(counts("gather", 10, 3), (3, 9, 3));
+        // Hypercube rounds each rank's block down to a multiple of 4 elements.
+        assert_eq!(counts("hypercube", 100, 4), (24, 96, 24));
+        assert_eq!(counts("hypercube", 10, 4), (0, 0, 0));
+        // algbw counts the size column, except hypercube: (n-1) blocks.
+        for c in ALL {
+            let k = c.counts(1000, 4);
+            let size = (k.send.max(k.recv) * 4) as u64;
+            let alg = c.alg_bytes(k.param, 4, 4);
+            if c.name == "hypercube" {
+                assert_eq!(alg, size * 3 / 4);
+            } else {
+                assert_eq!(alg, size, "{}", c.name);
             }
-        );
-        assert_eq!(
-            c("all_gather", 10, 3),
-            Counts {
-                send: 3,
-                recv: 9,
-                param: 3
-            }
-        );
-        assert_eq!(
-            c("reduce_scatter", 10, 3),
-            Counts {
-                send: 9,
-                recv: 3,
-                param: 3
-            }
-        );
-        assert_eq!(
-            c("alltoall", 10, 3),
-            Counts {
-                send: 9,
-                recv: 9,
-                param: 3
-            }
-        );
-        assert_eq!(
-            c("broadcast", 10, 3),
-            Counts {
-                send: 10,
-                recv: 10,
-                param: 10
-            }
-        );
+        }
+    }
+
+    /// The shared definition and the library call agree: a collective takes an operator
+    /// exactly when its call does; every collective of the results schema has a row.
+    #[test]
+    fn rows_follow_the_shared_definition() {
+        for c in ALL {
+            assert_eq!(c.reduces, c.primitive.reduces(), "{}", c.name);
+            let k = results::collective::by_name(c.name).expect("in results::collective");
+            assert_eq!((k.rooted, (k.bus_factor)(5)), (c.rooted, (c.bus_factor)(5)));
+        }
+        assert_eq!(ALL.len(), results::collective::ALL.len());
     }
 
     /// Brute force: simulate every collective on a few ranks and check that `expected`
     /// agrees with the definition written out independently here.
     #[test]
     fn expected_outputs_follow_the_definitions() {
-        let n = 3;
+        let n = 4;
         for coll in ALL {
-            let counts = (coll.counts)(12, n);
+            let counts = coll.counts(48, n);
+            let p = counts.param;
             let ctx = Ctx {
                 ranks: n,
                 root: 1,
                 op: coll.reduces.then_some(RedOp::Sum),
                 counts,
             };
+            let sum = |i: usize| (0..n).map(|s| ctx.input(s, i)).sum::<f64>();
             for r in 0..n {
                 for j in 0..counts.recv {
                     let got = (coll.expected)(&ctx, r, j);
                     let want = match coll.primitive {
-                        Primitive::AllReduce => Some((0..n).map(|s| ctx.input(s, j)).sum()),
-                        Primitive::Reduce => {
-                            (r == 1).then(|| (0..n).map(|s| ctx.input(s, j)).sum())
-                        }
+                        Primitive::AllReduce => Some(sum(j)),
+                        Primitive::Reduce => (r == 1).then(|| sum(j)),
                         Primitive::Broadcast => Some(ctx.input(1, j)),
-                        Primitive::AllGather => Some(ctx.input(j / counts.param, j % counts.param)),
-                        Primitive::ReduceScatter => {
-                            Some((0..n).map(|s| ctx.input(s, r * counts.param + j)).sum())
+                        Primitive::AllGather | Primitive::HyperCube => {
+                            Some(ctx.input(j / p, j % p))
                         }
-                        Primitive::AllToAll => {
-                            Some(ctx.input(j / counts.param, r * counts.param + j % counts.param))
-                        }
+                        Primitive::ReduceScatter => Some(sum(r * p + j)),
+                        Primitive::AllToAll => Some(ctx.input(j / p, r * p + j % p)),
+                        Primitive::SendRecv => Some(ctx.input((r + n - 1) % n, j)),
+                        Primitive::Scatter => Some(ctx.input(1, r * p + j)),
+                        Primitive::Gather => (r == 1).then(|| ctx.input(j / p, j % p)),
                     };
                     assert_eq!(got, want, "{} rank {r} element {j}", coll.name);
                 }

@@ -10,7 +10,7 @@ use anyhow::{bail, Result};
 use mpi::collective::SystemOperation;
 use mpi::datatype::PartitionMut;
 use mpi::environment::Universe;
-use mpi::topology::SimpleCommunicator;
+use mpi::topology::{Color, SimpleCommunicator};
 use mpi::traits::*;
 
 use super::watchdog::Watchdog;
@@ -57,10 +57,32 @@ impl MpiJob {
 
     /// Waits for every rank, within the timeout.
     pub fn barrier(&self, what: &str) {
+        guarded_barrier(&self.world, &self.watchdog, what);
+    }
+
+    /// Waits for every rank with no deadline: for ranks that wait while others do work of
+    /// unknown length (a scaling sweep's idle ranks while a sub-communicator measures).
+    /// Only where some other rank waits in the same barrier guarded, so that a dead rank
+    /// still ends the job.
+    pub fn barrier_unguarded(&self) {
+        self.world.barrier();
+    }
+
+    /// The ranks that pass `member = true` as a [`Team`] (`None` on the others), ordered
+    /// by world rank. Every rank of the job must call it (it is `MPI_Comm_split`).
+    pub fn split(&self, member: bool) -> Option<Team<'_>> {
         let _g = self
             .watchdog
-            .arm(format!("in a barrier ({what}) waiting for all ranks"));
-        self.world.barrier();
+            .arm("splitting the job into a smaller communicator");
+        let color = if member {
+            Color::with_value(0)
+        } else {
+            Color::undefined()
+        };
+        self.world.split_by_color(color).map(|comm| Team {
+            comm,
+            watchdog: &self.watchdog,
+        })
     }
 
     /// True on every rank when any rank passes true (used to stop a sweep together).
@@ -76,11 +98,7 @@ impl MpiJob {
     /// the slowest pair of the round may take several timeouts before it gives up.
     pub fn any_within(&self, local: bool, what: &str, limit: Duration) -> bool {
         let _g = self.watchdog.arm_for(what, limit);
-        let mine = i32::from(local);
-        let mut all = 0i32;
-        self.world
-            .all_reduce_into(&mine, &mut all, SystemOperation::max());
-        all != 0
+        any_rank(&self.world, local)
     }
 
     /// Gathers one byte message from every rank at rank 0 (in rank order); `None` elsewhere.
@@ -225,6 +243,58 @@ impl MpiJob {
     pub fn abort(&self, code: i32) -> ! {
         self.world.abort(code)
     }
+}
+
+/// Some ranks of the job on a communicator of their own, every wait guarded by the job's
+/// watchdog: what a collective benchmark runs on (the whole job, or one sub-communicator
+/// of a scaling sweep).
+pub struct Team<'j> {
+    comm: SimpleCommunicator,
+    watchdog: &'j Watchdog,
+}
+
+impl Team<'_> {
+    pub fn rank(&self) -> u32 {
+        self.comm.rank() as u32
+    }
+
+    pub fn size(&self) -> u32 {
+        self.comm.size() as u32
+    }
+
+    pub fn comm(&self) -> &SimpleCommunicator {
+        &self.comm
+    }
+
+    pub fn watchdog(&self) -> &Watchdog {
+        self.watchdog
+    }
+
+    /// Waits for every rank of the team, within the timeout.
+    pub fn barrier(&self, what: &str) {
+        guarded_barrier(&self.comm, self.watchdog, what);
+    }
+
+    /// True on every rank of the team when any of them passes true.
+    pub fn any(&self, local: bool) -> bool {
+        let _g = self
+            .watchdog
+            .arm("agreeing with all ranks whether to go on");
+        any_rank(&self.comm, local)
+    }
+}
+
+fn guarded_barrier(comm: &SimpleCommunicator, watchdog: &Watchdog, what: &str) {
+    let _g = watchdog.arm(format!("in a barrier ({what}) waiting for all ranks"));
+    comm.barrier();
+}
+
+/// True on every rank of `comm` when any rank passes true (the caller guards the wait).
+fn any_rank(comm: &SimpleCommunicator, local: bool) -> bool {
+    let mine = i32::from(local);
+    let mut all = 0i32;
+    comm.all_reduce_into(&mine, &mut all, SystemOperation::max());
+    all != 0
 }
 
 fn displacements(counts: &[i32]) -> Vec<i32> {

@@ -5,10 +5,18 @@
 //! Open MPI, `(void *)-1` in MPICH), and it needs a Rust type per MPI datatype while the
 //! benchmark picks the type at run time. So this module calls the C functions through
 //! `mpi::ffi` on byte buffers, with `MPI_IN_PLACE` taken from a two-line C shim compiled
-//! against the same `mpi.h` (see `build.rs`). It is the only `unsafe` of the MPI backend:
-//! every call checks first that each buffer is long enough for what MPI will read or
-//! write, which is everything MPI needs to stay inside the slices.
+//! against the same `mpi.h` (see `build.rs`).
+//!
+//! Every primitive goes through one checked path, [`Collectives::prepare`]: it resolves the
+//! datatype and operation, checks the root, the rank count and every count against
+//! `c_int`, and checks that each buffer holds what the call will read or write
+//! ([`Primitive::elements`]) at the offsets MPI's in-place rules give
+//! ([`InPlaceRules::Mpi`]). Only then does one `unsafe` block hand raw pointers to MPI,
+//! with one arm per primitive and no further arithmetic that could leave the slices. A
+//! prepared call can be made many times with nothing else per call, so a timed loop
+//! holds the MPI call alone, as a C loop would.
 
+use std::marker::PhantomData;
 use std::os::raw::{c_int, c_void};
 
 use anyhow::{ensure, Result};
@@ -17,19 +25,33 @@ use mpi::raw::AsRaw;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::Communicator;
 
-use super::{DataType, RedOp};
+use super::{DataType, InPlaceRules, Primitive, RedOp};
 
 extern "C" {
     /// `MPI_IN_PLACE` of the MPI this crate was built against (`src/collective/mpi_shim.c`).
     fn fabcheck_mpi_in_place() -> *mut c_void;
 }
 
-/// The input of a collective: its own buffer (out-of-place) or the output buffer itself
-/// (in-place, `MPI_IN_PLACE`).
-#[derive(Clone, Copy)]
-pub enum Input<'a> {
-    Buf(&'a [u8]),
-    InPlace,
+/// The buffers of one call.
+pub enum Buffers<'a> {
+    /// Out of place: the input in `send`, the output in `recv`.
+    Separate { send: &'a [u8], recv: &'a mut [u8] },
+    /// In place: one buffer holds the input and receives the output where
+    /// `MPI_IN_PLACE`'s rules put them ([`InPlaceRules::Mpi`]: MPI decides, not the caller).
+    InPlace(&'a mut [u8]),
+}
+
+/// One call, fully specified (the buffers apart).
+#[derive(Debug, Clone, Copy)]
+pub struct Call {
+    pub primitive: Primitive,
+    /// The count the library call takes (see [`Primitive::elements`]).
+    pub count: usize,
+    pub datatype: DataType,
+    /// Used by reducing primitives only.
+    pub op: RedOp,
+    /// Used by rooted primitives only.
+    pub root: usize,
 }
 
 /// The MPI datatype of `dt`, or `None` when MPI has none (float16, bfloat16: MPI 4.1 and
@@ -69,34 +91,65 @@ fn operation(op: RedOp) -> Option<ffi::MPI_Op> {
 /// Whether MPI can run `dt` (and `op`, for reductions); the error says why not.
 pub use super::mpi_supports as supports;
 
-fn handles(dt: DataType, op: Option<RedOp>) -> Result<(ffi::MPI_Datatype, ffi::MPI_Op)> {
-    supports(dt, op)?;
-    let t = datatype(dt).expect("checked");
-    // SAFETY: predefined constant handle.
-    let o = op.and_then(operation).unwrap_or(unsafe { ffi::RSMPI_SUM });
-    Ok((t, o))
-}
-
 fn c_count(n: usize) -> Result<c_int> {
     c_int::try_from(n).map_err(|_| {
         anyhow::anyhow!("{n} elements exceed what one MPI call can take (2^31 - 1): use a smaller size or a wider datatype")
     })
 }
 
-fn need(what: &str, have: usize, elems: usize, dt: DataType) -> Result<()> {
-    let bytes = elems * dt.size();
+fn need(what: &str, have: usize, from: usize, elems: usize, ts: usize) -> Result<()> {
+    let end = (from + elems) * ts;
     ensure!(
-        have >= bytes,
-        "internal error: {what} buffer holds {have} bytes, the call needs {bytes}"
+        have >= end,
+        "internal error: the {what} buffer holds {have} bytes, the call needs bytes {} .. {end}",
+        from * ts
     );
     Ok(())
 }
 
-fn check(rc: c_int, call: &str) -> Result<()> {
-    // The default error handler (MPI_ERRORS_ARE_FATAL) aborts before we get here; this is
-    // for jobs that installed MPI_ERRORS_RETURN.
-    ensure!(rc == 0, "{call} failed with MPI error code {rc}");
-    Ok(())
+/// Pointers and counts that passed every check of [`Collectives::run`].
+struct Checked {
+    t: ffi::MPI_Datatype,
+    o: ffi::MPI_Op,
+    /// Start of the input (the in-place buffer's start for in-place calls).
+    send: *const c_void,
+    /// Start of the output region (in place: the buffer plus the output offset).
+    recv: *mut c_void,
+    /// In place: the whole buffer (for primitives whose arm addresses blocks of it).
+    whole: *mut c_void,
+    in_place: bool,
+    mpi_in_place: *mut c_void,
+    n: c_int,
+    block_bytes: usize,
+    root: c_int,
+    is_root: bool,
+    rank: usize,
+    ranks: usize,
+}
+
+/// A checked call, ready to be made: see [`Collectives::prepare`].
+pub struct Prepared<'b> {
+    colls: &'b Collectives<'b>,
+    p: Primitive,
+    c: Checked,
+    /// The buffers stay borrowed (mutably) while the call can be made.
+    _buffers: PhantomData<&'b mut [u8]>,
+}
+
+impl Prepared<'_> {
+    /// Makes the call (blocking, as MPI's collectives are).
+    #[inline]
+    pub fn call(&self) -> Result<()> {
+        // SAFETY: `c` was built by `prepare` from slices that stay borrowed for this
+        // value's lifetime, after checking that each holds every element the primitive
+        // reads or writes at the offsets used, that every count fits a c_int and that the
+        // root is a rank.
+        let rc = unsafe { self.colls.call_mpi(self.p, &self.c) };
+        if rc != 0 {
+            anyhow::bail!("MPI call for {:?} failed with MPI error code {rc}", self.p);
+        }
+        Ok(())
+    }
 }
 
 /// The collectives of one communicator.
@@ -115,182 +168,201 @@ impl<'a> Collectives<'a> {
         }
     }
 
-    fn send_ptr(&self, input: Input, in_place: *const c_void) -> *const c_void {
-        match input {
-            Input::Buf(b) => b.as_ptr().cast(),
-            Input::InPlace => in_place,
-        }
+    /// Runs one collective call: checks everything MPI will touch, then makes the call.
+    pub fn run(&self, call: &Call, bufs: Buffers) -> Result<()> {
+        self.prepare(call, bufs)?.call()
     }
 
-    /// `MPI_Allreduce`: every rank ends with the reduction of `count` elements of all ranks.
-    pub fn all_reduce(
-        &self,
-        input: Input,
-        out: &mut [u8],
-        count: usize,
-        dt: DataType,
-        op: RedOp,
-    ) -> Result<()> {
-        let (t, o) = handles(dt, Some(op))?;
-        if let Input::Buf(b) = input {
-            need("send", b.len(), count, dt)?;
-        }
-        need("receive", out.len(), count, dt)?;
-        let n = c_count(count)?;
-        // SAFETY: the send side (or `out` itself, in place) holds `count` elements of `dt`
-        // and `out` has room for `count` (checked above); both outlive this blocking call.
-        let rc = unsafe {
-            let send = self.send_ptr(input, fabcheck_mpi_in_place());
-            ffi::MPI_Allreduce(send, out.as_mut_ptr().cast(), n, t, o, self.comm.as_raw())
+    /// Checks everything MPI will touch for `call` on `bufs` once, and returns the call
+    /// ready to be made any number of times with nothing else per call (the timed loop's
+    /// body): it holds the buffers' borrow, so nothing else can touch them meanwhile.
+    pub fn prepare<'b>(&'b self, call: &Call, bufs: Buffers<'b>) -> Result<Prepared<'b>> {
+        let p = call.primitive;
+        supports(call.datatype, p.reduces().then_some(call.op))?;
+        let t = datatype(call.datatype).expect("checked by supports");
+        // SAFETY: predefined constant handle (ignored by data-movement primitives).
+        let o = operation(call.op).unwrap_or(unsafe { ffi::RSMPI_SUM });
+        p.runs_on(self.ranks).map_err(anyhow::Error::msg)?;
+        ensure!(call.root < self.ranks, "root {} is not a rank", call.root);
+        let ts = call.datatype.size();
+        let (send_n, recv_n) = p.elements(call.count, self.ranks);
+        let n = c_count(call.count)?;
+        c_count(send_n)?;
+        c_count(recv_n)?;
+        let (send, recv, whole, in_place) = match bufs {
+            Buffers::Separate { send, recv } => {
+                need("send", send.len(), 0, send_n, ts)?;
+                need("receive", recv.len(), 0, recv_n, ts)?;
+                let r = recv.as_mut_ptr().cast::<c_void>();
+                (send.as_ptr().cast::<c_void>(), r, r, false)
+            }
+            Buffers::InPlace(buf) => {
+                let (i, o) = p.in_place_offsets(InPlaceRules::Mpi, self.rank, call.count);
+                need("in-place input", buf.len(), i, send_n, ts)?;
+                need("in-place output", buf.len(), o, recv_n, ts)?;
+                let base = buf.as_mut_ptr();
+                // Both offsets lie inside `buf` (checked just above).
+                let (input, output) = (base.wrapping_add(i * ts), base.wrapping_add(o * ts));
+                (input.cast_const().cast(), output.cast(), base.cast(), true)
+            }
         };
-        check(rc, "MPI_Allreduce")
-    }
-
-    /// `MPI_Allgather`: rank r's `count` elements land at block r of every rank's `out`
-    /// (in place: rank r's input is already at block r of `out`).
-    pub fn all_gather(
-        &self,
-        input: Input,
-        out: &mut [u8],
-        count: usize,
-        dt: DataType,
-    ) -> Result<()> {
-        let (t, _) = handles(dt, None)?;
-        if let Input::Buf(b) = input {
-            need("send", b.len(), count, dt)?;
-        }
-        need("receive", out.len(), count * self.ranks, dt)?;
-        let n = c_count(count)?;
-        c_count(count * self.ranks)?;
-        // SAFETY: the send buffer holds `count` elements, `out` holds `ranks * count`
-        // (checked above); with MPI_IN_PLACE the send count and type are ignored.
-        let rc = unsafe {
-            let send = self.send_ptr(input, fabcheck_mpi_in_place());
-            ffi::MPI_Allgather(
-                send,
-                n,
-                t,
-                out.as_mut_ptr().cast(),
-                n,
-                t,
-                self.comm.as_raw(),
-            )
-        };
-        check(rc, "MPI_Allgather")
-    }
-
-    /// `MPI_Reduce_scatter_block`: block r (`count` elements) of the reduction of all ranks'
-    /// `ranks * count` elements lands on rank r. In place the input is the whole of `out`
-    /// and the result is written at its start (MPI's layout; NCCL writes it at block r).
-    pub fn reduce_scatter(
-        &self,
-        input: Input,
-        out: &mut [u8],
-        count: usize,
-        dt: DataType,
-        op: RedOp,
-    ) -> Result<()> {
-        let (t, o) = handles(dt, Some(op))?;
-        match input {
-            Input::Buf(b) => need("send", b.len(), count * self.ranks, dt)?,
-            Input::InPlace => need("in-place", out.len(), count * self.ranks, dt)?,
-        }
-        need("receive", out.len(), count, dt)?;
-        let n = c_count(count)?;
-        c_count(count * self.ranks)?;
-        // SAFETY: the input holds `ranks * count` elements and `out` at least `count`
-        // (checked above); both outlive the blocking call.
-        let rc = unsafe {
-            let send = self.send_ptr(input, fabcheck_mpi_in_place());
-            ffi::MPI_Reduce_scatter_block(
-                send,
-                out.as_mut_ptr().cast(),
-                n,
+        Ok(Prepared {
+            colls: self,
+            p,
+            c: Checked {
                 t,
                 o,
-                self.comm.as_raw(),
-            )
-        };
-        check(rc, "MPI_Reduce_scatter_block")
-    }
-
-    /// `MPI_Alltoall`: block p (`count` elements) of rank r's input lands at block r of
-    /// rank p's `out`.
-    pub fn alltoall(&self, input: Input, out: &mut [u8], count: usize, dt: DataType) -> Result<()> {
-        let (t, _) = handles(dt, None)?;
-        if let Input::Buf(b) = input {
-            need("send", b.len(), count * self.ranks, dt)?;
-        }
-        need("receive", out.len(), count * self.ranks, dt)?;
-        let n = c_count(count)?;
-        c_count(count * self.ranks)?;
-        // SAFETY: both buffers hold `ranks * count` elements (checked above).
-        let rc = unsafe {
-            let send = self.send_ptr(input, fabcheck_mpi_in_place());
-            ffi::MPI_Alltoall(
                 send,
+                recv,
+                whole,
+                in_place,
+                // SAFETY: returns the MPI_IN_PLACE constant of the linked MPI.
+                mpi_in_place: unsafe { fabcheck_mpi_in_place() },
                 n,
-                t,
-                out.as_mut_ptr().cast(),
-                n,
-                t,
-                self.comm.as_raw(),
-            )
-        };
-        check(rc, "MPI_Alltoall")
+                block_bytes: call.count * ts,
+                root: call.root as c_int,
+                is_root: self.rank == call.root,
+                rank: self.rank,
+                ranks: self.ranks,
+            },
+            _buffers: PhantomData,
+        })
     }
 
-    /// `MPI_Bcast`: `count` elements of `buf` on `root` are copied into `buf` everywhere
-    /// (MPI has only this one buffer: out-of-place, the root passes its send buffer and the
-    /// others their receive buffer).
-    pub fn broadcast(&self, buf: &mut [u8], count: usize, dt: DataType, root: usize) -> Result<()> {
-        let (t, _) = handles(dt, None)?;
-        ensure!(root < self.ranks, "root {root} is not a rank");
-        need("broadcast", buf.len(), count, dt)?;
-        let n = c_count(count)?;
-        // SAFETY: `buf` holds `count` elements (checked above).
-        let rc = unsafe {
-            ffi::MPI_Bcast(
-                buf.as_mut_ptr().cast(),
-                n,
-                t,
-                root as c_int,
-                self.comm.as_raw(),
-            )
-        };
-        check(rc, "MPI_Bcast")
-    }
-
-    /// `MPI_Reduce`: the reduction of `count` elements of all ranks lands in `out` on
-    /// `root`; `out` is not touched elsewhere. In place, non-root ranks send from `out`.
-    pub fn reduce(
-        &self,
-        input: Input,
-        out: &mut [u8],
-        count: usize,
-        dt: DataType,
-        op: RedOp,
-        root: usize,
-    ) -> Result<()> {
-        let (t, o) = handles(dt, Some(op))?;
-        ensure!(root < self.ranks, "root {root} is not a rank");
-        if let Input::Buf(b) = input {
-            need("send", b.len(), count, dt)?;
+    /// One arm per primitive: the MPI calls themselves.
+    ///
+    /// # Safety
+    /// `c` must come from [`Self::prepare`]'s checks, with the buffers it points into
+    /// alive and unaliased for the duration of the call.
+    unsafe fn call_mpi(&self, p: Primitive, c: &Checked) -> c_int {
+        let comm = self.comm.as_raw();
+        let ip = c.mpi_in_place;
+        // In place, MPI takes MPI_IN_PLACE as the send (or, for a rooted gather-like
+        // call, receive) argument and finds the input in the one buffer.
+        let send = if c.in_place { ip.cast_const() } else { c.send };
+        match p {
+            Primitive::AllReduce => ffi::MPI_Allreduce(send, c.recv, c.n, c.t, c.o, comm),
+            Primitive::AllGather => ffi::MPI_Allgather(send, c.n, c.t, c.whole, c.n, c.t, comm),
+            Primitive::ReduceScatter => {
+                ffi::MPI_Reduce_scatter_block(send, c.recv, c.n, c.t, c.o, comm)
+            }
+            Primitive::AllToAll => ffi::MPI_Alltoall(send, c.n, c.t, c.recv, c.n, c.t, comm),
+            // MPI_Bcast has one buffer: out of place the root sends from its send buffer
+            // (MPI only reads it there) and the others receive into their receive buffer.
+            Primitive::Broadcast => {
+                let buf = if c.is_root && !c.in_place {
+                    c.send.cast_mut()
+                } else {
+                    c.recv
+                };
+                ffi::MPI_Bcast(buf, c.n, c.t, c.root, comm)
+            }
+            // MPI allows MPI_IN_PLACE only at the root; a non-root in-place rank sends
+            // from the buffer and passes no receive buffer (not significant there).
+            Primitive::Reduce => match (c.in_place, c.is_root) {
+                (true, true) => ffi::MPI_Reduce(ip, c.recv, c.n, c.t, c.o, c.root, comm),
+                (true, false) => {
+                    ffi::MPI_Reduce(c.send, std::ptr::null_mut(), c.n, c.t, c.o, c.root, comm)
+                }
+                (false, _) => ffi::MPI_Reduce(c.send, c.recv, c.n, c.t, c.o, c.root, comm),
+            },
+            Primitive::SendRecv => {
+                let next = ((c.rank + 1) % c.ranks) as c_int;
+                let prev = ((c.rank + c.ranks - 1) % c.ranks) as c_int;
+                if c.in_place {
+                    ffi::MPI_Sendrecv_replace(
+                        c.recv,
+                        c.n,
+                        c.t,
+                        next,
+                        0,
+                        prev,
+                        0,
+                        comm,
+                        ffi::RSMPI_STATUS_IGNORE,
+                    )
+                } else {
+                    ffi::MPI_Sendrecv(
+                        c.send,
+                        c.n,
+                        c.t,
+                        next,
+                        0,
+                        c.recv,
+                        c.n,
+                        c.t,
+                        prev,
+                        0,
+                        comm,
+                        ffi::RSMPI_STATUS_IGNORE,
+                    )
+                }
+            }
+            // In place the root's own block stays where it is (MPI_IN_PLACE as the receive
+            // buffer); other ranks have no in-place form and receive at their block.
+            Primitive::Scatter => {
+                let recv = if c.in_place && c.is_root { ip } else { c.recv };
+                ffi::MPI_Scatter(c.send, c.n, c.t, recv, c.n, c.t, c.root, comm)
+            }
+            Primitive::Gather => {
+                let send = if c.in_place && c.is_root { ip } else { c.send };
+                ffi::MPI_Gather(send, c.n, c.t, c.whole, c.n, c.t, c.root, comm)
+            }
+            Primitive::HyperCube => self.hypercube(c),
         }
-        need("receive", out.len(), count, dt)?;
-        let n = c_count(count)?;
-        let is_root = self.rank == root;
-        // SAFETY: the send side and `out` hold `count` elements (checked above). MPI allows
-        // MPI_IN_PLACE only at the root; a non-root in-place rank sends from `out` and
-        // passes no receive buffer (it is not significant there).
-        let rc = unsafe {
-            let (send, recv): (*const c_void, *mut c_void) = match (input, is_root) {
-                (Input::Buf(b), _) => (b.as_ptr().cast(), out.as_mut_ptr().cast()),
-                (Input::InPlace, true) => (fabcheck_mpi_in_place(), out.as_mut_ptr().cast()),
-                (Input::InPlace, false) => (out.as_ptr().cast(), std::ptr::null_mut()),
-            };
-            ffi::MPI_Reduce(send, recv, n, t, o, root as c_int, self.comm.as_raw())
-        };
-        check(rc, "MPI_Reduce")
+    }
+
+    /// AllGather by recursive doubling, as nccl-tests' hypercube: the rank's own block
+    /// goes to block `rank` of the output (a copy, out of place), then in step k the rank
+    /// swaps its 2^k gathered blocks with partner `rank ^ 2^k`.
+    ///
+    /// # Safety
+    /// As [`Self::call_mpi`]: `whole` holds `ranks` blocks of `block_bytes`, `send` one.
+    unsafe fn hypercube(&self, c: &Checked) -> c_int {
+        let comm = self.comm.as_raw();
+        let out = c.whole.cast::<u8>();
+        let block = c.block_bytes;
+        if !c.in_place {
+            std::ptr::copy_nonoverlapping(c.send.cast::<u8>(), out.add(c.rank * block), block);
+        }
+        let mut mask = 1;
+        while mask < c.ranks {
+            let mine = c.rank & !(mask - 1);
+            let theirs = mine ^ mask;
+            let peer = (c.rank ^ mask) as c_int;
+            // Both ranges are `mask` whole blocks inside the `ranks` blocks of `out`, and
+            // disjoint (they differ in bit `mask` of the block index).
+            let rc = ffi::MPI_Sendrecv(
+                out.add(mine * block).cast_const().cast(),
+                c.n * mask as c_int,
+                c.t,
+                peer,
+                0,
+                out.add(theirs * block).cast(),
+                c.n * mask as c_int,
+                c.t,
+                peer,
+                0,
+                comm,
+                ffi::RSMPI_STATUS_IGNORE,
+            );
+            if rc != 0 {
+                return rc;
+            }
+            mask <<= 1;
+        }
+        0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn need_names_the_buffer_and_range() {
+        assert!(need("send", 40, 0, 10, 4).is_ok());
+        let e = need("receive", 40, 5, 10, 4).unwrap_err().to_string();
+        assert!(e.contains("receive") && e.contains("20 .. 60"), "{e}");
     }
 }

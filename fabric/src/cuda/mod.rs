@@ -11,18 +11,21 @@
 //! must succeed before anything else here is used; it turns a missing library into an
 //! error that says what to install.
 //!
-//! This module and the verbs module are the only places with `unsafe`: device pointers
-//! are plain integers to Rust, so every copy and every collective checks its offsets and
-//! lengths against the allocation before handing pointers to the driver or NCCL.
+//! `unsafe` lives here, in the verbs transport and in the MPI collective calls
+//! (`collective/mpi.rs`): device pointers are plain integers to Rust, so every copy and
+//! every collective checks its offsets and lengths against the allocation (and a
+//! collective against [`Primitive::elements`]) before handing pointers to the driver or
+//! NCCL.
 //!
 //! Timing follows nccl-tests' rule that a GPU collective is done when its stream says so:
-//! the host only enqueues; each iteration is bracketed by CUDA events recorded on the
-//! collective's stream, the host synchronises on the last event, and the per-iteration
-//! times are the event-to-event differences (GPU clock, about 0.5 us resolution).
+//! the host only enqueues. nccl-tests' time is one host timer around back-to-back
+//! launches and the final stream synchronisation ([`NcclComm::loop_time`]); the
+//! per-iteration view brackets each launch with CUDA events recorded on the collective's
+//! stream, in a pass of its own ([`NcclComm::iteration_times`], GPU clock, about 0.5 us
+//! resolution).
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 use anyhow::{anyhow, bail, ensure, Result};
 use cudarc::driver::{result as cu, sys as cusys};
@@ -323,9 +326,24 @@ impl NcclComm {
         self.stream as ncclsys::cudaStream_t
     }
 
-    /// Enqueues one collective on the stream (returns before it runs).
+    fn synchronize(&self) -> Result<()> {
+        // SAFETY: the stream belongs to the Gpu, which outlives this communicator.
+        unsafe { cu::stream::synchronize(self.stream) }.map_err(cuda_err("waiting for the GPU"))
+    }
+
+    /// Enqueues one collective on the stream (returns before it runs). One arm per
+    /// primitive; the buffer ranges every arm touches are checked first against
+    /// [`Primitive::elements`], the one definition of what a call reads and writes.
     pub fn launch(&self, c: &NcclCall) -> Result<()> {
         let ts = c.datatype.size();
+        c.primitive
+            .runs_on(self.ranks)
+            .map_err(anyhow::Error::msg)?;
+        ensure!(
+            (c.root as usize) < self.ranks,
+            "root {} is not a rank",
+            c.root
+        );
         let (send_elems, recv_elems) = c.primitive.elements(c.count, self.ranks);
         let send = c.send.0.range(c.send.1, send_elems * ts)? as *const c_void;
         let recv = c.recv.0.range(c.recv.1, recv_elems * ts)? as *mut c_void;
@@ -335,72 +353,136 @@ impl NcclComm {
             c.root as i32,
             self.stream(),
         );
-        ensure!(
-            (c.root as usize) < self.ranks,
-            "root {} is not a rank",
-            c.root
-        );
-        // SAFETY: both device ranges were checked against their allocations for exactly
-        // the element counts this primitive reads and writes; the communicator and stream
-        // are alive; NCCL permits send == recv (in place) for every primitive used here.
-        let r = unsafe {
-            match c.primitive {
-                Primitive::AllReduce => nccl::all_reduce(send, recv, c.count, t, op, self.comm, s),
-                Primitive::AllGather => nccl::all_gather(send, recv, c.count, t, self.comm, s),
-                Primitive::ReduceScatter => {
-                    nccl::reduce_scatter(send, recv, c.count, t, op, self.comm, s)
-                }
-                Primitive::Broadcast => nccl::broadcast(send, recv, c.count, t, root, self.comm, s),
-                Primitive::Reduce => nccl::reduce(send, recv, c.count, t, op, root, self.comm, s),
-                Primitive::AllToAll => {
-                    // NCCL has no alltoall call: a group of one send and one receive per
-                    // peer, as nccl-tests does it.
-                    nccl::group_start().map_err(nccl_err("ncclGroupStart"))?;
-                    let block = c.count * ts;
-                    for p in 0..self.ranks {
-                        nccl::send(
-                            (send as *const u8).add(p * block).cast(),
-                            c.count,
-                            t,
-                            p as i32,
-                            self.comm,
-                            s,
-                        )
-                        .map_err(nccl_err("ncclSend"))?;
-                        nccl::recv(
-                            (recv as *mut u8).add(p * block).cast(),
-                            c.count,
-                            t,
-                            p as i32,
-                            self.comm,
-                            s,
-                        )
-                        .map_err(nccl_err("ncclRecv"))?;
-                    }
-                    nccl::group_end()
-                }
-            }
+        let (comm, rank, ranks, block) = (self.comm, self.rank, self.ranks, c.count * ts);
+        let group = |body: &dyn Fn() -> Result<()>| -> Result<()> {
+            nccl::group_start().map_err(nccl_err("ncclGroupStart"))?;
+            let r = body();
+            let end = nccl::group_end().map_err(nccl_err("ncclGroupEnd"));
+            r.and(end.map(|_| ()))
         };
-        r.map(|_| ()).map_err(nccl_err("enqueueing the collective"))
+        // SAFETY (for every block below): `send` holds `send_elems` and `recv` holds
+        // `recv_elems` elements of the call (checked above against the allocations), and
+        // each arm addresses only whole `block`-byte blocks inside those ranges: at most
+        // `ranks` blocks of whichever side holds `ranks * count` elements. The
+        // communicator and the stream are alive; NCCL permits send == recv (in place).
+        let peer_send = |buf: *const u8, n: usize, peer: usize| {
+            unsafe { nccl::send(buf.cast(), n, t, peer as i32, comm, s) }
+                .map(|_| ())
+                .map_err(nccl_err("ncclSend"))
+        };
+        let peer_recv = |buf: *mut u8, n: usize, peer: usize| {
+            unsafe { nccl::recv(buf.cast(), n, t, peer as i32, comm, s) }
+                .map(|_| ())
+                .map_err(nccl_err("ncclRecv"))
+        };
+        let (sb, rb) = (send.cast::<u8>(), recv.cast::<u8>());
+        let count = c.count;
+        match c.primitive {
+            Primitive::AllReduce => unsafe { nccl::all_reduce(send, recv, count, t, op, comm, s) }
+                .map(|_| ())
+                .map_err(nccl_err("ncclAllReduce")),
+            Primitive::AllGather => unsafe { nccl::all_gather(send, recv, count, t, comm, s) }
+                .map(|_| ())
+                .map_err(nccl_err("ncclAllGather")),
+            Primitive::ReduceScatter => {
+                unsafe { nccl::reduce_scatter(send, recv, count, t, op, comm, s) }
+                    .map(|_| ())
+                    .map_err(nccl_err("ncclReduceScatter"))
+            }
+            Primitive::Broadcast => unsafe { nccl::broadcast(send, recv, count, t, root, comm, s) }
+                .map(|_| ())
+                .map_err(nccl_err("ncclBroadcast")),
+            Primitive::Reduce => unsafe { nccl::reduce(send, recv, count, t, op, root, comm, s) }
+                .map(|_| ())
+                .map_err(nccl_err("ncclReduce")),
+            // NCCL has no alltoall call: a group of one send and one receive per peer, as
+            // nccl-tests does it.
+            Primitive::AllToAll => group(&|| {
+                for p in 0..ranks {
+                    peer_send(sb.wrapping_add(p * block), count, p)?;
+                    peer_recv(rb.wrapping_add(p * block), count, p)?;
+                }
+                Ok(())
+            }),
+            // A ring shift: send to the next rank, receive from the previous one.
+            Primitive::SendRecv => group(&|| {
+                peer_send(sb, count, (rank + 1) % ranks)?;
+                peer_recv(rb, count, (rank + ranks - 1) % ranks)
+            }),
+            Primitive::Scatter => group(&|| {
+                if rank == c.root as usize {
+                    for p in 0..ranks {
+                        peer_send(sb.wrapping_add(p * block), count, p)?;
+                    }
+                }
+                peer_recv(rb, count, c.root as usize)
+            }),
+            Primitive::Gather => group(&|| {
+                peer_send(sb, count, c.root as usize)?;
+                if rank == c.root as usize {
+                    for p in 0..ranks {
+                        peer_recv(rb.wrapping_add(p * block), count, p)?;
+                    }
+                }
+                Ok(())
+            }),
+            // Recursive doubling (nccl-tests' hypercube): the own block to block `rank`
+            // of the output unless it is already there (in place), then log2(n)
+            // exchanges of the 2^k blocks gathered so far with partner rank ^ 2^k.
+            Primitive::HyperCube => {
+                let own = rb.wrapping_add(rank * block);
+                if own.cast_const() != sb {
+                    unsafe { cu::memcpy_dtod_async(own as u64, sb as u64, block, self.stream) }
+                        .map_err(cuda_err("copying the own block"))?;
+                }
+                let mut mask = 1;
+                while mask < ranks {
+                    let mine = rank & !(mask - 1);
+                    let theirs = mine ^ mask;
+                    group(&|| {
+                        peer_send(rb.wrapping_add(mine * block), count * mask, rank ^ mask)?;
+                        peer_recv(rb.wrapping_add(theirs * block), count * mask, rank ^ mask)
+                    })?;
+                    mask <<= 1;
+                }
+                Ok(())
+            }
+        }
     }
 
-    /// Runs `warmup` untimed and then `iters` timed launches of `call`, each timed
-    /// iteration between two CUDA events on the stream; returns per-iteration times in ns.
-    /// `progress` is bumped as iterations complete on the GPU, for the watchdog.
-    pub fn timed(
+    /// Launches `call` `n` times and waits for all of them: warm-up, and the checked call.
+    pub fn calls(&self, call: &NcclCall, n: u64) -> Result<()> {
+        for _ in 0..n {
+            self.launch(call)?;
+        }
+        self.synchronize()
+    }
+
+    /// nccl-tests' timed loop: one host timer around `iters` back-to-back launches and
+    /// the wait for the stream to drain, nothing between launches. Returns the loop's
+    /// nanoseconds. `progress` is bumped per launch: when the GPU stalls, launches block
+    /// (NCCL's queue fills) or the final wait does, so a stalled peer stops it.
+    pub fn loop_time(&self, call: &NcclCall, iters: u64, progress: &AtomicU64) -> Result<u64> {
+        let start = std::time::Instant::now();
+        for i in 0..iters {
+            self.launch(call)?;
+            progress.store(i + 1, Ordering::Relaxed);
+        }
+        self.synchronize()?;
+        Ok(start.elapsed().as_nanos() as u64)
+    }
+
+    /// The per-iteration view, in a pass of its own after [`Self::loop_time`]: each
+    /// launch between two CUDA events on the stream ([`timed_on_stream`]); returns
+    /// per-iteration GPU times in ns. A separate pass because recording and reading
+    /// events costs host time between launches that nccl-tests' loop does not spend.
+    pub fn iteration_times(
         &self,
         call: &NcclCall,
-        warmup: u64,
         iters: u64,
-        progress: &Arc<AtomicU64>,
+        progress: &AtomicU64,
     ) -> Result<Vec<u64>> {
-        timed_on_stream(
-            self.stream,
-            warmup,
-            iters,
-            || self.launch(call),
-            Some(progress),
-        )
+        timed_on_stream(self.stream, 0, iters, || self.launch(call), Some(progress))
     }
 }
 

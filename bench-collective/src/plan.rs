@@ -1,0 +1,189 @@
+//! Options resolved into a plan before any process talks to another: which collectives,
+//! which sizes, how to time and combine, where to write. The command line (`main.rs`)
+//! stops here: the harness sees the plan, never the options.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+use fabric::collective::{DataType, RedOp};
+use serde_json::{json, Map, Value};
+
+use crate::colls::{self, Collective};
+use crate::timing::Average;
+use crate::{BackendArg, Cli};
+
+/// Backend: which library moves the data, and where the buffers live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendKind {
+    /// MPI collectives on host memory.
+    Mpi,
+    /// NCCL collectives on GPU memory (one GPU per rank).
+    Nccl,
+}
+
+impl BackendKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::Mpi => "mpi",
+            BackendKind::Nccl => "nccl",
+        }
+    }
+}
+
+/// How sizes grow between steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stepping {
+    Factor(u64),
+    Bytes(u64),
+}
+
+/// A collective to run, and whether the user named it (an explicit request that cannot
+/// run is an error; one that came with `all` is skipped with a note, as nccl-tests does).
+#[derive(Clone, Copy)]
+pub struct Selected {
+    pub coll: &'static Collective,
+    pub named: bool,
+}
+
+/// Everything the options say, validated.
+pub struct Plan {
+    pub collectives: Vec<Selected>,
+    pub sizes: Vec<u64>,
+    pub minbytes: u64,
+    pub maxbytes: u64,
+    pub stepping: Stepping,
+    pub iters: u64,
+    pub warmup: u64,
+    pub check: bool,
+    pub op: RedOp,
+    pub datatype: DataType,
+    pub root: u32,
+    pub backend: BackendKind,
+    pub average: Average,
+    /// Measure on sub-communicators of 2, 4, 8, ... ranks of whole nodes, then all.
+    pub scaling: bool,
+    pub json: Option<PathBuf>,
+    pub timeout: Duration,
+    pub link_gbit_s: Option<f64>,
+}
+
+/// Other names users know the collectives by.
+fn canonical(name: &str) -> &str {
+    match name {
+        "allreduce" => "all_reduce",
+        "allgather" => "all_gather",
+        "reducescatter" => "reduce_scatter",
+        "all_to_all" | "alltoall" => "alltoall",
+        "bcast" => "broadcast",
+        "send_recv" => "sendrecv",
+        "hyper_cube" => "hypercube",
+        other => other,
+    }
+}
+
+/// Validates the command line and expands sizes and collectives.
+pub fn resolve(r: Cli) -> Result<Plan> {
+    let mut collectives: Vec<Selected> = Vec::new();
+    for name in &r.collectives {
+        let name = name.replace('-', "_").to_ascii_lowercase();
+        if name == "all" {
+            collectives.extend(colls::ALL.map(|coll| Selected { coll, named: false }));
+            continue;
+        }
+        match colls::by_name(canonical(&name)) {
+            Some(coll) => collectives.push(Selected { coll, named: true }),
+            None => bail!(
+                "unknown collective '{name}': choose from {}, or all",
+                colls::ALL.map(|c| c.name).join(", ")
+            ),
+        }
+    }
+    if r.minbytes > r.maxbytes {
+        bail!(
+            "-b/--minbytes {} is larger than -e/--maxbytes {}: the sweep would be empty",
+            r.minbytes,
+            r.maxbytes
+        );
+    }
+    let stepping = match (r.stepbytes, r.stepfactor) {
+        (Some(b), _) => Stepping::Bytes(b),
+        (None, f) => Stepping::Factor(f.unwrap_or(2)),
+    };
+    let mut sizes = Vec::new();
+    let mut s = r.minbytes;
+    while s <= r.maxbytes {
+        sizes.push(s);
+        s = match stepping {
+            Stepping::Bytes(step) => s.saturating_add(step),
+            Stepping::Factor(f) => s.saturating_mul(f),
+        };
+        if sizes.len() > 10_000 {
+            bail!("more than 10000 sizes: use a larger -f/--stepfactor or -i/--stepbytes");
+        }
+        if s == u64::MAX {
+            break;
+        }
+    }
+    if r.backend == BackendArg::Mpi {
+        for c in &collectives {
+            fabric::collective::mpi_supports(r.datatype, c.coll.reduces.then_some(r.op))?;
+        }
+    }
+    Ok(Plan {
+        collectives,
+        sizes,
+        minbytes: r.minbytes,
+        maxbytes: r.maxbytes,
+        stepping,
+        iters: r.iters,
+        warmup: r.warmup,
+        check: r.check == 1,
+        op: r.op,
+        datatype: r.datatype,
+        root: r.root,
+        backend: match r.backend {
+            BackendArg::Mpi => BackendKind::Mpi,
+            BackendArg::Nccl => BackendKind::Nccl,
+        },
+        average: r.average,
+        scaling: r.scaling,
+        json: r.json,
+        timeout: Duration::from_secs_f64(r.timeout),
+        link_gbit_s: r.link_gbit_s,
+    })
+}
+
+impl Plan {
+    /// Every option that shapes the numbers, for the document.
+    pub fn options(&self, link: Option<f64>, link_source: Option<String>) -> Map<String, Value> {
+        let (factor, bytes) = match self.stepping {
+            Stepping::Factor(f) => (Some(f), None),
+            Stepping::Bytes(b) => (None, Some(b)),
+        };
+        let v = json!({
+            "collectives": self.collectives.iter().map(|c| c.coll.name).collect::<Vec<_>>(),
+            "backend": self.backend.name(),
+            "minbytes": self.minbytes,
+            "maxbytes": self.maxbytes,
+            "stepfactor": factor,
+            "stepbytes": bytes,
+            "sizes": self.sizes,
+            "iters": self.iters,
+            "warmup_iters": self.warmup,
+            "check": u32::from(self.check),
+            "op": self.op.name(),
+            "datatype": self.datatype.name(),
+            "root": self.root,
+            "average": self.average.name(),
+            "scaling": self.scaling,
+            "timeout_s": self.timeout.as_secs_f64(),
+            "link_gbit_s": link,
+            "link_source": link_source,
+        });
+        match v {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        }
+    }
+}
