@@ -10,6 +10,7 @@ use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use crate::rows::P2pRows;
 use results::{Document, LatencyHistogram, TestResult, SCHEMA_VERSION};
 
 /// A document that was read and passed every check, with where it came from.
@@ -24,8 +25,22 @@ pub struct Loaded {
     /// SHA-256 of the file's bytes, for the signed manifest.
     pub sha256: String,
     /// The exact bytes that were parsed: the report bundle carries these, so the evidence
-    /// signed is the evidence judged even if the file changes afterwards.
+    /// signed is the evidence judged even if the file changes afterwards. Empty for a
+    /// streamed document (see `copied`).
     pub raw: Vec<u8>,
+    /// A document streamed because of its size ([`crate::stream`]): its point-to-point
+    /// rows in compact form (`doc.results` is then empty). `None` for documents read whole.
+    pub p2p: Option<P2pRows>,
+    /// Where a streamed document's bytes were copied before they were read (the report
+    /// bundle's `inputs/`), so that the copy is the evidence judged.
+    pub copied: Option<PathBuf>,
+}
+
+impl Loaded {
+    /// Result rows in the file, streamed or not.
+    pub fn row_count(&self) -> usize {
+        self.doc.results.len() + self.p2p.as_ref().map_or(0, |p| p.rows.len())
+    }
 }
 
 impl Loaded {
@@ -38,6 +53,8 @@ impl Loaded {
             latency,
             sha256: crate::sign::sha256_hex(text.as_bytes()),
             raw: text.as_bytes().to_vec(),
+            p2p: None,
+            copied: None,
         })
     }
 }
@@ -137,6 +154,16 @@ pub fn is_report_bundle(dir: &Path) -> bool {
 /// Reads every input. Without `skip_bad` the first bad file stops the run; with it, bad
 /// files are listed in [`InputSet::skipped`] and the rest is used.
 pub fn load(args: &[PathBuf], skip_bad: bool) -> Result<InputSet, InputError> {
+    load_with(args, skip_bad, |_, path| load_file(path))
+}
+
+/// [`load`] with another reader per file: `read(index, path)`, where `index` is the
+/// file's place among the expanded inputs (the report streams its largest files).
+pub fn load_with(
+    args: &[PathBuf],
+    skip_bad: bool,
+    read: impl Fn(usize, &Path) -> Result<Loaded, BadInput> + Sync,
+) -> Result<InputSet, InputError> {
     let files = expand(args)?;
     if files.is_empty() {
         return Err(InputError(format!(
@@ -148,7 +175,7 @@ pub fn load(args: &[PathBuf], skip_bad: bool) -> Result<InputSet, InputError> {
         )));
     }
     let mut set = InputSet::default();
-    for outcome in load_parallel(&files) {
+    for outcome in load_parallel(&files, &read) {
         match outcome {
             Ok(l) => set.docs.push(l),
             Err(bad) if skip_bad => set.skipped.push(bad),
@@ -169,7 +196,10 @@ pub fn load(args: &[PathBuf], skip_bad: bool) -> Result<InputSet, InputError> {
 
 /// Reads the files on every core: decoding histograms is most of the work at 1024 ranks.
 /// Results come back in input order so reports do not depend on scheduling.
-fn load_parallel(files: &[PathBuf]) -> Vec<Result<Loaded, BadInput>> {
+fn load_parallel(
+    files: &[PathBuf],
+    read: &(impl Fn(usize, &Path) -> Result<Loaded, BadInput> + Sync),
+) -> Vec<Result<Loaded, BadInput>> {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Mutex;
     let workers = std::thread::available_parallelism()
@@ -185,7 +215,7 @@ fn load_parallel(files: &[PathBuf]) -> Vec<Result<Loaded, BadInput>> {
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(path) = files.get(i) else { break };
-                let outcome = load_file(path);
+                let outcome = read(i, path);
                 *slots[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(outcome);
             });
         }
@@ -222,6 +252,8 @@ pub fn load_file(path: &Path) -> Result<Loaded, BadInput> {
         latency,
         sha256,
         doc,
+        p2p: None,
+        copied: None,
     })
 }
 
@@ -315,6 +347,12 @@ fn deeper_path(v: &serde_json::Value, path: &str) -> Option<String> {
         return None;
     }
     let row = v.get("results")?.get(idx.parse::<usize>().ok()?)?;
+    row_problem(row, idx)
+}
+
+/// What is wrong with result row `idx` (a JSON value that does not deserialize), naming
+/// the field: `at JSON path `results[3].latency_us.p99`: ...`.
+pub(crate) fn row_problem(row: &serde_json::Value, idx: &str) -> Option<String> {
     let kind = row.get("kind").and_then(|k| k.as_str());
     fn sub<T: serde::de::DeserializeOwned>(row: &serde_json::Value) -> Option<(String, String)> {
         match serde_path_to_error::deserialize::<_, T>(row) {

@@ -10,6 +10,7 @@ use serde::Serialize;
 use crate::input::{LatKey, Loaded};
 use crate::metric::{Metric, RowKind};
 use crate::profile::{Bound, Check, Profile, Selector};
+use crate::rows::{P2pRow, P2pRows, RowStats};
 use crate::tables::Tables;
 
 /// Outcome of one check.
@@ -80,6 +81,8 @@ enum At {
     Text(String),
     /// Document index and result index.
     Row(usize, usize),
+    /// Document index and index of a compact row of a streamed document.
+    Compact(usize, usize),
 }
 
 fn matches(sel: &Selector, tool: &str, r: &TestResult) -> bool {
@@ -112,6 +115,18 @@ fn matches(sel: &Selector, tool: &str, r: &TestResult) -> bool {
                 && sel.backend.as_deref().is_none_or(|x| x == c.backend)
         }
     }
+}
+
+/// [`matches`] for a compact row of a streamed document.
+fn matches_compact(sel: &Selector, rows: &P2pRows, r: &P2pRow) -> bool {
+    let g = &rows.groups[r.group as usize];
+    sel.tool.as_deref().is_none_or(|t| t == g.tool)
+        && sel.test.as_deref().is_none_or(|t| t == g.test)
+        && sel.size_ok(g.size)
+        && sel.collective.is_none()
+        && sel.backend.is_none()
+        && sel.transport.as_deref().is_none_or(|t| t == g.transport)
+        && (sel.pair.is_none() || pair_ok(sel, &rows.pair(r)))
 }
 
 fn pair_ok(sel: &Selector, p: &results::Pair) -> bool {
@@ -186,6 +201,21 @@ pub fn judge_check(
                         }
                     }
                 }
+                // Streamed documents keep no per-row histogram: each selected row's own
+                // percentile is judged instead (the worst row decides).
+                for (di, d) in docs.iter().enumerate() {
+                    let Some(p2p) = &d.p2p else { continue };
+                    for (ri, r) in p2p.rows.iter().enumerate() {
+                        if let RowStats::Latency(l) = &r.stats {
+                            if matches_compact(sel, p2p, r) {
+                                obs.push(Obs {
+                                    value: p.of(&l.us),
+                                    at: At::Compact(di, ri),
+                                });
+                            }
+                        }
+                    }
+                }
                 for (k, h) in groups {
                     if !h.is_empty() {
                         obs.push(Obs {
@@ -223,6 +253,27 @@ pub fn judge_check(
                         obs.push(Obs {
                             value,
                             at: At::Row(di, ri),
+                        });
+                    }
+                }
+                let Some(p2p) = &d.p2p else { continue };
+                if !matches!(kind, RowKind::Latency | RowKind::Bandwidth | RowKind::Counters) {
+                    continue;
+                }
+                for (ri, r) in p2p.rows.iter().enumerate() {
+                    let kind_ok = match (kind, &r.stats) {
+                        (RowKind::Latency, RowStats::Latency(_))
+                        | (RowKind::Bandwidth, RowStats::Bandwidth(_))
+                        | (RowKind::Counters, _) => true,
+                        _ => false,
+                    };
+                    if !kind_ok || !matches_compact(sel, p2p, r) {
+                        continue;
+                    }
+                    if let Some(value) = r.stats.metric(check.metric).filter(|v| v.is_finite()) {
+                        obs.push(Obs {
+                            value,
+                            at: At::Compact(di, ri),
                         });
                     }
                 }
@@ -284,6 +335,21 @@ fn describe(at: &At, docs: &[Loaded]) -> String {
                 }
             }
             format!("{s} ({})", d.path.display())
+        }
+        At::Compact(di, ri) => {
+            let d = &docs[*di];
+            let Some(p2p) = &d.p2p else {
+                return String::new();
+            };
+            let r = &p2p.rows[*ri];
+            let g = &p2p.groups[r.group as usize];
+            format!(
+                "{} {}, pair {} ({})",
+                g.test,
+                size_label(g.size),
+                p2p.pair(r).label(),
+                d.path.display()
+            )
         }
     }
 }

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use aggregate::input::InputError;
-use aggregate::{compare, export, input, judge, profile, report, sign, synth, tables, templates};
+use aggregate::{
+    compare, export, input, judge, profile, report, sign, synth, synth_sweep, tables, templates,
+};
 use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Parser)]
@@ -61,6 +63,10 @@ enum Cmd {
         /// Message size of the plotted distribution (64, 4K, ...).
         #[arg(long, requires = "dist_test", value_parser = parse_size)]
         dist_size: Option<u64>,
+        /// Stream input files of at least this size instead of reading them whole
+        /// (bounded memory for large sweeps).
+        #[arg(long, hide = true, default_value = "256M", value_parser = parse_size)]
+        stream_above: u64,
     },
     /// Write a new Ed25519 signing key pair (KEY, mode 0600, and KEY.pub).
     Keygen {
@@ -133,6 +139,29 @@ enum Cmd {
         #[arg(long, default_value_t = 26)]
         sizes: u32,
     },
+    /// Write a synthetic all-pairs sweep document (scale benchmark; marked synthetic).
+    #[command(hide = true, name = "synth-sweep")]
+    SynthSweep {
+        /// Output file.
+        out: PathBuf,
+        #[arg(long, default_value_t = 1024)]
+        nodes: u32,
+        #[arg(long, default_value_t = 8)]
+        rails: u32,
+        /// `write_bw`, `send_lat`, ... (`_lat` writes a bench-lat document).
+        #[arg(long, default_value = "write_bw")]
+        test: String,
+        #[arg(long, default_value = "verbs")]
+        transport: String,
+        #[arg(long, default_value = "64K", value_parser = parse_size)]
+        size: u64,
+        /// Counter deltas in every row.
+        #[arg(long)]
+        counters: bool,
+        /// Node whose every link runs at half speed.
+        #[arg(long)]
+        bad_node: Option<u32>,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -184,6 +213,7 @@ fn run(cmd: Cmd) -> Result<u8, InputError> {
             title,
             dist_test,
             dist_size,
+            stream_above,
         } => {
             let opts = report::Options {
                 inputs,
@@ -196,6 +226,7 @@ fn run(cmd: Cmd) -> Result<u8, InputError> {
                 force,
                 title,
                 dist: dist_test.zip(dist_size),
+                stream_above,
             };
             let o = report::run(&opts)?;
             let v = &o.verdict;
@@ -346,6 +377,33 @@ fn run(cmd: Cmd) -> Result<u8, InputError> {
                 files.len(),
                 out.display()
             );
+            Ok(0)
+        }
+        Cmd::SynthSweep {
+            out,
+            nodes,
+            rails,
+            test,
+            transport,
+            size,
+            counters,
+            bad_node,
+        } => {
+            let mut spec = if test.ends_with("_lat") {
+                synth_sweep::SweepSpec::latency(nodes, rails)
+            } else {
+                synth_sweep::SweepSpec::bandwidth(nodes, rails)
+            };
+            spec.test = test;
+            spec.transport = transport;
+            spec.size = size;
+            spec.counters = counters;
+            if let Some(node) = bad_node {
+                spec.faults.push(synth_sweep::Fault::Node { node, factor: 0.5 });
+            }
+            let rows = synth_sweep::write_sweep(&spec, &out)
+                .map_err(|e| InputError(format!("{}: {e}", out.display())))?;
+            println!("wrote {rows} synthetic rows to {}", out.display());
             Ok(0)
         }
     }

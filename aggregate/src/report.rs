@@ -41,6 +41,8 @@ pub struct Options {
     pub title: Option<String>,
     /// Test and size of the latency distribution plot.
     pub dist: Option<(String, u64)>,
+    /// Input files at least this large are streamed ([`crate::stream`]).
+    pub stream_above: u64,
 }
 
 /// Names this command writes into the output directory (and removes on `--force`).
@@ -197,7 +199,15 @@ pub fn run(opts: &Options) -> Result<Outcome, InputError> {
     prepare_out(&opts.out, opts.force)?;
 
     let mut clock = PhaseClock::new();
-    let set = input::load(&opts.inputs, opts.skip_bad)?;
+    // Large inputs are streamed from their copy in the bundle (see `stream`); a run that
+    // stops on a bad input leaves no half-made bundle behind.
+    let inputs_dir = opts.out.join("inputs");
+    let set = input::load_with(&opts.inputs, opts.skip_bad, |i, p| {
+        crate::stream::read(i, p, opts.stream_above, Some(&inputs_dir))
+    })
+    .inspect_err(|_| {
+        let _ = fs::remove_dir_all(&inputs_dir);
+    })?;
     clock.lap("load");
     let tables = tables::build(&set.docs, profile.line_rate_gbit_s);
     clock.lap("tables");
@@ -250,14 +260,22 @@ pub fn run(opts: &Options) -> Result<Outcome, InputError> {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "input.json".into());
         let rel = format!("inputs/{:04}-{name}", i + 1);
-        write(&mut files, &rel, &d.raw, Some(&d.sha256))?;
+        match &d.copied {
+            // Streamed: the copy that was read is the evidence; it only gets its name.
+            Some(copy) => {
+                let to = opts.out.join(&rel);
+                fs::rename(copy, &to).map_err(|e| err_io(&to, e))?;
+                files.push((rel.clone(), d.sha256.clone()));
+            }
+            None => write(&mut files, &rel, &d.raw, Some(&d.sha256))?,
+        }
         inputs.push(InputInfo {
             path: d.path.display().to_string(),
             bundle_path: rel,
             tool: d.doc.tool.clone(),
             started_at: d.doc.started_at.clone(),
             ranks: d.doc.ranks,
-            results: d.doc.results.len(),
+            results: d.row_count(),
             complete: d.doc.complete,
             sha256: d.sha256.clone(),
         });

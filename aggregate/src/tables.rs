@@ -8,7 +8,8 @@ use results::{LatencyHistogram, LatencySummary, TestResult};
 use serde::Serialize;
 
 use crate::input::{LatKey, Loaded};
-use crate::metric::{fluctuation_pct, link_loss_pct, Metric};
+use crate::metric::Metric;
+use crate::rows::{BwStats, RowStats};
 
 /// Latency for one (tool, test, transport, size), percentiles recomputed from the merged
 /// histogram of every row.
@@ -121,7 +122,7 @@ pub fn build(docs: &[Loaded], line_rate_gbit_s: Option<f64>) -> Tables {
     }
     let mut lat_rows: BTreeMap<LatKey, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
     type BwKey = (String, String, String, u64, bool);
-    let mut bw: BTreeMap<BwKey, Vec<&results::BandwidthResult>> = BTreeMap::new();
+    let mut bw: BTreeMap<BwKey, Vec<BwStats>> = BTreeMap::new();
     type CollKey = (String, String, u32, u64);
     let mut coll: BTreeMap<CollKey, Vec<&results::CollectiveResult>> = BTreeMap::new();
     for d in docs {
@@ -148,7 +149,7 @@ pub fn build(docs: &[Loaded], line_rate_gbit_s: Option<f64>) -> Tables {
                         b.bidirectional,
                     ))
                     .or_default()
-                    .push(b),
+                    .push(BwStats::of(b)),
                 TestResult::Collective(c) => coll
                     .entry((
                         c.collective.clone(),
@@ -158,6 +159,36 @@ pub fn build(docs: &[Loaded], line_rate_gbit_s: Option<f64>) -> Tables {
                     ))
                     .or_default()
                     .push(c),
+            }
+        }
+    }
+    // Rows of streamed documents, in their compact form.
+    for p in docs.iter().filter_map(|d| d.p2p.as_ref()) {
+        for row in &p.rows {
+            let g = &p.groups[row.group as usize];
+            match &row.stats {
+                RowStats::Latency(l) => {
+                    let e = lat_rows
+                        .entry(LatKey {
+                            tool: g.tool.clone(),
+                            test: g.test.clone(),
+                            transport: g.transport.clone(),
+                            size: g.size,
+                        })
+                        .or_default();
+                    e.0.push(l.us.p50);
+                    e.1.push(l.us.p99);
+                }
+                RowStats::Bandwidth(b) => bw
+                    .entry((
+                        g.tool.clone(),
+                        g.test.clone(),
+                        g.transport.clone(),
+                        g.size,
+                        g.bidirectional,
+                    ))
+                    .or_default()
+                    .push(*b),
             }
         }
     }
@@ -182,29 +213,14 @@ pub fn build(docs: &[Loaded], line_rate_gbit_s: Option<f64>) -> Tables {
         t.histograms.insert(k, h);
     }
     for ((tool, test, transport, size, bidir), rows) in bw {
-        let avgs: Vec<f64> = rows.iter().map(|r| r.bw_gbit_s.avg).collect();
+        let avgs: Vec<f64> = rows.iter().map(|r| r.avg).collect();
         let fl = rows
             .iter()
-            .filter_map(|r| fluctuation_pct(&r.interval_gbit_s))
+            .filter_map(|r| r.fluctuation)
             .fold(None, |a: Option<f64>, v| Some(a.map_or(v, |a| a.max(v))));
-        let cpu: Vec<f64> = rows
-            .iter()
-            .filter_map(|r| Metric::CpuPer100G.of_bandwidth(r))
-            .collect();
-        let losses: Vec<f64> = rows
-            .iter()
-            .filter_map(|r| r.counters.as_ref().and_then(link_loss_pct))
-            .collect();
-        let mut var_sum = 0.0;
-        let mut var_n = 0usize;
-        for r in &rows {
-            let s = &r.interval_gbit_s;
-            if s.len() >= 2 {
-                let m = mean(s);
-                var_sum += s.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (s.len() - 1) as f64;
-                var_n += 1;
-            }
-        }
+        let cpu: Vec<f64> = rows.iter().filter_map(|r| r.cpu_per_100g).collect();
+        let losses: Vec<f64> = rows.iter().filter_map(|r| r.loss).collect();
+        let vars: Vec<f64> = rows.iter().filter_map(|r| r.interval_var).collect();
         t.bandwidth.push(BwRow {
             size: results::units::format_size(size),
             tool,
@@ -215,16 +231,16 @@ pub fn build(docs: &[Loaded], line_rate_gbit_s: Option<f64>) -> Tables {
             rows: rows.len(),
             avg_gbit_s: mean(&avgs),
             min_avg_gbit_s: avgs.iter().cloned().fold(f64::MAX, f64::min),
-            peak_gbit_s: rows.iter().map(|r| r.bw_gbit_s.peak).fold(0.0, f64::max),
-            msg_rate_mpps: mean(&rows.iter().map(|r| r.msg_rate_mpps).collect::<Vec<_>>()),
+            peak_gbit_s: rows.iter().map(|r| r.peak).fold(0.0, f64::max),
+            msg_rate_mpps: mean(&rows.iter().map(|r| r.msg_rate).collect::<Vec<_>>()),
             fluctuation_pct: fl,
             cpu_cores_per_100g: (!cpu.is_empty()).then(|| mean(&cpu)),
             link_loss_pct: (!losses.is_empty()).then(|| losses.iter().cloned().fold(0.0, f64::max)),
             row_avg: avgs,
-            interval_stdev: if var_n > 0 {
-                (var_sum / var_n as f64).sqrt()
-            } else {
+            interval_stdev: if vars.is_empty() {
                 0.0
+            } else {
+                (vars.iter().sum::<f64>() / vars.len() as f64).sqrt()
             },
         });
     }

@@ -1,0 +1,792 @@
+//! Reading a result document too large to hold: the all-pairs sweep of a large cluster
+//! (1024 nodes x 8 rails is 4.2 million rows, about 4 GiB of JSON as the benchmarks write
+//! it). Read whole, its bytes and its parsed rows would take several times that; streamed,
+//! only the compact rows of [`crate::rows`] stay.
+//!
+//! The file is first copied into the report bundle and the copy is what gets read, hashed
+//! and judged: the bytes signed are the bytes judged, without keeping them in memory, and
+//! without a window in which the original could change between reading and copying.
+//!
+//! Fast path: the benchmarks write pretty-printed JSON, where every result row starts on
+//! a line of its own (`    {` at the rows' indentation) and JSON forbids raw newlines
+//! inside strings, so rows can be cut apart at line starts without tokenising, in blocks
+//! that worker threads parse in parallel while the reader hashes the next block. The cut is
+//! verified, never trusted: every row must parse as exactly one JSON object, the bytes
+//! between rows must be a comma, and the document without its rows must parse as a
+//! document whose `results` is empty. Anything else (another layout, compact JSON, a bad
+//! row) goes to the slow path: one thread, serde over a buffered reader, rows parsed one
+//! at a time as full `TestResult`s, with the same error messages as a document read whole.
+
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::Path;
+use std::sync::mpsc;
+
+use memchr::memmem;
+use results::{BandwidthSummary, CpuUse, Document, LatencySummary, TestResult};
+use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+use crate::input::{self, BadInput, LatKey, LatencyGroups, Loaded};
+use crate::metric::LossTally;
+use crate::rows::{BwStats, LatStats, P2pRow, P2pRows, RowStats, NO_ROUND};
+
+/// A streamed document: everything but its rows, and the rows in compact form.
+pub struct Streamed {
+    /// The document with `results` empty.
+    pub doc: Document,
+    pub rows: P2pRows,
+    /// Latency histograms merged per (tool, test, transport, size), as for documents read
+    /// whole.
+    pub latency: LatencyGroups,
+    pub sha256: String,
+}
+
+/// Why a document was not streamed.
+#[derive(Debug)]
+pub enum StreamError {
+    /// The file is bad: this is the message, as a whole read would give it.
+    Bad(String),
+    /// The document holds rows that have no compact form (collectives): read it whole.
+    NotStreamable(String),
+}
+
+/// Bytes read at a time; a block is cut at its last row start and handed to a worker.
+const BLOCK: usize = 16 << 20;
+
+/// Files at least this large are streamed by `aggregate report` (`--stream-above`).
+pub const DEFAULT_ABOVE: u64 = 256 << 20;
+
+/// Reads input file number `index`: whole when it is smaller than `above` bytes (or holds
+/// rows that have no compact form), else streamed, copied first into `copy_dir` as
+/// `.stream-NNNN.part` (see [`Loaded::copied`]).
+pub fn read(index: usize, path: &Path, above: u64, copy_dir: Option<&Path>) -> Result<Loaded, BadInput> {
+    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    if size < above {
+        return input::load_file(path);
+    }
+    if let Some(d) = copy_dir {
+        std::fs::create_dir_all(d).map_err(|e| BadInput {
+            path: path.display().to_string(),
+            problem: format!("cannot create {}: {e}", d.display()),
+        })?;
+    }
+    let copy = copy_dir.map(|d| d.join(format!(".stream-{index:04}.part")));
+    let discard = |c: &Option<std::path::PathBuf>| {
+        if let Some(c) = c {
+            let _ = std::fs::remove_file(c);
+        }
+    };
+    match load(path, copy.as_deref()) {
+        Ok(s) => Ok(Loaded {
+            path: path.to_path_buf(),
+            doc: s.doc,
+            latency: s.latency,
+            sha256: s.sha256,
+            raw: Vec::new(),
+            p2p: Some(s.rows),
+            copied: copy,
+        }),
+        Err(StreamError::NotStreamable(_)) => {
+            discard(&copy);
+            input::load_file(path)
+        }
+        Err(StreamError::Bad(problem)) => {
+            discard(&copy);
+            Err(BadInput {
+                path: path.display().to_string(),
+                problem,
+            })
+        }
+    }
+}
+
+/// Streams `path`. With `copy`, the bytes read are written there as they are read, and
+/// those same bytes are hashed and parsed: the copy is the evidence judged.
+pub fn load(path: &Path, copy: Option<&Path>) -> Result<Streamed, StreamError> {
+    let bad = |what: &str, e: std::io::Error| StreamError::Bad(format!("{what}: {e}"));
+    let source = Source::open(path, copy).map_err(|e| bad("cannot read", e))?;
+    match fast(source) {
+        Ok(s) => Ok(s),
+        Err(Fallback::NotStreamable(m)) => Err(StreamError::NotStreamable(m)),
+        Err(Fallback::Io(e)) => Err(bad("cannot read", e)),
+        Err(Fallback::Layout(why)) => {
+            if std::env::var_os("AGGREGATE_TIMINGS").is_some() {
+                eprintln!(
+                    "aggregate: {}: not in the line layout ({why}): one thread",
+                    path.display()
+                );
+            }
+            // The fast path may have stopped early: copy whole, then read the copy.
+            let src = match copy {
+                Some(dst) => {
+                    std::fs::copy(path, dst).map_err(|e| {
+                        bad(&format!("cannot copy into the report ({})", dst.display()), e)
+                    })?;
+                    dst
+                }
+                None => path,
+            };
+            slow(src)
+        }
+    }
+}
+
+/// The file being read, the copy being written and the hash of the bytes, together.
+struct Source {
+    file: File,
+    copy: Option<File>,
+    hash: Sha256,
+}
+
+impl Source {
+    fn open(path: &Path, copy: Option<&Path>) -> std::io::Result<Source> {
+        Ok(Source {
+            file: File::open(path)?,
+            copy: copy.map(File::create).transpose()?,
+            hash: Sha256::new(),
+        })
+    }
+
+    /// Appends up to [`BLOCK`] more bytes to `buf`, hashed and copied; false at the end.
+    fn more(&mut self, buf: &mut Vec<u8>) -> std::io::Result<bool> {
+        use std::io::Write;
+        let start = buf.len();
+        buf.reserve(BLOCK);
+        let n = Read::by_ref(&mut self.file).take(BLOCK as u64).read_to_end(buf)?;
+        self.hash.update(&buf[start..]);
+        if let Some(c) = &mut self.copy {
+            c.write_all(&buf[start..])?;
+        }
+        Ok(n > 0)
+    }
+}
+
+enum Fallback {
+    Io(std::io::Error),
+    /// Not the line layout, or a row that does not parse: the slow path decides.
+    Layout(String),
+    NotStreamable(String),
+}
+
+impl From<std::io::Error> for Fallback {
+    fn from(e: std::io::Error) -> Self {
+        Fallback::Io(e)
+    }
+}
+
+/// Leading spaces of the line that starts at `at`.
+fn indent(b: &[u8], at: usize) -> usize {
+    b[at..].iter().take_while(|&&c| c == b' ').count()
+}
+
+/// What one worker made of one block of rows.
+struct Chunk {
+    /// Whether the block's last row was followed by a comma (more rows follow).
+    comma: bool,
+    rows: P2pRows,
+    latency: Vec<(String, String, u64, results::LatencyHistogram, usize)>,
+}
+
+fn fast(mut src: Source) -> Result<Streamed, Fallback> {
+    let mut buf = Vec::new();
+    let mut eof = !src.more(&mut buf)?;
+    let layout = |m: &str| Fallback::Layout(m.to_string());
+    // The top-level keys' indentation, from the first line after the opening brace.
+    let first_nl = memchr::memchr(b'\n', &buf).ok_or_else(|| layout("no line breaks"))?;
+    if buf[..first_nl].iter().any(|c| !c.is_ascii_whitespace() && *c != b'{') {
+        return Err(layout("the first line is not a lone `{`"));
+    }
+    let key_indent = indent(&buf, first_nl + 1);
+    let mut start_pat = vec![b'\n'];
+    start_pat.extend(std::iter::repeat_n(b' ', key_indent));
+    start_pat.extend_from_slice(b"\"results\": [\n");
+    // Head: everything up to and including `"results": [`.
+    let mut head: Vec<u8> = Vec::new();
+    loop {
+        if let Some(i) = memmem::find(&buf, &start_pat) {
+            let open = i + start_pat.len() - 1; // the newline after `[`
+            head.extend_from_slice(&buf[..open]);
+            buf.drain(..open);
+            break;
+        }
+        if eof {
+            return Err(layout("no top-level `\"results\": [` line"));
+        }
+        // Keep a tail that may hold the start of the pattern.
+        let keep = buf.len().saturating_sub(start_pat.len());
+        head.extend_from_slice(&buf[..keep]);
+        buf.drain(..keep);
+        eof = !src.more(&mut buf)?;
+    }
+    // `buf` starts at the newline ending the `results` line. The end of the array is a
+    // `]` at the keys' indentation; rows start with `{` alone at a deeper one.
+    let mut end_pat = vec![b'\n'];
+    end_pat.extend(std::iter::repeat_n(b' ', key_indent));
+    end_pat.push(b']');
+    while buf.len() < 2 + key_indent + 2 && !eof {
+        eof = !src.more(&mut buf)?;
+    }
+    let row_indent = indent(&buf, 1);
+    let mut row_pat = vec![b'\n'];
+    row_pat.extend(std::iter::repeat_n(b' ', row_indent));
+    row_pat.extend_from_slice(b"{\n");
+    let empty = buf.starts_with(&end_pat);
+    if !empty && (row_indent <= key_indent || !buf[1..].starts_with(&row_pat[1..])) {
+        return Err(layout("the first row is not a `{` on a line of its own"));
+    }
+
+    let workers = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .max(1);
+    let (job_tx, job_rx) = mpsc::sync_channel::<(usize, Vec<u8>)>(workers * 2);
+    let job_rx = std::sync::Mutex::new(job_rx);
+    let (done_tx, done_rx) = mpsc::channel::<(usize, Result<Chunk, Fallback>)>();
+    // Parsed blocks come back for reuse: fresh 16 MiB buffers cost page faults.
+    let (pool_tx, pool_rx) = mpsc::channel::<Vec<u8>>();
+    let mut tail: Vec<u8> = Vec::new();
+    let outcome: Result<usize, Fallback> = std::thread::scope(|scope| {
+        for _ in 0..workers {
+            let done_tx = done_tx.clone();
+            let pool_tx = pool_tx.clone();
+            let job_rx = &job_rx;
+            let row_pat = &row_pat;
+            scope.spawn(move || loop {
+                let job = job_rx.lock().map(|rx| rx.recv());
+                let Ok(Ok((seq, block))) = job else { break };
+                let _ = done_tx.send((seq, parse_block(&block, row_pat)));
+                let _ = pool_tx.send(block);
+            });
+        }
+        drop(done_tx);
+        drop(pool_tx);
+        let mut seq = 0;
+        let mut send = |block: Vec<u8>| -> Result<(), Fallback> {
+            job_tx
+                .send((seq, block))
+                .map_err(|_| layout("a row parser stopped"))?;
+            seq += 1;
+            Ok(())
+        };
+        if !empty {
+            loop {
+                if let Some(e) = memmem::find(&buf, &end_pat) {
+                    tail = buf.split_off(e + 1);
+                    send(std::mem::take(&mut buf))?;
+                    break;
+                }
+                if eof {
+                    return Err(layout("the results array does not end"));
+                }
+                // Hand over every complete row; keep the last, maybe partial, one.
+                if let Some(cut) = memmem::rfind(&buf, &row_pat).filter(|&c| c > 0) {
+                    let mut next = pool_rx.try_recv().unwrap_or_default();
+                    next.clear();
+                    next.extend_from_slice(&buf[cut..]);
+                    buf.truncate(cut);
+                    send(std::mem::replace(&mut buf, next))?;
+                }
+                eof = !src.more(&mut buf)?;
+            }
+        } else {
+            tail = buf.split_off(1);
+        }
+        drop(send);
+        drop(job_tx);
+        Ok(seq)
+    });
+    let blocks = outcome?;
+    // The rest of the document after the rows.
+    while !eof {
+        eof = !src.more(&mut tail)?;
+    }
+    let mut chunks: Vec<Option<Chunk>> = (0..blocks).map(|_| None).collect();
+    for (seq, chunk) in done_rx.iter() {
+        chunks[seq] = Some(chunk?);
+    }
+    // The document without its rows: `"results": [` + newline + `]` + the rest.
+    head.push(b'\n');
+    head.extend_from_slice(&tail);
+    let text = std::str::from_utf8(&head).map_err(|_| layout("not UTF-8"))?;
+    let (doc, _) = input::parse_document(text).map_err(Fallback::Layout)?;
+    if !doc.results.is_empty() {
+        return Err(layout("rows outside the cut"));
+    }
+    let mut rows = P2pRows::default();
+    let mut latency = LatencyGroups::new();
+    for (k, chunk) in chunks.into_iter().enumerate() {
+        let chunk = chunk.ok_or_else(|| layout("a block was not parsed"))?;
+        // Every block but the last ends with a comma; the last row of all has none.
+        if chunk.comma != (k + 1 < blocks) {
+            return Err(layout("rows not separated by commas"));
+        }
+        rows.append(chunk.rows);
+        for (test, transport, size, h, n) in chunk.latency {
+            let slot = latency
+                .entry(LatKey {
+                    tool: doc.tool.clone(),
+                    test,
+                    transport,
+                    size,
+                })
+                .or_default();
+            slot.0.merge(&h);
+            slot.1 += n;
+        }
+    }
+    for g in &mut rows.groups {
+        g.tool = doc.tool.clone();
+    }
+    Ok(Streamed {
+        doc,
+        rows,
+        latency,
+        sha256: hex(&src.hash.finalize()),
+    })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Parses a block of whole rows: it starts at a row's line and ends after a row's `}`
+/// (and its comma).
+fn parse_block(block: &[u8], row_pat: &[u8]) -> Result<Chunk, Fallback> {
+    let mut chunk = Chunk {
+        comma: false,
+        rows: P2pRows::default(),
+        latency: Vec::new(),
+    };
+    let starts: Vec<usize> = memmem::find_iter(block, row_pat).collect();
+    if starts.first() != Some(&0) {
+        return Err(Fallback::Layout("a block does not start at a row".into()));
+    }
+    for (k, &s) in starts.iter().enumerate() {
+        let end = starts.get(k + 1).copied().unwrap_or(block.len());
+        let mut row = trim_end(&block[s + 1..end]);
+        let comma = row.last() == Some(&b',');
+        if comma {
+            row = &row[..row.len() - 1];
+        } else if k + 1 < starts.len() {
+            return Err(Fallback::Layout("rows not separated by a comma".into()));
+        }
+        chunk.comma = comma;
+        let lean: LeanRow = serde_json::from_slice(row)
+            .map_err(|e| Fallback::Layout(format!("a row does not parse: {e}")))?;
+        add_row(&mut chunk, lean)?;
+    }
+    Ok(chunk)
+}
+
+fn trim_end(b: &[u8]) -> &[u8] {
+    let n = b
+        .iter()
+        .rposition(|c| !c.is_ascii_whitespace())
+        .map_or(0, |i| i + 1);
+    &b[..n]
+}
+
+/// The fields of a result row that the compact form keeps, plus the other fields of the
+/// schema with their types, so a row accepted here is one a whole read accepts.
+#[derive(Deserialize)]
+struct LeanRow<'a> {
+    kind: &'a str,
+    test: &'a str,
+    transport: &'a str,
+    size_bytes: u64,
+    iterations: u64,
+    duration_s: f64,
+    #[serde(default)]
+    warmup_iterations: Option<u64>,
+    #[serde(default)]
+    bidirectional: Option<bool>,
+    #[serde(default)]
+    streams: Option<u32>,
+    #[serde(default)]
+    tx_depth: Option<u32>,
+    #[serde(default)]
+    latency_us: Option<LatencySummary>,
+    #[serde(default, borrow)]
+    histogram: Option<&'a str>,
+    #[serde(default)]
+    bw_gbit_s: Option<BandwidthSummary>,
+    #[serde(default)]
+    msg_rate_mpps: Option<f64>,
+    #[serde(default)]
+    interval_s: Option<f64>,
+    #[serde(default)]
+    interval_gbit_s: Option<Vec<f64>>,
+    #[serde(default)]
+    cpu: Option<CpuUse>,
+    #[serde(borrow)]
+    pair: LeanPair<'a>,
+    complete: bool,
+    #[serde(default, borrow)]
+    counters: Option<LeanDeltas<'a>>,
+    #[serde(default)]
+    check_wrong_bytes: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct LeanPeer<'a> {
+    #[serde(default)]
+    rank: Option<u32>,
+    host: &'a str,
+    #[serde(default, borrow)]
+    device: Option<&'a str>,
+    #[serde(default)]
+    port: Option<u32>,
+}
+
+#[derive(Deserialize)]
+struct LeanPair<'a> {
+    #[serde(borrow)]
+    initiator: LeanPeer<'a>,
+    #[serde(borrow)]
+    responder: LeanPeer<'a>,
+    #[serde(default)]
+    round: Option<u32>,
+}
+
+#[derive(Deserialize)]
+struct LeanDeltas<'a> {
+    #[serde(default, borrow)]
+    initiator: Option<LeanPort<'a>>,
+    #[serde(default, borrow)]
+    responder: Option<LeanPort<'a>>,
+}
+
+#[derive(Deserialize)]
+struct LeanPort<'a> {
+    #[serde(rename = "device")]
+    _device: &'a str,
+    #[serde(rename = "port")]
+    _port: u32,
+    #[serde(default, borrow)]
+    counters: Counters<'a>,
+    #[serde(default, borrow)]
+    hw_counters: Counters<'a>,
+}
+
+/// A counter map as a list: no map is built per row.
+#[derive(Default)]
+struct Counters<'a>(Vec<(&'a str, i64)>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Counters<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = Counters<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a map of counter names to integers")
+            }
+            fn visit_map<M: MapAccess<'de>>(self, mut m: M) -> Result<Self::Value, M::Error> {
+                let mut v = Vec::new();
+                while let Some((k, n)) = m.next_entry::<&'de str, i64>()? {
+                    v.push((k, n));
+                }
+                Ok(Counters(v))
+            }
+        }
+        d.deserialize_map(V(std::marker::PhantomData))
+    }
+}
+
+fn missing(kind: &str, field: &str) -> Fallback {
+    Fallback::Layout(format!("a {kind} row without {field}"))
+}
+
+fn add_row(chunk: &mut Chunk, r: LeanRow) -> Result<(), Fallback> {
+    let rows = &mut chunk.rows;
+    let p = &r.pair;
+    let initiator = rows.peers.intern(
+        p.initiator.rank,
+        p.initiator.host,
+        p.initiator.device,
+        p.initiator.port,
+    );
+    let responder = rows.peers.intern(
+        p.responder.rank,
+        p.responder.host,
+        p.responder.device,
+        p.responder.port,
+    );
+    let mut loss = LossTally::default();
+    let mut any_counters = false;
+    if let Some(c) = &r.counters {
+        any_counters = true;
+        for (side, peer) in [(&c.initiator, initiator), (&c.responder, responder)] {
+            if let Some(side) = side {
+                for &(name, v) in side.counters.0.iter().chain(&side.hw_counters.0) {
+                    loss.add(name, v);
+                    rows.add_error(peer, name, v);
+                }
+            }
+        }
+    }
+    let loss = if any_counters { loss.pct() } else { None };
+    let _ = (r.iterations, r.duration_s, r.check_wrong_bytes, r.interval_s);
+    let (latency, bidir, stats) = match r.kind {
+        "latency" => {
+            r.warmup_iterations
+                .ok_or_else(|| missing("latency", "warmup_iterations"))?;
+            let us = r.latency_us.ok_or_else(|| missing("latency", "latency_us"))?;
+            let h = r.histogram.ok_or_else(|| missing("latency", "histogram"))?;
+            if !h.is_empty() {
+                let slot = match chunk.latency.iter_mut().position(|(t, tr, s, _, _)| {
+                    t == r.test && tr == r.transport && *s == r.size_bytes
+                }) {
+                    Some(i) => &mut chunk.latency[i],
+                    None => {
+                        chunk.latency.push((
+                            r.test.to_string(),
+                            r.transport.to_string(),
+                            r.size_bytes,
+                            Default::default(),
+                            0,
+                        ));
+                        chunk.latency.last_mut().expect("just pushed")
+                    }
+                };
+                slot.3
+                    .merge_encoded(h)
+                    .map_err(|e| Fallback::Layout(e.to_string()))?;
+                slot.4 += 1;
+            }
+            (true, false, RowStats::Latency(LatStats { us, loss }))
+        }
+        "bandwidth" => {
+            let bw = r.bw_gbit_s.ok_or_else(|| missing("bandwidth", "bw_gbit_s"))?;
+            let cpu = r.cpu.ok_or_else(|| missing("bandwidth", "cpu"))?;
+            let intervals = r
+                .interval_gbit_s
+                .as_deref()
+                .ok_or_else(|| missing("bandwidth", "interval_gbit_s"))?;
+            let rate = r
+                .msg_rate_mpps
+                .ok_or_else(|| missing("bandwidth", "msg_rate_mpps"))?;
+            let bidir = r
+                .bidirectional
+                .ok_or_else(|| missing("bandwidth", "bidirectional"))?;
+            r.streams
+                .zip(r.tx_depth)
+                .zip(r.interval_s)
+                .ok_or_else(|| missing("bandwidth", "streams, tx_depth or interval_s"))?;
+            if r.size_bytes == 0 {
+                return Err(Fallback::Layout("a bandwidth row of 0 bytes".into()));
+            }
+            let stats = BwStats::from_parts(bw.avg, bw.peak, rate, intervals, &cpu, loss);
+            (false, bidir, RowStats::Bandwidth(stats))
+        }
+        "collective" => {
+            return Err(Fallback::NotStreamable(
+                "it holds collective rows, which are read whole".into(),
+            ))
+        }
+        other => return Err(Fallback::Layout(format!("unknown row kind {other}"))),
+    };
+    let group = rows.group("", r.test, r.transport, r.size_bytes, bidir, latency);
+    rows.rows.push(P2pRow {
+        group,
+        initiator,
+        responder,
+        round: p.round.unwrap_or(NO_ROUND),
+        complete: r.complete,
+        stats,
+    });
+    Ok(())
+}
+
+/// A reader that hashes what passes through it.
+struct Hashing<R> {
+    inner: R,
+    hash: Sha256,
+}
+
+impl<R: Read> Read for Hashing<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hash.update(&buf[..n]);
+        Ok(n)
+    }
+}
+
+/// Everything the slow path gathers: the document's other fields, and the rows.
+struct Gathered {
+    head: serde_json::Map<String, serde_json::Value>,
+    rows: P2pRows,
+    problem: Option<String>,
+    collective: bool,
+    latency: Vec<(String, String, u64, results::LatencyHistogram, usize)>,
+}
+
+/// Deserializes the top-level object, diverting `results` row by row into [`Gathered`].
+struct DocSeed<'g>(&'g mut Gathered);
+
+impl<'de> DeserializeSeed<'de> for DocSeed<'_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for DocSeed<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a fabcheck result document (a JSON object)")
+    }
+    fn visit_map<M: MapAccess<'de>>(self, mut m: M) -> Result<(), M::Error> {
+        while let Some(key) = m.next_key::<String>()? {
+            if key == "results" {
+                m.next_value_seed(RowsSeed(&mut *self.0))?;
+                self.0
+                    .head
+                    .insert(key, serde_json::Value::Array(Vec::new()));
+            } else {
+                let v: serde_json::Value = m.next_value()?;
+                self.0.head.insert(key, v);
+            }
+        }
+        Ok(())
+    }
+}
+
+struct RowsSeed<'g>(&'g mut Gathered);
+
+impl<'de> DeserializeSeed<'de> for RowsSeed<'_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for RowsSeed<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("an array of result rows")
+    }
+    fn visit_seq<S: SeqAccess<'de>>(self, mut s: S) -> Result<(), S::Error> {
+        let g = self.0;
+        let mut i = 0usize;
+        while let Some(row) = s.next_element::<serde_json::Value>()? {
+            if g.problem.is_none() && !g.collective {
+                gather_row(g, &row, i);
+            }
+            i += 1;
+        }
+        Ok(())
+    }
+}
+
+/// One row of the slow path: parsed in full, exactly as a whole read parses it.
+fn gather_row(g: &mut Gathered, row: &serde_json::Value, i: usize) {
+    let parsed: Result<TestResult, _> = serde_json::from_value(row.clone());
+    let r = match parsed {
+        Ok(r) => r,
+        Err(e) => {
+            g.problem = Some(
+                input::row_problem(row, &i.to_string())
+                    .unwrap_or_else(|| format!("at JSON path `results[{i}]`: {e}")),
+            );
+            return;
+        }
+    };
+    let (test, transport, size, hist) = match &r {
+        TestResult::Latency(l) => (&l.test, &l.transport, l.size_bytes, Some(&l.histogram)),
+        TestResult::Bandwidth(b) => {
+            if b.size_bytes == 0 {
+                g.problem = Some(format!(
+                    "at JSON path `results[{i}].size_bytes`: 0 bytes cannot carry a bandwidth"
+                ));
+                return;
+            }
+            (&b.test, &b.transport, b.size_bytes, None)
+        }
+        TestResult::Collective(_) => {
+            g.collective = true;
+            return;
+        }
+    };
+    if let Some(h) = hist.filter(|h| !h.is_empty()) {
+        let at = g
+            .latency
+            .iter()
+            .position(|(t, tr, s, _, _)| t == test && tr == transport && *s == size)
+            .unwrap_or_else(|| {
+                g.latency
+                    .push((test.clone(), transport.clone(), size, Default::default(), 0));
+                g.latency.len() - 1
+            });
+        if let Err(e) = g.latency[at].3.merge_encoded(h) {
+            g.problem = Some(format!("at JSON path `results[{i}].histogram`: {e}"));
+            return;
+        }
+        g.latency[at].4 += 1;
+    }
+    g.rows.push_result("", &r);
+}
+
+fn slow(src: &Path) -> Result<Streamed, StreamError> {
+    let bad = StreamError::Bad;
+    let f = File::open(src).map_err(|e| bad(format!("cannot read: {e}")))?;
+    let mut reader = Hashing {
+        inner: BufReader::with_capacity(1 << 20, f),
+        hash: Sha256::new(),
+    };
+    let mut g = Gathered {
+        head: Default::default(),
+        rows: P2pRows::default(),
+        problem: None,
+        collective: false,
+        latency: vec![],
+    };
+    let parsed = {
+        let mut de = serde_json::Deserializer::from_reader(&mut reader);
+        DocSeed(&mut g)
+            .deserialize(&mut de)
+            .and_then(|_| de.end())
+    };
+    if let Err(e) = parsed {
+        return Err(bad(if e.is_eof() {
+            format!("truncated JSON ({e}); was the run interrupted while writing?")
+        } else {
+            format!("not valid JSON: {e}")
+        }));
+    }
+    // The other fields, judged as a whole read judges a document (its `results` empty).
+    let head = serde_json::Value::Object(std::mem::take(&mut g.head)).to_string();
+    let (doc, _) = input::parse_document(&head).map_err(bad)?;
+    if let Some(p) = g.problem {
+        return Err(bad(p));
+    }
+    if g.collective {
+        return Err(StreamError::NotStreamable(
+            "it holds collective rows, which are read whole".into(),
+        ));
+    }
+    let mut rows = g.rows;
+    for grp in &mut rows.groups {
+        grp.tool = doc.tool.clone();
+    }
+    let mut latency = LatencyGroups::new();
+    for (test, transport, size, h, n) in g.latency {
+        let slot = latency
+            .entry(LatKey {
+                tool: doc.tool.clone(),
+                test,
+                transport,
+                size,
+            })
+            .or_default();
+        slot.0.merge(&h);
+        slot.1 += n;
+    }
+    Ok(Streamed {
+        doc,
+        rows,
+        latency,
+        sha256: hex(&reader.hash.finalize()),
+    })
+}
