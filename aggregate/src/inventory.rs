@@ -160,12 +160,18 @@ const FACTS: &[Fact] = &[
     }),
     ("firmware", |p| p.firmware.clone()),
     ("PCIe width", |p| p.pcie_width.map(|v| format!("x{v}"))),
-    ("PCIe speed", |p| p.pcie_speed_gt_s.map(|v| format!("{} GT/s", num(v)))),
+    ("PCIe speed", |p| {
+        p.pcie_speed_gt_s.map(|v| format!("{} GT/s", num(v)))
+    }),
 ];
 
 impl Inventory {
     /// The ports of `host` (and of `device`, when given).
-    pub fn of<'a>(&'a self, host: &'a str, device: Option<&'a str>) -> impl Iterator<Item = &'a Port> {
+    pub fn of<'a>(
+        &'a self,
+        host: &'a str,
+        device: Option<&'a str>,
+    ) -> impl Iterator<Item = &'a Port> {
         self.ports
             .iter()
             .filter(move |p| p.host == host && device.is_none_or(|d| d == p.device))
@@ -204,10 +210,7 @@ impl Inventory {
             }
             if let (Some(w), Some(m)) = (p.pcie_width, p.pcie_max_width) {
                 if w < m {
-                    out.push(format!(
-                        "{}:{} PCIe link at x{w} of x{m}",
-                        p.host, p.device
-                    ));
+                    out.push(format!("{}:{} PCIe link at x{w} of x{m}", p.host, p.device));
                 }
             }
             if let (Some(s), Some(m)) = (p.pcie_speed_gt_s, p.pcie_max_speed_gt_s) {
@@ -441,12 +444,10 @@ pub fn checks(
         ));
     }
     if let Some(max) = spec.error_counters_max_rise {
-        let names: Vec<String> = spec.error_counters.clone().unwrap_or_else(|| {
-            LINK_ERROR_COUNTERS
-                .iter()
-                .map(|s| s.to_string())
-                .collect()
-        });
+        let names: Vec<String> = spec
+            .error_counters
+            .clone()
+            .unwrap_or_else(|| LINK_ERROR_COUNTERS.iter().map(|s| s.to_string()).collect());
         let rises = |p: &Port| -> Option<Vec<(String, i64)>> {
             let rows = row_errors.get(&(p.host.clone(), p.device.clone()));
             if p.counters_last.is_empty() && rows.is_none() {
@@ -463,9 +464,7 @@ pub fn checks(
         };
         out.push(expect(
             "error-counters",
-            format!(
-                "Link error counters rise by at most {max} on every port over the runs"
-            ),
+            format!("Link error counters rise by at most {max} on every port over the runs"),
             format!("rise <= {max}"),
             &ports,
             |p| {
@@ -485,7 +484,7 @@ pub fn checks(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::synth_sweep::{sweep_doc, InventoryFault, SweepSpec, Fault};
+    use crate::synth_sweep::{sweep_doc, Fault, InventoryFault, SweepSpec};
 
     fn loaded(doc: &results::Document) -> Loaded {
         Loaded::from_text("s.json", &serde_json::to_string(doc).unwrap()).unwrap()
@@ -507,7 +506,9 @@ mod tests {
     }
 
     fn by_id<'a>(v: &'a [Outcome], id: &str) -> &'a Outcome {
-        v.iter().find(|o| o.id == id).unwrap_or_else(|| panic!("{id}"))
+        v.iter()
+            .find(|o| o.id == id)
+            .unwrap_or_else(|| panic!("{id}"))
     }
 
     #[test]
@@ -542,16 +543,28 @@ mod tests {
             assert_eq!(o.measured, Some(1.0), "{o:?}");
             assert!(o.worst_at.starts_with(port), "{id}: {}", o.worst_at);
         };
-        failing("inventory-pcie-width", "node0001:mlx5_0 port 1: x8 (max x16)");
+        failing(
+            "inventory-pcie-width",
+            "node0001:mlx5_0 port 1: x8 (max x16)",
+        );
         failing("inventory-rate", "node0002:mlx5_1 port 1: 50 Gb/sec");
         failing("inventory-firmware", "node0003:mlx5_0 port 1: 22.36.1010");
         failing("inventory-port-state", "node0004:mlx5_1 port 1: 1: DOWN");
-        failing("inventory-phys-state", "node0004:mlx5_1 port 1: 3: Disabled");
+        failing(
+            "inventory-phys-state",
+            "node0004:mlx5_1 port 1: 3: Disabled",
+        );
         failing("inventory-active-mtu", "node0000:mlx5_1 port 1: 1024 B");
         assert_eq!(by_id(&out, "inventory-pcie-speed").status, Status::Pass);
         let d = inv.differences("node0001", None);
-        assert!(d.iter().any(|x| x.contains("PCIe width x8 (others: x16")), "{d:?}");
-        assert!(d.iter().any(|x| x.contains("PCIe link at x8 of x16")), "{d:?}");
+        assert!(
+            d.iter().any(|x| x.contains("PCIe width x8 (others: x16")),
+            "{d:?}"
+        );
+        assert!(
+            d.iter().any(|x| x.contains("PCIe link at x8 of x16")),
+            "{d:?}"
+        );
         assert!(inv.differences("node0001", Some("mlx5_1")).is_empty());
     }
 
@@ -580,13 +593,18 @@ mod tests {
             [("link_downed".to_string(), 1)].into_iter().collect(),
         );
         let out = checks(&spec, &inv, &rows);
-        assert!(out[0].worst_at.contains("node0001:mlx5_0 port 1: link_downed +1"));
+        assert!(out[0]
+            .worst_at
+            .contains("node0001:mlx5_0 port 1: link_downed +1"));
         // Without RDMA ports nothing can be judged: MISSING, never PASS.
         let tcp = SweepSpec {
             transport: "tcp".into(),
             ..SweepSpec::bandwidth(3, 1)
         };
         let inv = collect(&[loaded(&sweep_doc(&tcp))]);
-        assert_eq!(checks(&spec, &inv, &BTreeMap::new())[0].status, Status::Missing);
+        assert_eq!(
+            checks(&spec, &inv, &BTreeMap::new())[0].status,
+            Status::Missing
+        );
     }
 }

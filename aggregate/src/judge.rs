@@ -257,16 +257,19 @@ pub fn judge_check(
                     }
                 }
                 let Some(p2p) = &d.p2p else { continue };
-                if !matches!(kind, RowKind::Latency | RowKind::Bandwidth | RowKind::Counters) {
+                if !matches!(
+                    kind,
+                    RowKind::Latency | RowKind::Bandwidth | RowKind::Counters
+                ) {
                     continue;
                 }
                 for (ri, r) in p2p.rows.iter().enumerate() {
-                    let kind_ok = match (kind, &r.stats) {
+                    let kind_ok = matches!(
+                        (kind, &r.stats),
                         (RowKind::Latency, RowStats::Latency(_))
-                        | (RowKind::Bandwidth, RowStats::Bandwidth(_))
-                        | (RowKind::Counters, _) => true,
-                        _ => false,
-                    };
+                            | (RowKind::Bandwidth, RowStats::Bandwidth(_))
+                            | (RowKind::Counters, _)
+                    );
                     if !kind_ok || !matches_compact(sel, p2p, r) {
                         continue;
                     }

@@ -5,8 +5,10 @@
 //!
 //! It depends on the `results` crate only, so it builds anywhere (no verbs, MPI or CUDA).
 
+pub mod cluster;
 pub mod compare;
 pub mod export;
+pub mod heatmap;
 pub mod input;
 pub mod inventory;
 pub mod judge;

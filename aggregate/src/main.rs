@@ -7,7 +7,8 @@ use std::process::ExitCode;
 
 use aggregate::input::InputError;
 use aggregate::{
-    compare, export, input, judge, profile, report, sign, synth, synth_sweep, tables, templates,
+    cluster, compare, export, input, judge, profile, report, sign, synth, synth_sweep, tables,
+    templates,
 };
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -242,6 +243,16 @@ fn run(cmd: Cmd) -> Result<u8, InputError> {
                     c.bound
                 );
             }
+            for line in &o.suspects {
+                println!("SUSPECT  {line}");
+            }
+            if let Some((path, n)) = &o.retest {
+                println!(
+                    "retest: {} ({n} pair(s)): run them with --pattern file:{} over the same hosts, then report both runs together",
+                    path.display(),
+                    path.display()
+                );
+            }
             println!("report: {}", o.dir.join("report.html").display());
             if let Some(fp) = &o.fingerprint {
                 println!(
@@ -351,7 +362,9 @@ fn run(cmd: Cmd) -> Result<u8, InputError> {
             let set = input::load(&inputs, skip_bad)?;
             let verdict = profile.as_ref().map(|p| {
                 let t = tables::build(&set.docs, p.line_rate_gbit_s);
-                judge::judge(p, &set.docs, &t)
+                let mut v = judge::judge(p, &set.docs, &t);
+                cluster::build(p, &set.docs).apply(&mut v);
+                v
             });
             let bytes = exporter.serialize(&export::ExportData {
                 docs: &set.docs,
@@ -399,7 +412,8 @@ fn run(cmd: Cmd) -> Result<u8, InputError> {
             spec.size = size;
             spec.counters = counters;
             if let Some(node) = bad_node {
-                spec.faults.push(synth_sweep::Fault::Node { node, factor: 0.5 });
+                spec.faults
+                    .push(synth_sweep::Fault::Node { node, factor: 0.5 });
             }
             let rows = synth_sweep::write_sweep(&spec, &out)
                 .map_err(|e| InputError(format!("{}: {e}", out.display())))?;

@@ -766,10 +766,7 @@ pub fn analyse(docs: &[Loaded], profile: &Profile) -> Analysis {
                     .insert((x.min(y), x.max(y)));
             }
         }
-        p.done_pairs = seen
-            .into_iter()
-            .map(|(g, s)| (g, s.len() as u64))
-            .collect();
+        p.done_pairs = seen.into_iter().map(|(g, s)| (g, s.len() as u64)).collect();
     }
     // Error counters per end.
     let mut errors: BTreeMap<End, BTreeMap<String, i64>> = BTreeMap::new();
@@ -874,7 +871,10 @@ impl Analysis {
     /// Name of an end: `node0003:mlx5_1`, or the node alone without a device.
     pub fn end_name(&self, e: End) -> String {
         match e.dev {
-            Some(d) => format!("{}:{}", self.nodes[e.node as usize], self.devices[d as usize]),
+            Some(d) => format!(
+                "{}:{}",
+                self.nodes[e.node as usize], self.devices[d as usize]
+            ),
             None => self.nodes[e.node as usize].clone(),
         }
     }
@@ -907,7 +907,11 @@ impl Analysis {
 
     /// Coverage of group `g` over every sweep that ran it.
     pub fn coverage(&self, g: u32) -> Option<Coverage> {
-        let plans: Vec<&Plan> = self.plans.iter().filter(|p| p.groups.contains(&g)).collect();
+        let plans: Vec<&Plan> = self
+            .plans
+            .iter()
+            .filter(|p| p.groups.contains(&g))
+            .collect();
         if plans.is_empty() {
             return None;
         }
@@ -972,8 +976,11 @@ impl Analysis {
                         } else {
                             cov.missing_total += 1;
                             if cov.missing.len() < MISSING_LISTED {
-                                cov.missing
-                                    .push(format!("{} - {}", self.end_name(lo), self.end_name(hi)));
+                                cov.missing.push(format!(
+                                    "{} - {}",
+                                    self.end_name(lo),
+                                    self.end_name(hi)
+                                ));
                             }
                         }
                     }
@@ -992,7 +999,10 @@ mod tests {
     fn natural_order_reads_numbers_as_numbers() {
         let mut v = vec!["node10", "node9", "node1", "a", "node09", "vm/12", "vm/3"];
         v.sort_by(|a, b| natural_cmp(a, b));
-        assert_eq!(v, ["a", "node1", "node09", "node9", "node10", "vm/3", "vm/12"]);
+        assert_eq!(
+            v,
+            ["a", "node1", "node09", "node9", "node10", "vm/3", "vm/12"]
+        );
     }
 
     #[test]

@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::cluster::Cluster;
 use crate::input::{self, BadInput, InputError};
 use crate::judge::{self, Verdict};
 use crate::plots::{self, Plots};
@@ -51,6 +52,7 @@ const OWNED: &[&str] = &[
     "report.md",
     "report.junit.xml",
     "summary.json",
+    crate::cluster::RETEST_FILE,
     "plots",
     "inputs",
     sign::MANIFEST,
@@ -123,6 +125,8 @@ struct Context<'a> {
     verdict: &'a Verdict,
     tables: &'a Tables,
     plots: &'a Plots,
+    cluster: &'a Cluster,
+    matrix_plots: Vec<MatrixPlot<'a>>,
     environment: Environment,
     inputs: Vec<InputInfo>,
     skipped: &'a [BadInput],
@@ -132,12 +136,24 @@ struct Context<'a> {
     signature: Option<SignatureInfo>,
 }
 
+/// A heatmap as the templates see it.
+#[derive(Serialize)]
+struct MatrixPlot<'a> {
+    title: &'a str,
+    file: &'a str,
+    svg: &'a str,
+}
+
 /// What a finished report run produced.
 pub struct Outcome {
     pub verdict: Verdict,
     pub dir: PathBuf,
     pub files: Vec<String>,
     pub fingerprint: Option<String>,
+    /// One line per suspect the matrix names.
+    pub suspects: Vec<String>,
+    /// The retest list written, with its number of pairs.
+    pub retest: Option<(PathBuf, usize)>,
 }
 
 fn err_io(p: &Path, e: std::io::Error) -> InputError {
@@ -211,8 +227,11 @@ pub fn run(opts: &Options) -> Result<Outcome, InputError> {
     clock.lap("load");
     let tables = tables::build(&set.docs, profile.line_rate_gbit_s);
     clock.lap("tables");
-    let verdict = judge::judge(&profile, &set.docs, &tables);
+    let mut verdict = judge::judge(&profile, &set.docs, &tables);
     clock.lap("judge");
+    let cluster = crate::cluster::build(&profile, &set.docs);
+    cluster.apply(&mut verdict);
+    clock.lap("matrix");
     let dist = opts.dist.as_ref().map(|(t, s)| (t.as_str(), *s));
     if let Some((test, size)) = dist {
         if !tables
@@ -297,6 +316,24 @@ pub fn run(opts: &Options) -> Result<Outcome, InputError> {
         }
     }
 
+    for h in &cluster.heatmaps {
+        write(&mut files, &h.file, h.svg.as_bytes(), None)?;
+    }
+    let retest = match cluster.retest_text(&results::provenance::now_rfc3339()) {
+        Some(text) => {
+            write(
+                &mut files,
+                crate::cluster::RETEST_FILE,
+                text.as_bytes(),
+                None,
+            )?;
+            Some((
+                opts.out.join(crate::cluster::RETEST_FILE),
+                cluster.retest.len(),
+            ))
+        }
+        None => None,
+    };
     let signature = key.as_ref().map(|k| SignatureInfo {
         manifest: sign::MANIFEST,
         file: sign::SIGNATURE,
@@ -348,6 +385,16 @@ pub fn run(opts: &Options) -> Result<Outcome, InputError> {
         verdict: &verdict,
         tables: &tables,
         plots: &plots,
+        cluster: &cluster,
+        matrix_plots: cluster
+            .heatmaps
+            .iter()
+            .map(|h| MatrixPlot {
+                title: &h.title,
+                file: &h.file,
+                svg: &h.svg,
+            })
+            .collect(),
         environment: environment(&set.docs),
         inputs,
         skipped: &set.skipped,
@@ -367,12 +414,15 @@ pub fn run(opts: &Options) -> Result<Outcome, InputError> {
     struct Summary<'a> {
         verdict: &'a Verdict,
         tables: &'a Tables,
+        /// The matrix, its suspects and the retest list (see `cluster`).
+        matrix: &'a Cluster,
         skipped: &'a [BadInput],
         inputs: &'a [InputInfo],
     }
     let summary = serde_json::to_vec_pretty(&Summary {
         verdict: &verdict,
         tables: &tables,
+        matrix: &cluster,
         skipped: &set.skipped,
         inputs: &ctx.inputs,
     })
@@ -390,6 +440,8 @@ pub fn run(opts: &Options) -> Result<Outcome, InputError> {
         dir: opts.out.clone(),
         files: files.into_iter().map(|f| f.0).collect(),
         fingerprint,
+        suspects: cluster.summary_lines(),
+        retest,
     })
 }
 

@@ -41,6 +41,8 @@ pub struct Streamed {
     /// whole.
     pub latency: LatencyGroups,
     pub sha256: String,
+    /// Read by the parallel line path (false: the one-thread path).
+    pub parallel: bool,
 }
 
 /// Why a document was not streamed.
@@ -61,7 +63,12 @@ pub const DEFAULT_ABOVE: u64 = 256 << 20;
 /// Reads input file number `index`: whole when it is smaller than `above` bytes (or holds
 /// rows that have no compact form), else streamed, copied first into `copy_dir` as
 /// `.stream-NNNN.part` (see [`Loaded::copied`]).
-pub fn read(index: usize, path: &Path, above: u64, copy_dir: Option<&Path>) -> Result<Loaded, BadInput> {
+pub fn read(
+    index: usize,
+    path: &Path,
+    above: u64,
+    copy_dir: Option<&Path>,
+) -> Result<Loaded, BadInput> {
     let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     if size < above {
         return input::load_file(path);
@@ -122,7 +129,10 @@ pub fn load(path: &Path, copy: Option<&Path>) -> Result<Streamed, StreamError> {
             let src = match copy {
                 Some(dst) => {
                     std::fs::copy(path, dst).map_err(|e| {
-                        bad(&format!("cannot copy into the report ({})", dst.display()), e)
+                        bad(
+                            &format!("cannot copy into the report ({})", dst.display()),
+                            e,
+                        )
                     })?;
                     dst
                 }
@@ -154,7 +164,9 @@ impl Source {
         use std::io::Write;
         let start = buf.len();
         buf.reserve(BLOCK);
-        let n = Read::by_ref(&mut self.file).take(BLOCK as u64).read_to_end(buf)?;
+        let n = Read::by_ref(&mut self.file)
+            .take(BLOCK as u64)
+            .read_to_end(buf)?;
         self.hash.update(&buf[start..]);
         if let Some(c) = &mut self.copy {
             c.write_all(&buf[start..])?;
@@ -195,7 +207,10 @@ fn fast(mut src: Source) -> Result<Streamed, Fallback> {
     let layout = |m: &str| Fallback::Layout(m.to_string());
     // The top-level keys' indentation, from the first line after the opening brace.
     let first_nl = memchr::memchr(b'\n', &buf).ok_or_else(|| layout("no line breaks"))?;
-    if buf[..first_nl].iter().any(|c| !c.is_ascii_whitespace() && *c != b'{') {
+    if buf[..first_nl]
+        .iter()
+        .any(|c| !c.is_ascii_whitespace() && *c != b'{')
+    {
         return Err(layout("the first line is not a lone `{`"));
     }
     let key_indent = indent(&buf, first_nl + 1);
@@ -293,7 +308,6 @@ fn fast(mut src: Source) -> Result<Streamed, Fallback> {
         } else {
             tail = buf.split_off(1);
         }
-        drop(send);
         drop(job_tx);
         Ok(seq)
     });
@@ -344,6 +358,7 @@ fn fast(mut src: Source) -> Result<Streamed, Fallback> {
         rows,
         latency,
         sha256: hex(&src.hash.finalize()),
+        parallel: true,
     })
 }
 
@@ -527,12 +542,19 @@ fn add_row(chunk: &mut Chunk, r: LeanRow) -> Result<(), Fallback> {
         }
     }
     let loss = if any_counters { loss.pct() } else { None };
-    let _ = (r.iterations, r.duration_s, r.check_wrong_bytes, r.interval_s);
+    let _ = (
+        r.iterations,
+        r.duration_s,
+        r.check_wrong_bytes,
+        r.interval_s,
+    );
     let (latency, bidir, stats) = match r.kind {
         "latency" => {
             r.warmup_iterations
                 .ok_or_else(|| missing("latency", "warmup_iterations"))?;
-            let us = r.latency_us.ok_or_else(|| missing("latency", "latency_us"))?;
+            let us = r
+                .latency_us
+                .ok_or_else(|| missing("latency", "latency_us"))?;
             let h = r.histogram.ok_or_else(|| missing("latency", "histogram"))?;
             if !h.is_empty() {
                 let slot = match chunk.latency.iter_mut().position(|(t, tr, s, _, _)| {
@@ -558,7 +580,9 @@ fn add_row(chunk: &mut Chunk, r: LeanRow) -> Result<(), Fallback> {
             (true, false, RowStats::Latency(LatStats { us, loss }))
         }
         "bandwidth" => {
-            let bw = r.bw_gbit_s.ok_or_else(|| missing("bandwidth", "bw_gbit_s"))?;
+            let bw = r
+                .bw_gbit_s
+                .ok_or_else(|| missing("bandwidth", "bw_gbit_s"))?;
             let cpu = r.cpu.ok_or_else(|| missing("bandwidth", "cpu"))?;
             let intervals = r
                 .interval_gbit_s
@@ -744,9 +768,7 @@ fn slow(src: &Path) -> Result<Streamed, StreamError> {
     };
     let parsed = {
         let mut de = serde_json::Deserializer::from_reader(&mut reader);
-        DocSeed(&mut g)
-            .deserialize(&mut de)
-            .and_then(|_| de.end())
+        DocSeed(&mut g).deserialize(&mut de).and_then(|_| de.end())
     };
     if let Err(e) = parsed {
         return Err(bad(if e.is_eof() {
@@ -788,5 +810,130 @@ fn slow(src: &Path) -> Result<Streamed, StreamError> {
         rows,
         latency,
         sha256: hex(&reader.hash.finalize()),
+        parallel: false,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synth_sweep::{sweep_doc, Fault, SweepSpec};
+
+    fn write_pretty(dir: &Path, name: &str, doc: &Document) -> std::path::PathBuf {
+        let p = dir.join(name);
+        results::write::write_json_atomic(&p, doc).unwrap();
+        p
+    }
+
+    /// Compares with a whole read of the same file (the numbers as JSON parsing gives
+    /// them, not as the generator held them).
+    fn same_rows(s: &Streamed, path: &Path) {
+        let text = std::fs::read_to_string(path).unwrap();
+        let doc = &input::parse_document(&text).unwrap().0;
+        let want = P2pRows::from_document(doc);
+        assert_eq!(s.rows.rows, want.rows);
+        assert_eq!(s.rows.groups, want.groups);
+        assert_eq!(s.rows.peers.list, want.peers.list);
+        assert_eq!(s.rows.errors, want.errors);
+        let mut head = doc.clone();
+        head.results.clear();
+        assert_eq!(
+            serde_json::to_value(&s.doc).unwrap(),
+            serde_json::to_value(&head).unwrap()
+        );
+    }
+
+    #[test]
+    fn the_parallel_path_reads_what_a_whole_read_reads_and_copies_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut spec = SweepSpec::bandwidth(9, 2);
+        spec.counters = true;
+        spec.faults = vec![Fault::Failed {
+            a: 1,
+            b: 7,
+            rail: 0,
+        }];
+        let doc = sweep_doc(&spec);
+        let p = write_pretty(dir.path(), "bw.json", &doc);
+        let copy = dir.path().join("copy.json");
+        let s = load(&p, Some(&copy)).unwrap_or_else(|_| panic!("streams"));
+        assert!(s.parallel);
+        same_rows(&s, &p);
+        let bytes = std::fs::read(&p).unwrap();
+        assert_eq!(std::fs::read(&copy).unwrap(), bytes);
+        assert_eq!(s.sha256, crate::sign::sha256_hex(&bytes));
+        // Latency rows: histograms merged as a whole read merges them.
+        let lat = sweep_doc(&SweepSpec::latency(5, 1));
+        let p = write_pretty(dir.path(), "lat.json", &lat);
+        let s = load(&p, None).unwrap_or_else(|_| panic!("streams"));
+        same_rows(&s, &p);
+        let whole = Loaded::from_text("x", &std::fs::read_to_string(&p).unwrap()).unwrap();
+        let key = whole.latency.keys().next().unwrap().clone();
+        assert_eq!(s.latency[&key].1, whole.latency[&key].1);
+        assert_eq!(s.latency[&key].0.len(), whole.latency[&key].0.len());
+        assert_eq!(
+            s.latency[&key].0.value_at_quantile_ns(0.99),
+            whole.latency[&key].0.value_at_quantile_ns(0.99)
+        );
+    }
+
+    #[test]
+    fn other_layouts_take_the_one_thread_path_with_the_same_result() {
+        let dir = tempfile::tempdir().unwrap();
+        let doc = sweep_doc(&SweepSpec::bandwidth(5, 1));
+        let p = dir.path().join("compact.json");
+        std::fs::write(&p, serde_json::to_string(&doc).unwrap()).unwrap();
+        let s = load(&p, None).unwrap_or_else(|_| panic!("streams"));
+        assert!(!s.parallel);
+        same_rows(&s, &p);
+        // Rows reordered inside: still valid JSON, no longer one row per `{` line.
+        let text = std::fs::read_to_string(write_pretty(dir.path(), "p.json", &doc)).unwrap();
+        let odd = text.replacen("\n    {\n      \"kind\"", "\n    {  \"kind\"", 1);
+        std::fs::write(&p, &odd).unwrap();
+        let s = load(&p, None).unwrap_or_else(|_| panic!("streams"));
+        assert!(!s.parallel);
+        same_rows(&s, &p);
+    }
+
+    fn problem(text: &str) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("bad.json");
+        std::fs::write(&p, text).unwrap();
+        match load(&p, None) {
+            Err(StreamError::Bad(m)) => m,
+            Err(StreamError::NotStreamable(m)) => panic!("not streamable: {m}"),
+            Ok(_) => panic!("accepted"),
+        }
+    }
+
+    #[test]
+    fn bad_documents_get_the_messages_a_whole_read_gives() {
+        let doc = sweep_doc(&SweepSpec::bandwidth(4, 1));
+        let text = serde_json::to_string_pretty(&doc).unwrap();
+        assert!(problem(&text[..text.len() * 2 / 3]).contains("truncated"));
+        let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        v["results"][3]["bw_gbit_s"]["avg"] = "fast".into();
+        let whole = input::parse_document(&v.to_string()).unwrap_err();
+        let m = problem(&serde_json::to_string_pretty(&v).unwrap());
+        assert_eq!(m, whole);
+        assert!(m.contains("results[3].bw_gbit_s.avg"), "{m}");
+        let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        v["schema_version"] = 9.into();
+        assert!(problem(&serde_json::to_string_pretty(&v).unwrap()).contains("version 9"));
+        let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        v["results"][0].as_object_mut().unwrap().remove("cpu");
+        let m = problem(&serde_json::to_string_pretty(&v).unwrap());
+        assert!(m.contains("results[0]") && m.contains("cpu"), "{m}");
+    }
+
+    #[test]
+    fn collectives_are_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let doc = crate::synth::collective_doc(4, &[1024], 10.0, 100.0, 1);
+        let p = write_pretty(dir.path(), "c.json", &doc);
+        assert!(matches!(load(&p, None), Err(StreamError::NotStreamable(_))));
+        let l = read(0, &p, 0, None).unwrap();
+        assert!(l.p2p.is_none());
+        assert_eq!(l.doc.results.len(), 6);
+    }
 }

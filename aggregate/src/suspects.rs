@@ -204,7 +204,9 @@ pub fn localise(a: &Analysis, inv: &Inventory) -> Localised {
         }
         let suspect_end = |e: &End| {
             stats.get(e).is_some_and(|st| {
-                st.links >= s.min_links && st.bad > 0 && st.bad as f64 >= s.suspect_share * st.links as f64
+                st.links >= s.min_links
+                    && st.bad > 0
+                    && st.bad as f64 >= s.suspect_share * st.links as f64
             })
         };
         let mut named: BTreeSet<End> = stats.keys().copied().filter(|e| suspect_end(e)).collect();
@@ -225,9 +227,7 @@ pub fn localise(a: &Analysis, inv: &Inventory) -> Localised {
                 .filter(|e| named.contains(e))
                 .collect();
             if on.len() >= 3 && on.len() as f64 > s.rail_share * m.nodes.len() as f64 {
-                let d = drafts
-                    .entry((Kind::Rail, vec![], m.dev_lo))
-                    .or_default();
+                let d = drafts.entry((Kind::Rail, vec![], m.dev_lo)).or_default();
                 let bad: u32 = on.iter().map(|e| stats[e].bad).sum();
                 d.findings.push(Finding {
                     group: g.label(),
@@ -235,8 +235,11 @@ pub fn localise(a: &Analysis, inv: &Inventory) -> Localised {
                     rail: a.rail_name(m),
                     bad_links: bad / 2,
                     links: m.cells.iter().filter(|c| c.tried()).count() as u32,
-                    failed_links: m.cells.iter().filter(|c| c.failed > 0 && !c.measured()).count()
-                        as u32,
+                    failed_links: m
+                        .cells
+                        .iter()
+                        .filter(|c| c.failed > 0 && !c.measured())
+                        .count() as u32,
                     worst: None,
                     median: finite(m.median as f32),
                     unit: g.unit().into(),
@@ -311,7 +314,17 @@ pub fn localise(a: &Analysis, inv: &Inventory) -> Localised {
             }
             let whole = sus.len() == ends.len() && ends.iter().all(|e| !rail_taken.contains(e));
             let groups: Vec<(Key, Vec<End>)> = if whole {
-                vec![((Kind::Node, vec![End { node: *node, dev: None }], None), sus.clone())]
+                vec![(
+                    (
+                        Kind::Node,
+                        vec![End {
+                            node: *node,
+                            dev: None,
+                        }],
+                        None,
+                    ),
+                    sus.clone(),
+                )]
             } else {
                 sus.iter()
                     .map(|e| ((Kind::Nic, vec![*e], None), vec![*e]))
@@ -374,7 +387,12 @@ pub fn localise(a: &Analysis, inv: &Inventory) -> Localised {
     finish(a, inv, drafts, flaky)
 }
 
-fn finish(a: &Analysis, inv: &Inventory, drafts: BTreeMap<Key, Draft>, flaky: Vec<Flaky>) -> Localised {
+fn finish(
+    a: &Analysis,
+    inv: &Inventory,
+    drafts: BTreeMap<Key, Draft>,
+    flaky: Vec<Flaky>,
+) -> Localised {
     let suspect_nodes: BTreeSet<u32> = drafts
         .iter()
         .filter(|(k, _)| matches!(k.0, Kind::Node | Kind::Nic | Kind::Link))
@@ -389,12 +407,12 @@ fn finish(a: &Analysis, inv: &Inventory, drafts: BTreeMap<Key, Draft>, flaky: Ve
     for ((kind, key_ends, rail), d) in drafts {
         let host = |n: u32| host_of(&a.nodes[n as usize], inv);
         let (node, device, ends) = match kind {
-            Kind::Rail => (
+            Kind::Rail => (None, rail.map(|r| a.devices[r as usize].clone()), vec![]),
+            Kind::Node => (
+                Some(a.nodes[key_ends[0].node as usize].clone()),
                 None,
-                rail.map(|r| a.devices[r as usize].clone()),
                 vec![],
             ),
-            Kind::Node => (Some(a.nodes[key_ends[0].node as usize].clone()), None, vec![]),
             Kind::Nic => (
                 Some(a.nodes[key_ends[0].node as usize].clone()),
                 key_ends[0].dev.map(|x| a.devices[x as usize].clone()),
@@ -423,7 +441,9 @@ fn finish(a: &Analysis, inv: &Inventory, drafts: BTreeMap<Key, Draft>, flaky: Ve
                 }
             }
         }
-        let mine = |x: &End| d.ends.contains(x) || (kind == Kind::Node && d.ends.iter().any(|e| e.node == x.node));
+        let mine = |x: &End| {
+            d.ends.contains(x) || (kind == Kind::Node && d.ends.iter().any(|e| e.node == x.node))
+        };
         for f in &a.failures {
             let hit = match kind {
                 Kind::Link => mine(&f.a) && mine(&f.b),
@@ -473,7 +493,11 @@ fn finish(a: &Analysis, inv: &Inventory, drafts: BTreeMap<Key, Draft>, flaky: Ve
         // Retest pairs: each suspect end with known-good partners on the same rail.
         if kind != Kind::Rail {
             if kind == Kind::Link {
-                lines.push(format!("{} {}", retest_name(a, key_ends[0]), retest_name(a, key_ends[1])));
+                lines.push(format!(
+                    "{} {}",
+                    retest_name(a, key_ends[0]),
+                    retest_name(a, key_ends[1])
+                ));
             }
             let mut done_nodes = BTreeSet::new();
             for (mi, e) in &d.partners_from {
@@ -482,9 +506,19 @@ fn finish(a: &Analysis, inv: &Inventory, drafts: BTreeMap<Key, Draft>, flaky: Ve
                     continue;
                 }
                 let m = &a.matrices[*mi as usize];
-                let partners = good_partners(a, *mi, e.node, &suspect_nodes, a.settings.retest_partners as usize, &mut rotate);
+                let partners = good_partners(
+                    a,
+                    *mi,
+                    e.node,
+                    &suspect_nodes,
+                    a.settings.retest_partners as usize,
+                    &mut rotate,
+                );
                 for p in partners {
-                    let pe = End { node: p, dev: m.dev_lo };
+                    let pe = End {
+                        node: p,
+                        dev: m.dev_lo,
+                    };
                     lines.push(if whole {
                         format!("{} {}", a.nodes[e.node as usize], a.nodes[p as usize])
                     } else {
@@ -585,8 +619,18 @@ pub fn describe_failure(a: &Analysis, f: &crate::matrix::Failure) -> String {
         r.size_bytes
             .map(|s| format!(" (failed at {})", crate::tables::size_label(s)))
             .unwrap_or_default(),
-        side(f.a, "initiator", &r.initiator_error, &r.initiator_port_state),
-        side(f.b, "responder", &r.responder_error, &r.responder_port_state)
+        side(
+            f.a,
+            "initiator",
+            &r.initiator_error,
+            &r.initiator_port_state
+        ),
+        side(
+            f.b,
+            "responder",
+            &r.responder_error,
+            &r.responder_port_state
+        )
     )
 }
 
@@ -650,12 +694,20 @@ each_pair = true
     #[test]
     fn one_bad_node_is_named_alone_with_partners_to_retest() {
         let mut s = SweepSpec::bandwidth(8, 1);
-        s.faults = vec![Fault::Node { node: 3, factor: 0.5 }];
+        s.faults = vec![Fault::Node {
+            node: 3,
+            factor: 0.5,
+        }];
         let l = run(&s);
         assert_eq!(names(&l), ["node node0003"]);
         let f = &l.suspects[0].findings[0];
         assert_eq!((f.bad_links, f.links), (7, 7));
-        assert!(f.reasons.iter().any(|r| r.contains("under 90% of the rail median")), "{f:?}");
+        assert!(
+            f.reasons
+                .iter()
+                .any(|r| r.contains("under 90% of the rail median")),
+            "{f:?}"
+        );
         assert!(f.reasons.iter().any(|r| r.contains("check bw")), "{f:?}");
         assert_eq!(l.retest.len(), 2, "{:?}", l.retest);
         for line in &l.retest {
@@ -665,7 +717,10 @@ each_pair = true
         }
         // Latency too: a slow node is high on every link.
         let mut s = SweepSpec::latency(6, 1);
-        s.faults = vec![Fault::Node { node: 5, factor: 0.4 }];
+        s.faults = vec![Fault::Node {
+            node: 5,
+            factor: 0.4,
+        }];
         assert_eq!(names(&run(&s)), ["node node0005"]);
     }
 
@@ -684,7 +739,10 @@ each_pair = true
         assert!(l.retest.len() >= 3, "{:?}", l.retest);
         // Two nodes cannot tell which end is bad: the link is named.
         let mut s = SweepSpec::bandwidth(2, 1);
-        s.faults = vec![Fault::Node { node: 1, factor: 0.3 }];
+        s.faults = vec![Fault::Node {
+            node: 1,
+            factor: 0.3,
+        }];
         assert_eq!(names(&run(&s)), ["link node0000:mlx5_0 node0001:mlx5_0"]);
     }
 
@@ -698,8 +756,13 @@ each_pair = true
         }];
         let l = run(&s);
         assert_eq!(names(&l), ["nic node0005:mlx5_2"]);
-        assert!(l.retest.iter().all(|x| x.starts_with("node0005:mlx5_2 node")
-            && x.ends_with(":mlx5_2")), "{:?}", l.retest);
+        assert!(
+            l.retest
+                .iter()
+                .all(|x| x.starts_with("node0005:mlx5_2 node") && x.ends_with(":mlx5_2")),
+            "{:?}",
+            l.retest
+        );
         // The same fault on every rail is the node.
         s.faults = (0..4)
             .map(|rail| Fault::Nic {
@@ -716,13 +779,22 @@ each_pair = true
         let mut s = SweepSpec::bandwidth(6, 1);
         s.faults = (0..6)
             .filter(|&n| n != 4)
-            .map(|n| Fault::Failed { a: 4, b: n, rail: 0 })
+            .map(|n| Fault::Failed {
+                a: 4,
+                b: n,
+                rail: 0,
+            })
             .collect();
         let l = run(&s);
         assert_eq!(names(&l), ["node node0004"]);
         let ev = &l.suspects[0].evidence;
         assert_eq!(ev.failures_total, 5);
-        assert!(ev.failures[0].contains("IBV_WC_RETRY_EXC_ERR") && ev.failures[0].contains("port 1: DOWN"), "{:?}", ev.failures);
+        assert!(
+            ev.failures[0].contains("IBV_WC_RETRY_EXC_ERR")
+                && ev.failures[0].contains("port 1: DOWN"),
+            "{:?}",
+            ev.failures
+        );
     }
 
     #[test]
@@ -767,7 +839,11 @@ each_pair = true
             ..retest
         };
         let (_, c) = run_docs(&[sweep_doc(&first), sweep_doc(&again)]);
-        assert!(c.suspects[0].retest.starts_with("confirmed"), "{}", c.suspects[0].retest);
+        assert!(
+            c.suspects[0].retest.starts_with("confirmed"),
+            "{}",
+            c.suspects[0].retest
+        );
         assert!(!c.suspects[0].flaky);
     }
 
@@ -788,7 +864,10 @@ each_pair = true
     fn node_and_link_faults_together_are_each_named_once() {
         let mut s = SweepSpec::bandwidth(12, 1);
         s.faults = vec![
-            Fault::Node { node: 7, factor: 0.5 },
+            Fault::Node {
+                node: 7,
+                factor: 0.5,
+            },
             Fault::Link {
                 a: 0,
                 b: 10,

@@ -13,8 +13,8 @@ use std::path::Path;
 
 use results::{
     BandwidthResult, BandwidthSummary, CounterDeltas, CpuUse, Document, FailedPair, HostInfo,
-    LatencyResult, Pair, PciLink, Peer, PortCounters, RdmaDevice, RdmaPort, SweepInfo,
-    TestResult, SCHEMA_VERSION,
+    LatencyResult, Pair, PciLink, Peer, PortCounters, RdmaDevice, RdmaPort, SweepInfo, TestResult,
+    SCHEMA_VERSION,
 };
 use serde_json::{Map, Value};
 
@@ -156,9 +156,11 @@ impl SweepSpec {
         for fault in &self.faults {
             match *fault {
                 Fault::Node { node, factor } if node == a || node == b => f *= factor,
-                Fault::Nic { node, rail: r, factor } if r == rail && (node == a || node == b) => {
-                    f *= factor
-                }
+                Fault::Nic {
+                    node,
+                    rail: r,
+                    factor,
+                } if r == rail && (node == a || node == b) => f *= factor,
                 Fault::Link {
                     a: x,
                     b: y,
@@ -167,11 +169,11 @@ impl SweepSpec {
                 } if ((x, y) == (a, b) || (x, y) == (b, a)) && r.is_none_or(|r| r == rail) => {
                     f *= factor
                 }
-                Fault::Failed { a: x, b: y, rail: r }
-                    if ((x, y) == (a, b) || (x, y) == (b, a)) && r == rail =>
-                {
-                    return None
-                }
+                Fault::Failed {
+                    a: x,
+                    b: y,
+                    rail: r,
+                } if ((x, y) == (a, b) || (x, y) == (b, a)) && r == rail => return None,
                 _ => {}
             }
         }
@@ -186,7 +188,7 @@ pub fn node_name(i: u32) -> String {
 
 /// The circle method: N-1 rounds of N/2 pairs (N rounds with one idle node for odd N).
 fn circle(n: u32) -> Vec<Vec<(u32, u32)>> {
-    let m = if n % 2 == 0 { n } else { n + 1 };
+    let m = if n.is_multiple_of(2) { n } else { n + 1 };
     (0..m.saturating_sub(1))
         .map(|r| {
             let at = |k: u32| if k == 0 { 0 } else { 1 + (k - 1 + r) % (m - 1) };
@@ -355,14 +357,14 @@ fn row(
     b: u32,
     rail: u32,
     round: u32,
-) -> Result<TestResult, FailedPair> {
+) -> Result<TestResult, Box<FailedPair>> {
     let pair = Pair {
         initiator: peer(spec, a, rail),
         responder: peer(spec, b, rail),
         round: Some(round),
     };
     let Some(factor) = spec.factor(a, b, rail) else {
-        return Err(FailedPair {
+        return Err(Box::new(FailedPair {
             round,
             pair,
             size_bytes: Some(spec.size),
@@ -372,7 +374,7 @@ fn row(
             responder_error: Some("peer stopped answering".into()),
             initiator_port_state: Some("4: ACTIVE".into()),
             responder_port_state: Some("1: DOWN".into()),
-        });
+        }));
     };
     let healthy = factor >= 0.999;
     let jitter = 1.0 + spec.jitter * (2.0 * rng.unit() - 1.0);
@@ -485,7 +487,7 @@ fn head(spec: &SweepSpec, failed: Vec<FailedPair>) -> Document {
 }
 
 /// Visits every scheduled pair on every rail in schedule order.
-fn each_row(spec: &SweepSpec, mut f: impl FnMut(Result<TestResult, FailedPair>)) {
+fn each_row(spec: &SweepSpec, mut f: impl FnMut(Result<TestResult, Box<FailedPair>>)) {
     let mut rng = Rng::new(spec.seed);
     for (round, pairs) in spec.rounds().iter().enumerate() {
         for &(a, b) in pairs {
@@ -502,7 +504,7 @@ pub fn sweep_doc(spec: &SweepSpec) -> Document {
     let mut failed = Vec::new();
     each_row(spec, |r| match r {
         Ok(row) => results.push(row),
-        Err(f) => failed.push(f),
+        Err(f) => failed.push(*f),
     });
     let mut doc = head(spec, failed);
     doc.results = results;
@@ -518,7 +520,7 @@ pub fn write_sweep(spec: &SweepSpec, path: &Path) -> std::io::Result<u64> {
     let mut failed = Vec::new();
     each_row(spec, |r| {
         if let Err(f) = r {
-            failed.push(f)
+            failed.push(*f)
         }
     });
     let head = serde_json::to_string_pretty(&head(spec, failed))?;
@@ -528,7 +530,7 @@ pub fn write_sweep(spec: &SweepSpec, path: &Path) -> std::io::Result<u64> {
         .ok_or_else(|| std::io::Error::other("no results array in the document head"))?;
     let tmp = path.with_extension("json.part");
     let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&tmp)?);
-    out.write_all(head[..at].as_bytes())?;
+    out.write_all(&head.as_bytes()[..at])?;
     out.write_all(b"\n  \"results\": [")?;
     let mut n = 0u64;
     let mut err = None;
@@ -557,7 +559,7 @@ pub fn write_sweep(spec: &SweepSpec, path: &Path) -> std::io::Result<u64> {
         return Err(e);
     }
     out.write_all(if n == 0 { b"]" } else { b"\n  ]" })?;
-    out.write_all(head[at + marker.len() - 2..].as_bytes())?;
+    out.write_all(&head.as_bytes()[at + marker.len() - 2..])?;
     out.write_all(b"\n")?;
     out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
     std::fs::rename(&tmp, path)?;
@@ -582,7 +584,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut spec = SweepSpec::bandwidth(5, 2);
         spec.counters = true;
-        spec.faults = vec![Fault::Failed { a: 0, b: 3, rail: 1 }];
+        spec.faults = vec![Fault::Failed {
+            a: 0,
+            b: 3,
+            rail: 1,
+        }];
         let p = dir.path().join("s.json");
         let rows = write_sweep(&spec, &p).unwrap();
         let streamed = std::fs::read_to_string(&p).unwrap();
