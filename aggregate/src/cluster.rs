@@ -269,7 +269,7 @@ fn judge_check(c: &crate::profile::Check, a: &Analysis, loc: &Localised) -> Opti
             mk(judged(v), Some(v), at, links)
         }
         Metric::MatrixCoverage => {
-            let covs: Vec<Coverage> = chosen.iter().filter_map(|&g| a.coverage(g)).collect();
+            let covs: Vec<&Coverage> = chosen.iter().filter_map(|&g| a.coverage(g)).collect();
             if covs.is_empty() {
                 return Some(mk(
                     Status::Missing,
@@ -425,7 +425,7 @@ fn views(a: &Analysis) -> Vec<GroupView> {
                 latency: g.key.latency,
                 unit: g.unit(),
                 rails,
-                coverage: a.coverage(gi as u32),
+                coverage: a.coverage(gi as u32).cloned(),
                 worst: worst.into_iter().map(|w| w.1).collect(),
             }
         })

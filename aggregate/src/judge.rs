@@ -117,16 +117,25 @@ fn matches(sel: &Selector, tool: &str, r: &TestResult) -> bool {
     }
 }
 
-/// [`matches`] for a compact row of a streamed document.
-fn matches_compact(sel: &Selector, rows: &P2pRows, r: &P2pRow) -> bool {
-    let g = &rows.groups[r.group as usize];
-    sel.tool.as_deref().is_none_or(|t| t == g.tool)
-        && sel.test.as_deref().is_none_or(|t| t == g.test)
-        && sel.size_ok(g.size)
-        && sel.collective.is_none()
-        && sel.backend.is_none()
-        && sel.transport.as_deref().is_none_or(|t| t == g.transport)
-        && (sel.pair.is_none() || pair_ok(sel, &rows.pair(r)))
+/// [`matches`] for the compact rows of a streamed document: which of its groups the
+/// selector takes (decided once per group, not per row of millions).
+fn groups_matching(sel: &Selector, rows: &P2pRows) -> Vec<bool> {
+    rows.groups
+        .iter()
+        .map(|g| {
+            sel.tool.as_deref().is_none_or(|t| t == g.tool)
+                && sel.test.as_deref().is_none_or(|t| t == g.test)
+                && sel.size_ok(g.size)
+                && sel.collective.is_none()
+                && sel.backend.is_none()
+                && sel.transport.as_deref().is_none_or(|t| t == g.transport)
+        })
+        .collect()
+}
+
+/// Whether compact row `r` is selected, given its groups' [`groups_matching`].
+fn matches_compact(sel: &Selector, groups: &[bool], rows: &P2pRows, r: &P2pRow) -> bool {
+    groups[r.group as usize] && (sel.pair.is_none() || pair_ok(sel, &rows.pair(r)))
 }
 
 fn pair_ok(sel: &Selector, p: &results::Pair) -> bool {
@@ -205,9 +214,10 @@ pub fn judge_check(
                 // percentile is judged instead (the worst row decides).
                 for (di, d) in docs.iter().enumerate() {
                     let Some(p2p) = &d.p2p else { continue };
+                    let groups = groups_matching(sel, p2p);
                     for (ri, r) in p2p.rows.iter().enumerate() {
                         if let RowStats::Latency(l) = &r.stats {
-                            if matches_compact(sel, p2p, r) {
+                            if matches_compact(sel, &groups, p2p, r) {
                                 obs.push(Obs {
                                     value: p.of(&l.us),
                                     at: At::Compact(di, ri),
@@ -263,6 +273,7 @@ pub fn judge_check(
                 ) {
                     continue;
                 }
+                let groups = groups_matching(sel, p2p);
                 for (ri, r) in p2p.rows.iter().enumerate() {
                     let kind_ok = matches!(
                         (kind, &r.stats),
@@ -270,7 +281,7 @@ pub fn judge_check(
                             | (RowKind::Bandwidth, RowStats::Bandwidth(_))
                             | (RowKind::Counters, _)
                     );
-                    if !kind_ok || !matches_compact(sel, p2p, r) {
+                    if !kind_ok || !matches_compact(sel, &groups, p2p, r) {
                         continue;
                     }
                     if let Some(value) = r.stats.metric(check.metric).filter(|v| v.is_finite()) {

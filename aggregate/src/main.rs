@@ -162,6 +162,9 @@ enum Cmd {
         /// Node whose every link runs at half speed.
         #[arg(long)]
         bad_node: Option<u32>,
+        /// Compact JSON (no whitespace) instead of the benchmarks' pretty layout.
+        #[arg(long)]
+        compact: bool,
     },
 }
 
@@ -401,6 +404,7 @@ fn run(cmd: Cmd) -> Result<u8, InputError> {
             size,
             counters,
             bad_node,
+            compact,
         } => {
             let mut spec = if test.ends_with("_lat") {
                 synth_sweep::SweepSpec::latency(nodes, rails)
@@ -415,7 +419,7 @@ fn run(cmd: Cmd) -> Result<u8, InputError> {
                 spec.faults
                     .push(synth_sweep::Fault::Node { node, factor: 0.5 });
             }
-            let rows = synth_sweep::write_sweep(&spec, &out)
+            let rows = synth_sweep::write_sweep_as(&spec, &out, compact)
                 .map_err(|e| InputError(format!("{}: {e}", out.display())))?;
             println!("wrote {rows} synthetic rows to {}", out.display());
             Ok(0)

@@ -132,6 +132,12 @@ impl Matrix {
         self.cell_index(a, b).map(|i| &self.cells[i])
     }
 
+    /// Every cell with its two nodes' indices in `nodes` (lower first).
+    pub fn each_cell_local(&self) -> impl Iterator<Item = (usize, usize, &Cell)> + '_ {
+        let n = self.nodes.len();
+        (0..n).flat_map(move |i| (i + 1..n).map(move |j| (i, j, &self.cells[tri(n, i, j)])))
+    }
+
     /// Every cell with its two nodes (global ids, lower first).
     pub fn each_cell(&self) -> impl Iterator<Item = (u32, u32, &Cell)> + '_ {
         let n = self.nodes.len();
@@ -298,6 +304,8 @@ pub struct Analysis {
     /// Error-counter deltas summed per end over every row (evidence).
     pub errors: BTreeMap<End, BTreeMap<String, i64>>,
     pub settings: MatrixSettings,
+    /// Per group, see [`Analysis::coverage`].
+    coverage: Vec<Option<Coverage>>,
 }
 
 /// `node12` after `node9`: digit runs compare as numbers.
@@ -437,13 +445,18 @@ fn failure_keys(l: &Loaded, fp: &FailedPair) -> Vec<GroupKey> {
         .collect()
 }
 
+/// Device of the lower and of the higher node of a matrix, and the matrix.
+type RailKey = (Option<u32>, Option<u32>, u32);
+
 struct Builder<'a> {
     profile: &'a Profile,
     nodes: Interner,
     devices: Interner,
     groups: Vec<Group>,
     group_ids: HashMap<GroupKey, u32>,
-    matrix_ids: HashMap<(u32, Option<u32>, Option<u32>), u32>,
+    /// Per group, its matrices by (device of the lower, of the higher node): a handful,
+    /// scanned (a hash per row shows at 4 million rows).
+    matrix_ids: Vec<Vec<RailKey>>,
     /// Per matrix, the nodes seen on it (global ids), before the cells exist.
     members: Vec<Vec<bool>>,
     keys: Vec<(u32, Option<u32>, Option<u32>)>,
@@ -461,20 +474,24 @@ impl Builder<'_> {
             bounds: pair_bound(self.profile, key),
         });
         self.group_ids.insert(key.clone(), g);
+        self.matrix_ids.push(Vec::new());
         g
     }
 
     /// The matrix of a link in group `g` (ends ordered by node name), registering its nodes.
     fn matrix(&mut self, g: u32, a: End, b: End) -> u32 {
         let (lo, hi) = if a.node <= b.node { (a, b) } else { (b, a) };
-        let key = (g, lo.dev, hi.dev);
-        let m = match self.matrix_ids.get(&key) {
-            Some(&m) => m,
+        let found = self.matrix_ids[g as usize]
+            .iter()
+            .find(|k| k.0 == lo.dev && k.1 == hi.dev)
+            .map(|k| k.2);
+        let m = match found {
+            Some(m) => m,
             None => {
                 let m = self.keys.len() as u32;
-                self.keys.push(key);
+                self.keys.push((g, lo.dev, hi.dev));
                 self.members.push(Vec::new());
-                self.matrix_ids.insert(key, m);
+                self.matrix_ids[g as usize].push((lo.dev, hi.dev, m));
                 self.groups[g as usize].matrices.push(m);
                 m
             }
@@ -509,7 +526,7 @@ pub fn analyse(docs: &[Loaded], profile: &Profile) -> Analysis {
         devices: Interner::new(),
         groups: vec![],
         group_ids: HashMap::new(),
-        matrix_ids: HashMap::new(),
+        matrix_ids: Vec::new(),
         members: vec![],
         keys: vec![],
     };
@@ -746,7 +763,7 @@ pub fn analyse(docs: &[Loaded], profile: &Profile) -> Analysis {
     }
     // Rank pairs each plan got done, per group (coverage of patterns that cannot be
     // enumerated here).
-    for p in &mut plans {
+    for p in plans.iter_mut().filter(|p| p.pattern != "all-pairs") {
         let dr = &per_doc[p.doc];
         let mut seen: HashMap<u32, std::collections::HashSet<(u32, u32)>> = HashMap::new();
         for r in &dr.rows.rows {
@@ -778,7 +795,7 @@ pub fn analyse(docs: &[Loaded], profile: &Profile) -> Analysis {
             }
         }
     }
-    Analysis {
+    let mut a = Analysis {
         nodes: b.nodes.list,
         devices: b.devices.list,
         groups: b.groups,
@@ -787,7 +804,12 @@ pub fn analyse(docs: &[Loaded], profile: &Profile) -> Analysis {
         plans,
         errors,
         settings: profile.matrix.clone(),
-    }
+        coverage: vec![],
+    };
+    a.coverage = (0..a.groups.len() as u32)
+        .map(|g| a.compute_coverage(g))
+        .collect();
+    a
 }
 
 /// The matrix metric of a row, and its p99 for latency rows.
@@ -905,8 +927,12 @@ impl Analysis {
         )
     }
 
-    /// Coverage of group `g` over every sweep that ran it.
-    pub fn coverage(&self, g: u32) -> Option<Coverage> {
+    /// Coverage of group `g` over every sweep that ran it (`None`: no sweep did).
+    pub fn coverage(&self, g: u32) -> Option<&Coverage> {
+        self.coverage.get(g as usize).and_then(Option::as_ref)
+    }
+
+    fn compute_coverage(&self, g: u32) -> Option<Coverage> {
         let plans: Vec<&Plan> = self
             .plans
             .iter()
@@ -915,6 +941,8 @@ impl Analysis {
         if plans.is_empty() {
             return None;
         }
+        // Links of several all-pairs sweeps of one group are counted once.
+        let overlap = plans.iter().filter(|p| p.pattern == "all-pairs").count() > 1;
         let mut cov = Coverage::default();
         let lookup: HashMap<(Option<u32>, Option<u32>), &Matrix> = self.groups[g as usize]
             .matrices
@@ -963,7 +991,7 @@ impl Analysis {
                             },
                         );
                         let (lo, hi) = if a.node <= b.node { (a, b) } else { (b, a) };
-                        if !seen_pairs.insert((lo, hi)) {
+                        if overlap && !seen_pairs.insert((lo, hi)) {
                             continue;
                         }
                         cov.expected += 1;

@@ -109,12 +109,22 @@ pub fn read(
     }
 }
 
-/// Streams `path`. With `copy`, the bytes read are written there as they are read, and
-/// those same bytes are hashed and parsed: the copy is the evidence judged.
+/// Streams `path`. With `copy`, the bundle gets the file there: a hard link when it is on
+/// the same filesystem (free, and the link is what gets read), else a copy written as the
+/// bytes are read. Either way the bytes hashed and parsed are the bytes in the bundle; a
+/// file changed while it was read is refused, and one changed in place afterwards fails
+/// `aggregate verify`.
 pub fn load(path: &Path, copy: Option<&Path>) -> Result<Streamed, StreamError> {
     let bad = |what: &str, e: std::io::Error| StreamError::Bad(format!("{what}: {e}"));
-    let source = Source::open(path, copy).map_err(|e| bad("cannot read", e))?;
-    match fast(source) {
+    let linked = copy.filter(|dst| std::fs::hard_link(path, dst).is_ok());
+    let (read_from, tee) = match linked {
+        Some(dst) => (dst, None),
+        None => (path, copy),
+    };
+    let stamp = |p: &Path| std::fs::metadata(p).map(|m| (m.len(), m.modified().ok()));
+    let before = stamp(read_from).map_err(|e| bad("cannot read", e))?;
+    let source = Source::open(read_from, tee).map_err(|e| bad("cannot read", e))?;
+    let out = match fast(source) {
         Ok(s) => Ok(s),
         Err(Fallback::NotStreamable(m)) => Err(StreamError::NotStreamable(m)),
         Err(Fallback::Io(e)) => Err(bad("cannot read", e)),
@@ -125,8 +135,8 @@ pub fn load(path: &Path, copy: Option<&Path>) -> Result<Streamed, StreamError> {
                     path.display()
                 );
             }
-            // The fast path may have stopped early: copy whole, then read the copy.
-            let src = match copy {
+            // A copy made while reading may have stopped early: copy whole, then read it.
+            let src = match tee {
                 Some(dst) => {
                     std::fs::copy(path, dst).map_err(|e| {
                         bad(
@@ -136,11 +146,17 @@ pub fn load(path: &Path, copy: Option<&Path>) -> Result<Streamed, StreamError> {
                     })?;
                     dst
                 }
-                None => path,
+                None => read_from,
             };
             slow(src)
         }
+    }?;
+    if stamp(read_from).ok() != Some(before) {
+        return Err(StreamError::Bad(
+            "changed while it was being read: judge it again once the run that writes it has finished".into(),
+        ));
     }
+    Ok(out)
 }
 
 /// The file being read, the copy being written and the hash of the bytes, together.
@@ -148,6 +164,8 @@ struct Source {
     file: File,
     copy: Option<File>,
     hash: Sha256,
+    /// Bytes read at a time ([`BLOCK`]; smaller in tests, to cut rows across blocks).
+    block: usize,
 }
 
 impl Source {
@@ -156,6 +174,7 @@ impl Source {
             file: File::open(path)?,
             copy: copy.map(File::create).transpose()?,
             hash: Sha256::new(),
+            block: BLOCK,
         })
     }
 
@@ -163,9 +182,9 @@ impl Source {
     fn more(&mut self, buf: &mut Vec<u8>) -> std::io::Result<bool> {
         use std::io::Write;
         let start = buf.len();
-        buf.reserve(BLOCK);
+        buf.reserve(self.block);
         let n = Read::by_ref(&mut self.file)
-            .take(BLOCK as u64)
+            .take(self.block as u64)
             .read_to_end(buf)?;
         self.hash.update(&buf[start..]);
         if let Some(c) = &mut self.copy {
@@ -188,11 +207,6 @@ impl From<std::io::Error> for Fallback {
     }
 }
 
-/// Leading spaces of the line that starts at `at`.
-fn indent(b: &[u8], at: usize) -> usize {
-    b[at..].iter().take_while(|&&c| c == b' ').count()
-}
-
 /// What one worker made of one block of rows.
 struct Chunk {
     /// Whether the block's last row was followed by a comma (more rows follow).
@@ -201,56 +215,95 @@ struct Chunk {
     latency: Vec<(String, String, u64, results::LatencyHistogram, usize)>,
 }
 
+/// The key every result row opens with (the row kind's tag, written first).
+const KIND: &[u8] = b"\"kind\"";
+
+fn is_ws(c: u8) -> bool {
+    matches!(c, b' ' | b'\n' | b'\r' | b'\t')
+}
+
+/// The `{` of a row whose `"kind"` key is at `k`: `{`, blanks, `"kind"`, blanks, `:`.
+/// JSON strings cannot hold a raw `"`, so these bytes are structure, never text; whether
+/// the object is a row is verified when it is parsed.
+fn row_start(b: &[u8], k: usize) -> Option<usize> {
+    let mut j = k + KIND.len();
+    while j < b.len() && is_ws(b[j]) {
+        j += 1;
+    }
+    if b.get(j) != Some(&b':') {
+        return None;
+    }
+    let mut i = k;
+    while i > 0 && is_ws(b[i - 1]) {
+        i -= 1;
+    }
+    (i > 0 && b[i - 1] == b'{').then(|| i - 1)
+}
+
+/// The `[` of the top-level `"results"` array in `b`, if `b` reaches it.
+fn results_open(b: &[u8]) -> Option<usize> {
+    memmem::find_iter(b, b"\"results\"").find_map(|k| {
+        let mut j = k + 9;
+        while j < b.len() && is_ws(b[j]) {
+            j += 1;
+        }
+        if b.get(j) != Some(&b':') {
+            return None;
+        }
+        j += 1;
+        while j < b.len() && is_ws(b[j]) {
+            j += 1;
+        }
+        (b.get(j) == Some(&b'[')).then_some(j)
+    })
+}
+
+/// Largest buffer without a row start, in blocks, before the fast path gives up (a row
+/// that large, or rows that do not open with their kind).
+const MAX_CARRY_BLOCKS: usize = 4;
+
 fn fast(mut src: Source) -> Result<Streamed, Fallback> {
+    let layout = |m: &str| Fallback::Layout(m.to_string());
     let mut buf = Vec::new();
     let mut eof = !src.more(&mut buf)?;
-    let layout = |m: &str| Fallback::Layout(m.to_string());
-    // The top-level keys' indentation, from the first line after the opening brace.
-    let first_nl = memchr::memchr(b'\n', &buf).ok_or_else(|| layout("no line breaks"))?;
-    if buf[..first_nl]
-        .iter()
-        .any(|c| !c.is_ascii_whitespace() && *c != b'{')
-    {
-        return Err(layout("the first line is not a lone `{`"));
-    }
-    let key_indent = indent(&buf, first_nl + 1);
-    let mut start_pat = vec![b'\n'];
-    start_pat.extend(std::iter::repeat_n(b' ', key_indent));
-    start_pat.extend_from_slice(b"\"results\": [\n");
-    // Head: everything up to and including `"results": [`.
+    // Head: everything up to and including the `[` of `"results"`.
     let mut head: Vec<u8> = Vec::new();
     loop {
-        if let Some(i) = memmem::find(&buf, &start_pat) {
-            let open = i + start_pat.len() - 1; // the newline after `[`
-            head.extend_from_slice(&buf[..open]);
-            buf.drain(..open);
+        if let Some(open) = results_open(&buf) {
+            head.extend_from_slice(&buf[..=open]);
+            buf.drain(..=open);
             break;
         }
         if eof {
-            return Err(layout("no top-level `\"results\": [` line"));
+            return Err(layout("no `\"results\": [`"));
         }
-        // Keep a tail that may hold the start of the pattern.
-        let keep = buf.len().saturating_sub(start_pat.len());
+        // Keep a tail that may hold the start of the key.
+        let keep = buf.len().saturating_sub(256);
         head.extend_from_slice(&buf[..keep]);
         buf.drain(..keep);
         eof = !src.more(&mut buf)?;
     }
-    // `buf` starts at the newline ending the `results` line. The end of the array is a
-    // `]` at the keys' indentation; rows start with `{` alone at a deeper one.
-    let mut end_pat = vec![b'\n'];
-    end_pat.extend(std::iter::repeat_n(b' ', key_indent));
-    end_pat.push(b']');
-    while buf.len() < 2 + key_indent + 2 && !eof {
+    // The first row, or the end of an empty array.
+    let first = loop {
+        if let Some(i) = buf.iter().position(|c| !is_ws(*c)) {
+            break i;
+        }
+        if eof {
+            return Err(layout("the results array does not end"));
+        }
         eof = !src.more(&mut buf)?;
+    };
+    let empty = buf[first] == b']';
+    if !empty {
+        while !eof && memmem::find(&buf[first..], KIND).is_none() {
+            eof = !src.more(&mut buf)?;
+        }
+        let k = memmem::find(&buf[first..], KIND).map(|k| k + first);
+        if k.and_then(|k| row_start(&buf, k)) != Some(first) {
+            return Err(layout("the first row does not open with its kind"));
+        }
     }
-    let row_indent = indent(&buf, 1);
-    let mut row_pat = vec![b'\n'];
-    row_pat.extend(std::iter::repeat_n(b' ', row_indent));
-    row_pat.extend_from_slice(b"{\n");
-    let empty = buf.starts_with(&end_pat);
-    if !empty && (row_indent <= key_indent || !buf[1..].starts_with(&row_pat[1..])) {
-        return Err(layout("the first row is not a `{` on a line of its own"));
-    }
+    buf.drain(..first);
 
     let workers = std::thread::available_parallelism()
         .map(|n| n.get())
@@ -263,15 +316,17 @@ fn fast(mut src: Source) -> Result<Streamed, Fallback> {
     let (pool_tx, pool_rx) = mpsc::channel::<Vec<u8>>();
     let mut tail: Vec<u8> = Vec::new();
     let outcome: Result<usize, Fallback> = std::thread::scope(|scope| {
+        // Owned here, so that every way out of this closure closes the queue and the
+        // workers end before the scope waits for them.
+        let job_tx = job_tx;
         for _ in 0..workers {
             let done_tx = done_tx.clone();
             let pool_tx = pool_tx.clone();
             let job_rx = &job_rx;
-            let row_pat = &row_pat;
             scope.spawn(move || loop {
                 let job = job_rx.lock().map(|rx| rx.recv());
                 let Ok(Ok((seq, block))) = job else { break };
-                let _ = done_tx.send((seq, parse_block(&block, row_pat)));
+                let _ = done_tx.send((seq, parse_block(&block)));
                 let _ = pool_tx.send(block);
             });
         }
@@ -285,30 +340,49 @@ fn fast(mut src: Source) -> Result<Streamed, Fallback> {
             seq += 1;
             Ok(())
         };
-        if !empty {
-            loop {
-                if let Some(e) = memmem::find(&buf, &end_pat) {
-                    tail = buf.split_off(e + 1);
-                    send(std::mem::take(&mut buf))?;
-                    break;
+        if empty {
+            tail = std::mem::take(&mut buf);
+            return Ok(0);
+        }
+        loop {
+            // The last row start in the buffer: every row before it is complete.
+            let cut = memmem::rfind_iter(&buf, KIND)
+                .filter_map(|k| row_start(&buf, k))
+                .next();
+            if eof {
+                // The last row ends where a JSON value starting there ends; the rest is
+                // the document after the rows.
+                let last = cut.ok_or_else(|| layout("no row at the end"))?;
+                let mut it = serde_json::Deserializer::from_slice(&buf[last..])
+                    .into_iter::<serde::de::IgnoredAny>();
+                match it.next() {
+                    Some(Ok(_)) => {}
+                    _ => return Err(layout("the last row does not parse")),
                 }
-                if eof {
-                    return Err(layout("the results array does not end"));
+                let end = last + it.byte_offset();
+                tail = buf.split_off(end);
+                if last > 0 {
+                    let rest = buf.split_off(last);
+                    send(std::mem::replace(&mut buf, rest))?;
                 }
-                // Hand over every complete row; keep the last, maybe partial, one.
-                if let Some(cut) = memmem::rfind(&buf, &row_pat).filter(|&c| c > 0) {
+                send(std::mem::take(&mut buf))?;
+                break;
+            }
+            match cut.filter(|&c| c > 0) {
+                Some(cut) => {
                     let mut next = pool_rx.try_recv().unwrap_or_default();
                     next.clear();
                     next.extend_from_slice(&buf[cut..]);
                     buf.truncate(cut);
                     send(std::mem::replace(&mut buf, next))?;
                 }
-                eof = !src.more(&mut buf)?;
+                None if buf.len() > MAX_CARRY_BLOCKS * src.block => {
+                    return Err(layout("no row start in a large stretch"));
+                }
+                None => {}
             }
-        } else {
-            tail = buf.split_off(1);
+            eof = !src.more(&mut buf)?;
         }
-        drop(job_tx);
         Ok(seq)
     });
     let blocks = outcome?;
@@ -320,15 +394,22 @@ fn fast(mut src: Source) -> Result<Streamed, Fallback> {
     for (seq, chunk) in done_rx.iter() {
         chunks[seq] = Some(chunk?);
     }
-    // The document without its rows: `"results": [` + newline + `]` + the rest.
-    head.push(b'\n');
-    head.extend_from_slice(&tail);
+    // The document without its rows: `"results": [` + the `]` and the rest.
+    let close = tail
+        .iter()
+        .position(|c| !is_ws(*c))
+        .filter(|&i| tail[i] == b']')
+        .ok_or_else(|| layout("no `]` after the last row"))?;
+    head.extend_from_slice(&tail[close..]);
     let text = std::str::from_utf8(&head).map_err(|_| layout("not UTF-8"))?;
     let (doc, _) = input::parse_document(text).map_err(Fallback::Layout)?;
     if !doc.results.is_empty() {
         return Err(layout("rows outside the cut"));
     }
     let mut rows = P2pRows::default();
+    // One allocation for every row: growing by doubling copies and faults in hundreds of
+    // MiB at 4 million rows.
+    rows.rows.reserve_exact(chunks.iter().flatten().map(|c| c.rows.rows.len()).sum());
     let mut latency = LatencyGroups::new();
     for (k, chunk) in chunks.into_iter().enumerate() {
         let chunk = chunk.ok_or_else(|| layout("a block was not parsed"))?;
@@ -366,21 +447,23 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Parses a block of whole rows: it starts at a row's line and ends after a row's `}`
-/// (and its comma).
-fn parse_block(block: &[u8], row_pat: &[u8]) -> Result<Chunk, Fallback> {
+/// Parses a block of whole rows: it starts at a row's `{` and ends after a row (and its
+/// comma, unless it is the last row of all).
+fn parse_block(block: &[u8]) -> Result<Chunk, Fallback> {
     let mut chunk = Chunk {
         comma: false,
         rows: P2pRows::default(),
         latency: Vec::new(),
     };
-    let starts: Vec<usize> = memmem::find_iter(block, row_pat).collect();
+    let starts: Vec<usize> = memmem::find_iter(block, KIND)
+        .filter_map(|k| row_start(block, k))
+        .collect();
     if starts.first() != Some(&0) {
         return Err(Fallback::Layout("a block does not start at a row".into()));
     }
     for (k, &s) in starts.iter().enumerate() {
         let end = starts.get(k + 1).copied().unwrap_or(block.len());
-        let mut row = trim_end(&block[s + 1..end]);
+        let mut row = trim_end(&block[s..end]);
         let comma = row.last() == Some(&b',');
         if comma {
             row = &row[..row.len() - 1];
@@ -878,21 +961,58 @@ mod tests {
     }
 
     #[test]
-    fn other_layouts_take_the_one_thread_path_with_the_same_result() {
+    fn rows_cut_across_many_small_blocks_are_read_exactly() {
         let dir = tempfile::tempdir().unwrap();
-        let doc = sweep_doc(&SweepSpec::bandwidth(5, 1));
+        let mut spec = SweepSpec::latency(7, 2);
+        spec.counters = true;
+        let doc = sweep_doc(&spec);
+        for (name, text) in [
+            ("pretty.json", serde_json::to_string_pretty(&doc).unwrap()),
+            ("compact.json", serde_json::to_string(&doc).unwrap()),
+        ] {
+            let p = dir.path().join(name);
+            std::fs::write(&p, text).unwrap();
+            // Blocks smaller than a row and of odd sizes: every cut lands somewhere new.
+            for block in [997, 4096, 65536] {
+                let mut src = Source::open(&p, None).unwrap();
+                src.block = block;
+                let s = match fast(src) {
+                    Ok(s) => s,
+                    Err(Fallback::Layout(m)) => panic!("{name} in blocks of {block}: {m}"),
+                    Err(_) => panic!("{name} in blocks of {block}"),
+                };
+                same_rows(&s, &p);
+                assert_eq!(s.sha256, crate::sign::sha256_hex(&std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+
+    #[test]
+    fn compact_json_streams_too_and_other_key_orders_take_the_one_thread_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut spec = SweepSpec::bandwidth(5, 1);
+        spec.faults = vec![Fault::Failed { a: 0, b: 2, rail: 0 }];
+        let doc = sweep_doc(&spec);
         let p = dir.path().join("compact.json");
         std::fs::write(&p, serde_json::to_string(&doc).unwrap()).unwrap();
         let s = load(&p, None).unwrap_or_else(|_| panic!("streams"));
-        assert!(!s.parallel);
+        assert!(s.parallel);
         same_rows(&s, &p);
-        // Rows reordered inside: still valid JSON, no longer one row per `{` line.
-        let text = std::fs::read_to_string(write_pretty(dir.path(), "p.json", &doc)).unwrap();
-        let odd = text.replacen("\n    {\n      \"kind\"", "\n    {  \"kind\"", 1);
-        std::fs::write(&p, &odd).unwrap();
+        // Keys in alphabetical order (`kind` is no longer a row's first key): valid JSON,
+        // read by the one-thread path with the same result.
+        let sorted = serde_json::to_value(&doc).unwrap().to_string();
+        assert!(!sorted.contains("{\"kind\""));
+        std::fs::write(&p, &sorted).unwrap();
         let s = load(&p, None).unwrap_or_else(|_| panic!("streams"));
         assert!(!s.parallel);
         same_rows(&s, &p);
+        // No rows at all.
+        let mut none = doc.clone();
+        none.results.clear();
+        std::fs::write(&p, serde_json::to_string_pretty(&none).unwrap()).unwrap();
+        let s = load(&p, None).unwrap_or_else(|_| panic!("streams"));
+        assert!(s.parallel && s.rows.rows.is_empty());
+        assert_eq!(s.doc.failed_pairs.len(), 1);
     }
 
     fn problem(text: &str) -> String {

@@ -106,6 +106,9 @@ pub struct Suspect {
     pub summary: String,
 }
 
+/// Flaky links listed; a count says the rest.
+pub const FLAKY_LISTED: usize = 1000;
+
 /// A link measured both bad and good.
 #[derive(Debug, Clone, Serialize)]
 pub struct Flaky {
@@ -135,6 +138,43 @@ struct EndStat {
     flaky: u32,
     retest_good: u32,
     retest_bad: u32,
+    /// Union of the rules its bad links broke, and the worst value among them.
+    why: u32,
+    worst: Option<f32>,
+}
+
+impl EndStat {
+    /// Counts one link of this end.
+    fn add(&mut self, c: &crate::matrix::Cell, g: &crate::matrix::Group) {
+        self.links += 1;
+        if !c.is_bad() {
+            return;
+        }
+        self.bad += 1;
+        self.failed += u32::from(c.failed > 0 && !c.measured());
+        self.flaky += u32::from(c.is_flaky());
+        self.retest_good += u32::from(c.retest_good);
+        self.retest_bad += u32::from(c.retest_bad);
+        self.why |= c.why;
+        if c.worst.is_finite() && self.worst.is_none_or(|w| g.worse(c.worst as f64, w as f64)) {
+            self.worst = Some(c.worst);
+        }
+    }
+
+    fn merge(&mut self, o: &EndStat, g: &crate::matrix::Group) {
+        self.links += o.links;
+        self.bad += o.bad;
+        self.failed += o.failed;
+        self.flaky += o.flaky;
+        self.retest_good += o.retest_good;
+        self.retest_bad += o.retest_bad;
+        self.why |= o.why;
+        if let Some(w) = o.worst {
+            if self.worst.is_none_or(|x| g.worse(w as f64, x as f64)) {
+                self.worst = Some(w);
+            }
+        }
+    }
 }
 
 /// A suspect being assembled, keyed by what it names.
@@ -161,35 +201,20 @@ pub fn localise(a: &Analysis, inv: &Inventory) -> Localised {
     let mut drafts: BTreeMap<Key, Draft> = BTreeMap::new();
     let mut flaky = Vec::new();
     for (gi, g) in a.groups.iter().enumerate() {
+        // Per end, counted per matrix in arrays (4 million cells), then folded.
         let mut stats: HashMap<End, EndStat> = HashMap::new();
-        let mut worst: HashMap<End, f32> = HashMap::new();
-        let mut why: HashMap<End, u32> = HashMap::new();
         for &mi in &g.matrices {
             let m = &a.matrices[mi as usize];
-            for (x, y, c) in m.each_cell() {
+            let mut lo_st = vec![EndStat::default(); m.nodes.len()];
+            let mut hi_st = vec![EndStat::default(); m.nodes.len()];
+            for (i, j, c) in m.each_cell_local() {
                 if !c.tried() {
                     continue;
                 }
-                let (lo, hi) = a.ends(m, x, y);
-                for e in [lo, hi] {
-                    let st = stats.entry(e).or_default();
-                    st.links += 1;
-                    if c.is_bad() {
-                        st.bad += 1;
-                        st.failed += u32::from(c.failed > 0 && !c.measured());
-                        st.flaky += u32::from(c.is_flaky());
-                        st.retest_good += u32::from(c.retest_good);
-                        st.retest_bad += u32::from(c.retest_bad);
-                        *why.entry(e).or_default() |= c.why;
-                        if c.worst.is_finite() {
-                            let w = worst.entry(e).or_insert(c.worst);
-                            if g.worse(c.worst as f64, *w as f64) {
-                                *w = c.worst;
-                            }
-                        }
-                    }
-                }
-                if c.is_flaky() {
+                lo_st[i].add(c, g);
+                hi_st[j].add(c, g);
+                if c.is_flaky() && flaky.len() < FLAKY_LISTED {
+                    let (lo, hi) = a.ends(m, m.nodes[i], m.nodes[j]);
                     flaky.push(Flaky {
                         group: g.label(),
                         ends: [a.end_name(lo), a.end_name(hi)],
@@ -199,6 +224,13 @@ pub fn localise(a: &Analysis, inv: &Inventory) -> Localised {
                         best: finite(c.best),
                         unit: g.unit().into(),
                     });
+                }
+            }
+            for (i, &node) in m.nodes.iter().enumerate() {
+                for (st, dev) in [(&lo_st[i], m.dev_lo), (&hi_st[i], m.dev_hi)] {
+                    if st.links > 0 {
+                        stats.entry(End { node, dev }).or_default().merge(st, g);
+                    }
                 }
             }
         }
@@ -278,8 +310,8 @@ pub fn localise(a: &Analysis, inv: &Inventory) -> Localised {
                 f.bad_links += st.bad;
                 f.links += st.links;
                 f.failed_links += st.failed;
-                w |= why.get(x).copied().unwrap_or(0);
-                if let Some(&v) = worst.get(x) {
+                w |= st.why;
+                if let Some(v) = st.worst {
                     if f.worst.is_none_or(|o| g.worse(v as f64, o)) {
                         f.worst = Some(v as f64);
                     }
@@ -404,6 +436,7 @@ fn finish(
     };
     let mut lines: Vec<String> = Vec::new();
     let mut rotate = 0usize;
+    let mut partner_cache: HashMap<u32, Vec<u32>> = HashMap::new();
     for ((kind, key_ends, rail), d) in drafts {
         let host = |n: u32| host_of(&a.nodes[n as usize], inv);
         let (node, device, ends) = match kind {
@@ -513,6 +546,7 @@ fn finish(
                     &suspect_nodes,
                     a.settings.retest_partners as usize,
                     &mut rotate,
+                    &mut partner_cache,
                 );
                 for p in partners {
                     let pe = End {
@@ -571,21 +605,27 @@ fn good_partners(
     suspects: &BTreeSet<u32>,
     k: usize,
     rotate: &mut usize,
+    cache: &mut HashMap<u32, Vec<u32>>,
 ) -> Vec<u32> {
     let m = &a.matrices[mi as usize];
-    let mut bad: HashMap<u32, u32> = HashMap::new();
-    for (x, y, c) in m.each_cell() {
-        // A link to a suspect says nothing against the other end.
-        if c.is_bad() && !suspects.contains(&x) && !suspects.contains(&y) {
-            *bad.entry(x).or_default() += 1;
-            *bad.entry(y).or_default() += 1;
+    // Bad links per node of the matrix, links to suspects left out (they say nothing
+    // against the other end); counted once per matrix.
+    let bad = cache.entry(mi).or_insert_with(|| {
+        let mut bad = vec![0u32; m.nodes.len()];
+        for (i, j, c) in m.each_cell_local() {
+            if c.is_bad() && !suspects.contains(&m.nodes[i]) && !suspects.contains(&m.nodes[j]) {
+                bad[i] += 1;
+                bad[j] += 1;
+            }
         }
-    }
+        bad
+    });
     let good: Vec<u32> = m
         .nodes
         .iter()
-        .copied()
-        .filter(|n| *n != node && !suspects.contains(n) && bad.get(n).copied().unwrap_or(0) == 0)
+        .enumerate()
+        .filter(|&(i, n)| *n != node && !suspects.contains(n) && bad[i] == 0)
+        .map(|(_, n)| *n)
         .collect();
     if good.is_empty() {
         return vec![];

@@ -515,6 +515,11 @@ pub fn sweep_doc(spec: &SweepSpec) -> Document {
 /// `results::write::write_json_atomic` would write [`sweep_doc`], without holding the rows.
 /// Returns the number of rows written.
 pub fn write_sweep(spec: &SweepSpec, path: &Path) -> std::io::Result<u64> {
+    write_sweep_as(spec, path, false)
+}
+
+/// [`write_sweep`], or compact JSON (no whitespace) with `compact`.
+pub fn write_sweep_as(spec: &SweepSpec, path: &Path, compact: bool) -> std::io::Result<u64> {
     // Failed pairs go in the head, which is written first: collect them in a first pass
     // (they are few) and draw the numbers again in the second, from the same seed.
     let mut failed = Vec::new();
@@ -523,15 +528,28 @@ pub fn write_sweep(spec: &SweepSpec, path: &Path) -> std::io::Result<u64> {
             failed.push(*f)
         }
     });
-    let head = serde_json::to_string_pretty(&head(spec, failed))?;
-    let marker = "\n  \"results\": [],\n";
+    let (head, marker, open, close, sep, first, indent) = if compact {
+        let h = serde_json::to_string(&head(spec, failed))?;
+        (h, "\"results\":[],", "\"results\":[", "]", ",", "", "")
+    } else {
+        let h = serde_json::to_string_pretty(&head(spec, failed))?;
+        (
+            h,
+            "\n  \"results\": [],\n",
+            "\n  \"results\": [",
+            "\n  ]",
+            ",\n    ",
+            "\n    ",
+            "\n    ",
+        )
+    };
     let at = head
         .find(marker)
         .ok_or_else(|| std::io::Error::other("no results array in the document head"))?;
     let tmp = path.with_extension("json.part");
     let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&tmp)?);
     out.write_all(&head.as_bytes()[..at])?;
-    out.write_all(b"\n  \"results\": [")?;
+    out.write_all(open.as_bytes())?;
     let mut n = 0u64;
     let mut err = None;
     each_row(spec, |r| {
@@ -539,17 +557,20 @@ pub fn write_sweep(spec: &SweepSpec, path: &Path) -> std::io::Result<u64> {
         if err.is_some() {
             return;
         }
-        let text = match serde_json::to_string_pretty(&row) {
+        let text = match if compact {
+            serde_json::to_string(&row)
+        } else {
+            serde_json::to_string_pretty(&row)
+        } {
             Ok(t) => t,
             Err(e) => {
                 err = Some(std::io::Error::other(e));
                 return;
             }
         };
-        let sep: &[u8] = if n == 0 { b"\n    " } else { b",\n    " };
         let res = out
-            .write_all(sep)
-            .and_then(|_| out.write_all(text.replace('\n', "\n    ").as_bytes()));
+            .write_all(if n == 0 { first } else { sep }.as_bytes())
+            .and_then(|_| out.write_all(text.replace('\n', indent).as_bytes()));
         if let Err(e) = res {
             err = Some(e);
         }
@@ -558,8 +579,8 @@ pub fn write_sweep(spec: &SweepSpec, path: &Path) -> std::io::Result<u64> {
     if let Some(e) = err {
         return Err(e);
     }
-    out.write_all(if n == 0 { b"]" } else { b"\n  ]" })?;
-    out.write_all(&head.as_bytes()[at + marker.len() - 2..])?;
+    out.write_all(if n == 0 { "]" } else { close }.as_bytes())?;
+    out.write_all(&head.as_bytes()[at + marker.len() - if compact { 1 } else { 2 }..])?;
     out.write_all(b"\n")?;
     out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
     std::fs::rename(&tmp, path)?;
@@ -606,5 +627,12 @@ mod tests {
             std::fs::read_to_string(&p).unwrap(),
             std::fs::read_to_string(&whole).unwrap()
         );
+        for s in [&spec, &empty] {
+            write_sweep_as(s, &p, true).unwrap();
+            assert_eq!(
+                std::fs::read_to_string(&p).unwrap(),
+                serde_json::to_string(&sweep_doc(s)).unwrap() + "\n"
+            );
+        }
     }
 }

@@ -109,6 +109,59 @@ fn mean(v: &[f64]) -> f64 {
     }
 }
 
+/// The bandwidth rows of one key, summed as they come (no row kept but its average,
+/// which `compare` needs): a sweep has millions.
+#[derive(Default)]
+struct BwAcc {
+    avgs: Vec<f64>,
+    peak: f64,
+    msg_sum: f64,
+    fluctuation: Option<f64>,
+    cpu_sum: f64,
+    cpu_n: usize,
+    loss: Option<f64>,
+    var_sum: f64,
+    var_n: usize,
+}
+
+fn max_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+impl BwAcc {
+    fn add(&mut self, s: &BwStats) {
+        self.avgs.push(s.avg);
+        self.peak = self.peak.max(s.peak);
+        self.msg_sum += s.msg_rate;
+        self.fluctuation = max_opt(self.fluctuation, s.fluctuation);
+        if let Some(c) = s.cpu_per_100g {
+            self.cpu_sum += c;
+            self.cpu_n += 1;
+        }
+        self.loss = max_opt(self.loss, s.loss.map(|l| l.max(0.0)));
+        if let Some(v) = s.interval_var {
+            self.var_sum += v;
+            self.var_n += 1;
+        }
+    }
+
+    fn merge(&mut self, o: BwAcc) {
+        self.avgs.extend(o.avgs);
+        self.peak = self.peak.max(o.peak);
+        self.msg_sum += o.msg_sum;
+        self.fluctuation = max_opt(self.fluctuation, o.fluctuation);
+        self.cpu_sum += o.cpu_sum;
+        self.cpu_n += o.cpu_n;
+        self.loss = max_opt(self.loss, o.loss);
+        self.var_sum += o.var_sum;
+        self.var_n += o.var_n;
+    }
+}
+
 /// Builds every table from the loaded documents.
 pub fn build(docs: &[Loaded], line_rate_gbit_s: Option<f64>) -> Tables {
     // Latency: merged histograms were built per document at load; merge across documents.
@@ -122,7 +175,7 @@ pub fn build(docs: &[Loaded], line_rate_gbit_s: Option<f64>) -> Tables {
     }
     let mut lat_rows: BTreeMap<LatKey, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
     type BwKey = (String, String, String, u64, bool);
-    let mut bw: BTreeMap<BwKey, Vec<BwStats>> = BTreeMap::new();
+    let mut bw: BTreeMap<BwKey, BwAcc> = BTreeMap::new();
     type CollKey = (String, String, u32, u64);
     let mut coll: BTreeMap<CollKey, Vec<&results::CollectiveResult>> = BTreeMap::new();
     for d in docs {
@@ -149,7 +202,7 @@ pub fn build(docs: &[Loaded], line_rate_gbit_s: Option<f64>) -> Tables {
                         b.bidirectional,
                     ))
                     .or_default()
-                    .push(BwStats::of(b)),
+                    .add(&BwStats::of(b)),
                 TestResult::Collective(c) => coll
                     .entry((
                         c.collective.clone(),
@@ -162,33 +215,44 @@ pub fn build(docs: &[Loaded], line_rate_gbit_s: Option<f64>) -> Tables {
             }
         }
     }
-    // Rows of streamed documents, in their compact form.
+    // Rows of streamed documents, in their compact form: gathered per group first (a
+    // key built per row of millions costs seconds), then filed under the group's key.
     for p in docs.iter().filter_map(|d| d.p2p.as_ref()) {
+        let mut lat: Vec<(Vec<f64>, Vec<f64>)> = vec![Default::default(); p.groups.len()];
+        let mut bws: Vec<BwAcc> = (0..p.groups.len()).map(|_| BwAcc::default()).collect();
         for row in &p.rows {
-            let g = &p.groups[row.group as usize];
             match &row.stats {
                 RowStats::Latency(l) => {
-                    let e = lat_rows
-                        .entry(LatKey {
-                            tool: g.tool.clone(),
-                            test: g.test.clone(),
-                            transport: g.transport.clone(),
-                            size: g.size,
-                        })
-                        .or_default();
+                    let e = &mut lat[row.group as usize];
                     e.0.push(l.us.p50);
                     e.1.push(l.us.p99);
                 }
-                RowStats::Bandwidth(b) => bw
-                    .entry((
-                        g.tool.clone(),
-                        g.test.clone(),
-                        g.transport.clone(),
-                        g.size,
-                        g.bidirectional,
-                    ))
-                    .or_default()
-                    .push(*b),
+                RowStats::Bandwidth(b) => bws[row.group as usize].add(b),
+            }
+        }
+        for ((g, (p50, p99)), b) in p.groups.iter().zip(lat).zip(bws) {
+            if !p50.is_empty() {
+                let e = lat_rows
+                    .entry(LatKey {
+                        tool: g.tool.clone(),
+                        test: g.test.clone(),
+                        transport: g.transport.clone(),
+                        size: g.size,
+                    })
+                    .or_default();
+                e.0.extend(p50);
+                e.1.extend(p99);
+            }
+            if !b.avgs.is_empty() {
+                bw.entry((
+                    g.tool.clone(),
+                    g.test.clone(),
+                    g.transport.clone(),
+                    g.size,
+                    g.bidirectional,
+                ))
+                .or_default()
+                .merge(b);
             }
         }
     }
@@ -212,15 +276,8 @@ pub fn build(docs: &[Loaded], line_rate_gbit_s: Option<f64>) -> Tables {
         });
         t.histograms.insert(k, h);
     }
-    for ((tool, test, transport, size, bidir), rows) in bw {
-        let avgs: Vec<f64> = rows.iter().map(|r| r.avg).collect();
-        let fl = rows
-            .iter()
-            .filter_map(|r| r.fluctuation)
-            .fold(None, |a: Option<f64>, v| Some(a.map_or(v, |a| a.max(v))));
-        let cpu: Vec<f64> = rows.iter().filter_map(|r| r.cpu_per_100g).collect();
-        let losses: Vec<f64> = rows.iter().filter_map(|r| r.loss).collect();
-        let vars: Vec<f64> = rows.iter().filter_map(|r| r.interval_var).collect();
+    for ((tool, test, transport, size, bidir), acc) in bw {
+        let n = acc.avgs.len();
         t.bandwidth.push(BwRow {
             size: results::units::format_size(size),
             tool,
@@ -228,19 +285,19 @@ pub fn build(docs: &[Loaded], line_rate_gbit_s: Option<f64>) -> Tables {
             transport,
             size_bytes: size,
             bidirectional: bidir,
-            rows: rows.len(),
-            avg_gbit_s: mean(&avgs),
-            min_avg_gbit_s: avgs.iter().cloned().fold(f64::MAX, f64::min),
-            peak_gbit_s: rows.iter().map(|r| r.peak).fold(0.0, f64::max),
-            msg_rate_mpps: mean(&rows.iter().map(|r| r.msg_rate).collect::<Vec<_>>()),
-            fluctuation_pct: fl,
-            cpu_cores_per_100g: (!cpu.is_empty()).then(|| mean(&cpu)),
-            link_loss_pct: (!losses.is_empty()).then(|| losses.iter().cloned().fold(0.0, f64::max)),
-            row_avg: avgs,
-            interval_stdev: if vars.is_empty() {
+            rows: n,
+            avg_gbit_s: mean(&acc.avgs),
+            min_avg_gbit_s: acc.avgs.iter().cloned().fold(f64::MAX, f64::min),
+            peak_gbit_s: acc.peak,
+            msg_rate_mpps: if n == 0 { 0.0 } else { acc.msg_sum / n as f64 },
+            fluctuation_pct: acc.fluctuation,
+            cpu_cores_per_100g: (acc.cpu_n > 0).then(|| acc.cpu_sum / acc.cpu_n as f64),
+            link_loss_pct: acc.loss,
+            row_avg: acc.avgs,
+            interval_stdev: if acc.var_n == 0 {
                 0.0
             } else {
-                (vars.iter().sum::<f64>() / vars.len() as f64).sqrt()
+                (acc.var_sum / acc.var_n as f64).sqrt()
             },
         });
     }
