@@ -459,6 +459,7 @@ fn draw(a: &Analysis, loc: &Localised) -> (Vec<Heatmap>, usize) {
         let names: BTreeSet<&str> = loc
             .suspects
             .iter()
+            .filter(|s| matches!(s.kind, suspects::Kind::Node | suspects::Kind::Nic))
             .filter_map(|s| s.node.as_deref())
             .collect();
         (0..a.nodes.len() as u32)

@@ -46,14 +46,15 @@ const PALETTE: [(u8, u8, u8); 12] = [
     (0x80, 0x00, 0x26), // 11 bad, under 1/4
 ];
 
-const LEGEND: [(usize, &str); 10] = [
+const LEGEND: [(usize, &str); 11] = [
     (4, ">= +2% of median"),
     (5, "within 2%"),
     (6, "within 5%"),
     (7, "healthy, further"),
     (8, "bad"),
-    (10, "bad, under half"),
-    (11, "bad, under a quarter"),
+    (9, "bad, < 3/4 of median"),
+    (10, "bad, < 1/2 of median"),
+    (11, "bad, < 1/4 of median"),
     (3, "flaky (bad and good)"),
     (2, "failed"),
     (0, "not measured"),
@@ -89,8 +90,9 @@ fn value(c: &Cell, m: &Matrix, shown: Shown) -> (f32, f64) {
     }
 }
 
-/// Colour class of a cell. `rule` is the healthy share of the median (0.9 for bandwidth,
-/// 1/1.5 for latency), for grading how bad a bad cell is.
+/// Colour class of a cell: how it compares with the median (bandwidth over median, or
+/// median over latency). `rule` is the healthy share of the median (0.9 for bandwidth,
+/// 1/1.5 for latency): on the p99 map only a cell under it counts as bad.
 fn class(c: &Cell, m: &Matrix, g: &Group, shown: Shown, rule: f64) -> usize {
     if !c.tried() {
         return 0;
@@ -113,7 +115,7 @@ fn class(c: &Cell, m: &Matrix, g: &Group, shown: Shown, rule: f64) -> usize {
     // p99 shown on the p50 map) is marked bad all the same.
     let bad = c.is_bad() && (shown == Shown::Primary || good < rule);
     if bad {
-        return match good / rule {
+        return match good {
             x if x >= 0.75 => 8,
             x if x >= 0.5 => 9,
             x if x >= 0.25 => 10,
@@ -158,7 +160,7 @@ pub fn draw(a: &Analysis, mi: usize, shown: Shown, marks: &[u32]) -> String {
     let r = rule(g, a, shown);
     let vector = n <= VECTOR_MAX;
     let side = if vector {
-        (n * ((720 / n.max(1)).clamp(4, 28))) as f64
+        (n * ((720 / n.max(1)).clamp(4, 48))) as f64
     } else {
         (n.min(1024)) as f64
     };
@@ -179,7 +181,11 @@ pub fn draw(a: &Analysis, mi: usize, shown: Shown, marks: &[u32]) -> String {
         + 8.0;
     let (x0, y0) = (name_w, name_w + 34.0);
     let legend_h = 20.0 * LEGEND.len() as f64 + 30.0;
-    let (w, h) = (x0 + side + 200.0, (y0 + side + 20.0).max(y0 + legend_h));
+    let title_w = (g.label().len() + a.rail_name(m).len() + 60) as f64 * 7.5;
+    let (w, h) = (
+        (x0 + side + 200.0).max(title_w),
+        (y0 + side + 20.0).max(y0 + legend_h),
+    );
     let what = match (g.key.latency, shown) {
         (false, _) => "bandwidth (Gb/s)",
         (true, Shown::Primary) => "p50 latency (us)",
@@ -320,7 +326,8 @@ pub fn draw(a: &Analysis, mi: usize, shown: Shown, marks: &[u32]) -> String {
             r##"<rect x="{lx:.1}" y="{ly:.1}" width="14" height="14" fill="{}" stroke="#8c959f" stroke-width="0.5"/><text x="{:.1}" y="{:.1}">{text}</text>"##,
             hex(*class),
             lx + 20.0,
-            ly + 11.0
+            ly + 11.0,
+            text = esc(text)
         );
     }
     s.push_str("</svg>");
@@ -483,6 +490,36 @@ mod tests {
             .enumerate()
             .all(|(j, &k)| if j == 17 { k == 1 } else { k >= 8 }));
         assert_eq!(row(18).iter().filter(|&&k| k >= 8).count(), 1);
+    }
+
+    /// Every `<` opens a tag: text with a raw `<` or `&` would make the SVG file invalid
+    /// (browsers refuse to show it), even where the HTML parser would forgive it.
+    fn well_formed(svg: &str) {
+        for (i, _) in svg.match_indices('<') {
+            let next = svg[i + 1..].chars().next().unwrap();
+            assert!(next.is_ascii_alphabetic() || next == '/', "raw < at {i}: {}", &svg[i..i + 40]);
+        }
+        for (i, _) in svg.match_indices('&') {
+            let rest = &svg[i..];
+            assert!(
+                ["&amp;", "&lt;", "&gt;", "&quot;", "&#"].iter().any(|e| rest.starts_with(e)),
+                "raw & at {i}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_heatmap_is_well_formed_xml() {
+        let mut s = SweepSpec::latency(5, 1);
+        s.faults = vec![Fault::Node {
+            node: 2,
+            factor: 0.3,
+        }];
+        let a = analysis(&s);
+        for shown in [Shown::Primary, Shown::P99] {
+            well_formed(&draw(&a, 0, shown, &[2]));
+        }
+        well_formed(&draw(&analysis(&SweepSpec::bandwidth(150, 1)), 0, Shown::Primary, &[]));
     }
 
     #[test]
