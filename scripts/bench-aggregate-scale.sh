@@ -12,9 +12,11 @@ RANKS=${1:-1024}
 SIZES=${2:-26}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${AGGREGATE:-$ROOT/target/release/aggregate}
-if [[ ! -x $BIN ]]; then
-    echo "building aggregate (release)..." >&2
-    cargo build --release -p aggregate --manifest-path "$ROOT/Cargo.toml" >&2
+# The generator is a development tool (crate `synth`), never part of the product binary.
+SYNTH=${SYNTH:-$ROOT/target/release/synth}
+if [[ ! -x $BIN || ! -x $SYNTH ]]; then
+    echo "building aggregate and synth (release)..." >&2
+    cargo build --release -p aggregate -p synth --manifest-path "$ROOT/Cargo.toml" >&2
 fi
 if [[ ! -x /usr/bin/time ]]; then
     echo "needs GNU time: apt-get install -y time" >&2
@@ -25,7 +27,7 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
 echo "generating a synthetic ${RANKS}-rank result set with ${SIZES} sizes..."
-"$BIN" synth --ranks "$RANKS" --sizes "$SIZES" "$WORK/data" >/dev/null
+"$SYNTH" scale --ranks "$RANKS" --sizes "$SIZES" "$WORK/data" >/dev/null
 INPUT_BYTES=$(du -sb "$WORK/data" | cut -f1)
 echo "input: $(find "$WORK/data" -name "*.json" | wc -l) files, $((INPUT_BYTES / 1024 / 1024)) MiB"
 

@@ -554,7 +554,7 @@ impl Cluster {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::synth_sweep::{sweep_doc, Fault, SweepSpec};
+    use synth::sweep::{sweep_doc, Fault, SweepSpec};
 
     const PROFILE: &str = r#"
 name = "t"
@@ -637,7 +637,7 @@ max = 0
         assert_eq!(cov.measured, Some(80.0));
         assert_eq!(status(&v, "suspects").0, Status::Pass);
         // Without any sweep the matrix checks have no data.
-        let (v, _) = verdict(&[crate::synth::bandwidth_doc("a", "b", &[65536], 90.0, 1)]);
+        let (v, _) = verdict(&[synth::bandwidth_doc("a", "b", &[65536], 90.0, 1)]);
         assert_eq!(status(&v, "coverage").0, Status::Missing);
         assert_eq!(status(&v, "failed").0, Status::Pass);
     }

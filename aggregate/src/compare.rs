@@ -12,7 +12,8 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::input::{self, InputError};
+use crate::error::{Error, Result};
+use crate::input;
 use crate::tables::{self, Tables};
 
 /// Options of `aggregate compare`.
@@ -228,28 +229,26 @@ pub fn compare_tables(base: &Tables, cur: &Tables, tolerance_pct: f64, sigmas: f
 }
 
 /// Runs `aggregate compare`.
-pub fn run(opts: &Options) -> Result<Comparison, InputError> {
+pub fn run(opts: &Options) -> Result<Comparison> {
     if !(opts.tolerance_pct.is_finite() && opts.tolerance_pct >= 0.0) {
-        return Err(InputError(format!(
+        return Err(Error::Usage(format!(
             "--tolerance {}: give a percentage >= 0",
             opts.tolerance_pct
         )));
     }
     if !(opts.sigmas.is_finite() && opts.sigmas >= 0.0) {
-        return Err(InputError(format!(
+        return Err(Error::Usage(format!(
             "--sigmas {}: give a number >= 0",
             opts.sigmas
         )));
     }
-    let b = input::load(&opts.baseline, opts.skip_bad)
-        .map_err(|e| InputError(format!("baseline: {e}")))?;
-    let c = input::load(&opts.current, opts.skip_bad)
-        .map_err(|e| InputError(format!("current: {e}")))?;
+    let b = input::load(&opts.baseline, opts.skip_bad).map_err(|e| e.context("baseline"))?;
+    let c = input::load(&opts.current, opts.skip_bad).map_err(|e| e.context("current"))?;
     let bt = tables::build(&b.docs, None);
     let ct = tables::build(&c.docs, None);
     let mut cmp = compare_tables(&bt, &ct, opts.tolerance_pct, opts.sigmas);
     if cmp.rows.is_empty() {
-        return Err(InputError(
+        return Err(Error::Input(
             "baseline and current have no metric in common (different tests or sizes?)".into(),
         ));
     }
@@ -317,7 +316,6 @@ pub fn text(cmp: &Comparison) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::synth;
 
     fn tables_of(docs: Vec<results::Document>) -> Tables {
         let loaded: Vec<_> = docs

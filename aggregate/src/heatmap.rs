@@ -411,7 +411,7 @@ pub fn markdown(a: &Analysis, mi: usize, shown: Shown) -> String {
 mod tests {
     use super::*;
     use crate::input::Loaded;
-    use crate::synth_sweep::{sweep_doc, Fault, SweepSpec};
+    use synth::sweep::{sweep_doc, Fault, SweepSpec};
 
     fn analysis(spec: &SweepSpec) -> Analysis {
         let doc = sweep_doc(spec);
@@ -497,12 +497,18 @@ mod tests {
     fn well_formed(svg: &str) {
         for (i, _) in svg.match_indices('<') {
             let next = svg[i + 1..].chars().next().unwrap();
-            assert!(next.is_ascii_alphabetic() || next == '/', "raw < at {i}: {}", &svg[i..i + 40]);
+            assert!(
+                next.is_ascii_alphabetic() || next == '/',
+                "raw < at {i}: {}",
+                &svg[i..i + 40]
+            );
         }
         for (i, _) in svg.match_indices('&') {
             let rest = &svg[i..];
             assert!(
-                ["&amp;", "&lt;", "&gt;", "&quot;", "&#"].iter().any(|e| rest.starts_with(e)),
+                ["&amp;", "&lt;", "&gt;", "&quot;", "&#"]
+                    .iter()
+                    .any(|e| rest.starts_with(e)),
                 "raw & at {i}"
             );
         }
@@ -519,7 +525,12 @@ mod tests {
         for shown in [Shown::Primary, Shown::P99] {
             well_formed(&draw(&a, 0, shown, &[2]));
         }
-        well_formed(&draw(&analysis(&SweepSpec::bandwidth(150, 1)), 0, Shown::Primary, &[]));
+        well_formed(&draw(
+            &analysis(&SweepSpec::bandwidth(150, 1)),
+            0,
+            Shown::Primary,
+            &[],
+        ));
     }
 
     #[test]

@@ -10,6 +10,8 @@ use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use crate::digest::sha256_hex;
+use crate::error::{Error, Result};
 use crate::rows::P2pRows;
 use results::{Document, LatencyHistogram, TestResult, SCHEMA_VERSION};
 
@@ -28,7 +30,7 @@ pub struct Loaded {
     /// signed is the evidence judged even if the file changes afterwards. Empty for a
     /// streamed document (see `copied`).
     pub raw: Vec<u8>,
-    /// A document streamed because of its size ([`crate::stream`]): its point-to-point
+    /// A document streamed because of its size (the `stream` module): its point-to-point
     /// rows in compact form (`doc.results` is then empty). `None` for documents read whole.
     pub p2p: Option<P2pRows>,
     /// Where a streamed document's bytes were copied before they were read (the report
@@ -51,7 +53,7 @@ impl Loaded {
             path: path.into(),
             doc,
             latency,
-            sha256: crate::sign::sha256_hex(text.as_bytes()),
+            sha256: sha256_hex(text.as_bytes()),
             raw: text.as_bytes().to_vec(),
             p2p: None,
             copied: None,
@@ -92,25 +94,13 @@ pub struct InputSet {
     pub skipped: Vec<BadInput>,
 }
 
-/// An input problem that stops the run (exit 2).
-#[derive(Debug)]
-pub struct InputError(pub String);
-
-impl fmt::Display for InputError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for InputError {}
-
 /// Expands the arguments into the list of files to read: files as given, directories
 /// walked recursively for `*.json` in name order so reports are reproducible.
-pub fn expand(args: &[PathBuf]) -> Result<Vec<PathBuf>, InputError> {
+pub fn expand(args: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for arg in args {
         let meta = fs::metadata(arg)
-            .map_err(|e| InputError(format!("{}: cannot read: {e}", arg.display())))?;
+            .map_err(|e| Error::Input(format!("{}: cannot read: {e}", arg.display())))?;
         if meta.is_dir() {
             walk(arg, &mut files)?;
         } else {
@@ -120,9 +110,9 @@ pub fn expand(args: &[PathBuf]) -> Result<Vec<PathBuf>, InputError> {
     Ok(files)
 }
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), InputError> {
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     let mut entries: Vec<PathBuf> = fs::read_dir(dir)
-        .map_err(|e| InputError(format!("{}: cannot list directory: {e}", dir.display())))?
+        .map_err(|e| Error::Input(format!("{}: cannot list directory: {e}", dir.display())))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
     entries.sort();
@@ -153,7 +143,7 @@ pub fn is_report_bundle(dir: &Path) -> bool {
 
 /// Reads every input. Without `skip_bad` the first bad file stops the run; with it, bad
 /// files are listed in [`InputSet::skipped`] and the rest is used.
-pub fn load(args: &[PathBuf], skip_bad: bool) -> Result<InputSet, InputError> {
+pub fn load(args: &[PathBuf], skip_bad: bool) -> Result<InputSet> {
     load_with(args, skip_bad, |_, path| load_file(path))
 }
 
@@ -163,10 +153,10 @@ pub fn load_with(
     args: &[PathBuf],
     skip_bad: bool,
     read: impl Fn(usize, &Path) -> Result<Loaded, BadInput> + Sync,
-) -> Result<InputSet, InputError> {
+) -> Result<InputSet> {
     let files = expand(args)?;
     if files.is_empty() {
-        return Err(InputError(format!(
+        return Err(Error::Input(format!(
             "no result files (*.json) found in {}",
             args.iter()
                 .map(|p| p.display().to_string())
@@ -180,14 +170,14 @@ pub fn load_with(
             Ok(l) => set.docs.push(l),
             Err(bad) if skip_bad => set.skipped.push(bad),
             Err(bad) => {
-                return Err(InputError(format!(
+                return Err(Error::Input(format!(
                     "{bad}\n(use --skip-bad to leave bad files out and name them in the report)"
                 )))
             }
         }
     }
     if set.docs.is_empty() {
-        return Err(InputError(
+        return Err(Error::Input(
             "every input file was bad; nothing to judge".to_string(),
         ));
     }
@@ -245,7 +235,7 @@ pub fn load_file(path: &Path) -> Result<Loaded, BadInput> {
     let bytes = fs::read(path).map_err(|e| bad(format!("cannot read: {e}")))?;
     let text = std::str::from_utf8(&bytes).map_err(|e| bad(format!("not UTF-8 text: {e}")))?;
     let (doc, latency) = parse_document(text).map_err(bad)?;
-    let sha256 = crate::sign::sha256_hex(&bytes);
+    let sha256 = sha256_hex(&bytes);
     Ok(Loaded {
         raw: bytes,
         path: path.to_path_buf(),
@@ -389,7 +379,6 @@ fn version_message(v: &serde_json::Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::synth;
 
     fn sample_text() -> String {
         serde_json::to_string(&synth::latency_doc("h1", "h2", &[2, 64], 1.5, 1)).unwrap()
@@ -455,7 +444,7 @@ mod tests {
         fs::write(old_report.join("summary.json"), "{}").unwrap();
         fs::write(old_report.join("inputs/0001-a.json"), sample_text()).unwrap();
         let err = load(&[dir.path().to_path_buf()], false).unwrap_err();
-        assert!(err.0.contains("broken.json"), "{err}");
+        assert!(err.to_string().contains("broken.json"), "{err}");
         let set = load(&[dir.path().to_path_buf()], true).unwrap();
         assert_eq!(set.docs.len(), 2);
         assert_eq!(set.skipped.len(), 1);

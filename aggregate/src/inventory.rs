@@ -484,7 +484,7 @@ pub fn checks(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::synth_sweep::{sweep_doc, Fault, InventoryFault, SweepSpec};
+    use synth::sweep::{sweep_doc, Fault, InventoryFault, SweepSpec};
 
     fn loaded(doc: &results::Document) -> Loaded {
         Loaded::from_text("s.json", &serde_json::to_string(doc).unwrap()).unwrap()

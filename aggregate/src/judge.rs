@@ -422,7 +422,6 @@ pub fn judge(profile: &Profile, docs: &[Loaded], tables: &Tables) -> Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::synth;
 
     fn loaded(doc: results::Document) -> Loaded {
         Loaded::from_text("mem.json", &serde_json::to_string(&doc).unwrap()).unwrap()

@@ -7,6 +7,8 @@
 
 pub mod cluster;
 pub mod compare;
+pub mod digest;
+pub mod error;
 pub mod export;
 pub mod heatmap;
 pub mod input;
@@ -21,7 +23,5 @@ pub mod rows;
 pub mod sign;
 pub mod stream;
 pub mod suspects;
-pub mod synth;
-pub mod synth_sweep;
 pub mod tables;
 pub mod templates;

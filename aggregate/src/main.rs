@@ -5,11 +5,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use aggregate::input::InputError;
-use aggregate::{
-    cluster, compare, export, input, judge, profile, report, sign, synth, synth_sweep, tables,
-    templates,
-};
+use aggregate::error::{exit, Error, Result};
+use aggregate::{cluster, compare, export, input, judge, profile, report, sign, tables, templates};
 use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Parser)]
@@ -129,43 +126,6 @@ enum Cmd {
         #[arg(long)]
         skip_bad: bool,
     },
-    /// Write a synthetic result set (for the scale benchmark and demos; marked synthetic).
-    #[command(hide = true)]
-    Synth {
-        /// Output directory.
-        out: PathBuf,
-        #[arg(long, default_value_t = 1024)]
-        ranks: u32,
-        /// Number of message sizes, powers of two from 2 B.
-        #[arg(long, default_value_t = 26)]
-        sizes: u32,
-    },
-    /// Write a synthetic all-pairs sweep document (scale benchmark; marked synthetic).
-    #[command(hide = true, name = "synth-sweep")]
-    SynthSweep {
-        /// Output file.
-        out: PathBuf,
-        #[arg(long, default_value_t = 1024)]
-        nodes: u32,
-        #[arg(long, default_value_t = 8)]
-        rails: u32,
-        /// `write_bw`, `send_lat`, ... (`_lat` writes a bench-lat document).
-        #[arg(long, default_value = "write_bw")]
-        test: String,
-        #[arg(long, default_value = "verbs")]
-        transport: String,
-        #[arg(long, default_value = "64K", value_parser = parse_size)]
-        size: u64,
-        /// Counter deltas in every row.
-        #[arg(long)]
-        counters: bool,
-        /// Node whose every link runs at half speed.
-        #[arg(long)]
-        bad_node: Option<u32>,
-        /// Compact JSON (no whitespace) instead of the benchmarks' pretty layout.
-        #[arg(long)]
-        compact: bool,
-    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -185,25 +145,25 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("aggregate: {e}");
-            ExitCode::from(2)
+            ExitCode::from(&e)
         }
     }
 }
 
-fn write_out(out: &Option<PathBuf>, bytes: &[u8]) -> Result<(), InputError> {
+fn write_out(out: &Option<PathBuf>, bytes: &[u8]) -> Result<()> {
     match out {
         Some(p) => results::write::write_atomic(p, bytes)
-            .map_err(|e| InputError(format!("{}: cannot write: {e}", p.display()))),
+            .map_err(|e| Error::Output(format!("{}: cannot write: {e}", p.display()))),
         None => {
             use std::io::Write;
             std::io::stdout()
                 .write_all(bytes)
-                .map_err(|e| InputError(format!("standard output: {e}")))
+                .map_err(|e| Error::Output(format!("standard output: {e}")))
         }
     }
 }
 
-fn run(cmd: Cmd) -> Result<u8, InputError> {
+fn run(cmd: Cmd) -> Result<u8> {
     match cmd {
         Cmd::Report {
             inputs,
@@ -274,7 +234,7 @@ fn run(cmd: Cmd) -> Result<u8, InputError> {
                 v.checks.len(),
                 v.profile
             );
-            Ok(if v.pass() { 0 } else { 1 })
+            Ok(if v.pass() { exit::OK } else { exit::FAILED })
         }
         Cmd::Keygen { key, comment } => {
             let fp = sign::keygen(&key, &comment)?;
@@ -284,7 +244,7 @@ fn run(cmd: Cmd) -> Result<u8, InputError> {
             );
             println!("public key:  {}.pub", key.display());
             println!("fingerprint: {fp} (publish this so customers can check signatures)");
-            Ok(0)
+            Ok(exit::OK)
         }
         Cmd::Verify { dir, key } => {
             let public = key.as_deref().map(sign::read_public).transpose()?;
@@ -313,10 +273,10 @@ fn run(cmd: Cmd) -> Result<u8, InputError> {
             }
             if rep.ok() {
                 println!("verified: {} files match the signed manifest", rep.files_ok);
-                Ok(0)
+                Ok(exit::OK)
             } else {
                 println!("verification FAILED");
-                Ok(1)
+                Ok(exit::FAILED)
             }
         }
         Cmd::Compare {
@@ -351,7 +311,11 @@ fn run(cmd: Cmd) -> Result<u8, InputError> {
                     cmp.rows.len()
                 );
             }
-            Ok(if cmp.regressions > 0 { 1 } else { 0 })
+            Ok(if cmp.regressions > 0 {
+                exit::FAILED
+            } else {
+                exit::OK
+            })
         }
         Cmd::Export {
             inputs,
@@ -377,52 +341,7 @@ fn run(cmd: Cmd) -> Result<u8, InputError> {
                 eprintln!("aggregate: skipped {s}");
             }
             write_out(&out, &bytes)?;
-            Ok(0)
-        }
-        Cmd::Synth { out, ranks, sizes } => {
-            if ranks < 2 || ranks % 2 != 0 || sizes == 0 || sizes > 40 {
-                return Err(InputError(
-                    "--ranks must be even and >= 2, --sizes between 1 and 40".into(),
-                ));
-            }
-            let list: Vec<u64> = (1..=sizes).map(|i| 1u64 << i).collect();
-            let files = synth::write_scale_set(&out, ranks, &list)
-                .map_err(|e| InputError(format!("{}: {e}", out.display())))?;
-            println!(
-                "wrote {} synthetic documents to {}",
-                files.len(),
-                out.display()
-            );
-            Ok(0)
-        }
-        Cmd::SynthSweep {
-            out,
-            nodes,
-            rails,
-            test,
-            transport,
-            size,
-            counters,
-            bad_node,
-            compact,
-        } => {
-            let mut spec = if test.ends_with("_lat") {
-                synth_sweep::SweepSpec::latency(nodes, rails)
-            } else {
-                synth_sweep::SweepSpec::bandwidth(nodes, rails)
-            };
-            spec.test = test;
-            spec.transport = transport;
-            spec.size = size;
-            spec.counters = counters;
-            if let Some(node) = bad_node {
-                spec.faults
-                    .push(synth_sweep::Fault::Node { node, factor: 0.5 });
-            }
-            let rows = synth_sweep::write_sweep_as(&spec, &out, compact)
-                .map_err(|e| InputError(format!("{}: {e}", out.display())))?;
-            println!("wrote {rows} synthetic rows to {}", out.display());
-            Ok(0)
+            Ok(exit::OK)
         }
     }
 }

@@ -11,7 +11,7 @@
 //!
 //! A cell measured bad in one run and good in another (a sweep and its retest) is flaky;
 //! it stays on the list of bad links, marked so. Localisation from these cells is in
-//! [`crate::suspects`]; drawing in [`crate::heatmap`].
+//! the `suspects` module; drawing in `heatmap`.
 //!
 //! Scale: 1024 nodes x 8 rails at one size is 4.2 million cells. A cell is 28 bytes;
 //! each matrix is a dense upper triangle over its nodes; per row only its cell index is

@@ -12,7 +12,7 @@ pub enum RowKind {
     Collective,
     /// Any row that carries device counters (latency or bandwidth).
     Counters,
-    /// The node-by-node matrix of a sweep, as a whole ([`crate::matrix`]).
+    /// The node-by-node matrix of a sweep, as a whole (see the `matrix` module).
     Matrix,
 }
 
@@ -329,7 +329,7 @@ mod tests {
 
     #[test]
     fn loss_needs_a_sent_counter() {
-        let c = crate::synth::counters(1_000_000, 50);
+        let c = synth::counters(1_000_000, 50);
         assert!((link_loss_pct(&c).unwrap() - 0.005).abs() < 1e-12);
         let mut none = c.clone();
         for s in [&mut none.initiator, &mut none.responder]

@@ -302,9 +302,9 @@ mod tests {
     #[test]
     fn every_plot_is_svg_when_data_exists() {
         let docs: Vec<_> = [
-            crate::synth::latency_doc("a", "b", &[2, 64, 4096], 5.0, 1),
-            crate::synth::bandwidth_doc("a", "b", &[4096, 65536], 20.0, 2),
-            crate::synth::collective_doc(4, &[1024, 1 << 20], 10.0, 100.0, 3),
+            synth::latency_doc("a", "b", &[2, 64, 4096], 5.0, 1),
+            synth::bandwidth_doc("a", "b", &[4096, 65536], 20.0, 2),
+            synth::collective_doc(4, &[1024, 1 << 20], 10.0, 100.0, 3),
         ]
         .into_iter()
         .map(|d| crate::input::Loaded::from_text("x", &serde_json::to_string(&d).unwrap()).unwrap())

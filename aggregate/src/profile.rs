@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::input::InputError;
+use crate::error::{Error, Result};
 use crate::metric::{Metric, RowKind};
 
 /// A size given as bytes (`65536`) or as users type it (`"64K"`).
@@ -241,11 +241,11 @@ pub struct Check {
 /// Reads a profile: a path to a TOML file, or the name of one shipped with fabcheck
 /// (`roce-100g`, `loopback-demo`), looked up in `profiles/` beside the working directory
 /// and then among the profiles built into the binary.
-pub fn load(name_or_path: &str) -> Result<Profile, InputError> {
+pub fn load(name_or_path: &str) -> Result<Profile> {
     let path = Path::new(name_or_path);
     if path.exists() {
         let text = std::fs::read_to_string(path)
-            .map_err(|e| InputError(format!("{}: cannot read: {e}", path.display())))?;
+            .map_err(|e| Error::Profile(format!("{}: cannot read: {e}", path.display())))?;
         return parse(&text, &path.display().to_string());
     }
     let local = Path::new("profiles").join(format!("{name_or_path}.toml"));
@@ -254,7 +254,7 @@ pub fn load(name_or_path: &str) -> Result<Profile, InputError> {
     }
     match BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
         Some((n, text)) => parse(text, &format!("built-in profile {n}")),
-        None => Err(InputError(format!(
+        None => Err(Error::Profile(format!(
             "no profile file {name_or_path} and no built-in profile of that name (built in: {})",
             BUILTIN.iter().map(|b| b.0).collect::<Vec<_>>().join(", ")
         ))),
@@ -275,10 +275,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
 ];
 
 /// Parses and validates profile text; `source` names it in every error.
-pub fn parse(text: &str, source: &str) -> Result<Profile, InputError> {
+pub fn parse(text: &str, source: &str) -> Result<Profile> {
     let raw: RawProfile = toml::from_str(text)
-        .map_err(|e| InputError(format!("{source}: {}", e.to_string().trim_end())))?;
-    let err = |key: String, msg: String| InputError(format!("{source}: key `{key}`: {msg}"));
+        .map_err(|e| Error::Profile(format!("{source}: {}", e.to_string().trim_end())))?;
+    let err = |key: String, msg: String| Error::Profile(format!("{source}: key `{key}`: {msg}"));
     if raw.check.is_empty() {
         return Err(err(
             "check".into(),
@@ -331,7 +331,7 @@ pub fn parse(text: &str, source: &str) -> Result<Profile, InputError> {
         if !bound.value().is_finite() {
             return Err(err(key("min/max"), "bound is not a finite number".into()));
         }
-        let size = |k: &str, s: &Option<SizeSpec>| -> Result<Option<u64>, InputError> {
+        let size = |k: &str, s: &Option<SizeSpec>| -> Result<Option<u64>> {
             match s {
                 None => Ok(None),
                 Some(SizeSpec::Bytes(b)) => Ok(Some(*b)),
@@ -466,25 +466,25 @@ max_size = "64"
     fn errors_name_the_source_and_key() {
         let e = parse(&OK.replace("\"us\"", "\"ms\""), "t.toml")
             .unwrap_err()
-            .0;
+            .to_string();
         assert!(e.contains("t.toml") && e.contains("check[0].unit"), "{e}");
         let e = parse(&OK.replace("latency_p99", "latency_p98"), "t.toml")
             .unwrap_err()
-            .0;
+            .to_string();
         assert!(e.contains("check[0].metric"), "{e}");
         let e = parse(&OK.replace("max = 5.0", "max = 5.0\nmin = 1.0"), "t.toml")
             .unwrap_err()
-            .0;
+            .to_string();
         assert!(e.contains("exactly one"), "{e}");
         let e = parse(&OK.replace("max_size", "max_sise"), "t.toml")
             .unwrap_err()
-            .0;
+            .to_string();
         assert!(e.contains("max_sise") && e.contains("t.toml"), "{e}");
         let e = parse(&OK.replace("\"64\"", "\"lots\""), "t.toml")
             .unwrap_err()
-            .0;
+            .to_string();
         assert!(e.contains("check[0].max_size"), "{e}");
-        let e = parse("name = \"x\"", "t.toml").unwrap_err().0;
+        let e = parse("name = \"x\"", "t.toml").unwrap_err().to_string();
         assert!(e.contains("no [[check]]"), "{e}");
     }
 }

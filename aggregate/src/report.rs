@@ -20,7 +20,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::cluster::Cluster;
-use crate::input::{self, BadInput, InputError};
+use crate::error::{Error, Result};
+use crate::input::{self, BadInput};
 use crate::judge::{self, Verdict};
 use crate::plots::{self, Plots};
 use crate::profile;
@@ -156,13 +157,13 @@ pub struct Outcome {
     pub retest: Option<(PathBuf, usize)>,
 }
 
-fn err_io(p: &Path, e: std::io::Error) -> InputError {
-    InputError(format!("{}: {e}", p.display()))
+fn err_io(p: &Path, e: std::io::Error) -> Error {
+    Error::Output(format!("{}: {e}", p.display()))
 }
 
 /// Prepares the output directory before any work, so a long aggregation never ends in
 /// "cannot write", and never mixes a new report with an old one's files.
-fn prepare_out(out: &Path, force: bool) -> Result<(), InputError> {
+fn prepare_out(out: &Path, force: bool) -> Result<()> {
     fs::create_dir_all(out).map_err(|e| err_io(out, e))?;
     let present: Vec<&str> = OWNED
         .iter()
@@ -171,7 +172,7 @@ fn prepare_out(out: &Path, force: bool) -> Result<(), InputError> {
         .collect();
     if !present.is_empty() {
         if !force {
-            return Err(InputError(format!(
+            return Err(Error::Usage(format!(
                 "{} already holds a report ({}); pass --force to replace it or choose another --out",
                 out.display(),
                 present.join(", ")
@@ -207,7 +208,7 @@ impl PhaseClock {
 }
 
 /// Runs `aggregate report`.
-pub fn run(opts: &Options) -> Result<Outcome, InputError> {
+pub fn run(opts: &Options) -> Result<Outcome> {
     // Everything that can be wrong with the command line is found before the real work.
     let profile = profile::load(&opts.profile)?;
     let templates = Templates::load(opts.templates.as_deref())?;
@@ -244,7 +245,7 @@ pub fn run(opts: &Options) -> Result<Outcome, InputError> {
                 .keys()
                 .map(|k| format!("{} {}", k.test, k.size))
                 .collect();
-            return Err(InputError(format!(
+            return Err(Error::Usage(format!(
                 "--dist-test {test} --dist-size {size}: no latency histogram for that test and \
                  size in the inputs (have: {})",
                 have.into_iter().collect::<Vec<_>>().join(", ")
@@ -259,13 +260,13 @@ pub fn run(opts: &Options) -> Result<Outcome, InputError> {
                  rel: &str,
                  bytes: &[u8],
                  hash: Option<&str>|
-     -> Result<(), InputError> {
+     -> Result<()> {
         let p = opts.out.join(rel);
         if let Some(parent) = p.parent() {
             fs::create_dir_all(parent).map_err(|e| err_io(parent, e))?;
         }
         results::write::write_atomic(&p, bytes).map_err(|e| err_io(&p, e))?;
-        let hash = hash.map_or_else(|| sign::sha256_hex(bytes), str::to_string);
+        let hash = hash.map_or_else(|| crate::digest::sha256_hex(bytes), str::to_string);
         files.push((rel.to_string(), hash));
         Ok(())
     };
@@ -403,7 +404,7 @@ pub fn run(opts: &Options) -> Result<Outcome, InputError> {
         synthetic: set
             .docs
             .iter()
-            .any(|d| d.doc.tool_version == crate::synth::SYNTH_VERSION),
+            .any(|d| d.doc.tool_version == results::provenance::SYNTHETIC_TOOL_VERSION),
         signature,
     };
     for name in ["report.html", "report.md", "report.junit.xml"] {
@@ -426,7 +427,7 @@ pub fn run(opts: &Options) -> Result<Outcome, InputError> {
         skipped: &set.skipped,
         inputs: &ctx.inputs,
     })
-    .map_err(|e| InputError(format!("summary.json: {e}")))?;
+    .map_err(|e| Error::Output(format!("summary.json: {e}")))?;
     write(&mut files, "summary.json", &summary, None)?;
 
     clock.lap("render");

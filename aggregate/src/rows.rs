@@ -4,7 +4,7 @@
 //! `TestResult` values (strings, interval vectors, counter maps) they would take several
 //! GiB, in this form about 100 bytes each.
 //!
-//! Documents streamed by [`crate::stream`] keep only these rows. Documents read whole keep
+//! Documents streamed (the `stream` module) keep only these rows. Documents read whole keep
 //! their `TestResult`s, and [`P2pRows::from_document`] gives the same compact view of them
 //! to the matrix, so both kinds are judged by one code path there.
 
@@ -406,7 +406,6 @@ impl P2pRows {
 mod tests {
     use super::*;
     use crate::metric::ALL;
-    use crate::synth;
 
     #[test]
     fn compact_rows_give_every_metric_the_full_row_gives() {

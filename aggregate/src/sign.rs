@@ -16,10 +16,10 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path};
 
-use sha2::{Digest, Sha256};
 use ssh_key::{Algorithm, HashAlg, LineEnding, PrivateKey, PublicKey, SshSig};
 
-use crate::input::InputError;
+use crate::digest::sha256_hex;
+use crate::error::{Error, Result};
 
 /// SSHSIG namespace of fabcheck reports: a signature made for anything else (git commits,
 /// files) can never be passed off as a report signature.
@@ -33,12 +33,6 @@ pub const ALLOWED_SIGNERS: &str = "allowed_signers";
 /// Principal named in `allowed_signers` and in `ssh-keygen -Y verify -I`.
 pub const DEFAULT_IDENTITY: &str = "fabcheck";
 
-/// Lower-case hex SHA-256.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    let d = Sha256::digest(bytes);
-    d.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// The exact customer-side command, for the README and the report footer.
 pub fn verify_command(identity: &str) -> String {
     format!(
@@ -49,7 +43,7 @@ pub fn verify_command(identity: &str) -> String {
 /// Writes a new Ed25519 key pair: `path` (private, mode 0600) and `path.pub`. Refuses to
 /// overwrite either: replacing a signing key silently would orphan every report signed
 /// with it.
-pub fn keygen(path: &Path, comment: &str) -> Result<String, InputError> {
+pub fn keygen(path: &Path, comment: &str) -> Result<String> {
     let pub_path = path.with_file_name(format!(
         "{}.pub",
         path.file_name()
@@ -58,52 +52,52 @@ pub fn keygen(path: &Path, comment: &str) -> Result<String, InputError> {
     ));
     for p in [path, pub_path.as_path()] {
         if p.exists() {
-            return Err(InputError(format!(
+            return Err(Error::Signing(format!(
                 "{} already exists; refusing to overwrite a key (choose another path or remove it yourself)",
                 p.display()
             )));
         }
     }
     let mut key = PrivateKey::random(&mut ssh_key::rand_core::OsRng, Algorithm::Ed25519)
-        .map_err(|e| InputError(format!("cannot generate a key: {e}")))?;
+        .map_err(|e| Error::Signing(format!("cannot generate a key: {e}")))?;
     key.set_comment(comment);
     let private = key
         .to_openssh(LineEnding::LF)
-        .map_err(|e| InputError(format!("cannot encode the key: {e}")))?;
+        .map_err(|e| Error::Signing(format!("cannot encode the key: {e}")))?;
     let public = key
         .public_key()
         .to_openssh()
-        .map_err(|e| InputError(format!("cannot encode the public key: {e}")))?;
+        .map_err(|e| Error::Signing(format!("cannot encode the public key: {e}")))?;
     let mut f = fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(path)
-        .map_err(|e| InputError(format!("{}: cannot create: {e}", path.display())))?;
+        .map_err(|e| Error::Output(format!("{}: cannot create: {e}", path.display())))?;
     f.write_all(private.as_bytes())
         .and_then(|_| f.sync_all())
-        .map_err(|e| InputError(format!("{}: cannot write: {e}", path.display())))?;
+        .map_err(|e| Error::Output(format!("{}: cannot write: {e}", path.display())))?;
     results::write::write_atomic(&pub_path, format!("{public}\n").as_bytes())
-        .map_err(|e| InputError(format!("{}: cannot write: {e}", pub_path.display())))?;
+        .map_err(|e| Error::Output(format!("{}: cannot write: {e}", pub_path.display())))?;
     Ok(key.public_key().fingerprint(HashAlg::Sha256).to_string())
 }
 
 /// Reads an unencrypted OpenSSH private key.
-pub fn read_private(path: &Path) -> Result<PrivateKey, InputError> {
+pub fn read_private(path: &Path) -> Result<PrivateKey> {
     let text = fs::read_to_string(path).map_err(|e| {
-        InputError(format!(
+        Error::Signing(format!(
             "{}: cannot read the signing key: {e}",
             path.display()
         ))
     })?;
     let key = PrivateKey::from_openssh(&text).map_err(|e| {
-        InputError(format!(
+        Error::Signing(format!(
             "{}: not an OpenSSH private key ({e}); make one with `aggregate keygen`",
             path.display()
         ))
     })?;
     if key.is_encrypted() {
-        return Err(InputError(format!(
+        return Err(Error::Signing(format!(
             "{}: the key is passphrase-protected; sign with an unencrypted key kept offline \
              (`aggregate keygen`)",
             path.display()
@@ -130,21 +124,21 @@ pub fn sign_bundle(
     entries: &[(String, String)],
     key: &PrivateKey,
     identity: &str,
-) -> Result<String, InputError> {
+) -> Result<String> {
     let text = manifest(entries);
     let sig = key
         .sign(NAMESPACE, HashAlg::Sha512, text.as_bytes())
-        .map_err(|e| InputError(format!("cannot sign: {e}")))?;
+        .map_err(|e| Error::Signing(format!("cannot sign: {e}")))?;
     let pem = sig
         .to_pem(LineEnding::LF)
-        .map_err(|e| InputError(format!("cannot encode the signature: {e}")))?;
+        .map_err(|e| Error::Signing(format!("cannot encode the signature: {e}")))?;
     let public = key
         .public_key()
         .to_openssh()
-        .map_err(|e| InputError(format!("cannot encode the public key: {e}")))?;
+        .map_err(|e| Error::Signing(format!("cannot encode the public key: {e}")))?;
     let w = |name: &str, bytes: &[u8]| {
         results::write::write_atomic(&dir.join(name), bytes)
-            .map_err(|e| InputError(format!("{}: cannot write: {e}", dir.join(name).display())))
+            .map_err(|e| Error::Output(format!("{}: cannot write: {e}", dir.join(name).display())))
     };
     w(MANIFEST, text.as_bytes())?;
     w(SIGNATURE, pem.as_bytes())?;
@@ -175,10 +169,10 @@ impl VerifyReport {
 /// against the key in the bundle's own `allowed_signers`, which proves integrity only if
 /// the caller compares the printed fingerprint with the one the signer published), then
 /// every file hash.
-pub fn verify_bundle(dir: &Path, public: Option<&PublicKey>) -> Result<VerifyReport, InputError> {
+pub fn verify_bundle(dir: &Path, public: Option<&PublicKey>) -> Result<VerifyReport> {
     let read = |name: &str| {
         fs::read(dir.join(name)).map_err(|e| {
-            InputError(format!(
+            Error::Input(format!(
                 "{}: cannot read: {e} (is {} a signed report directory?)",
                 dir.join(name).display(),
                 dir.display()
@@ -196,7 +190,7 @@ pub fn verify_bundle(dir: &Path, public: Option<&PublicKey>) -> Result<VerifyRep
             let line = text.lines().next().unwrap_or_default();
             let key_text = line.split_once(' ').map(|x| x.1).unwrap_or_default();
             bundled = PublicKey::from_openssh(key_text.trim()).map_err(|e| {
-                InputError(format!(
+                Error::Signing(format!(
                     "{}: no public key ({e}); pass the signer's key with --key",
                     dir.join(ALLOWED_SIGNERS).display()
                 ))
@@ -267,11 +261,11 @@ pub fn list_files(root: &Path, dir: &Path, out: &mut Vec<String>) {
 }
 
 /// Reads a public key file (`KEY.pub`, OpenSSH one-line format).
-pub fn read_public(path: &Path) -> Result<PublicKey, InputError> {
+pub fn read_public(path: &Path) -> Result<PublicKey> {
     let text = fs::read_to_string(path)
-        .map_err(|e| InputError(format!("{}: cannot read: {e}", path.display())))?;
+        .map_err(|e| Error::Signing(format!("{}: cannot read: {e}", path.display())))?;
     PublicKey::from_openssh(text.trim()).map_err(|e| {
-        InputError(format!(
+        Error::Signing(format!(
             "{}: not an OpenSSH public key ({e}); pass the `.pub` file",
             path.display()
         ))

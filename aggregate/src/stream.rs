@@ -409,7 +409,8 @@ fn fast(mut src: Source) -> Result<Streamed, Fallback> {
     let mut rows = P2pRows::default();
     // One allocation for every row: growing by doubling copies and faults in hundreds of
     // MiB at 4 million rows.
-    rows.rows.reserve_exact(chunks.iter().flatten().map(|c| c.rows.rows.len()).sum());
+    rows.rows
+        .reserve_exact(chunks.iter().flatten().map(|c| c.rows.rows.len()).sum());
     let mut latency = LatencyGroups::new();
     for (k, chunk) in chunks.into_iter().enumerate() {
         let chunk = chunk.ok_or_else(|| layout("a block was not parsed"))?;
@@ -900,7 +901,7 @@ fn slow(src: &Path) -> Result<Streamed, StreamError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::synth_sweep::{sweep_doc, Fault, SweepSpec};
+    use synth::sweep::{sweep_doc, Fault, SweepSpec};
 
     fn write_pretty(dir: &Path, name: &str, doc: &Document) -> std::path::PathBuf {
         let p = dir.join(name);
@@ -944,7 +945,7 @@ mod tests {
         same_rows(&s, &p);
         let bytes = std::fs::read(&p).unwrap();
         assert_eq!(std::fs::read(&copy).unwrap(), bytes);
-        assert_eq!(s.sha256, crate::sign::sha256_hex(&bytes));
+        assert_eq!(s.sha256, crate::digest::sha256_hex(&bytes));
         // Latency rows: histograms merged as a whole read merges them.
         let lat = sweep_doc(&SweepSpec::latency(5, 1));
         let p = write_pretty(dir.path(), "lat.json", &lat);
@@ -982,7 +983,10 @@ mod tests {
                     Err(_) => panic!("{name} in blocks of {block}"),
                 };
                 same_rows(&s, &p);
-                assert_eq!(s.sha256, crate::sign::sha256_hex(&std::fs::read(&p).unwrap()));
+                assert_eq!(
+                    s.sha256,
+                    crate::digest::sha256_hex(&std::fs::read(&p).unwrap())
+                );
             }
         }
     }
@@ -991,7 +995,11 @@ mod tests {
     fn compact_json_streams_too_and_other_key_orders_take_the_one_thread_path() {
         let dir = tempfile::tempdir().unwrap();
         let mut spec = SweepSpec::bandwidth(5, 1);
-        spec.faults = vec![Fault::Failed { a: 0, b: 2, rail: 0 }];
+        spec.faults = vec![Fault::Failed {
+            a: 0,
+            b: 2,
+            rail: 0,
+        }];
         let doc = sweep_doc(&spec);
         let p = dir.path().join("compact.json");
         std::fs::write(&p, serde_json::to_string(&doc).unwrap()).unwrap();
@@ -1049,7 +1057,7 @@ mod tests {
     #[test]
     fn collectives_are_read_whole() {
         let dir = tempfile::tempdir().unwrap();
-        let doc = crate::synth::collective_doc(4, &[1024], 10.0, 100.0, 1);
+        let doc = synth::collective_doc(4, &[1024], 10.0, 100.0, 1);
         let p = write_pretty(dir.path(), "c.json", &doc);
         assert!(matches!(load(&p, None), Err(StreamError::NotStreamable(_))));
         let l = read(0, &p, 0, None).unwrap();

@@ -678,7 +678,7 @@ pub fn describe_failure(a: &Analysis, f: &crate::matrix::Failure) -> String {
 mod tests {
     use super::*;
     use crate::input::Loaded;
-    use crate::synth_sweep::{node_name, sweep_doc, Fault, SweepSpec};
+    use synth::sweep::{sweep_doc, Fault, SweepSpec};
 
     const PROFILE: &str = r#"
 name = "t"
@@ -920,6 +920,5 @@ each_pair = true
             names(&l),
             ["node node0007", "link node0000:mlx5_0 node0010:mlx5_0"]
         );
-        let _ = node_name(0);
     }
 }

@@ -8,7 +8,7 @@ use std::path::Path;
 use serde::Serialize;
 use tera::{Context, Tera, Value};
 
-use crate::input::InputError;
+use crate::error::{Error, Result};
 
 /// Every template, by file name, with its built-in text.
 pub const BUILTIN: &[(&str, &str)] = &[
@@ -70,10 +70,10 @@ fn md_filter(v: &Value, _: &HashMap<String, Value>) -> tera::Result<Value> {
 
 impl Templates {
     /// The built-in templates, each replaced by `DIR/NAME` where that file exists.
-    pub fn load(dir: Option<&Path>) -> Result<Self, InputError> {
+    pub fn load(dir: Option<&Path>) -> Result<Self> {
         if let Some(d) = dir {
             if !d.is_dir() {
-                return Err(InputError(format!(
+                return Err(Error::Usage(format!(
                     "--templates {}: not a directory",
                     d.display()
                 )));
@@ -87,30 +87,31 @@ impl Templates {
         for (name, text) in BUILTIN {
             let (text, source) = match dir.map(|d| d.join(name)).filter(|p| p.exists()) {
                 Some(p) => (
-                    std::fs::read_to_string(&p)
-                        .map_err(|e| InputError(format!("{}: cannot read: {e}", p.display())))?,
+                    std::fs::read_to_string(&p).map_err(|e| {
+                        Error::Template(format!("{}: cannot read: {e}", p.display()))
+                    })?,
                     p.display().to_string(),
                 ),
                 None => (text.to_string(), format!("built-in template {name}")),
             };
             tera.add_raw_template(name, &text)
-                .map_err(|e| InputError(format!("{source}: {}", chain(&e))))?;
+                .map_err(|e| Error::Template(format!("{source}: {}", chain(&e))))?;
             sources.insert(name.to_string(), source);
         }
         Ok(Templates { tera, sources })
     }
 
     /// Renders `name` with `data`.
-    pub fn render<T: Serialize>(&self, name: &str, data: &T) -> Result<String, InputError> {
+    pub fn render<T: Serialize>(&self, name: &str, data: &T) -> Result<String> {
         let source = self
             .sources
             .get(name)
             .cloned()
             .unwrap_or_else(|| name.to_string());
         let ctx = Context::from_serialize(data)
-            .map_err(|e| InputError(format!("{source}: {}", chain(&e))))?;
+            .map_err(|e| Error::Template(format!("{source}: {}", chain(&e))))?;
         self.tera
             .render(name, &ctx)
-            .map_err(|e| InputError(format!("{source}: {}", chain(&e))))
+            .map_err(|e| Error::Template(format!("{source}: {}", chain(&e))))
     }
 }

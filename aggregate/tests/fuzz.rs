@@ -4,7 +4,7 @@
 
 use aggregate::export::{ExportData, Exporter};
 use aggregate::input::{parse_document, Loaded};
-use aggregate::{judge, plots, profile, synth, tables};
+use aggregate::{judge, plots, profile, tables};
 use proptest::prelude::*;
 use serde_json::Value;
 
@@ -132,7 +132,7 @@ proptest! {
         let spliced = format!("{}{}{}", &text[..cut], junk, &text[cut..]);
         match profile::parse(&spliced, "fuzz.toml") {
             Ok(p) => prop_assert!(!p.checks.is_empty()),
-            Err(e) => prop_assert!(e.0.contains("fuzz.toml")),
+            Err(e) => prop_assert!(e.to_string().contains("fuzz.toml")),
         }
         let _ = profile::parse(&text[..cut], "fuzz.toml");
     }

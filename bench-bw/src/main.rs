@@ -231,19 +231,14 @@ impl PairTool for Bandwidth {
 
 fn plan(cli: &Cli) -> Result<Plan> {
     let a = &cli.p2p;
-    let (transport, why) = transport::resolve(a.transport)?;
-    transport::check_supported(transport, a.op)?;
+    let transport = a.transport_kind()?;
     let mut verbs = a.verbs_options();
     verbs.check = cli.check;
-    transport::check_verbs_options(transport, &verbs)?;
+    a.check_verbs(transport, &verbs)?;
     if cli.check && a.op == Op::Send {
         anyhow::bail!(
             "--check verifies one-sided transfers: use it with --test write or --test read"
         );
-    }
-    if a.transport == transport::TransportChoice::Auto && fabric::bootstrap::is_reporting_process()
-    {
-        eprintln!("transport: {why}");
     }
     let mut local = serde_json::Map::new();
     local.insert("interval_ms".into(), cli.interval_ms.into());

@@ -155,14 +155,9 @@ impl PairTool for Latency {
 
 fn plan(cli: &Cli) -> Result<Plan> {
     let a = &cli.p2p;
-    let (transport, why) = transport::resolve(a.transport)?;
-    transport::check_supported(transport, a.op)?;
+    let transport = a.transport_kind()?;
     let verbs = a.verbs_options();
-    transport::check_verbs_options(transport, &verbs)?;
-    if a.transport == transport::TransportChoice::Auto && fabric::bootstrap::is_reporting_process()
-    {
-        eprintln!("transport: {why}");
-    }
+    a.check_verbs(transport, &verbs)?;
     Ok(Plan {
         tool: "bench-lat",
         test: format!("{}_lat", a.op.name()),

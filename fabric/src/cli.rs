@@ -107,6 +107,21 @@ pub struct P2pArgs {
     #[arg(long)]
     pub include_local: bool,
 
+    /// Be an agent: listen on the control port (-p) and take part in the sweeps a
+    /// coordinator (`--hosts`) runs, until killed. Needs the shared secret.
+    #[arg(long, conflicts_with_all = ["host", "hosts", "json"])]
+    pub serve: bool,
+
+    /// Coordinate a sweep over the agents listed in FILE (`host[:port]` per line, port
+    /// default -p), without MPI. Needs the shared secret.
+    #[arg(long, value_name = "FILE", conflicts_with = "host")]
+    pub hosts: Option<PathBuf>,
+
+    /// File holding the agents' shared secret (else the FABCHECK_SECRET environment
+    /// variable). Never give the secret itself on the command line.
+    #[arg(long, value_name = "FILE")]
+    pub secret_file: Option<PathBuf>,
+
     /// With several ranks per node (one per NIC): aligned pairs local rank r with local
     /// rank r on the other node (rail-optimised wiring); all crosses every rail with every rail.
     #[arg(long, default_value = "aligned", value_name = "aligned|all")]
@@ -169,6 +184,39 @@ impl P2pArgs {
         std::time::Duration::from_secs_f64(self.timeout)
     }
 
+    /// The transport of the run, checked against this host's hardware, with the note that
+    /// says what `auto` chose. The agents' coordinator (`--hosts`) may run where no NIC is:
+    /// there the agents resolve `auto` and check their devices, and the plan's transport
+    /// is settled once they have answered.
+    pub fn transport_kind(&self) -> anyhow::Result<crate::transport::TransportKind> {
+        use crate::transport::{self, TransportKind};
+        if self.hosts.is_some() {
+            return Ok(match self.transport {
+                TransportChoice::Verbs => TransportKind::Verbs,
+                _ => TransportKind::Tcp,
+            });
+        }
+        let (kind, why) = transport::resolve(self.transport)?;
+        transport::check_supported(kind, self.op)?;
+        if self.transport == TransportChoice::Auto && crate::bootstrap::is_reporting_process() {
+            eprintln!("transport: {why}");
+        }
+        Ok(kind)
+    }
+
+    /// Checks the verbs settings against this host's devices (not on the agents'
+    /// coordinator, which has none to check).
+    pub fn check_verbs(
+        &self,
+        kind: crate::transport::TransportKind,
+        verbs: &crate::transport::VerbsOptions,
+    ) -> anyhow::Result<()> {
+        if self.hosts.is_some() {
+            return Ok(());
+        }
+        crate::transport::check_verbs_options(kind, verbs)
+    }
+
     /// Where the peers are and how to pair them.
     pub fn launch(&self) -> Launch {
         Launch {
@@ -181,6 +229,10 @@ impl P2pArgs {
             include_local: self.include_local,
             rail_mode: self.rails,
             devices: self.ib_dev.clone().unwrap_or_default(),
+            serve: self.serve,
+            hosts: self.hosts.clone(),
+            secret_file: self.secret_file.clone(),
+            transport: self.transport,
         }
     }
 }

@@ -9,6 +9,7 @@
 //! -> results::TestResult -> results::Document, written by the client or rank 0.
 //! ```
 
+pub mod agents;
 pub mod bootstrap;
 pub mod cli;
 pub mod clock;

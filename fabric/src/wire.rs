@@ -13,7 +13,8 @@ use anyhow::{bail, Context, Result};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-const MAGIC: &[u8; 4] = b"FBCK";
+/// First bytes of every control frame.
+pub const MAGIC: &[u8; 4] = b"FBCK";
 /// Largest control frame accepted (documents gathered from a large run fit easily).
 pub const MAX_FRAME: usize = 64 << 20;
 

@@ -87,6 +87,11 @@ pub struct SweepInfo {
     pub rounds_done: u32,
     /// Rank pairs in the whole schedule (measured, failed or not reached).
     pub planned_pairs: u64,
+    /// Wall time of each finished round on the root, from the barrier that opens it to
+    /// the gathered results: with the pairs' own `duration_s`, what a round costs beyond
+    /// measuring (barrier, connection set-up and teardown, exchanges, gathering).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub round_seconds: Vec<f64>,
 }
 
 /// A pair that was scheduled but could not be measured.

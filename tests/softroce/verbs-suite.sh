@@ -9,6 +9,11 @@
 # all sizes (-a), duration mode (-D), --check, several QPs (-q), completion events (-e),
 # MTU choice (-m), mpirun -np 2 (one VM), the JSON fields and the device counters, and the
 # error cases (wrong device, bad GID index, missing port, bad MTU, -R, memlock too low).
+# Sweeps (one VM): all-pairs over verbs at an odd rank count with the port inventory in the
+# document, and the port taken down in the middle of a sweep (failed pairs recorded with
+# the port state, the sweep finishing its rounds). Two VMs: 5% netem loss on the wire
+# raises the retransmission counters, and `aggregate` fails the link-loss check naming the
+# link.
 # FILTER (a regex) runs only the cases whose name matches. Exit status 1 if any case failed.
 set -uo pipefail
 
@@ -93,6 +98,7 @@ pair() {
     local slog=$LOGS/$name.server.log clog=$LOGS/$name.client.log json=$OUT/$name.json
     local src=0 crc=0
     say "run  $name: $tool ${args[*]}"
+    [[ $ROLE == client && -n ${CLIENT_PRE:-} ]] && eval "$CLIENT_PRE"
     case $ROLE in
     both)
         timeout "$RUN_TIMEOUT" "$BIN/$tool" "${args[@]}" > "$slog" 2>&1 &
@@ -109,6 +115,7 @@ pair() {
     client)
         timeout "$RUN_TIMEOUT" "$BIN/$tool" "${args[@]}" --json "$json" "$SERVER_IP" > "$clog" 2>&1
         crc=$?
+        [[ -n ${CLIENT_POST:-} ]] && eval "$CLIENT_POST"
         ;;
     esac
     if ((src != 0 || crc != 0)); then
@@ -218,6 +225,113 @@ run_mpi() {
     mpi mpi_read_bw bench-bw read_bw 'r.get("check_wrong_bytes") == 0' --test read --check -s 65536 -n 300
 }
 
+# The sweeps, one VM (every rank a node with --include-local; all share rxe0).
+run_sweeps() {
+    if selected sweep_all_pairs; then
+        local json=$OUT/sweep_all_pairs.json log=$LOGS/sweep_all_pairs.log
+        say "run  sweep_all_pairs: mpirun -np 3 bench-lat --pattern all-pairs --include-local"
+        if ! timeout "$RUN_TIMEOUT" mpirun -np 3 --oversubscribe --bind-to none "$BIN/bench-lat" \
+            --transport verbs -d "$DEV" --test write -s 64 -n 200 --pattern all-pairs --include-local \
+            --timeout 60 --json "$json" > "$log" 2>&1; then
+            sed 's/^/    | /' "$log" | tail -n 20
+            fail sweep_all_pairs "mpirun exit status non-zero"
+        elif why=$(python3 - "$json" "$DEV" << 'PY' 2>&1
+import json, sys
+d = json.load(open(sys.argv[1])); dev = sys.argv[2]
+s = d["sweep"]
+assert s["pattern"] == "all-pairs" and s["rounds"] == 3 and s["rounds_done"] == 3, s
+met = sorted(tuple(sorted((r["pair"]["initiator"]["rank"], r["pair"]["responder"]["rank"]))) for r in d["results"])
+assert met == [(0, 1), (0, 2), (1, 2)], met
+for r in d["results"]:
+    for side in ("initiator", "responder"):
+        assert r["pair"][side]["device"] == dev and r["pair"][side]["port"] == 1, r["pair"]
+assert all(h.get("device") == dev for h in d["hosts"]), [h.get("device") for h in d["hosts"]]
+p = d["hosts"][0]["rdma_devices"][0]["ports"][0]
+for k in ("state", "phys_state", "rate", "link_layer", "netdev", "netdev_mtu"):
+    assert p.get(k), "inventory %s missing: %s" % (k, p)
+PY
+        ); then
+            pass sweep_all_pairs
+        else
+            fail sweep_all_pairs "JSON check: $(tail -n 1 <<< "$why")"
+        fi
+    fi
+    if selected sweep_port_down; then
+        local json=$OUT/sweep_port_down.json log=$LOGS/sweep_port_down.log
+        say "run  sweep_port_down: all-pairs over 4 ranks, $SOFTROCE_NETDEV taken down after round 0"
+        rm -f "$json"
+        timeout "$RUN_TIMEOUT" mpirun -np 4 --oversubscribe --bind-to none "$BIN/bench-bw" \
+            --transport verbs -d "$DEV" --test write -s 65536 -D 1 --pattern all-pairs --include-local \
+            --timeout 10 --json "$json" > "$log" 2>&1 &
+        local mpid=$! done=0 i
+        for ((i = 0; i < 900; i++)); do
+            done=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sweep"]["rounds_done"])' "$json" 2> /dev/null || echo 0)
+            ((done >= 1)) && break
+            sleep 0.2
+        done
+        ip link set "$SOFTROCE_NETDEV" down
+        say "     $SOFTROCE_NETDEV down after round $((done - 1)); port: $(cat /sys/class/infiniband/$DEV/ports/1/state)"
+        wait "$mpid"
+        local rc=$?
+        ip link set "$SOFTROCE_NETDEV" up
+        for ((i = 0; i < 100; i++)); do grep -q ACTIVE "/sys/class/infiniband/$DEV/ports/1/state" && break; sleep 0.1; done
+        sed 's/^/    | /' "$log" | grep -E "FAILED|failed|sweep done" | head -n 8
+        if ((rc != 1)); then
+            sed 's/^/    | /' "$log" | tail -n 20
+            fail sweep_port_down "exit status $rc, want 1 (pairs failed, sweep finished)"
+        elif why=$(python3 - "$json" << 'PY' 2>&1
+import json, sys
+d = json.load(open(sys.argv[1]))
+s = d["sweep"]
+assert d["complete"] and s["rounds_done"] == s["rounds"] == 3, s
+f = d.get("failed_pairs", [])
+assert f, "no failed pair recorded"
+states = " ".join(str(x.get(k)) for x in f for k in ("initiator_port_state", "responder_port_state"))
+assert "DOWN" in states, "port state not recorded as DOWN: " + states
+assert all(x.get("initiator_error") or x.get("responder_error") for x in f), f
+assert any(r["pair"]["round"] == 0 for r in d["results"]), "round 0 measured before the fault"
+PY
+        ); then
+            pass sweep_port_down
+        else
+            fail sweep_port_down "JSON check: $(tail -n 1 <<< "$why")"
+        fi
+    fi
+}
+
+# Two VMs: 5% loss on the wire (netem on the client VM's eth0). The transfer still
+# completes (RC retransmits); the counters show it and aggregate's link-loss check fails.
+run_lossy_link() {
+    CLIENT_PRE='tc qdisc add dev eth0 root netem loss 5%' \
+    CLIENT_POST='tc qdisc del dev eth0 root' \
+        pair lossy_write_bw bench-bw write_bw 'r["bw_gbit_s"]["avg"] > 0' --test write -s 65536 -n 300
+    [[ $ROLE == client ]] && selected lossy_write_bw || return 0
+    local json=$OUT/lossy_write_bw.json report=$OUT/lossy-report profile=$OUT/link-loss.toml
+    cat > "$profile" << 'TOML'
+name = "link-loss-only"
+description = "Soft-RoCE test: only the link-loss check"
+[[check]]
+id = "link-loss"
+description = "Retransmitted or erroneous packets under 0.01% of packets sent"
+metric = "link_loss"
+unit = "%"
+max = 0.01
+transport = "verbs"
+TOML
+    "$BIN/aggregate" report "$json" --profile "$profile" --out "$report" --force > "$LOGS/lossy-aggregate.log" 2>&1
+    local rc=$?
+    if ((rc != 1)); then
+        sed 's/^/    | /' "$LOGS/lossy-aggregate.log" | tail -n 10
+        fail lossy_link_named "aggregate exit $rc, want 1 (link-loss FAIL)"
+    elif ! grep -q "link-loss" "$report/report.md" || ! grep -q "FAIL" "$report/report.md" \
+        || ! grep -q "softroce-b" "$report/report.md"; then
+        fail lossy_link_named "report.md does not show link-loss FAIL naming the link"
+    else
+        grep -E "link-loss|softroce" "$report/report.md" | head -n 4 | sed 's/^/    | /'
+        pass lossy_link_named
+    fi
+}
+
 run_errors() {
     local lat=$BIN/bench-lat bw=$BIN/bench-bw
     refuse err_unknown_device 2 "no RDMA device named nosuch0; found: .*$DEV" \
@@ -231,6 +345,11 @@ run_errors() {
     refuse err_rdma_cm 2 "not implemented yet" "$lat" --transport verbs -d "$DEV" -R
     refuse err_check_send 2 "use it with --test write or --test read" "$bw" --transport verbs --check --test send
     refuse err_tcp_write 2 "needs RDMA" "$lat" --transport tcp --test write
+    # -d auto gives each rank of a host its own active NIC: the second rank here has none.
+    if [[ $ROLE == both ]]; then
+        refuse err_auto_second_rank 2 "local rank 1 has none: this host has 1 with port 1 ACTIVE \\($DEV\\)" \
+            mpirun -np 2 --oversubscribe --bind-to none "$lat" --transport verbs -d auto -n 10 --timeout 30
+    fi
     # memlock: an unprivileged user with a 64 KiB limit cannot pin 4 MiB buffers; the
     # error must say the limit, the size and how to raise it (both sides fail the same way).
     if selected err_memlock && command -v setpriv > /dev/null; then
@@ -250,10 +369,12 @@ case $ROLE in
 both)
     run_pairs
     run_mpi
+    run_sweeps
     run_errors
     ;;
 server | client)
     run_pairs
+    run_lossy_link
     run_errors
     ;;
 esac

@@ -135,3 +135,10 @@ pub fn mpirun(np: u32) -> Command {
         .arg(np.to_string());
     c
 }
+
+/// This machine's host name, as the tools record it.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into())
+}

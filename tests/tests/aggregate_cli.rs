@@ -454,3 +454,19 @@ fn markup_in_result_documents_is_escaped_in_the_html() {
     let junit = fs::read_to_string(dir.join("r/report.junit.xml")).unwrap();
     assert!(!junit.contains("<b>"));
 }
+
+/// The binary that signs customer reports carries no test-data generator: the hidden
+/// `synth` subcommand is gone and the generator's marker text is not in the executable.
+#[test]
+fn the_product_binary_has_no_test_data_generator() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = aggregate(dir.path(), &["synth", "data", "--ranks", "4"]);
+    expect_code(&out, 2, "aggregate synth");
+    assert!(!dir.path().join("data").exists());
+    let exe = std::fs::read(integration::bin("aggregate")).unwrap();
+    let marker = synth::SYNTH_WARNING.as_bytes();
+    assert!(
+        !exe.windows(marker.len()).any(|w| w == marker),
+        "the aggregate executable contains the synthetic-data generator"
+    );
+}

@@ -3,7 +3,8 @@
 
 pub mod prometheus;
 
-use crate::input::{InputError, Loaded};
+use crate::error::{Error, Result};
+use crate::input::Loaded;
 use crate::judge::Verdict;
 
 /// What an exporter sees: every loaded document and, when a profile was given, its verdict.
@@ -15,17 +16,17 @@ pub struct ExportData<'a> {
 /// One output format.
 pub trait Exporter {
     /// The whole output file.
-    fn serialize(&self, data: &ExportData) -> Result<Vec<u8>, InputError>;
+    fn serialize(&self, data: &ExportData) -> Result<Vec<u8>>;
 }
 
 /// Names accepted by `--format`.
 pub const FORMATS: &[&str] = &["prometheus"];
 
 /// The exporter for `--format NAME`.
-pub fn by_name(name: &str) -> Result<Box<dyn Exporter>, InputError> {
+pub fn by_name(name: &str) -> Result<Box<dyn Exporter>> {
     match name {
         "prometheus" => Ok(Box::new(prometheus::Prometheus)),
-        other => Err(InputError(format!(
+        other => Err(Error::Usage(format!(
             "--format {other}: unknown format (known: {})",
             FORMATS.join(", ")
         ))),

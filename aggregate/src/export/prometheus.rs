@@ -10,7 +10,7 @@ use std::fmt::Write;
 use results::{LatencyHistogram, LatencySummary, TestResult};
 
 use super::{ExportData, Exporter};
-use crate::input::InputError;
+use crate::error::Result;
 use crate::metric::{fluctuation_pct, link_loss_pct, Metric};
 
 /// The Prometheus exporter.
@@ -93,7 +93,7 @@ fn pair_labels(tool: &str, test: &str, transport: &str, size: u64, p: &results::
 }
 
 impl Exporter for Prometheus {
-    fn serialize(&self, data: &ExportData) -> Result<Vec<u8>, InputError> {
+    fn serialize(&self, data: &ExportData) -> Result<Vec<u8>> {
         let mut out = Out::default();
         // Latency per pair: one row per pair and size, or several runs merged.
         let mut lat: BTreeMap<Labels, Vec<&results::LatencyResult>> = BTreeMap::new();

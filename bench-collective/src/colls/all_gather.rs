@@ -3,18 +3,19 @@
 
 use super::{Collective, Counts, Ctx};
 use fabric::collective::Primitive;
+use results::collective as kind;
 
 pub const ALL_GATHER: Collective = Collective {
-    name: "all_gather",
+    name: kind::ALL_GATHER.name,
     primitive: Primitive::AllGather,
-    reduces: false,
-    rooted: false,
+    reduces: kind::ALL_GATHER.reduces,
+    rooted: kind::ALL_GATHER.rooted,
     counts: |count, n| Counts {
         send: count / n,
         recv: (count / n) * n,
         param: count / n,
     },
-    bus_factor: |n| (n as f64 - 1.0) / n as f64,
+    bus_factor: kind::ALL_GATHER.bus_factor,
     // In place the input already sits at this rank's block of the output.
     in_place: |rank, param| (rank * param, 0),
     expected: |ctx: &Ctx, _, j| {

@@ -3,18 +3,19 @@
 
 use super::{Collective, Counts, Ctx};
 use fabric::collective::Primitive;
+use results::collective as kind;
 
 pub const ALL_REDUCE: Collective = Collective {
-    name: "all_reduce",
+    name: kind::ALL_REDUCE.name,
     primitive: Primitive::AllReduce,
-    reduces: true,
-    rooted: false,
+    reduces: kind::ALL_REDUCE.reduces,
+    rooted: kind::ALL_REDUCE.rooted,
     counts: |count, _| Counts {
         send: count,
         recv: count,
         param: count,
     },
-    bus_factor: |n| 2.0 * (n as f64 - 1.0) / n as f64,
+    bus_factor: kind::ALL_REDUCE.bus_factor,
     in_place: |_, _| (0, 0),
     expected: |ctx: &Ctx, _, j| Some(ctx.reduce(|r| ctx.input(r, j))),
 };

@@ -3,18 +3,19 @@
 
 use super::{Collective, Counts, Ctx};
 use fabric::collective::Primitive;
+use results::collective as kind;
 
 pub const ALLTOALL: Collective = Collective {
-    name: "alltoall",
+    name: kind::ALLTOALL.name,
     primitive: Primitive::AllToAll,
-    reduces: false,
-    rooted: false,
+    reduces: kind::ALLTOALL.reduces,
+    rooted: kind::ALLTOALL.rooted,
     counts: |count, n| Counts {
         send: (count / n) * n,
         recv: (count / n) * n,
         param: count / n,
     },
-    bus_factor: |n| (n as f64 - 1.0) / n as f64,
+    bus_factor: kind::ALLTOALL.bus_factor,
     in_place: |_, _| (0, 0),
     expected: |ctx: &Ctx, rank, j| {
         let p = ctx.counts.param;

@@ -4,7 +4,9 @@
 //! counts (nccl-tests' `getCollByteCount`), the bus-bandwidth factor (`getBw`), where the
 //! input and output sit when run in place, and what every output element must be after
 //! one call (for `--check`). The harness does the rest. Adding a collective is a new file
-//! here, a line in [`ALL`], and (if it is a new library call) one arm per backend.
+//! here, a line in [`ALL`], its name and bus factor in `results::collective` (shared
+//! with everything that reads results), and (if it is a new library call) one arm per
+//! backend.
 
 use fabric::collective::{Primitive, RedOp};
 
@@ -66,7 +68,9 @@ impl Ctx {
 
 /// One collective.
 pub struct Collective {
-    /// `all_reduce`, ... (the positional argument, the JSON `collective`).
+    /// `all_reduce`, ... (the positional argument, the JSON `collective`): from the
+    /// shared definition in `results::collective`, like `reduces`, `rooted` and
+    /// `bus_factor`.
     pub name: &'static str,
     /// The library call behind it.
     pub primitive: Primitive,
@@ -76,9 +80,7 @@ pub struct Collective {
     pub rooted: bool,
     /// nccl-tests `getCollByteCount`: counts from `count` elements of the size and `ranks`.
     pub counts: fn(count: usize, ranks: usize) -> Counts,
-    /// nccl-tests `getBw`: busbw = algbw * factor, so that busbw is comparable with the
-    /// link speed whatever the algorithm (a ring AllReduce moves 2(n-1)/n of the data
-    /// over each link).
+    /// nccl-tests `getBw` (`results::collective::Kind::bus_factor`).
     pub bus_factor: fn(ranks: usize) -> f64,
     /// In place, NCCL semantics (nccl-tests' in-place offsets): element offsets of the
     /// input and of the output inside the one buffer of `rank`.

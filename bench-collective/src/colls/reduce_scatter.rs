@@ -3,18 +3,19 @@
 
 use super::{Collective, Counts, Ctx};
 use fabric::collective::Primitive;
+use results::collective as kind;
 
 pub const REDUCE_SCATTER: Collective = Collective {
-    name: "reduce_scatter",
+    name: kind::REDUCE_SCATTER.name,
     primitive: Primitive::ReduceScatter,
-    reduces: true,
-    rooted: false,
+    reduces: kind::REDUCE_SCATTER.reduces,
+    rooted: kind::REDUCE_SCATTER.rooted,
     counts: |count, n| Counts {
         send: (count / n) * n,
         recv: count / n,
         param: count / n,
     },
-    bus_factor: |n| (n as f64 - 1.0) / n as f64,
+    bus_factor: kind::REDUCE_SCATTER.bus_factor,
     // NCCL in place: the result lands on this rank's own block of the input.
     in_place: |rank, param| (0, rank * param),
     expected: |ctx: &Ctx, rank, j| {

@@ -99,26 +99,32 @@ pub trait Coordinator {
     fn begin_round(&mut self, round: u32, limit: Duration) -> bool;
     /// The control link to this rank's peer in `round`.
     fn pair_link(&mut self, round: u32, pair: RankPair, seed: u64) -> Result<&mut dyn PeerLink>;
-    /// Every rank's report of the round, on the root (within `limit`).
-    fn end_round(
-        &mut self,
-        report: RoundReport,
-        limit: Duration,
-    ) -> Result<Option<Vec<RoundReport>>>;
+    /// Every rank's report of the round, serialized, on the root (within `limit`). The
+    /// root decodes them off the critical path when rounds are large (see `record`).
+    fn end_round(&mut self, report: RoundReport, limit: Duration) -> Result<Option<Vec<Vec<u8>>>>;
     /// Standalone: the client hands the finished document to the server, which prints it
     /// (and keeps it with `--json`). Returns the document on the server.
     fn finish(&mut self, doc: Option<&Document>) -> Result<Option<Document>> {
         let _ = doc;
         Ok(None)
     }
-    /// Ends every process of the run with `code` (a rank-local error that the others
-    /// cannot learn of otherwise).
-    fn abort(&self, code: i32) -> !;
+    /// Why the rank `rank` will not take part in this round (an agent that stopped
+    /// answering), so its peer records the failure at once instead of waiting for it.
+    fn peer_gone(&self, rank: u32) -> Option<String> {
+        let _ = rank;
+        None
+    }
 }
 
 /// Resolves `-d` for the rank with `local_rank` on its host: a list is indexed by local
-/// rank, `auto` takes the local rank's ACTIVE device in name order.
-pub fn resolve_device(choice: &DeviceChoice, local_rank: u32, port: u8) -> Result<Option<String>> {
+/// rank, `auto` takes the local rank's ACTIVE device in name order (one rank per NIC, as
+/// rail-optimised jobs are launched). `root` is the sysfs tree (`/` on a real host).
+pub fn resolve_device(
+    choice: &DeviceChoice,
+    local_rank: u32,
+    port: u8,
+    root: &crate::inventory::SysRoot,
+) -> Result<Option<String>> {
     Ok(match choice {
         DeviceChoice::Default => None,
         DeviceChoice::One(d) => Some(d.clone()),
@@ -126,22 +132,25 @@ pub fn resolve_device(choice: &DeviceChoice, local_rank: u32, port: u8) -> Resul
             Some(list.get(local_rank as usize).cloned().ok_or_else(|| {
                 anyhow!(
                     "-d lists {} device(s) ({}) but this is local rank {local_rank} of its host: \
-                         give one device per rank of a node, in local-rank order",
+                 give one device per rank of a node, in local-rank order",
                     list.len(),
                     list.join(",")
                 )
             })?)
         }
         DeviceChoice::Auto => {
-            let active = crate::inventory::active_devices(&Default::default(), u32::from(port));
+            let active = crate::inventory::active_devices(root, u32::from(port));
             Some(active.get(local_rank as usize).cloned().ok_or_else(|| {
                 anyhow!(
-                    "-d auto: local rank {local_rank} needs the {}th device with port {port} ACTIVE, \
-                     and this host has {} ({}): launch one rank per active NIC, or name the \
-                     devices with -d mlx5_0,mlx5_1,...",
-                    local_rank + 1,
+                    "-d auto gives each rank of a host its own ACTIVE device, and local rank \
+                     {local_rank} has none: this host has {} with port {port} ACTIVE ({}). \
+                     Launch one rank per active NIC, or name the devices with -d mlx5_0,mlx5_1,...",
                     active.len(),
-                    if active.is_empty() { "none".to_string() } else { active.join(", ") }
+                    if active.is_empty() {
+                        "none".to_string()
+                    } else {
+                        active.join(", ")
+                    }
                 )
             })?)
         }
@@ -149,11 +158,11 @@ pub fn resolve_device(choice: &DeviceChoice, local_rank: u32, port: u8) -> Resul
 }
 
 /// Fixes the plan's device for this rank and checks it as a test would (verbs only).
-fn settle_device(plan: &mut Plan, choice: &DeviceChoice, local_rank: u32) -> Result<()> {
+pub(crate) fn settle_device(plan: &mut Plan, choice: &DeviceChoice, local_rank: u32) -> Result<()> {
     if plan.transport != TransportKind::Verbs {
         return Ok(());
     }
-    if let Some(d) = resolve_device(choice, local_rank, plan.verbs.port)? {
+    if let Some(d) = resolve_device(choice, local_rank, plan.verbs.port, &Default::default())? {
         plan.verbs.device = Some(d);
         crate::transport::check_verbs_options(plan.transport, &plan.verbs)?;
     }
@@ -312,12 +321,10 @@ impl Coordinator for Standalone {
     fn pair_link(&mut self, _round: u32, _pair: RankPair, _seed: u64) -> Result<&mut dyn PeerLink> {
         Ok(&mut self.link)
     }
-    fn end_round(
-        &mut self,
-        report: RoundReport,
-        _limit: Duration,
-    ) -> Result<Option<Vec<RoundReport>>> {
-        Ok(self.is_root().then(|| vec![report]))
+    fn end_round(&mut self, report: RoundReport, _limit: Duration) -> Result<Option<Vec<Vec<u8>>>> {
+        Ok(self
+            .is_root()
+            .then(|| vec![serde_json::to_vec(&report).unwrap_or_default()]))
     }
     fn finish(&mut self, doc: Option<&Document>) -> Result<Option<Document>> {
         match (self.role, doc) {
@@ -328,9 +335,6 @@ impl Coordinator for Standalone {
             (Role::Responder, _) => Ok(recv_json::<Document>(&mut self.link).ok()),
             _ => Ok(None),
         }
-    }
-    fn abort(&self, code: i32) -> ! {
-        std::process::exit(code)
     }
 }
 
@@ -535,25 +539,81 @@ mod mpi_impl {
             &mut self,
             report: RoundReport,
             limit: Duration,
-        ) -> Result<Option<Vec<RoundReport>>> {
+        ) -> Result<Option<Vec<Vec<u8>>>> {
             self.link = None;
             let bytes = serde_json::to_vec(&report)?;
-            match self.job.gather_bytes(&bytes, "the round's results", limit) {
-                None => Ok(None),
-                Some(all) => Ok(Some(
-                    all.iter()
-                        .enumerate()
-                        .map(|(r, b)| {
-                            serde_json::from_slice(b).map_err(|e| {
-                                anyhow!("rank {r} sent an unreadable round report ({e})")
-                            })
-                        })
-                        .collect::<Result<_>>()?,
-                )),
-            }
+            Ok(self.job.gather_bytes(&bytes, "the round's results", limit))
         }
-        fn abort(&self, code: i32) -> ! {
-            self.job.abort(code)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inventory::SysRoot;
+
+    fn active(root: &std::path::Path, dev: &str, state: &str) {
+        let p = root.join("sys/class/infiniband").join(dev).join("ports/1");
+        std::fs::create_dir_all(&p).unwrap();
+        std::fs::write(p.join("state"), state).unwrap();
+    }
+
+    #[test]
+    fn devices_follow_the_local_rank() {
+        let t = tempfile::tempdir().unwrap();
+        for (d, st) in [
+            ("mlx5_0", "4: ACTIVE"),
+            ("mlx5_1", "1: DOWN"),
+            ("mlx5_2", "4: ACTIVE"),
+        ] {
+            active(t.path(), d, st);
         }
+        let root = SysRoot::under(t.path());
+        let auto = |r| resolve_device(&DeviceChoice::Auto, r, 1, &root);
+        assert_eq!(auto(0).unwrap().as_deref(), Some("mlx5_0"));
+        assert_eq!(
+            auto(1).unwrap().as_deref(),
+            Some("mlx5_2"),
+            "the DOWN port is skipped"
+        );
+        let e = auto(2).unwrap_err().to_string();
+        assert!(
+            e.contains("local rank 2 has none") && e.contains("mlx5_0, mlx5_2"),
+            "{e}"
+        );
+        let list = DeviceChoice::PerLocalRank(vec!["mlx5_3".into(), "mlx5_7".into()]);
+        assert_eq!(
+            resolve_device(&list, 1, 1, &root).unwrap().as_deref(),
+            Some("mlx5_7")
+        );
+        let e = resolve_device(&list, 2, 1, &root).unwrap_err().to_string();
+        assert!(e.contains("lists 2 device(s)"), "{e}");
+        assert_eq!(
+            resolve_device(&DeviceChoice::Default, 5, 1, &root).unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn a_peer_is_reached_at_its_bound_address_or_loopback_on_the_same_host() {
+        let m = |host: &str, ctrl: &str| Member {
+            rank: 0,
+            host: host.into(),
+            local_rank: 0,
+            device: None,
+            port: None,
+            ctrl: Some(ctrl.parse().unwrap()),
+        };
+        let me = m("a", "0.0.0.0:1");
+        assert_eq!(
+            reach(&me, &m("b", "10.0.0.2:77")).unwrap().to_string(),
+            "10.0.0.2:77"
+        );
+        assert_eq!(
+            reach(&me, &m("a", "0.0.0.0:78")).unwrap().to_string(),
+            "127.0.0.1:78"
+        );
+        let e = reach(&me, &m("b", "0.0.0.0:79")).unwrap_err().to_string();
+        assert!(e.contains("--bind-addr"), "{e}");
     }
 }

@@ -17,7 +17,7 @@ pub mod coordinator;
 mod pair;
 pub mod pairlink;
 pub mod pattern;
-mod progress;
+pub mod progress;
 pub mod record;
 
 use std::net::{IpAddr, Ipv4Addr};
@@ -36,10 +36,12 @@ use crate::{exit, interrupt};
 use coordinator::{Coordinator, RoundReport, Shared, SideFailure};
 use pattern::{PatternSpec, RailMode, RankPair, Schedule};
 
-/// Everything that shapes the numbers of a point-to-point run.
-#[derive(Debug, Clone)]
+/// Everything that shapes the numbers of a point-to-point run. It travels from the agents'
+/// coordinator to the agents; each agent's own tool name stands in for `tool`.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Plan {
     /// `bench-lat` or `bench-bw`.
+    #[serde(skip)]
     pub tool: &'static str,
     /// `send_lat`, `write_bw`, ...
     pub test: String,
@@ -52,6 +54,7 @@ pub struct Plan {
     pub streams: u32,
     pub tx_depth: u32,
     pub bidirectional: bool,
+    #[serde(with = "secs")]
     pub timeout: Duration,
     /// Verbs settings (device, port, GID, MTU, inline, events, check).
     pub verbs: crate::transport::VerbsOptions,
@@ -124,10 +127,24 @@ impl Plan {
 
     /// Longest a round can legitimately take: each pair's sizes, each with up to a
     /// timeout of waiting before it gives up, plus its measuring time.
-    fn round_limit(&self) -> Duration {
+    pub fn round_limit(&self) -> Duration {
         let sizes = self.sizes.len() as u32;
         let measuring = self.duration_s.map_or(0.0, |d| d * f64::from(sizes));
         self.timeout * (2 + sizes) + Duration::from_secs_f64(measuring)
+    }
+}
+
+/// A duration as seconds in JSON.
+mod secs {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let v = f64::deserialize(d)?;
+        Duration::try_from_secs_f64(v).map_err(serde::de::Error::custom)
     }
 }
 
@@ -182,6 +199,14 @@ pub struct Launch {
     pub include_local: bool,
     pub rail_mode: RailMode,
     pub devices: DeviceChoice,
+    /// Be an agent: serve sweeps run by a coordinator (`--serve`).
+    pub serve: bool,
+    /// Be the agents' coordinator over the agents listed here (`--hosts`).
+    pub hosts: Option<PathBuf>,
+    /// The agents' shared secret (else `FABCHECK_SECRET`).
+    pub secret_file: Option<PathBuf>,
+    /// `--transport` as asked (the agents' coordinator checks it against the agents').
+    pub transport: crate::transport::TransportChoice,
 }
 
 /// What a tool's measurement function gets for one size.
@@ -205,10 +230,16 @@ pub trait PairTool {
 }
 
 /// Rounds with at most this many pairs print every row; larger ones a summary line.
-const ROWS_PER_ROUND: usize = 16;
+pub const ROWS_PER_ROUND: usize = 16;
 
 /// Runs a point-to-point tool to completion and returns the process exit code.
 pub fn run(launch: &Launch, plan: Plan, tool: &mut dyn PairTool) -> i32 {
+    if launch.serve {
+        return crate::agents::serve::run(launch, plan, tool);
+    }
+    if launch.hosts.is_some() {
+        return crate::agents::conduct::run(launch, plan, tool);
+    }
     interrupt::install();
     match drive(launch, plan, tool) {
         Ok(code) => code,
@@ -233,6 +264,65 @@ fn drive(launch: &Launch, mut plan: Plan, tool: &mut dyn PairTool) -> Result<i32
     } else {
         Box::new(coordinator::Standalone::start(launch, &mut plan)?)
     };
+    let ctx = RunCtx {
+        clock: &clock,
+        started_at,
+        overhead_ns,
+    };
+    run_rank(coord.as_mut(), launch, &plan, tool, ctx)
+}
+
+/// What every process of a run shares: the loop clock and the run's start.
+pub struct RunCtx<'a> {
+    pub clock: &'a LoopClock,
+    pub started_at: String,
+    pub overhead_ns: f64,
+}
+
+/// The schedule of a run from its roster: every process computes the same rounds from
+/// the same members and the root's shared inputs.
+pub fn schedule_for(
+    launch: &Launch,
+    members: &[coordinator::Member],
+    shared: &Shared,
+) -> Result<Schedule> {
+    let slots: Vec<_> = members.iter().map(|m| m.slot()).collect();
+    pattern::schedule(&pattern::Request {
+        pattern: &launch.pattern,
+        slots: &slots,
+        rail_mode: launch.rail_mode,
+        include_local: launch.include_local,
+        fallback_seed: shared.seed,
+        file_text: shared.file_text.as_deref(),
+    })
+}
+
+/// The document's `options` of a sweep: the plan's, and how pairs were scheduled.
+pub fn sweep_options(plan: &Plan, launch: &Launch) -> Map<String, Value> {
+    let mut options = plan.options();
+    options.insert("pattern".into(), json!(launch.pattern.to_string()));
+    options.insert("include_local".into(), json!(launch.include_local));
+    options.insert("rails".into(), json!(launch.rail_mode.name()));
+    options
+}
+
+/// One process's part of a run once its coordinator is up (standalone side, MPI rank,
+/// or agent): agree on the schedule, take part in every round, and on the root gather,
+/// print and write the document. Returns the exit code.
+pub fn run_rank(
+    coord: &mut dyn Coordinator,
+    launch: &Launch,
+    plan: &Plan,
+    tool: &mut dyn PairTool,
+    ctx: RunCtx,
+) -> Result<i32> {
+    let RunCtx {
+        clock,
+        started_at,
+        overhead_ns,
+    } = ctx;
+    let standalone = coord.launcher() == "standalone";
+    let mpi = !standalone;
     let root = coord.is_root();
     let me = coord.rank();
 
@@ -249,15 +339,7 @@ fn drive(launch: &Launch, mut plan: Plan, tool: &mut dyn PairTool) -> Result<i32
         }
         return Ok(exit::ERROR);
     }
-    let slots: Vec<_> = coord.members().iter().map(|m| m.slot()).collect();
-    let schedule = match pattern::schedule(&pattern::Request {
-        pattern: &launch.pattern,
-        slots: &slots,
-        rail_mode: launch.rail_mode,
-        include_local: launch.include_local,
-        fallback_seed: shared.seed,
-        file_text: shared.file_text.as_deref(),
-    }) {
+    let schedule = match schedule_for(launch, coord.members(), &shared) {
         Ok(s) => s,
         Err(e) => {
             if root {
@@ -267,15 +349,14 @@ fn drive(launch: &Launch, mut plan: Plan, tool: &mut dyn PairTool) -> Result<i32
         }
     };
     let sweeping = mpi;
-    let mut options = plan.options();
-    if sweeping {
-        options.insert("pattern".into(), json!(launch.pattern.to_string()));
-        options.insert("include_local".into(), json!(launch.include_local));
-        options.insert("rails".into(), json!(launch.rail_mode.name()));
-    }
+    let options = if sweeping {
+        sweep_options(plan, launch)
+    } else {
+        plan.options()
+    };
     let mut rec = record::Recorder::new(
         launch.json.as_deref(),
-        &plan,
+        plan,
         coord.launcher(),
         coord.members().len() as u32,
         coord.hosts(),
@@ -285,7 +366,7 @@ fn drive(launch: &Launch, mut plan: Plan, tool: &mut dyn PairTool) -> Result<i32
     );
     rec.sweep = sweeping.then(|| sweep_info(&schedule));
     if root {
-        tool.print_header(&plan);
+        tool.print_header(plan);
     }
     let mut progress = progress::Progress::new(root && schedule.rounds.len() > 1, &schedule);
     let mut stopped = None;
@@ -294,17 +375,14 @@ fn drive(launch: &Launch, mut plan: Plan, tool: &mut dyn PairTool) -> Result<i32
     let limit = plan.round_limit();
     for (ri, round) in schedule.rounds.iter().enumerate() {
         let ri = ri as u32;
+        let round_start = std::time::Instant::now();
         if !coord.begin_round(ri, limit) {
             stopped = Some("interrupted (Ctrl-C or SIGTERM)".to_string());
             break;
         }
         let mut report = RoundReport::default();
         if let Some(rp) = schedule.pair_of(ri as usize, me) {
-            let pair = pair_record(
-                coord.as_ref(),
-                rp,
-                (schedule.rounds.len() > 1).then_some(ri),
-            );
+            let pair = pair_record(&*coord, rp, (schedule.rounds.len() > 1).then_some(ri));
             let role = if rp.initiator == me {
                 Role::Initiator
             } else {
@@ -320,16 +398,25 @@ fn drive(launch: &Launch, mut plan: Plan, tool: &mut dyn PairTool) -> Result<i32
                         rec.checkpoint(done, false);
                     }
                 };
-                match coord.pair_link(ri, rp, shared.seed) {
+                let peer = if role == Role::Initiator {
+                    rp.responder
+                } else {
+                    rp.initiator
+                };
+                let link = match coord.peer_gone(peer) {
+                    Some(why) => Err(anyhow::anyhow!("the peer is gone: {why}")),
+                    None => coord.pair_link(ri, rp, shared.seed),
+                };
+                match link {
                     Ok(link) => {
                         let local_ip = launch
                             .bind_addr
                             .or(link.local_ip())
                             .unwrap_or(Ipv4Addr::LOCALHOST.into());
                         let ctx = pair::PairCtx {
-                            plan: &plan,
+                            plan,
                             role,
-                            clock: &clock,
+                            clock,
                             pair: &pair,
                             local_ip,
                             print_live: live,
@@ -374,13 +461,20 @@ fn drive(launch: &Launch, mut plan: Plan, tool: &mut dyn PairTool) -> Result<i32
             report.results = out.results;
             report.interrupted = out.interrupted;
         }
-        if let Some(all) = coord.end_round(report, limit)? {
-            print_others(tool, &all, me, ri, &schedule);
-            rec.add_round(all);
+        if let Some(raw) = coord.end_round(report, limit)? {
+            let seconds = round_start.elapsed().as_secs_f64();
+            if round.len() <= ROWS_PER_ROUND {
+                let all = record::decode_round(&raw);
+                print_others(tool, &all, me);
+                rec.add_round(all, seconds);
+            } else {
+                rec.add_round_raw(raw, seconds);
+            }
             rec.checkpoint(&[], false);
             progress.round_done(ri, round.len(), rec.failed_pairs());
         }
     }
+    rec.drain();
     if stopped.is_none() && rec.interrupted {
         stopped = Some("interrupted (Ctrl-C or SIGTERM)".to_string());
     }
@@ -407,7 +501,7 @@ fn drive(launch: &Launch, mut plan: Plan, tool: &mut dyn PairTool) -> Result<i32
         // The server prints the client's document (and keeps it with --json).
         if !my_pair_failed {
             if let Some(doc) = coord.finish(None)? {
-                tool.print_header(&plan);
+                tool.print_header(plan);
                 for r in &doc.results {
                     tool.print_row(r);
                 }
@@ -452,7 +546,7 @@ fn start_mpi(_: &Launch, _: &mut Plan) -> Result<Box<dyn Coordinator>> {
 
 /// What only the root decides: the seed (also the job nonce of pair tickets) and the
 /// pair list's text.
-fn root_inputs(launch: &Launch) -> Shared {
+pub fn root_inputs(launch: &Launch) -> Shared {
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
@@ -477,7 +571,7 @@ fn root_inputs(launch: &Launch) -> Shared {
     shared
 }
 
-fn sweep_info(s: &Schedule) -> SweepInfo {
+pub fn sweep_info(s: &Schedule) -> SweepInfo {
     SweepInfo {
         pattern: s.pattern.name().into(),
         seed: s.seed,
@@ -492,14 +586,24 @@ fn sweep_info(s: &Schedule) -> SweepInfo {
         rounds: s.rounds.len() as u32,
         rounds_done: 0,
         planned_pairs: s.planned_pairs(),
+        round_seconds: Vec::new(),
     }
 }
 
 /// Both ends of a scheduled pair as results name them.
 fn pair_record(coord: &dyn Coordinator, rp: RankPair, round: Option<u32>) -> Pair {
-    let ranks = coord.ranks_in_results();
+    pair_of_members(coord.members(), coord.ranks_in_results(), rp, round)
+}
+
+/// Both ends of a scheduled pair from the roster; ranks only where the launcher has them.
+pub fn pair_of_members(
+    members: &[coordinator::Member],
+    ranks: bool,
+    rp: RankPair,
+    round: Option<u32>,
+) -> Pair {
     let peer = |r: u32| {
-        let m = &coord.members()[r as usize];
+        let m = &members[r as usize];
         Peer {
             rank: ranks.then_some(r),
             host: m.host.clone(),
@@ -516,16 +620,7 @@ fn pair_record(coord: &dyn Coordinator, rp: RankPair, round: Option<u32>) -> Pai
 
 /// Rows of the pairs the root did not print live (it prints its own pair's as they come
 /// when it initiates), after the round; rounds of many pairs only get the progress line.
-fn print_others(
-    tool: &mut dyn PairTool,
-    all: &[RoundReport],
-    me: u32,
-    round: u32,
-    schedule: &Schedule,
-) {
-    if schedule.rounds[round as usize].len() > ROWS_PER_ROUND {
-        return;
-    }
+pub fn print_others(tool: &mut dyn PairTool, all: &[RoundReport], me: u32) {
     let printed_live =
         |r: &TestResult| pair_of(r).is_some_and(|p| p.initiator.rank.is_none_or(|i| i == me));
     let mut current = None;
@@ -534,8 +629,8 @@ fn print_others(
             continue;
         }
         let label = pair_of(r).map(|p| match p.round {
-            Some(k) if schedule.rounds.len() > 1 => format!("round {k}: {}", p.label()),
-            _ => p.label(),
+            Some(k) => format!("round {k}: {}", p.label()),
+            None => p.label(),
         });
         if current != label {
             if let Some(l) = &label {

@@ -7,9 +7,18 @@
 //! would cost more than the sweep, so a checkpoint is skipped while the time since the
 //! last one is under ten times what the last one cost: small documents are rewritten
 //! every time, a huge one at most a tenth of the run's time.
+//!
+//! At 1024 nodes x 8 rails a round is 4096 pairs whose reports take the root tens of
+//! milliseconds to decode; every rank would wait that long at the next barrier. So large
+//! rounds are decoded by a background thread while the next round measures, and a
+//! checkpoint holds the rounds decoded so far (small rounds are decoded at once, so their
+//! rows print in order and every checkpoint is exact).
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use results::{Document, FailedPair, HostInfo, Pair, SweepInfo, TestResult};
@@ -36,6 +45,30 @@ pub struct Recorder<'a> {
     pub interrupted: bool,
     last_write: Option<Instant>,
     last_cost: Duration,
+    decoder: Option<Decoder>,
+}
+
+/// Rounds handed to the background decoder, and what it has decoded so far.
+type Decoded = Arc<Mutex<Vec<(Vec<RoundReport>, f64)>>>;
+
+struct Decoder {
+    tx: mpsc::Sender<(Vec<Vec<u8>>, f64)>,
+    done: Decoded,
+    handle: JoinHandle<()>,
+}
+
+/// Decodes one round's serialized reports; an unreadable one is named and skipped.
+pub fn decode_round(raw: &[Vec<u8>]) -> Vec<RoundReport> {
+    raw.iter()
+        .enumerate()
+        .filter_map(|(rank, b)| match serde_json::from_slice(b) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                eprintln!("warning: rank {rank} sent an unreadable round report ({e}); its pair is left out");
+                None
+            }
+        })
+        .collect()
 }
 
 impl<'a> Recorder<'a> {
@@ -65,11 +98,63 @@ impl<'a> Recorder<'a> {
             interrupted: false,
             last_write: None,
             last_cost: Duration::ZERO,
+            decoder: None,
         }
     }
 
-    /// Takes in every rank's report of a finished round.
-    pub fn add_round(&mut self, reports: Vec<RoundReport>) {
+    /// Hands a large round to the background decoder (started on first use).
+    pub fn add_round_raw(&mut self, raw: Vec<Vec<u8>>, seconds: f64) {
+        let d = self.decoder.get_or_insert_with(|| {
+            let (tx, rx) = mpsc::channel::<(Vec<Vec<u8>>, f64)>();
+            let done: Decoded = Arc::default();
+            let out = Arc::clone(&done);
+            let handle = std::thread::spawn(move || {
+                for (raw, secs) in rx {
+                    let reports = decode_round(&raw);
+                    if let Ok(mut v) = out.lock() {
+                        v.push((reports, secs));
+                    }
+                }
+            });
+            Decoder { tx, done, handle }
+        });
+        let _ = d.tx.send((raw, seconds));
+        self.absorb();
+    }
+
+    /// Takes in what the background decoder has finished.
+    fn absorb(&mut self) {
+        let ready: Vec<_> = match &self.decoder {
+            Some(d) => d
+                .done
+                .lock()
+                .map(|mut v| std::mem::take(&mut *v))
+                .unwrap_or_default(),
+            None => return,
+        };
+        for (reports, secs) in ready {
+            self.add_round(reports, secs);
+        }
+    }
+
+    /// Waits for every round handed to the decoder (before the final document).
+    pub fn drain(&mut self) {
+        if let Some(d) = self.decoder.take() {
+            drop(d.tx);
+            let _ = d.handle.join();
+            let ready = d
+                .done
+                .lock()
+                .map(|mut v| std::mem::take(&mut *v))
+                .unwrap_or_default();
+            for (reports, secs) in ready {
+                self.add_round(reports, secs);
+            }
+        }
+    }
+
+    /// Takes in every rank's report of a finished round, and how long the round took.
+    pub fn add_round(&mut self, reports: Vec<RoundReport>, seconds: f64) {
         for r in reports {
             self.interrupted |= r.interrupted;
             self.results.extend(r.results);
@@ -79,6 +164,7 @@ impl<'a> Recorder<'a> {
         }
         if let Some(s) = &mut self.sweep {
             s.rounds_done += 1;
+            s.round_seconds.push((seconds * 1e6).round() / 1e6);
         }
     }
 
@@ -133,6 +219,7 @@ impl<'a> Recorder<'a> {
     /// Writes what is measured so far, marked incomplete, unless the last checkpoint was
     /// too recent for its cost (see the module doc); `force` writes regardless.
     pub fn checkpoint(&mut self, extra: &[TestResult], force: bool) {
+        self.absorb();
         let Some(path) = self.path else { return };
         if !force {
             if let Some(at) = self.last_write {

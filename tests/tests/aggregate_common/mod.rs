@@ -34,27 +34,19 @@ pub fn expect_code(out: &Output, want: i32, what: &str) {
     );
 }
 
-/// A synthetic 8-rank result set written by `aggregate synth` (marked synthetic).
+/// A synthetic result set of `ranks` ranks and `sizes` sizes written by the development
+/// generator (`synth::scale_set`, marked synthetic) into `dir/name`.
 pub fn synth_set(dir: &Path, name: &str, ranks: u32, sizes: u32) -> PathBuf {
-    let out = aggregate(
-        dir,
-        &[
-            "synth",
-            name,
-            "--ranks",
-            &ranks.to_string(),
-            "--sizes",
-            &sizes.to_string(),
-        ],
-    );
-    expect_code(&out, 0, "aggregate synth");
-    dir.join(name)
+    let out = dir.join(name);
+    synth::write_scale_set(&out, ranks, &synth::power_of_two_sizes(sizes))
+        .unwrap_or_else(|e| panic!("writing the synthetic set into {}: {e}", out.display()));
+    out
 }
 
 /// A profile the synthetic set meets, covering latency, bandwidth, loss and collectives.
 pub const PASSING_PROFILE: &str = r#"
 name = "synthetic-pass"
-description = "What the synthetic set of aggregate synth meets"
+description = "What the synthetic set of synth::scale_set meets"
 line_rate_gbit_s = 100.0
 
 [[check]]

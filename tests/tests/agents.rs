@@ -1,0 +1,371 @@
+//! Sweeps without MPI: real agents (`bench-bw --serve`) on loopback driven by a real
+//! coordinator (`bench-bw --hosts FILE`), and the faults of a control plane: an agent
+//! killed mid-sweep, an agent that never answers, a wrong secret, agents of different
+//! options, garbage on an agent's port, the coordinator interrupted.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use integration::{bin, free_port, run, spawn, text, wait_with_deadline};
+use serde_json::Value;
+
+const LIMIT: Duration = Duration::from_secs(180);
+const SECRET: &str = "test-secret-3f9a";
+
+/// Agents that are killed when the test ends, however it ends.
+struct Agents {
+    children: Vec<Child>,
+    ports: Vec<u16>,
+    dir: tempfile::TempDir,
+}
+
+impl Drop for Agents {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Agents {
+    fn start(tool: &str, n: usize, extra: &[&[&str]]) -> Agents {
+        let dir = tempfile::tempdir().unwrap();
+        let mut children = Vec::new();
+        let mut ports = Vec::new();
+        for i in 0..n {
+            let port = free_port();
+            let log = std::fs::File::create(dir.path().join(format!("agent{i}.log"))).unwrap();
+            let mut c = Command::new(bin(tool));
+            c.args(["--serve", "-p", &port.to_string(), "--timeout", "10"])
+                .args(extra.get(i).copied().unwrap_or(&[]))
+                .env("FABCHECK_SECRET", SECRET)
+                .stdout(log.try_clone().unwrap())
+                .stderr(log);
+            children.push(c.spawn().expect("spawn agent"));
+            ports.push(port);
+        }
+        let a = Agents {
+            children,
+            ports,
+            dir,
+        };
+        for p in &a.ports {
+            wait_listening(*p);
+        }
+        a
+    }
+
+    fn hosts(&self, extra: &[String]) -> PathBuf {
+        let path = self.dir.path().join("hosts");
+        let mut f = std::fs::File::create(&path).unwrap();
+        writeln!(f, "# agents of the test").unwrap();
+        for p in &self.ports {
+            writeln!(f, "127.0.0.1:{p}").unwrap();
+        }
+        for e in extra {
+            writeln!(f, "{e}").unwrap();
+        }
+        path
+    }
+
+    fn log(&self, i: usize) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("agent{i}.log"))).unwrap_or_default()
+    }
+}
+
+fn wait_listening(port: u16) {
+    let t0 = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "agent on {port} never listened"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn coordinator(tool: &str, hosts: &Path, args: &[&str], json: &Path) -> Command {
+    let mut c = Command::new(bin(tool));
+    c.arg("--hosts")
+        .arg(hosts)
+        .args(["--include-local", "--timeout", "10"])
+        .args(args)
+        .arg("--json")
+        .arg(json)
+        .env("FABCHECK_SECRET", SECRET);
+    c
+}
+
+fn read(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Unordered rank pairs measured, asserting each is measured once and rounds are disjoint.
+fn measured(doc: &Value) -> BTreeSet<(u64, u64)> {
+    let mut met = BTreeSet::new();
+    let mut busy = std::collections::HashMap::<u64, BTreeSet<u64>>::new();
+    for r in doc["results"].as_array().unwrap() {
+        let p = &r["pair"];
+        let (a, b) = (
+            p["initiator"]["rank"].as_u64().unwrap(),
+            p["responder"]["rank"].as_u64().unwrap(),
+        );
+        let round = p["round"].as_u64().unwrap();
+        assert!(
+            busy.entry(round).or_default().insert(a),
+            "rank {a} twice in round {round}"
+        );
+        assert!(
+            busy.entry(round).or_default().insert(b),
+            "rank {b} twice in round {round}"
+        );
+        assert!(met.insert((a.min(b), a.max(b))), "pair {a}-{b} twice");
+    }
+    met
+}
+
+#[test]
+fn eight_agents_swept_all_pairs_and_judged_like_an_mpi_sweep() {
+    let agents = Agents::start("bench-bw", 8, &[]);
+    let hosts = agents.hosts(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("agents.json");
+    let out = run(
+        &mut coordinator(
+            "bench-bw",
+            &hosts,
+            &["-s", "16K", "-n", "300", "--pattern", "all-pairs"],
+            &json,
+        ),
+        LIMIT,
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let doc = read(&json);
+    assert_eq!(doc["launcher"], "agents");
+    assert_eq!(doc["ranks"], 8);
+    assert_eq!(doc["sweep"]["rounds"], 7);
+    assert_eq!(doc["hosts"].as_array().unwrap().len(), 8);
+    assert_eq!(measured(&doc).len(), 28, "every pair of 8 agents once");
+    let text_doc = std::fs::read_to_string(&json).unwrap();
+    assert!(
+        !text_doc.contains(SECRET),
+        "the secret must never reach the document"
+    );
+    assert!(!stderr.contains(SECRET) && !stdout.contains(SECRET));
+
+    // The same pattern under mpirun, and both judged by aggregate together.
+    let mpi_json = dir.path().join("mpi.json");
+    let out = run(
+        integration::mpirun(8)
+            .arg(bin("bench-bw"))
+            .args([
+                "-s",
+                "16K",
+                "-n",
+                "300",
+                "--pattern",
+                "all-pairs",
+                "--include-local",
+                "--timeout",
+                "20",
+                "--json",
+            ])
+            .arg(&mpi_json),
+        LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
+    let mpi = read(&mpi_json);
+    assert_eq!(mpi["sweep"]["planned_pairs"], doc["sweep"]["planned_pairs"]);
+    let profile = dir.path().join("p.toml");
+    std::fs::write(
+        &profile,
+        "name = \"agents-test\"\ndescription = \"bandwidth measured\"\n[[check]]\nid = \"bw\"\ndescription = \"some bandwidth on every pair\"\nmetric = \"bw_avg\"\nunit = \"Gb/s\"\nmin = 0.001\ntest = \"send_bw\"\neach_pair = true\n",
+    )
+    .unwrap();
+    let report = dir.path().join("report");
+    let out = run(
+        Command::new(bin("aggregate"))
+            .arg("report")
+            .arg(&json)
+            .arg(&mpi_json)
+            .arg("--profile")
+            .arg(&profile)
+            .arg("--out")
+            .arg(&report),
+        LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
+    let md = std::fs::read_to_string(report.join("report.md")).unwrap();
+    assert!(md.contains("PASS"), "{md}");
+}
+
+#[test]
+fn agents_that_die_or_never_answer_are_named_and_the_sweep_goes_on() {
+    let mut agents = Agents::start("bench-lat", 5, &[]);
+    // A listener that accepts and never says a word: an agent hung at start.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_name = format!("127.0.0.1:{}", silent.local_addr().unwrap().port());
+    let hosts = agents.hosts(std::slice::from_ref(&silent_name));
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("faults.json");
+    let job = spawn(&mut coordinator(
+        "bench-lat",
+        &hosts,
+        &["-s", "8", "-D", "0.6", "--pattern", "all-pairs"],
+        &json,
+    ));
+    // Kill agent 2 once the sweep is under way (after the first round's checkpoint).
+    let t0 = Instant::now();
+    while !json.exists() {
+        assert!(t0.elapsed() < Duration::from_secs(60), "no checkpoint");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    agents.children[2].kill().unwrap();
+    let out = wait_with_deadline(job, LIMIT, "coordinator with faults");
+    let (stdout, stderr) = text(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "pairs failed: exit 1\n{stdout}\n{stderr}"
+    );
+    assert!(
+        stderr.contains(&silent_name),
+        "the silent agent is named: {stderr}"
+    );
+    assert!(
+        stderr.contains("dropped out"),
+        "the killed agent is named: {stderr}"
+    );
+    let doc = read(&json);
+    assert_eq!(doc["complete"], true, "the sweep finished its rounds");
+    let failed = doc["failed_pairs"].as_array().unwrap();
+    let ranks_in_failures: BTreeSet<u64> = failed
+        .iter()
+        .flat_map(|f| {
+            [
+                f["pair"]["initiator"]["rank"].as_u64().unwrap(),
+                f["pair"]["responder"]["rank"].as_u64().unwrap(),
+            ]
+        })
+        .collect();
+    assert!(
+        ranks_in_failures.contains(&5),
+        "the silent agent's pairs failed: {failed:?}"
+    );
+    assert!(
+        ranks_in_failures.contains(&2),
+        "the killed agent's pairs failed: {failed:?}"
+    );
+    // The silent agent meets each of the 5 others once: all failed; the pairs among the
+    // four healthy agents were all measured.
+    let met = measured(&doc);
+    for (a, b) in [(0, 1), (0, 3), (0, 4), (1, 3), (1, 4), (3, 4)] {
+        assert!(met.contains(&(a, b)), "{a}-{b} measured: {met:?}");
+    }
+    drop(silent);
+}
+
+#[test]
+fn a_wrong_secret_and_mismatched_agents_are_refused_before_measuring() {
+    let agents = Agents::start("bench-bw", 3, &[&[], &[], &["-m", "1024"]]);
+    let hosts = agents.hosts(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("x.json");
+    // Wrong secret: refused by every agent, and each agent logs it.
+    let out = run(
+        coordinator("bench-bw", &hosts, &["-n", "10"], &json).env("FABCHECK_SECRET", "not-it"),
+        LIMIT,
+    );
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("shared secret"), "{stderr}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        agents.log(0).contains("authentication failed"),
+        "{}",
+        agents.log(0)
+    );
+    assert!(!json.exists(), "nothing measured");
+    // No secret at all: a usage error that says how to give one.
+    let out = run(
+        coordinator("bench-bw", &hosts, &["-n", "10"], &json).env_remove("FABCHECK_SECRET"),
+        LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).1.contains("--secret-file"), "{:?}", text(&out));
+    // Agents started with different options: named, refused.
+    let out = run(
+        &mut coordinator("bench-bw", &hosts, &["-n", "10"], &json),
+        LIMIT,
+    );
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("mtu: 1024 on 127.0.0.1:"), "{stderr}");
+    // A bench-lat coordinator meets bench-bw agents: refused with the way out.
+    let out = run(
+        &mut coordinator("bench-lat", &hosts, &["-n", "10"], &json),
+        LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out).1.contains("start `bench-lat --serve` agents"),
+        "{:?}",
+        text(&out)
+    );
+}
+
+#[test]
+fn agents_survive_garbage_and_an_interrupted_coordinator() {
+    let agents = Agents::start("bench-bw", 4, &[]);
+    let hosts = agents.hosts(&[]);
+    // Garbage on an agent's port, and a half-open connection that says nothing.
+    let mut g = std::net::TcpStream::connect(("127.0.0.1", agents.ports[0])).unwrap();
+    g.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let _quiet = std::net::TcpStream::connect(("127.0.0.1", agents.ports[1])).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // A long sweep, interrupted with SIGINT after its first round.
+    let json = dir.path().join("int.json");
+    let job = spawn(&mut coordinator(
+        "bench-bw",
+        &hosts,
+        &["-s", "16K", "-D", "1", "--pattern", "all-pairs"],
+        &json,
+    ));
+    let t0 = Instant::now();
+    while !json.exists() {
+        assert!(t0.elapsed() < Duration::from_secs(60), "no checkpoint");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = Command::new("kill")
+        .args(["-INT", &job.id().to_string()])
+        .status();
+    let out = wait_with_deadline(job, LIMIT, "interrupted coordinator");
+    assert_eq!(out.status.code(), Some(130), "{:?}", text(&out));
+    let doc = read(&json);
+    assert_eq!(doc["complete"], false);
+    assert!(!doc["results"].as_array().unwrap().is_empty());
+    // The same agents take the next sweep at once.
+    let json2 = dir.path().join("next.json");
+    let out = run(
+        &mut coordinator(
+            "bench-bw",
+            &hosts,
+            &["-s", "4K", "-n", "200", "--pattern", "ring"],
+            &json2,
+        ),
+        LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
+    assert_eq!(measured(&read(&json2)).len(), 4);
+    assert!(
+        agents.log(0).contains("ignored a connection"),
+        "{}",
+        agents.log(0)
+    );
+}
