@@ -100,6 +100,8 @@ pub struct Cluster {
     /// `suspects.pairs` when there is something to retest.
     pub retest_file: Option<&'static str>,
     pub retest: Vec<String>,
+    /// Names left out of the retest list: a pair list cannot hold them.
+    pub retest_unwritable: Vec<String>,
     /// Inventory checks of the profile (also in the verdict).
     pub inventory_checks: Vec<String>,
     #[serde(skip)]
@@ -173,6 +175,7 @@ pub fn build(profile: &Profile, docs: &[Loaded]) -> Cluster {
         failed_pairs,
         retest_file: (!loc.retest.is_empty()).then_some(RETEST_FILE),
         retest: loc.retest.clone(),
+        retest_unwritable: loc.retest_unwritable.clone(),
         inventory_checks: outcomes
             .iter()
             .filter(|(i, _)| i.is_none())

@@ -26,6 +26,8 @@ pub struct Options {
     /// Standard deviations of the baseline spread a change must exceed.
     pub sigmas: f64,
     pub skip_bad: bool,
+    /// Ceilings on what is read, for each side.
+    pub limits: input::Limits,
 }
 
 /// One compared metric.
@@ -242,8 +244,10 @@ pub fn run(opts: &Options) -> Result<Comparison> {
             opts.sigmas
         )));
     }
-    let b = input::load(&opts.baseline, opts.skip_bad).map_err(|e| e.context("baseline"))?;
-    let c = input::load(&opts.current, opts.skip_bad).map_err(|e| e.context("current"))?;
+    let b = input::load_with(&opts.baseline, opts.skip_bad, &opts.limits)
+        .map_err(|e| e.context("baseline"))?;
+    let c = input::load_with(&opts.current, opts.skip_bad, &opts.limits)
+        .map_err(|e| e.context("current"))?;
     let bt = tables::build(&b.docs, None);
     let ct = tables::build(&c.docs, None);
     let mut cmp = compare_tables(&bt, &ct, opts.tolerance_pct, opts.sigmas);

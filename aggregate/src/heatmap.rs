@@ -65,21 +65,10 @@ fn hex(i: usize) -> String {
     format!("#{r:02x}{g:02x}{b:02x}")
 }
 
-/// XML-escapes text from the documents (node and device names).
+/// Text from the documents (node and device names) in the SVG: the report's one markup
+/// escaping layer.
 pub fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            c if (c as u32) < 0x20 => o.push(' '),
-            c => o.push(c),
-        }
-    }
-    o
+    crate::escape::markup(s)
 }
 
 /// The value shown and the rail's reference for it.
@@ -368,7 +357,7 @@ fn raster(m: &Matrix, g: &Group, shown: Shown, r: f64) -> Vec<u8> {
 pub fn markdown(a: &Analysis, mi: usize, shown: Shown) -> String {
     let m = &a.matrices[mi];
     let g = &a.groups[m.group as usize];
-    let md = |s: &str| s.replace('|', "\\|");
+    let md = crate::escape::markdown;
     let mut s = String::from("| |");
     for &n in &m.nodes {
         let _ = write!(s, " {} |", md(&a.nodes[n as usize]));
@@ -535,6 +524,6 @@ mod tests {
 
     #[test]
     fn names_from_documents_are_escaped() {
-        assert_eq!(esc("<a&\"b'>"), "&lt;a&amp;&quot;b&#39;&gt;");
+        assert_eq!(esc("<a&\"b'>"), "&lt;a&amp;&quot;b&#x27;&gt;");
     }
 }

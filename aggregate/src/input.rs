@@ -4,16 +4,79 @@
 //! A document that cannot be read is reported with its file name and the JSON path of the
 //! problem (`results[3].latency_us.p99`), because on acceptance day the file that breaks
 //! the run is one of a thousand ranks' outputs and the engineer must find it fast.
+//!
+//! Inputs come from every node of a cluster, and a broken or hostile node must not be able
+//! to exhaust the machine that judges them. What is read is bounded ([`Limits`], README
+//! "Limits"): the bytes of each file and of all files together, the memory their decoded
+//! form may take (estimated by an allocation-free pass before the real parse), the number
+//! of latency histogram groups, and the work of every histogram decode
+//! (`results::LatencyHistogram::validate_encoded`). Only regular files are read.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt;
 use std::fs;
+use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::digest::sha256_hex;
 use crate::error::{Error, Result};
 use crate::rows::P2pRows;
 use results::{Document, LatencyHistogram, TestResult, SCHEMA_VERSION};
+
+/// Ceilings on what one command reads. README "Limits" documents them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest input file, and largest total of all input files of one command
+    /// (`--max-input-bytes`).
+    pub input_bytes: u64,
+    /// Most distinct (tool, test, transport, size) latency groups of one command: each
+    /// merged histogram holds a counts array of about 270 KB.
+    pub latency_groups: usize,
+    /// Most rows of the merged tables (latency, bandwidth and collective groups together):
+    /// each is rendered in four formats.
+    pub table_rows: usize,
+    /// Most input files of one command.
+    pub files: usize,
+}
+
+/// Default of `--max-input-bytes`: 256 MiB, about three times the 1024-GPU result set of
+/// the scale benchmark (94 MiB).
+pub const DEFAULT_INPUT_BYTES: u64 = 256 << 20;
+/// Default ceiling on latency groups: a full perftest `-a` sweep (23 sizes) of three tests
+/// over two transports is 138.
+pub const DEFAULT_LATENCY_GROUPS: usize = 512;
+/// Default ceiling on table rows: six collectives at 26 sizes at eight scales (8 to 1024
+/// GPUs) are 1,248 rows.
+pub const DEFAULT_TABLE_ROWS: usize = 8192;
+/// Default ceiling on input files: one per rank and tool of an 8,192-GPU run.
+pub const DEFAULT_FILES: usize = 65_536;
+pub use results::limits::{decoded_estimate, MAX_STRING_BYTES};
+/// Longest name that groups rows (tool, test, transport, collective, backend, host of a
+/// pair): names become table rows, plot series and metric labels.
+pub const MAX_NAME_BYTES: usize = 256;
+/// The decoded form of the inputs may take at most `input_bytes` times this factor
+/// (9/4) of memory, estimated before parsing ([`decoded_estimate`]): 576 MiB at the
+/// default, which the 1024-GPU scale set (estimated 529 MiB, 140 MiB in fact) fits.
+pub const DECODED_FACTOR: (u64, u64) = (9, 4);
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            input_bytes: DEFAULT_INPUT_BYTES,
+            latency_groups: DEFAULT_LATENCY_GROUPS,
+            table_rows: DEFAULT_TABLE_ROWS,
+            files: DEFAULT_FILES,
+        }
+    }
+}
+
+impl Limits {
+    /// Most memory the decoded documents of one command may take.
+    pub fn decoded_bytes(&self) -> u64 {
+        self.input_bytes.saturating_mul(DECODED_FACTOR.0) / DECODED_FACTOR.1
+    }
+}
 
 /// A document that was read and passed every check, with where it came from.
 #[derive(Debug, Clone)]
@@ -21,43 +84,64 @@ pub struct Loaded {
     /// The path as it was found (argument, or argument joined with the relative path).
     pub path: PathBuf,
     pub doc: Document,
-    /// Latency histograms of this document merged per (tool, test, transport, size):
-    /// decoded once here so the report never decodes a histogram twice.
-    pub latency: LatencyGroups,
-    /// SHA-256 of the file's bytes, for the signed manifest.
+    /// SHA-256 of the file's bytes, for the signed manifest; a copy of the file is made
+    /// only if it still has this digest, so the evidence signed is the evidence judged.
     pub sha256: String,
-    /// The exact bytes that were parsed: the report bundle carries these, so the evidence
-    /// signed is the evidence judged even if the file changes afterwards. Empty for a
-    /// streamed document (see `copied`).
-    pub raw: Vec<u8>,
-    /// A document streamed because of its size (the `stream` module): its point-to-point
-    /// rows in compact form (`doc.results` is then empty). `None` for documents read whole.
-    pub p2p: Option<P2pRows>,
-    /// Where a streamed document's bytes were copied before they were read (the report
-    /// bundle's `inputs/`), so that the copy is the evidence judged.
-    pub copied: Option<PathBuf>,
+    /// Size of the file in bytes.
+    pub bytes: u64,
+    /// A document streamed because of its size (the `stream` module): what it keeps
+    /// instead of its rows (`doc.results` is then empty). `None` for documents read whole.
+    pub compact: Option<Box<Compact>>,
 }
 
-impl Loaded {
-    /// Result rows in the file, streamed or not.
-    pub fn row_count(&self) -> usize {
-        self.doc.results.len() + self.p2p.as_ref().map_or(0, |p| p.rows.len())
-    }
+/// What a streamed document keeps instead of its result rows.
+#[derive(Debug, Clone)]
+pub struct Compact {
+    /// Its point-to-point rows in compact form.
+    pub rows: P2pRows,
+    /// Its latency histograms, merged per group while it was read.
+    pub latency: LatencyGroups,
+    /// Where its bytes are in the report bundle (a hard link, or the copy written while
+    /// it was read): the bytes hashed and judged.
+    pub copied: Option<PathBuf>,
 }
 
 impl Loaded {
     /// Parses a document held in memory (tests, generators).
     pub fn from_text(path: &str, text: &str) -> Result<Loaded, String> {
-        let (doc, latency) = parse_document(text)?;
+        let doc = parse_document(text)?;
         Ok(Loaded {
             path: path.into(),
             doc,
-            latency,
             sha256: sha256_hex(text.as_bytes()),
-            raw: text.as_bytes().to_vec(),
-            p2p: None,
-            copied: None,
+            bytes: text.len() as u64,
+            compact: None,
         })
+    }
+
+    /// The compact rows of a streamed document.
+    pub fn p2p(&self) -> Option<&P2pRows> {
+        self.compact.as_ref().map(|c| &c.rows)
+    }
+
+    /// Result rows in the file, streamed or not.
+    pub fn row_count(&self) -> usize {
+        self.doc.results.len() + self.p2p().map_or(0, |p| p.rows.len())
+    }
+
+    /// The file's bytes as they were judged: read again and checked against
+    /// [`sha256`](Self::sha256), so a file changed since cannot slip into a bundle.
+    pub fn read_judged_bytes(&self) -> Result<Vec<u8>> {
+        let bytes = read_bounded(&self.path, self.bytes)
+            .map_err(|e| Error::Input(format!("{}: {e}", self.path.display())))?;
+        if sha256_hex(&bytes) != self.sha256 {
+            return Err(Error::Input(format!(
+                "{}: changed while aggregate was running (its SHA-256 is not the one of the \
+                 bytes judged); run again once the file is final",
+                self.path.display()
+            )));
+        }
+        Ok(bytes)
     }
 }
 
@@ -70,6 +154,18 @@ pub struct LatKey {
     pub size: u64,
 }
 
+impl LatKey {
+    /// The group of one latency row of `doc`.
+    pub fn of(doc: &Document, l: &results::LatencyResult) -> LatKey {
+        LatKey {
+            tool: doc.tool.clone(),
+            test: l.test.clone(),
+            transport: l.transport.clone(),
+            size: l.size_bytes,
+        }
+    }
+}
+
 /// Merged latency histograms, with the number of rows merged into each.
 pub type LatencyGroups = BTreeMap<LatKey, (LatencyHistogram, usize)>;
 
@@ -78,6 +174,17 @@ pub type LatencyGroups = BTreeMap<LatKey, (LatencyHistogram, usize)>;
 pub struct BadInput {
     pub path: String,
     pub problem: String,
+}
+
+impl BadInput {
+    /// `problem` with `path`, shortened for display (a serde message may quote a whole
+    /// hostile string).
+    pub fn new(path: &Path, problem: String) -> BadInput {
+        BadInput {
+            path: crate::escape::shorten(&path.display().to_string(), 1024),
+            problem: crate::escape::shorten(&problem, 1024),
+        }
+    }
 }
 
 impl fmt::Display for BadInput {
@@ -95,14 +202,16 @@ pub struct InputSet {
 }
 
 /// Expands the arguments into the list of files to read: files as given, directories
-/// walked recursively for `*.json` in name order so reports are reproducible.
+/// walked recursively for `*.json` in name order so reports are reproducible. A directory
+/// reached twice (through a symbolic link) is walked once.
 pub fn expand(args: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
+    let mut seen = HashSet::new();
     for arg in args {
         let meta = fs::metadata(arg)
             .map_err(|e| Error::Input(format!("{}: cannot read: {e}", arg.display())))?;
         if meta.is_dir() {
-            walk(arg, &mut files)?;
+            walk(arg, &mut files, &mut seen)?;
         } else {
             files.push(arg.clone());
         }
@@ -110,7 +219,12 @@ pub fn expand(args: &[PathBuf]) -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+fn walk(dir: &Path, out: &mut Vec<PathBuf>, seen: &mut HashSet<PathBuf>) -> Result<()> {
+    if let Ok(real) = fs::canonicalize(dir) {
+        if !seen.insert(real) {
+            return Ok(());
+        }
+    }
     let mut entries: Vec<PathBuf> = fs::read_dir(dir)
         .map_err(|e| Error::Input(format!("{}: cannot list directory: {e}", dir.display())))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -124,11 +238,11 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
                 // summary.json is not a result document.
                 eprintln!(
                     "aggregate: note: {} is a report bundle, not results: skipped",
-                    p.display()
+                    crate::escape::terminal(&p.display().to_string())
                 );
                 continue;
             }
-            walk(&p, out)?;
+            walk(&p, out, seen)?;
         } else if p.extension().is_some_and(|e| e == "json") {
             out.push(p);
         }
@@ -141,18 +255,30 @@ pub fn is_report_bundle(dir: &Path) -> bool {
     dir.join("summary.json").is_file() && dir.join("report.html").is_file()
 }
 
-/// Reads every input. Without `skip_bad` the first bad file stops the run; with it, bad
-/// files are listed in [`InputSet::skipped`] and the rest is used.
+/// Reads every input with the default [`Limits`]. Without `skip_bad` the first bad file
+/// stops the run; with it, bad files are listed in [`InputSet::skipped`] and the rest is
+/// used.
 pub fn load(args: &[PathBuf], skip_bad: bool) -> Result<InputSet> {
-    load_with(args, skip_bad, |_, path| load_file(path))
+    load_with(args, skip_bad, &Limits::default())
 }
 
-/// [`load`] with another reader per file: `read(index, path)`, where `index` is the
-/// file's place among the expanded inputs (the report streams its largest files).
-pub fn load_with(
+/// [`load`] within `limits`.
+pub fn load_with(args: &[PathBuf], skip_bad: bool, limits: &Limits) -> Result<InputSet> {
+    load_reading(args, skip_bad, limits, &|_, _, _, _| None)
+}
+
+/// Reads one input file another way (the report streams its largest): given the file's
+/// index among the inputs, its path and size and the decoded-memory budget, the outcome,
+/// or `None` to read it whole.
+pub type Reader<'a> =
+    dyn Fn(usize, &Path, u64, &Budget) -> Option<std::result::Result<Loaded, BadInput>> + Sync + 'a;
+
+/// [`load_with`], each file offered to `read` first.
+pub fn load_reading(
     args: &[PathBuf],
     skip_bad: bool,
-    read: impl Fn(usize, &Path) -> Result<Loaded, BadInput> + Sync,
+    limits: &Limits,
+    read: &Reader,
 ) -> Result<InputSet> {
     let files = expand(args)?;
     if files.is_empty() {
@@ -164,93 +290,323 @@ pub fn load_with(
                 .join(", ")
         )));
     }
-    let mut set = InputSet::default();
-    for outcome in load_parallel(&files, &read) {
-        match outcome {
-            Ok(l) => set.docs.push(l),
-            Err(bad) if skip_bad => set.skipped.push(bad),
-            Err(bad) => {
-                return Err(Error::Input(format!(
-                    "{bad}\n(use --skip-bad to leave bad files out and name them in the report)"
-                )))
+    if files.len() > limits.files {
+        return Err(Error::Input(format!(
+            "{} input files, over the ceiling of {} per run; aggregate them in parts",
+            files.len(),
+            limits.files
+        )));
+    }
+    // Sizes first: a file over the ceiling is bad on its own; all of them together over
+    // it stop the run before anything is read.
+    let mut sized = Vec::new();
+    let mut total = 0u64;
+    let mut early_bad = Vec::new();
+    for path in files {
+        match regular_file_size(&path, limits) {
+            Ok(n) => {
+                total = total.saturating_add(n);
+                sized.push((path, n));
             }
+            Err(problem) => early_bad.push(BadInput::new(&path, problem)),
         }
     }
+    if total > limits.input_bytes {
+        return Err(Error::Input(format!(
+            "the inputs total {} ({total} bytes) in {} files, over the ceiling of {} per run; \
+             pass --max-input-bytes to read more (memory grows with it: README, Limits)",
+            human(total),
+            sized.len(),
+            human(limits.input_bytes)
+        )));
+    }
+    let mut set = InputSet::default();
+    let budget = Budget::new(limits.decoded_bytes());
+    let outcomes = load_parallel(&sized, &budget, read);
+    if budget.exceeded() {
+        return Err(Error::Input(format!(
+            "the inputs would take more than {} of memory decoded (estimated before parsing; \
+             the ceiling is 9/4 x --max-input-bytes): they hold far more values \
+             than result documents of their size do; pass --max-input-bytes to allow more",
+            human(limits.decoded_bytes())
+        )));
+    }
+    let mut bad = early_bad;
+    for outcome in outcomes {
+        match outcome {
+            Ok(l) => set.docs.push(l),
+            Err(b) => bad.push(b),
+        }
+    }
+    if let Some(first) = bad.first() {
+        if !skip_bad {
+            return Err(Error::Input(format!(
+                "{first}\n(use --skip-bad to leave bad files out and name them in the report)"
+            )));
+        }
+    }
+    set.skipped = bad;
     if set.docs.is_empty() {
         return Err(Error::Input(
             "every input file was bad; nothing to judge".to_string(),
         ));
     }
+    check_groups(&set.docs, limits)?;
     Ok(set)
+}
+
+/// Counts the groups the tables will have, before any is built.
+fn check_groups(docs: &[Loaded], limits: &Limits) -> Result<()> {
+    let mut histograms = BTreeSet::new();
+    let mut rows = BTreeSet::new();
+    for d in docs {
+        for (i, r) in d.doc.results.iter().enumerate() {
+            let names: [(&str, &str); 4] = match r {
+                TestResult::Latency(l) => [
+                    ("test", &l.test),
+                    ("transport", &l.transport),
+                    ("pair.initiator.host", &l.pair.initiator.host),
+                    ("pair.responder.host", &l.pair.responder.host),
+                ],
+                TestResult::Bandwidth(b) => [
+                    ("test", &b.test),
+                    ("transport", &b.transport),
+                    ("pair.initiator.host", &b.pair.initiator.host),
+                    ("pair.responder.host", &b.pair.responder.host),
+                ],
+                TestResult::Collective(c) => [
+                    ("collective", &c.collective),
+                    ("backend", &c.backend),
+                    ("datatype", &c.datatype),
+                    ("op", &c.op),
+                ],
+            };
+            let tool = [("tool", d.doc.tool.as_str())];
+            for (field, name) in names.iter().chain(&tool) {
+                if name.len() > MAX_NAME_BYTES {
+                    let at = if *field == "tool" {
+                        "tool".to_string()
+                    } else {
+                        format!("results[{i}].{field}")
+                    };
+                    return Err(Error::Input(format!(
+                        "{}: at JSON path `{at}`: a name of {} bytes; names that group \
+                         results are at most {MAX_NAME_BYTES} bytes",
+                        d.path.display(),
+                        name.len()
+                    )));
+                }
+            }
+            let (kind, a, b, c) = match r {
+                TestResult::Latency(l) => {
+                    if !l.histogram.is_empty() {
+                        histograms.insert(LatKey::of(&d.doc, l));
+                    }
+                    (0, &l.test, &l.transport, 0)
+                }
+                TestResult::Bandwidth(b) => (1, &b.test, &b.transport, u64::from(b.bidirectional)),
+                TestResult::Collective(c) => (2, &c.collective, &c.backend, u64::from(c.ranks)),
+            };
+            rows.insert((kind, &d.doc.tool, a, b, c, r.size_bytes()));
+        }
+        // A streamed document's groups and ends, as the rows above.
+        let Some(compact) = &d.compact else { continue };
+        let p = &compact.rows;
+        let names = p
+            .groups
+            .iter()
+            .flat_map(|g| [("test", &g.test), ("transport", &g.transport)])
+            .chain(p.peers.list.iter().map(|e| ("pair host", &e.host)));
+        for (field, name) in names {
+            if name.len() > MAX_NAME_BYTES {
+                return Err(Error::Input(format!(
+                    "{}: a {field} of {} bytes; names that group results are at most \
+                     {MAX_NAME_BYTES} bytes",
+                    d.path.display(),
+                    name.len()
+                )));
+            }
+        }
+        for g in &p.groups {
+            let kind = if g.latency { 0 } else { 1 };
+            rows.insert((
+                kind,
+                &d.doc.tool,
+                &g.test,
+                &g.transport,
+                u64::from(g.bidirectional),
+                g.size,
+            ));
+        }
+        histograms.extend(compact.latency.keys().cloned());
+    }
+    if histograms.len() > limits.latency_groups {
+        return Err(Error::Input(format!(
+            "the inputs hold {} distinct latency histogram groups (tool, test, transport, \
+             size), over the ceiling of {}: each merged histogram takes about 270 KB; are \
+             the sizes or test names corrupt?",
+            histograms.len(),
+            limits.latency_groups
+        )));
+    }
+    if rows.len() > limits.table_rows {
+        return Err(Error::Input(format!(
+            "the inputs would make {} table rows (distinct test, transport and size), over \
+             the ceiling of {}; are the sizes or test names corrupt?",
+            rows.len(),
+            limits.table_rows
+        )));
+    }
+    Ok(())
+}
+
+/// `256 MiB`, `1.5 GiB`, `900 B`: a size for messages.
+pub fn human(bytes: u64) -> String {
+    match bytes {
+        b if b < 1 << 10 => format!("{b} B"),
+        b if b.is_multiple_of(1 << 10) && b < 1 << 20 => format!("{} KiB", b >> 10),
+        b if b < 1 << 30 => format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64),
+        b => format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64),
+    }
+    .replace(".0 ", " ")
+}
+
+/// The size of a regular file within the per-file ceiling, or why it cannot be read.
+fn regular_file_size(path: &Path, limits: &Limits) -> Result<u64, String> {
+    let meta = fs::metadata(path).map_err(|e| format!("cannot read: {e}"))?;
+    if !meta.is_file() {
+        return Err(
+            "not a regular file (a FIFO, socket or device is never a result document)".into(),
+        );
+    }
+    if meta.len() > limits.input_bytes {
+        return Err(format!(
+            "{} ({} bytes), over the per-file ceiling of {}; pass --max-input-bytes to read it",
+            human(meta.len()),
+            meta.len(),
+            human(limits.input_bytes)
+        ));
+    }
+    Ok(meta.len())
+}
+
+/// Reads at most `expected` bytes of `path`; a file that grew or shrank since its size was
+/// taken is an error, never a longer read.
+fn read_bounded(path: &Path, expected: u64) -> Result<Vec<u8>, String> {
+    let f = fs::File::open(path).map_err(|e| format!("cannot read: {e}"))?;
+    let mut bytes = Vec::with_capacity(expected as usize);
+    f.take(expected.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    if bytes.len() as u64 != expected {
+        return Err(format!(
+            "changed size while being read ({expected} bytes, then {}{}); is a run still \
+             writing it?",
+            bytes.len(),
+            if bytes.len() as u64 > expected {
+                "+"
+            } else {
+                ""
+            }
+        ));
+    }
+    Ok(bytes)
+}
+
+/// The decoded-memory budget shared by the reader threads.
+pub struct Budget {
+    limit: u64,
+    used: AtomicU64,
+    exceeded: AtomicBool,
+}
+
+impl Budget {
+    fn new(limit: u64) -> Self {
+        Budget {
+            limit,
+            used: AtomicU64::new(0),
+            exceeded: AtomicBool::new(false),
+        }
+    }
+    /// Takes `n` bytes of the budget; false (and the run fails) when it is spent.
+    pub fn take(&self, n: u64) -> bool {
+        let before = self.used.fetch_add(n, Ordering::Relaxed);
+        if before.saturating_add(n) > self.limit {
+            self.exceeded.store(true, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+    pub fn exceeded(&self) -> bool {
+        self.exceeded.load(Ordering::Relaxed)
+    }
 }
 
 /// Reads the files on every core: decoding histograms is most of the work at 1024 ranks.
 /// Results come back in input order so reports do not depend on scheduling.
 fn load_parallel(
-    files: &[PathBuf],
-    read: &(impl Fn(usize, &Path) -> Result<Loaded, BadInput> + Sync),
+    files: &[(PathBuf, u64)],
+    budget: &Budget,
+    read: &Reader,
 ) -> Vec<Result<Loaded, BadInput>> {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Mutex;
-    let workers = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .min(files.len())
-        .max(1);
-    let next = AtomicUsize::new(0);
-    let slots: Vec<Mutex<Option<Result<Loaded, BadInput>>>> =
-        files.iter().map(|_| Mutex::new(None)).collect();
-    std::thread::scope(|scope| {
-        for _ in 0..workers {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(path) = files.get(i) else { break };
-                let outcome = read(i, path);
-                *slots[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(outcome);
-            });
-        }
-    });
-    slots
-        .into_iter()
-        .zip(files)
-        .map(|(slot, path)| {
-            slot.into_inner()
-                .unwrap_or_else(|p| p.into_inner())
-                .unwrap_or_else(|| {
-                    Err(BadInput {
-                        path: path.display().to_string(),
-                        problem: "reader thread died".into(),
-                    })
-                })
-        })
-        .collect()
+    let indexed: Vec<(usize, &PathBuf, u64)> = files
+        .iter()
+        .enumerate()
+        .map(|(i, (p, n))| (i, p, *n))
+        .collect();
+    crate::parallel::map_in_order(&indexed, |(i, path, size)| {
+        read(*i, path, *size, budget).unwrap_or_else(|| load_file_within(path, *size, budget))
+    })
 }
 
-/// Reads and checks one file.
+/// Reads and checks one file within the default [`Limits`].
 pub fn load_file(path: &Path) -> Result<Loaded, BadInput> {
-    let bad = |problem: String| BadInput {
-        path: path.display().to_string(),
-        problem,
-    };
-    let bytes = fs::read(path).map_err(|e| bad(format!("cannot read: {e}")))?;
+    let limits = Limits::default();
+    let bad = |problem: String| BadInput::new(path, problem);
+    let size = regular_file_size(path, &limits).map_err(bad)?;
+    load_file_within(path, size, &Budget::new(limits.decoded_bytes()))
+}
+
+fn load_file_within(path: &Path, size: u64, budget: &Budget) -> Result<Loaded, BadInput> {
+    let bad = |problem: String| BadInput::new(path, problem);
+    let bytes = read_bounded(path, size).map_err(bad)?;
     let text = std::str::from_utf8(&bytes).map_err(|e| bad(format!("not UTF-8 text: {e}")))?;
-    let (doc, latency) = parse_document(text).map_err(bad)?;
-    let sha256 = sha256_hex(&bytes);
+    if text.starts_with('\u{feff}') {
+        return Err(bad(
+            "starts with a byte-order mark: not a fabcheck result document (they are plain \
+             UTF-8 JSON)"
+                .into(),
+        ));
+    }
+    // What parsing would cost in memory, known before anything is built. A document that
+    // is not JSON at all costs nothing to find out: the real parse below says why.
+    let estimate = match decoded_estimate(text) {
+        Ok(n) => n,
+        // A string longer than any field holds: refused before anything is built.
+        Err(e) if e.classify() == serde_json::error::Category::Data => {
+            return Err(bad(e.to_string()))
+        }
+        // Not JSON: the parse below says where and why.
+        Err(_) => 0,
+    };
+    if budget.exceeded() || !budget.take(estimate) {
+        return Err(bad("not read: the decoded-memory ceiling is spent".into()));
+    }
+    // Charged whether or not it then parses, so whether a run is over the ceiling does
+    // not depend on which reader thread got there first.
+    let doc = parse_document(text).map_err(bad)?;
     Ok(Loaded {
-        raw: bytes,
         path: path.to_path_buf(),
-        latency,
-        sha256,
+        sha256: sha256_hex(&bytes),
+        bytes: size,
         doc,
-        p2p: None,
-        copied: None,
+        compact: None,
     })
 }
 
 /// Parses one document and checks what serde cannot: the schema version and that every
-/// histogram decodes, merging latency histograms per [`LatKey`] on the way. The error
-/// names the JSON path of the problem.
-pub fn parse_document(text: &str) -> Result<(Document, LatencyGroups), String> {
+/// histogram decodes within its bounds. The error names the JSON path of the problem.
+pub fn parse_document(text: &str) -> Result<Document, String> {
     let mut de = serde_json::Deserializer::from_str(text);
     let parsed = serde_path_to_error::deserialize::<_, Document>(&mut de)
         .map_err(|e| (e.path().to_string(), e.into_inner()))
@@ -258,54 +614,15 @@ pub fn parse_document(text: &str) -> Result<(Document, LatencyGroups), String> {
     let doc = match parsed {
         Ok(doc) => doc,
         Err((path, inner)) => {
-            // Say the most useful thing first: not JSON, not ours, another version, then
-            // the exact field.
-            return Err(match serde_json::from_str::<serde_json::Value>(text) {
-                Err(e) if e.is_eof() => {
-                    format!("truncated JSON ({e}); was the run interrupted while writing?")
-                }
-                Err(e) => format!("not valid JSON: {e}"),
-                Ok(v) if !v.is_object() => {
-                    "not a fabcheck result document: the top level is not a JSON object".to_string()
-                }
-                Ok(v) => match v.get("schema_version") {
-                    None => "no schema_version field: not a fabcheck result document".to_string(),
-                    Some(ver) if ver.as_u64() != Some(u64::from(SCHEMA_VERSION)) => {
-                        version_message(ver)
-                    }
-                    Some(_) => match deeper_path(&v, &path) {
-                        Some(msg) => msg,
-                        None if path.is_empty() || path == "." => format!("{inner}"),
-                        None => format!("at JSON path `{path}`: {inner}"),
-                    },
-                },
-            });
+            return Err(diagnose(text, &path, &inner));
         }
     };
     if doc.schema_version != SCHEMA_VERSION {
         return Err(version_message(&doc.schema_version.into()));
     }
-    let mut groups = LatencyGroups::new();
     for (i, r) in doc.results.iter().enumerate() {
-        if let TestResult::Latency(l) = r {
-            if l.histogram.is_empty() {
-                continue;
-            }
-            let key = LatKey {
-                tool: doc.tool.clone(),
-                test: l.test.clone(),
-                transport: l.transport.clone(),
-                size: l.size_bytes,
-            };
-            let slot = groups.entry(key).or_default();
-            slot.0
-                .merge_encoded(&l.histogram)
-                .map_err(|e| format!("at JSON path `results[{i}].histogram`: {e}"))?;
-            slot.1 += 1;
-            continue;
-        }
         let hists: Vec<(&str, &str)> = match r {
-            TestResult::Latency(_) => vec![],
+            TestResult::Latency(l) => vec![("histogram", &l.histogram)],
             TestResult::Bandwidth(_) => vec![],
             TestResult::Collective(c) => vec![
                 ("out_of_place.histogram", &c.out_of_place.histogram),
@@ -316,7 +633,7 @@ pub fn parse_document(text: &str) -> Result<(Document, LatencyGroups), String> {
             if h.is_empty() {
                 continue;
             }
-            LatencyHistogram::decode(h)
+            LatencyHistogram::validate_encoded(h)
                 .map_err(|e| format!("at JSON path `results[{i}].{field}`: {e}"))?;
         }
         if r.size_bytes() == 0 && !matches!(r, TestResult::Latency(_)) {
@@ -325,19 +642,109 @@ pub fn parse_document(text: &str) -> Result<(Document, LatencyGroups), String> {
             ));
         }
     }
-    Ok((doc, groups))
+    Ok(doc)
+}
+
+/// Says the most useful thing first about a document serde refused: not JSON, not ours,
+/// another version, then the exact field. Each question is answered by a pass that keeps
+/// almost nothing (the one result row in question at most), so a refused document costs
+/// no more memory than an accepted one.
+fn diagnose(text: &str, path: &str, inner: &serde_json::Error) -> String {
+    if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(text) {
+        return if e.is_eof() {
+            format!("truncated JSON ({e}); was the run interrupted while writing?")
+        } else {
+            format!("not valid JSON: {e}")
+        };
+    }
+    if !text.trim_start().starts_with('{') {
+        return "not a fabcheck result document: the top level is not a JSON object".to_string();
+    }
+    /// The version alone; every other field is skipped unread.
+    #[derive(serde::Deserialize)]
+    struct Probe {
+        schema_version: Option<serde_json::Value>,
+    }
+    match serde_json::from_str::<Probe>(text) {
+        Ok(Probe {
+            schema_version: None,
+        }) => return "no schema_version field: not a fabcheck result document".to_string(),
+        Ok(Probe {
+            schema_version: Some(v),
+        }) if v.as_u64() != Some(u64::from(SCHEMA_VERSION)) => return version_message(&v),
+        _ => {}
+    }
+    match deeper_path(text, path) {
+        Some(msg) => msg,
+        None if path.is_empty() || path == "." => format!("{inner}"),
+        None => format!("at JSON path `{path}`: {inner}"),
+    }
+}
+
+/// Row `index` of the top-level `results` array of `text`, every other value skipped.
+fn result_row(text: &str, index: usize) -> Option<serde_json::Value> {
+    use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+    struct Top(usize);
+    struct Rows(usize);
+    impl<'de> Visitor<'de> for Top {
+        type Value = Option<serde_json::Value>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a result document")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+            let mut row = None;
+            while let Some(k) = m.next_key::<std::borrow::Cow<'de, str>>()? {
+                if k == "results" && row.is_none() {
+                    row = m.next_value_seed(Rows(self.0))?;
+                } else {
+                    m.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(row)
+        }
+    }
+    impl<'de> DeserializeSeed<'de> for Rows {
+        type Value = Option<serde_json::Value>;
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_seq(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Rows {
+        type Value = Option<serde_json::Value>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("an array of results")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut row = None;
+            let mut i = 0;
+            loop {
+                if i == self.0 {
+                    match seq.next_element::<serde_json::Value>()? {
+                        Some(v) => row = Some(v),
+                        None => break,
+                    }
+                } else if seq.next_element::<IgnoredAny>()?.is_none() {
+                    break;
+                }
+                i += 1;
+            }
+            Ok(row)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    serde::Deserializer::deserialize_map(&mut de, Top(index)).ok()?
 }
 
 /// serde reports errors inside an internally tagged enum (a result row) at the row, not
 /// the field. Re-read that row as its own type to name the exact field.
-fn deeper_path(v: &serde_json::Value, path: &str) -> Option<String> {
+fn deeper_path(text: &str, path: &str) -> Option<String> {
     let rest = path.strip_prefix("results[")?;
     let (idx, tail) = rest.split_once(']')?;
     if !tail.is_empty() {
         return None;
     }
-    let row = v.get("results")?.get(idx.parse::<usize>().ok()?)?;
-    row_problem(row, idx)
+    let row = result_row(text, idx.parse::<usize>().ok()?)?;
+    row_problem(&row, idx)
 }
 
 /// What is wrong with result row `idx` (a JSON value that does not deserialize), naming
@@ -386,10 +793,15 @@ mod tests {
 
     #[test]
     fn good_document_parses() {
-        let (doc, groups) = parse_document(&sample_text()).unwrap();
+        let doc = parse_document(&sample_text()).unwrap();
         assert_eq!(doc.results.len(), 2);
-        assert_eq!(groups.len(), 2);
-        assert!(groups.values().all(|(h, n)| h.len() == 2000 && *n == 1));
+        for r in &doc.results {
+            let TestResult::Latency(l) = r else { panic!() };
+            assert_eq!(
+                LatencyHistogram::validate_encoded(&l.histogram).unwrap(),
+                2000
+            );
+        }
     }
 
     #[test]

@@ -213,7 +213,7 @@ pub fn judge_check(
                 // Streamed documents keep no per-row histogram: each selected row's own
                 // percentile is judged instead (the worst row decides).
                 for (di, d) in docs.iter().enumerate() {
-                    let Some(p2p) = &d.p2p else { continue };
+                    let Some(p2p) = d.p2p() else { continue };
                     let groups = groups_matching(sel, p2p);
                     for (ri, r) in p2p.rows.iter().enumerate() {
                         if let RowStats::Latency(l) = &r.stats {
@@ -266,7 +266,7 @@ pub fn judge_check(
                         });
                     }
                 }
-                let Some(p2p) = &d.p2p else { continue };
+                let Some(p2p) = d.p2p() else { continue };
                 if !matches!(
                     kind,
                     RowKind::Latency | RowKind::Bandwidth | RowKind::Counters
@@ -352,7 +352,7 @@ fn describe(at: &At, docs: &[Loaded]) -> String {
         }
         At::Compact(di, ri) => {
             let d = &docs[*di];
-            let Some(p2p) = &d.p2p else {
+            let Some(p2p) = d.p2p() else {
                 return String::new();
             };
             let r = &p2p.rows[*ri];

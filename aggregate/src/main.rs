@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use aggregate::error::{exit, Error, Result};
+use aggregate::escape::terminal;
 use aggregate::{cluster, compare, export, input, judge, profile, report, sign, tables, templates};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 #[derive(Parser)]
 #[command(
@@ -62,9 +63,11 @@ enum Cmd {
         #[arg(long, requires = "dist_test", value_parser = parse_size)]
         dist_size: Option<u64>,
         /// Stream input files of at least this size instead of reading them whole
-        /// (bounded memory for large sweeps).
+        /// (bounded memory for large sweeps; they still count against --max-input-bytes).
         #[arg(long, hide = true, default_value = "256M", value_parser = parse_size)]
         stream_above: u64,
+        #[command(flatten)]
+        limits: LimitArgs,
     },
     /// Write a new Ed25519 signing key pair (KEY, mode 0600, and KEY.pub).
     Keygen {
@@ -108,6 +111,8 @@ enum Cmd {
         /// Directory whose compare.md / compare.junit.xml replace the built-in ones.
         #[arg(long)]
         templates: Option<PathBuf>,
+        #[command(flatten)]
+        limits: LimitArgs,
     },
     /// Export metrics (Prometheus node_exporter textfile format).
     Export {
@@ -125,7 +130,28 @@ enum Cmd {
         out: Option<PathBuf>,
         #[arg(long)]
         skip_bad: bool,
+        #[command(flatten)]
+        limits: LimitArgs,
     },
+}
+
+/// Ceilings on what a command reads (README, Limits).
+#[derive(Args)]
+struct LimitArgs {
+    /// Largest input file, and largest total of all input files, read (64M, 1G, ...).
+    /// The decoded documents may take up to twice this in memory.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size,
+          default_value = "256M")]
+    max_input_bytes: u64,
+}
+
+impl LimitArgs {
+    fn limits(&self) -> input::Limits {
+        input::Limits {
+            input_bytes: self.max_input_bytes,
+            ..input::Limits::default()
+        }
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -144,7 +170,7 @@ fn main() -> ExitCode {
     match run(cli.cmd) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("aggregate: {e}");
+            eprintln!("aggregate: {}", terminal(&e.to_string()));
             ExitCode::from(&e)
         }
     }
@@ -178,6 +204,7 @@ fn run(cmd: Cmd) -> Result<u8> {
             dist_test,
             dist_size,
             stream_above,
+            limits,
         } => {
             let opts = report::Options {
                 inputs,
@@ -191,6 +218,7 @@ fn run(cmd: Cmd) -> Result<u8> {
                 title,
                 dist: dist_test.zip(dist_size),
                 stream_above,
+                limits: limits.limits(),
             };
             let o = report::run(&opts)?;
             let v = &o.verdict;
@@ -200,20 +228,27 @@ fn run(cmd: Cmd) -> Result<u8> {
                     .map(|m| format!("{} {}", judge::format_value(m), c.unit))
                     .unwrap_or_else(|| "no data".into());
                 println!(
-                    "{:<8} {:<28} {measured} (bound {})",
-                    c.status.as_str(),
-                    c.id,
-                    c.bound
+                    "{}",
+                    terminal(&format!(
+                        "{:<8} {:<28} {measured} (bound {})",
+                        c.status.as_str(),
+                        c.id,
+                        c.bound
+                    ))
                 );
             }
             for line in &o.suspects {
-                println!("SUSPECT  {line}");
+                println!("{}", terminal(&format!("SUSPECT  {line}")));
             }
             if let Some((path, n)) = &o.retest {
                 println!(
-                    "retest: {} ({n} pair(s)): run them with --pattern file:{} over the same hosts, then report both runs together",
-                    path.display(),
-                    path.display()
+                    "{}",
+                    terminal(&format!(
+                        "retest: {} ({n} pair(s)): run them with --pattern file:{} over the \
+                         same hosts, then report both runs together",
+                        path.display(),
+                        path.display()
+                    ))
                 );
             }
             println!("report: {}", o.dir.join("report.html").display());
@@ -232,7 +267,7 @@ fn run(cmd: Cmd) -> Result<u8> {
                 v.failed,
                 v.missing,
                 v.checks.len(),
-                v.profile
+                terminal(&v.profile)
             );
             Ok(if v.pass() { exit::OK } else { exit::FAILED })
         }
@@ -263,13 +298,13 @@ fn run(cmd: Cmd) -> Result<u8> {
                 if rep.signature_ok { "good" } else { "BAD" }
             );
             for p in &rep.problems {
-                println!("problem: {p}");
+                println!("problem: {}", terminal(p));
             }
             for f in &rep.bad_files {
-                println!("CHANGED: {f}");
+                println!("CHANGED: {}", terminal(f));
             }
             for f in &rep.unlisted {
-                println!("not covered by the signature: {f}");
+                println!("not covered by the signature: {}", terminal(f));
             }
             if rep.ok() {
                 println!("verified: {} files match the signed manifest", rep.files_ok);
@@ -288,6 +323,7 @@ fn run(cmd: Cmd) -> Result<u8> {
             out,
             skip_bad,
             templates,
+            limits,
         } => {
             let tpl = templates::Templates::load(templates.as_deref())?;
             let cmp = compare::run(&compare::Options {
@@ -296,9 +332,10 @@ fn run(cmd: Cmd) -> Result<u8> {
                 tolerance_pct: tolerance,
                 sigmas,
                 skip_bad,
+                limits: limits.limits(),
             })?;
             let text = match format {
-                CompareFormat::Text => compare::text(&cmp),
+                CompareFormat::Text => terminal(&compare::text(&cmp)),
                 CompareFormat::Markdown => tpl.render("compare.md", &cmp)?,
                 CompareFormat::Junit => tpl.render("compare.junit.xml", &cmp)?,
             };
@@ -323,10 +360,11 @@ fn run(cmd: Cmd) -> Result<u8> {
             profile,
             out,
             skip_bad,
+            limits,
         } => {
             let exporter = export::by_name(&format)?;
             let profile = profile.as_deref().map(profile::load).transpose()?;
-            let set = input::load(&inputs, skip_bad)?;
+            let set = input::load_with(&inputs, skip_bad, &limits.limits())?;
             let verdict = profile.as_ref().map(|p| {
                 let t = tables::build(&set.docs, p.line_rate_gbit_s);
                 let mut v = judge::judge(p, &set.docs, &t);
@@ -338,7 +376,7 @@ fn run(cmd: Cmd) -> Result<u8> {
                 verdict: verdict.as_ref(),
             })?;
             for s in &set.skipped {
-                eprintln!("aggregate: skipped {s}");
+                eprintln!("aggregate: skipped {}", terminal(&s.to_string()));
             }
             write_out(&out, &bytes)?;
             Ok(exit::OK)

@@ -534,7 +534,7 @@ pub fn analyse(docs: &[Loaded], profile: &Profile) -> Analysis {
     let mut names: Vec<String> = Vec::new();
     let mut per_doc: Vec<DocRows> = Vec::new();
     for d in docs {
-        let rows = match &d.p2p {
+        let rows = match d.p2p() {
             Some(p) => Cow::Borrowed(p),
             None => Cow::Owned(P2pRows::from_document(&d.doc)),
         };

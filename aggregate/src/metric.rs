@@ -207,7 +207,7 @@ impl Metric {
                     .filter(|t| t.checked)
                     .map(|t| t.wrong)
                     .collect();
-                (!parts.is_empty()).then(|| parts.iter().sum::<u64>() as f64)
+                (!parts.is_empty()).then(|| parts.iter().map(|&w| w as f64).sum::<f64>())
             }
             Metric::Latency(p) => Some(p.of(&t.latency_us)),
             _ => None,
@@ -281,9 +281,9 @@ impl LossTally {
     pub fn add(&mut self, name: &str, v: i64) {
         if SENT_COUNTERS.contains(&name) {
             self.have_sent = true;
-            self.sent += v.max(0);
+            self.sent = self.sent.saturating_add(v.max(0));
         } else if LOSS_COUNTERS.contains(&name) {
-            self.lost += v.max(0);
+            self.lost = self.lost.saturating_add(v.max(0));
         }
     }
 

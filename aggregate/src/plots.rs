@@ -27,12 +27,17 @@ pub struct Plots {
 /// A series: label and (x, y) points.
 type Series = (String, Vec<(f64, f64)>);
 
-/// Keeps labels to characters that can never be markup, whatever a document contains.
-fn clean(s: &str) -> String {
-    s.chars()
-        .filter(|c| c.is_ascii_alphanumeric() || " _-.:/()%=,".contains(*c))
-        .take(60)
-        .collect()
+/// Labels reach the SVG through the one escaping layer of plot text.
+use crate::escape::svg_label as clean;
+
+/// Largest magnitude plotted (10^15 us, Gb/s or GB/s is no measurement): a point beyond it
+/// is left out, so a corrupt value cannot stretch an axis to infinity (plotters would
+/// never finish placing its ticks).
+const PLOT_MAX: f64 = 1e15;
+
+/// Whether a point can be drawn.
+fn plottable(&(x, y): &(f64, f64)) -> bool {
+    x.is_finite() && y.is_finite() && x.abs() <= PLOT_MAX && y.abs() <= PLOT_MAX
 }
 
 fn size_label(x: &f64) -> String {
@@ -47,7 +52,7 @@ fn bounds(series: &[Series]) -> Option<(f64, f64, f64, f64)> {
     let pts = series.iter().flat_map(|s| s.1.iter());
     let mut b: Option<(f64, f64, f64, f64)> = None;
     for &(x, y) in pts {
-        if !(x.is_finite() && y.is_finite()) {
+        if !plottable(&(x, y)) {
             continue;
         }
         b = Some(match b {
@@ -68,6 +73,12 @@ fn chart(
     hline: Option<(f64, &str)>,
     x_is_size: bool,
 ) -> Option<String> {
+    let series: Vec<Series> = series
+        .iter()
+        .map(|(l, pts)| (l.clone(), pts.iter().copied().filter(plottable).collect()))
+        .collect();
+    let series = &series[..];
+    let hline = hline.filter(|(v, _)| v.is_finite() && v.abs() <= PLOT_MAX);
     let (x0, x1, mut y0, mut y1) = bounds(series)?;
     if let Some((v, _)) = hline {
         y1 = y1.max(v);
@@ -257,7 +268,7 @@ pub fn draw_all(t: &Tables, line_rate: Option<f64>, dist: Option<(&str, u64)>) -
         let step = (buckets.len() / 400).max(1);
         let mut pts = Vec::new();
         for (i, (v, n)) in buckets.iter().enumerate() {
-            acc += n;
+            acc = acc.saturating_add(*n);
             if i % step == 0 || i + 1 == buckets.len() {
                 pts.push((*v as f64 / 1000.0, acc as f64 / total * 100.0));
             }

@@ -21,6 +21,7 @@ use serde::Serialize;
 
 use crate::cluster::Cluster;
 use crate::error::{Error, Result};
+use crate::escape::shorten;
 use crate::input::{self, BadInput};
 use crate::judge::{self, Verdict};
 use crate::plots::{self, Plots};
@@ -43,8 +44,10 @@ pub struct Options {
     pub title: Option<String>,
     /// Test and size of the latency distribution plot.
     pub dist: Option<(String, u64)>,
-    /// Input files at least this large are streamed ([`crate::stream`]).
+    /// Input files at least this large are streamed (the `stream` module).
     pub stream_above: u64,
+    /// Ceilings on what is read.
+    pub limits: input::Limits,
 }
 
 /// Names this command writes into the output directory (and removes on `--force`).
@@ -102,10 +105,23 @@ struct HostRow {
 #[derive(Serialize, Default)]
 struct Environment {
     hosts: Vec<HostRow>,
+    /// Hosts beyond the first [`MAX_HOSTS`], counted, not listed.
+    more_hosts: usize,
     versions: Vec<String>,
+    more_versions: usize,
     command_lines: Vec<String>,
     more_command_lines: usize,
 }
+
+/// Characters shown of a name (host, kernel, CPU) and of a message or list; the bundle's
+/// input copies keep every byte.
+const NAME: usize = 256;
+const SHORT: usize = 1024;
+
+/// Rows of the hosts table (a 1,024-node cluster lists every node); more are counted.
+const MAX_HOSTS: usize = 4096;
+/// Versions and command lines listed; more are counted.
+const MAX_LINES: usize = 50;
 
 #[derive(Serialize)]
 struct SignatureInfo {
@@ -212,16 +228,24 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     // Everything that can be wrong with the command line is found before the real work.
     let profile = profile::load(&opts.profile)?;
     let templates = Templates::load(opts.templates.as_deref())?;
+    sign::check_identity(&opts.identity)?;
     let key = opts.sign.as_deref().map(sign::read_private).transpose()?;
     prepare_out(&opts.out, opts.force)?;
 
     let mut clock = PhaseClock::new();
-    // Large inputs are streamed from their copy in the bundle (see `stream`); a run that
-    // stops on a bad input leaves no half-made bundle behind.
+    // Large inputs are streamed through their link or copy in the bundle (see `stream`);
+    // a run that stops on a bad input leaves no half-made bundle behind.
     let inputs_dir = opts.out.join("inputs");
-    let set = input::load_with(&opts.inputs, opts.skip_bad, |i, p| {
-        crate::stream::read(i, p, opts.stream_above, Some(&inputs_dir))
-    })
+    let set = input::load_reading(
+        &opts.inputs,
+        opts.skip_bad,
+        &opts.limits,
+        &|i, p, size, budget| {
+            (size >= opts.stream_above)
+                .then(|| crate::stream::read(i, p, &opts.limits, budget, Some(&inputs_dir)))
+                .flatten()
+        },
+    )
     .inspect_err(|_| {
         let _ = fs::remove_dir_all(&inputs_dir);
     })?;
@@ -271,26 +295,28 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         Ok(())
     };
 
-    // Inputs, byte for byte: the bytes that were parsed and judged.
+    // Inputs, byte for byte: the bytes that were parsed and judged (read again, one at a
+    // time, and checked against their digest), under names made only of plain characters.
     let mut inputs = Vec::new();
     for (i, d) in set.docs.iter().enumerate() {
         let name = d
             .path
             .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
+            .map(|n| crate::escape::file_name(&n.to_string_lossy()))
             .unwrap_or_else(|| "input.json".into());
         let rel = format!("inputs/{:04}-{name}", i + 1);
-        match &d.copied {
-            // Streamed: the copy that was read is the evidence; it only gets its name.
+        match d.compact.as_ref().and_then(|c| c.copied.as_ref()) {
+            // Streamed: the link or copy that was read is the evidence; it only gets its
+            // name.
             Some(copy) => {
                 let to = opts.out.join(&rel);
                 fs::rename(copy, &to).map_err(|e| err_io(&to, e))?;
                 files.push((rel.clone(), d.sha256.clone()));
             }
-            None => write(&mut files, &rel, &d.raw, Some(&d.sha256))?,
+            None => write(&mut files, &rel, &d.read_judged_bytes()?, Some(&d.sha256))?,
         }
         inputs.push(InputInfo {
-            path: d.path.display().to_string(),
+            path: shorten(&d.path.display().to_string(), SHORT),
             bundle_path: rel,
             tool: d.doc.tool.clone(),
             started_at: d.doc.started_at.clone(),
@@ -351,20 +377,23 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         .iter()
         .filter(|d| !d.doc.complete)
         .map(|d| {
-            format!(
-                "{} ({})",
-                d.path.display(),
-                d.doc
-                    .incomplete_reason
-                    .as_deref()
-                    .unwrap_or("stopped early")
+            shorten(
+                &format!(
+                    "{} ({})",
+                    d.path.display(),
+                    d.doc
+                        .incomplete_reason
+                        .as_deref()
+                        .unwrap_or("stopped early")
+                ),
+                SHORT,
             )
         })
         .collect();
     let mut warnings = BTreeSet::new();
     for d in &set.docs {
         for w in &d.doc.warnings {
-            warnings.insert(format!("{}: {w}", d.doc.tool));
+            warnings.insert(shorten(&format!("{}: {w}", d.doc.tool), SHORT));
         }
     }
     let ctx = Context {
@@ -449,21 +478,30 @@ pub fn run(opts: &Options) -> Result<Outcome> {
 /// Hosts (one row per host name), versions and command lines across every document.
 fn environment(docs: &[input::Loaded]) -> Environment {
     let mut hosts: BTreeMap<String, HostRow> = BTreeMap::new();
+    let mut extra_hosts: BTreeSet<&str> = BTreeSet::new();
     let mut versions = BTreeSet::new();
     let mut cmds = BTreeSet::new();
     for d in docs {
-        versions.insert(format!(
-            "{} {} (git {}), schema v{}, launcher {}, clock {}",
-            d.doc.tool,
-            d.doc.tool_version,
-            d.doc.git_commit,
-            d.doc.schema_version,
-            d.doc.launcher,
-            d.doc.clock.as_deref().unwrap_or("?")
+        versions.insert(shorten(
+            &format!(
+                "{} {} (git {}), schema v{}, launcher {}, clock {}",
+                d.doc.tool,
+                d.doc.tool_version,
+                d.doc.git_commit,
+                d.doc.schema_version,
+                d.doc.launcher,
+                d.doc.clock.as_deref().unwrap_or("?")
+            ),
+            SHORT,
         ));
-        cmds.insert(shell_join(&d.doc.command_line));
+        cmds.insert(shorten(&shell_join(&d.doc.command_line), 4 * SHORT));
         for h in &d.doc.hosts {
-            if hosts.contains_key(&h.hostname) {
+            let name = shorten(&h.hostname, NAME);
+            if hosts.contains_key(&name) || extra_hosts.contains(h.hostname.as_str()) {
+                continue;
+            }
+            if hosts.len() >= MAX_HOSTS {
+                extra_hosts.insert(h.hostname.as_str());
                 continue;
             }
             let rdma: Vec<String> = h
@@ -505,38 +543,40 @@ fn environment(docs: &[input::Loaded]) -> Environment {
                 })
                 .collect();
             hosts.insert(
-                h.hostname.clone(),
+                name.clone(),
                 HostRow {
-                    hostname: h.hostname.clone(),
-                    kernel: h.kernel.clone(),
-                    cpu_model: h.cpu_model.clone(),
+                    hostname: name,
+                    kernel: shorten(&h.kernel, NAME),
+                    cpu_model: shorten(&h.cpu_model, NAME),
                     cores: h.cores,
                     numa_nodes: h.numa_nodes,
                     rdma: if rdma.is_empty() {
                         "none".into()
                     } else {
-                        rdma.join(", ")
+                        shorten(&rdma.join(", "), SHORT)
                     },
                     gpus: if gpus.is_empty() {
                         "none".into()
                     } else {
-                        gpus.iter()
+                        let list = gpus
+                            .iter()
                             .map(|(n, c)| format!("{c}x {n}"))
                             .collect::<Vec<_>>()
-                            .join(", ")
+                            .join(", ");
+                        shorten(&list, SHORT)
                     },
-                    net: net.join(", "),
+                    net: shorten(&net.join(", "), SHORT),
                 },
             );
         }
     }
-    const MAX_CMDS: usize = 50;
-    let more = cmds.len().saturating_sub(MAX_CMDS);
     Environment {
         hosts: hosts.into_values().collect(),
-        versions: versions.into_iter().collect(),
-        command_lines: cmds.into_iter().take(MAX_CMDS).collect(),
-        more_command_lines: more,
+        more_hosts: extra_hosts.len(),
+        more_versions: versions.len().saturating_sub(MAX_LINES),
+        versions: versions.into_iter().take(MAX_LINES).collect(),
+        more_command_lines: cmds.len().saturating_sub(MAX_LINES),
+        command_lines: cmds.into_iter().take(MAX_LINES).collect(),
     }
 }
 

@@ -12,13 +12,12 @@
 //! changed byte anywhere breaks one of the two.
 
 use std::fs;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path};
 
 use ssh_key::{Algorithm, HashAlg, LineEnding, PrivateKey, PublicKey, SshSig};
 
-use crate::digest::sha256_hex;
 use crate::error::{Error, Result};
 
 /// SSHSIG namespace of fabcheck reports: a signature made for anything else (git commits,
@@ -32,6 +31,26 @@ pub const SIGNATURE: &str = "MANIFEST.sha256.sig";
 pub const ALLOWED_SIGNERS: &str = "allowed_signers";
 /// Principal named in `allowed_signers` and in `ssh-keygen -Y verify -I`.
 pub const DEFAULT_IDENTITY: &str = "fabcheck";
+
+/// Checks a signer principal (`--identity`): it lands in `allowed_signers`, in the
+/// printed `ssh-keygen -I` command and in every report, so it is kept to characters that
+/// need no quoting anywhere: letters, digits and `. _ @ + -`.
+pub fn check_identity(identity: &str) -> Result<()> {
+    let ok = !identity.is_empty()
+        && identity.len() <= 256
+        && identity
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._@+-".contains(c));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Usage(format!(
+            "--identity {:?}: use letters, digits and . _ @ + - only (an SSH principal such as \
+             fabcheck or acceptance@vendor.example)",
+            crate::escape::terminal(identity)
+        )))
+    }
+}
 
 /// The exact customer-side command, for the README and the report footer.
 pub fn verify_command(identity: &str) -> String {
@@ -170,23 +189,23 @@ impl VerifyReport {
 /// the caller compares the printed fingerprint with the one the signer published), then
 /// every file hash.
 pub fn verify_bundle(dir: &Path, public: Option<&PublicKey>) -> Result<VerifyReport> {
-    let read = |name: &str| {
-        fs::read(dir.join(name)).map_err(|e| {
+    let read = |name: &str, limit: u64| {
+        read_small(&dir.join(name), limit).map_err(|e| {
             Error::Input(format!(
-                "{}: cannot read: {e} (is {} a signed report directory?)",
+                "{}: {e} (is {} a signed report directory?)",
                 dir.join(name).display(),
                 dir.display()
             ))
         })
     };
-    let manifest_bytes = read(MANIFEST)?;
-    let sig_bytes = read(SIGNATURE)?;
+    let manifest_bytes = read(MANIFEST, MAX_MANIFEST_BYTES)?;
+    let sig_bytes = read(SIGNATURE, MAX_KEY_BYTES)?;
     let mut rep = VerifyReport::default();
     let bundled;
     let key = match public {
         Some(k) => k,
         None => {
-            let text = String::from_utf8_lossy(&read(ALLOWED_SIGNERS)?).into_owned();
+            let text = String::from_utf8_lossy(&read(ALLOWED_SIGNERS, MAX_KEY_BYTES)?).into_owned();
             let line = text.lines().next().unwrap_or_default();
             let key_text = line.split_once(' ').map(|x| x.1).unwrap_or_default();
             bundled = PublicKey::from_openssh(key_text.trim()).map_err(|e| {
@@ -229,9 +248,13 @@ pub fn verify_bundle(dir: &Path, public: Option<&PublicKey>) -> Result<VerifyRep
             ));
             continue;
         }
-        listed.insert(path.to_string());
-        match fs::read(dir.join(rel)) {
-            Ok(bytes) if sha256_hex(&bytes) == hash => rep.files_ok += 1,
+        if !listed.insert(path.to_string()) {
+            rep.problems
+                .push(format!("{MANIFEST} line {}: {path} is listed twice", n + 1));
+            continue;
+        }
+        match sha256_file(&dir.join(rel)) {
+            Ok(h) if h == hash => rep.files_ok += 1,
             Ok(_) => rep.bad_files.push(format!("{path}: content changed")),
             Err(e) => rep.bad_files.push(format!("{path}: {e}")),
         }
@@ -246,13 +269,16 @@ pub fn verify_bundle(dir: &Path, public: Option<&PublicKey>) -> Result<VerifyRep
     Ok(rep)
 }
 
-/// Every regular file under `dir`, as a `/`-separated path relative to `root`.
+/// Every file under `dir` (symbolic links included, never followed), as a `/`-separated
+/// path relative to `root`.
 pub fn list_files(root: &Path, dir: &Path, out: &mut Vec<String>) {
     let Ok(rd) = fs::read_dir(dir) else { return };
-    let mut entries: Vec<_> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
+    let mut entries: Vec<_> = rd
+        .filter_map(|e| e.ok().and_then(|e| Some((e.path(), e.file_type().ok()?))))
+        .collect();
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    for (p, kind) in entries {
+        if kind.is_dir() {
             list_files(root, &p, out);
         } else if let Ok(rel) = p.strip_prefix(root) {
             out.push(rel.to_string_lossy().replace('\\', "/"));
@@ -260,9 +286,53 @@ pub fn list_files(root: &Path, dir: &Path, out: &mut Vec<String>) {
     }
 }
 
+/// Largest manifest read (a line per file: 64 MiB is over 600,000 files).
+pub const MAX_MANIFEST_BYTES: u64 = 64 << 20;
+/// Largest key, signature or `allowed_signers` file read.
+pub const MAX_KEY_BYTES: u64 = 1 << 20;
+
+/// Reads a small regular file (not through a symbolic link), at most `limit` bytes.
+fn read_small(path: &Path, limit: u64) -> std::result::Result<Vec<u8>, String> {
+    let f = open_regular(path)?;
+    let mut bytes = Vec::new();
+    f.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    if bytes.len() as u64 > limit {
+        return Err(format!(
+            "larger than {limit} bytes: not a file fabcheck writes"
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Opens a regular file that is not a symbolic link: a bundle's files are checked as
+/// they are, and a link to a device or a FIFO would never end or never answer.
+fn open_regular(path: &Path) -> std::result::Result<fs::File, String> {
+    let meta = fs::symlink_metadata(path).map_err(|e| format!("cannot read: {e}"))?;
+    if !meta.file_type().is_file() {
+        return Err(
+            "not a regular file (a link, directory or device is never part of a bundle)".into(),
+        );
+    }
+    fs::File::open(path).map_err(|e| format!("cannot read: {e}"))
+}
+
+/// SHA-256 of a regular file, read as a stream (a bundle may hold gigabytes of inputs).
+fn sha256_file(path: &Path) -> std::result::Result<String, String> {
+    crate::digest::sha256_hex_of(open_regular(path)?).map_err(|e| format!("cannot read: {e}"))
+}
+
 /// Reads a public key file (`KEY.pub`, OpenSSH one-line format).
 pub fn read_public(path: &Path) -> Result<PublicKey> {
-    let text = fs::read_to_string(path)
+    let text = fs::read(path)
+        .map_err(|e| e.to_string())
+        .and_then(|b| {
+            (b.len() as u64 <= MAX_KEY_BYTES)
+                .then_some(b)
+                .ok_or_else(|| "too large for a key".to_string())
+        })
+        .and_then(|b| String::from_utf8(b).map_err(|e| e.to_string()))
         .map_err(|e| Error::Signing(format!("{}: cannot read: {e}", path.display())))?;
     PublicKey::from_openssh(text.trim()).map_err(|e| {
         Error::Signing(format!(
@@ -275,6 +345,7 @@ pub fn read_public(path: &Path) -> Result<PublicKey> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::digest::sha256_hex;
 
     #[test]
     fn sign_then_verify_and_tamper() {

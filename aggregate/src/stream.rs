@@ -41,8 +41,10 @@ pub struct Streamed {
     /// whole.
     pub latency: LatencyGroups,
     pub sha256: String,
-    /// Read by the parallel line path (false: the one-thread path).
+    /// Read by the parallel path (false: the one-thread path).
     pub parallel: bool,
+    /// Bytes of the document without its rows (what its other fields cost to parse).
+    pub head_bytes: u64,
 }
 
 /// Why a document was not streamed.
@@ -60,51 +62,63 @@ const BLOCK: usize = 16 << 20;
 /// Files at least this large are streamed by `aggregate report` (`--stream-above`).
 pub const DEFAULT_ABOVE: u64 = 256 << 20;
 
-/// Reads input file number `index`: whole when it is smaller than `above` bytes (or holds
-/// rows that have no compact form), else streamed, copied first into `copy_dir` as
-/// `.stream-NNNN.part` (see [`Loaded::copied`]).
+/// Reads input file number `index` (`size` bytes) streamed, its bytes linked or copied
+/// first into `copy_dir` as `.stream-NNNN.part` ([`input::Compact::copied`]), the memory
+/// its compact form takes charged to `budget`. `None` when it holds rows that have no
+/// compact form: read it whole.
 pub fn read(
     index: usize,
     path: &Path,
-    above: u64,
+    limits: &input::Limits,
+    budget: &input::Budget,
     copy_dir: Option<&Path>,
-) -> Result<Loaded, BadInput> {
-    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    if size < above {
-        return input::load_file(path);
-    }
+) -> Option<Result<Loaded, BadInput>> {
+    let bad = |problem: String| Some(Err(BadInput::new(path, problem)));
+    let size = match std::fs::metadata(path) {
+        Ok(m) => m.len(),
+        Err(e) => return bad(format!("cannot read: {e}")),
+    };
     if let Some(d) = copy_dir {
-        std::fs::create_dir_all(d).map_err(|e| BadInput {
-            path: path.display().to_string(),
-            problem: format!("cannot create {}: {e}", d.display()),
-        })?;
+        if let Err(e) = std::fs::create_dir_all(d) {
+            return bad(format!("cannot create {}: {e}", d.display()));
+        }
     }
     let copy = copy_dir.map(|d| d.join(format!(".stream-{index:04}.part")));
-    let discard = |c: &Option<std::path::PathBuf>| {
-        if let Some(c) = c {
+    let discard = || {
+        if let Some(c) = &copy {
             let _ = std::fs::remove_file(c);
         }
     };
-    match load(path, copy.as_deref()) {
-        Ok(s) => Ok(Loaded {
-            path: path.to_path_buf(),
-            doc: s.doc,
-            latency: s.latency,
-            sha256: s.sha256,
-            raw: Vec::new(),
-            p2p: Some(s.rows),
-            copied: copy,
-        }),
+    match load(path, copy.as_deref(), limits.latency_groups) {
+        Ok(s) => {
+            // What stays in memory: the compact rows and the peers; the document's
+            // other fields were charged by their size.
+            let cost = (s.rows.rows.len() * std::mem::size_of::<crate::rows::P2pRow>()) as u64
+                + (s.rows.peers.list.len() * 64) as u64
+                + s.head_bytes;
+            if budget.exceeded() || !budget.take(cost) {
+                discard();
+                return bad("not read: the decoded-memory ceiling is spent".into());
+            }
+            Some(Ok(Loaded {
+                path: path.to_path_buf(),
+                doc: s.doc,
+                sha256: s.sha256,
+                bytes: size,
+                compact: Some(Box::new(input::Compact {
+                    rows: s.rows,
+                    latency: s.latency,
+                    copied: copy,
+                })),
+            }))
+        }
         Err(StreamError::NotStreamable(_)) => {
-            discard(&copy);
-            input::load_file(path)
+            discard();
+            None
         }
         Err(StreamError::Bad(problem)) => {
-            discard(&copy);
-            Err(BadInput {
-                path: path.display().to_string(),
-                problem,
-            })
+            discard();
+            bad(problem)
         }
     }
 }
@@ -114,7 +128,7 @@ pub fn read(
 /// bytes are read. Either way the bytes hashed and parsed are the bytes in the bundle; a
 /// file changed while it was read is refused, and one changed in place afterwards fails
 /// `aggregate verify`.
-pub fn load(path: &Path, copy: Option<&Path>) -> Result<Streamed, StreamError> {
+pub fn load(path: &Path, copy: Option<&Path>, max_groups: usize) -> Result<Streamed, StreamError> {
     let bad = |what: &str, e: std::io::Error| StreamError::Bad(format!("{what}: {e}"));
     let linked = copy.filter(|dst| std::fs::hard_link(path, dst).is_ok());
     let (read_from, tee) = match linked {
@@ -124,7 +138,7 @@ pub fn load(path: &Path, copy: Option<&Path>) -> Result<Streamed, StreamError> {
     let stamp = |p: &Path| std::fs::metadata(p).map(|m| (m.len(), m.modified().ok()));
     let before = stamp(read_from).map_err(|e| bad("cannot read", e))?;
     let source = Source::open(read_from, tee).map_err(|e| bad("cannot read", e))?;
-    let out = match fast(source) {
+    let out = match fast(source, max_groups) {
         Ok(s) => Ok(s),
         Err(Fallback::NotStreamable(m)) => Err(StreamError::NotStreamable(m)),
         Err(Fallback::Io(e)) => Err(bad("cannot read", e)),
@@ -148,7 +162,7 @@ pub fn load(path: &Path, copy: Option<&Path>) -> Result<Streamed, StreamError> {
                 }
                 None => read_from,
             };
-            slow(src)
+            slow(src, max_groups)
         }
     }?;
     if stamp(read_from).ok() != Some(before) {
@@ -212,7 +226,65 @@ struct Chunk {
     /// Whether the block's last row was followed by a comma (more rows follow).
     comma: bool,
     rows: P2pRows,
-    latency: Vec<(String, String, u64, results::LatencyHistogram, usize)>,
+    latency: Hists,
+}
+
+/// Latency histograms merged per (test, transport, size) while rows are read, at most
+/// `max` groups (each holds a counts array of about 270 KB: `--max-input-bytes`'s
+/// companion ceiling on latency groups applies here as to a whole read).
+#[derive(Default)]
+struct Hists(Vec<(String, String, u64, results::LatencyHistogram, usize)>);
+
+impl Hists {
+    fn merge(
+        &mut self,
+        test: &str,
+        transport: &str,
+        size: u64,
+        h: &str,
+        max: usize,
+    ) -> Result<(), String> {
+        if h.is_empty() {
+            return Ok(());
+        }
+        let at = match self
+            .0
+            .iter()
+            .position(|(t, tr, s, _, _)| t == test && tr == transport && *s == size)
+        {
+            Some(i) => i,
+            None if self.0.len() >= max => {
+                return Err(format!(
+                    "more than {max} distinct latency histogram groups (test, transport, size); \
+                     are the sizes or test names corrupt?"
+                ))
+            }
+            None => {
+                self.0
+                    .push((test.into(), transport.into(), size, Default::default(), 0));
+                self.0.len() - 1
+            }
+        };
+        self.0[at].3.merge_encoded(h).map_err(|e| e.to_string())?;
+        self.0[at].4 += 1;
+        Ok(())
+    }
+
+    /// The groups under `tool`'s keys, merged into `into`.
+    fn into_groups(self, tool: &str, into: &mut LatencyGroups) {
+        for (test, transport, size, h, n) in self.0 {
+            let slot = into
+                .entry(LatKey {
+                    tool: tool.to_string(),
+                    test,
+                    transport,
+                    size,
+                })
+                .or_default();
+            slot.0.merge(&h);
+            slot.1 += n;
+        }
+    }
 }
 
 /// The key every result row opens with (the row kind's tag, written first).
@@ -262,7 +334,7 @@ fn results_open(b: &[u8]) -> Option<usize> {
 /// that large, or rows that do not open with their kind).
 const MAX_CARRY_BLOCKS: usize = 4;
 
-fn fast(mut src: Source) -> Result<Streamed, Fallback> {
+fn fast(mut src: Source, max_groups: usize) -> Result<Streamed, Fallback> {
     let layout = |m: &str| Fallback::Layout(m.to_string());
     let mut buf = Vec::new();
     let mut eof = !src.more(&mut buf)?;
@@ -326,7 +398,7 @@ fn fast(mut src: Source) -> Result<Streamed, Fallback> {
             scope.spawn(move || loop {
                 let job = job_rx.lock().map(|rx| rx.recv());
                 let Ok(Ok((seq, block))) = job else { break };
-                let _ = done_tx.send((seq, parse_block(&block)));
+                let _ = done_tx.send((seq, parse_block(&block, max_groups)));
                 let _ = pool_tx.send(block);
             });
         }
@@ -402,7 +474,8 @@ fn fast(mut src: Source) -> Result<Streamed, Fallback> {
         .ok_or_else(|| layout("no `]` after the last row"))?;
     head.extend_from_slice(&tail[close..]);
     let text = std::str::from_utf8(&head).map_err(|_| layout("not UTF-8"))?;
-    let (doc, _) = input::parse_document(text).map_err(Fallback::Layout)?;
+    let doc = input::parse_document(text).map_err(Fallback::Layout)?;
+    let head_bytes = head.len() as u64;
     if !doc.results.is_empty() {
         return Err(layout("rows outside the cut"));
     }
@@ -419,18 +492,7 @@ fn fast(mut src: Source) -> Result<Streamed, Fallback> {
             return Err(layout("rows not separated by commas"));
         }
         rows.append(chunk.rows);
-        for (test, transport, size, h, n) in chunk.latency {
-            let slot = latency
-                .entry(LatKey {
-                    tool: doc.tool.clone(),
-                    test,
-                    transport,
-                    size,
-                })
-                .or_default();
-            slot.0.merge(&h);
-            slot.1 += n;
-        }
+        chunk.latency.into_groups(&doc.tool, &mut latency);
     }
     for g in &mut rows.groups {
         g.tool = doc.tool.clone();
@@ -441,6 +503,7 @@ fn fast(mut src: Source) -> Result<Streamed, Fallback> {
         latency,
         sha256: hex(&src.hash.finalize()),
         parallel: true,
+        head_bytes,
     })
 }
 
@@ -450,11 +513,11 @@ fn hex(bytes: &[u8]) -> String {
 
 /// Parses a block of whole rows: it starts at a row's `{` and ends after a row (and its
 /// comma, unless it is the last row of all).
-fn parse_block(block: &[u8]) -> Result<Chunk, Fallback> {
+fn parse_block(block: &[u8], max_groups: usize) -> Result<Chunk, Fallback> {
     let mut chunk = Chunk {
         comma: false,
         rows: P2pRows::default(),
-        latency: Vec::new(),
+        latency: Hists::default(),
     };
     let starts: Vec<usize> = memmem::find_iter(block, KIND)
         .filter_map(|k| row_start(block, k))
@@ -474,7 +537,7 @@ fn parse_block(block: &[u8]) -> Result<Chunk, Fallback> {
         chunk.comma = comma;
         let lean: LeanRow = serde_json::from_slice(row)
             .map_err(|e| Fallback::Layout(format!("a row does not parse: {e}")))?;
-        add_row(&mut chunk, lean)?;
+        add_row(&mut chunk, lean, max_groups)?;
     }
     Ok(chunk)
 }
@@ -597,7 +660,7 @@ fn missing(kind: &str, field: &str) -> Fallback {
     Fallback::Layout(format!("a {kind} row without {field}"))
 }
 
-fn add_row(chunk: &mut Chunk, r: LeanRow) -> Result<(), Fallback> {
+fn add_row(chunk: &mut Chunk, r: LeanRow, max_groups: usize) -> Result<(), Fallback> {
     let rows = &mut chunk.rows;
     let p = &r.pair;
     let initiator = rows.peers.intern(
@@ -640,27 +703,10 @@ fn add_row(chunk: &mut Chunk, r: LeanRow) -> Result<(), Fallback> {
                 .latency_us
                 .ok_or_else(|| missing("latency", "latency_us"))?;
             let h = r.histogram.ok_or_else(|| missing("latency", "histogram"))?;
-            if !h.is_empty() {
-                let slot = match chunk.latency.iter_mut().position(|(t, tr, s, _, _)| {
-                    t == r.test && tr == r.transport && *s == r.size_bytes
-                }) {
-                    Some(i) => &mut chunk.latency[i],
-                    None => {
-                        chunk.latency.push((
-                            r.test.to_string(),
-                            r.transport.to_string(),
-                            r.size_bytes,
-                            Default::default(),
-                            0,
-                        ));
-                        chunk.latency.last_mut().expect("just pushed")
-                    }
-                };
-                slot.3
-                    .merge_encoded(h)
-                    .map_err(|e| Fallback::Layout(e.to_string()))?;
-                slot.4 += 1;
-            }
+            chunk
+                .latency
+                .merge(r.test, r.transport, r.size_bytes, h, max_groups)
+                .map_err(Fallback::Layout)?;
             (true, false, RowStats::Latency(LatStats { us, loss }))
         }
         "bandwidth" => {
@@ -727,7 +773,8 @@ struct Gathered {
     rows: P2pRows,
     problem: Option<String>,
     collective: bool,
-    latency: Vec<(String, String, u64, results::LatencyHistogram, usize)>,
+    latency: Hists,
+    max_groups: usize,
 }
 
 /// Deserializes the top-level object, diverting `results` row by row into [`Gathered`].
@@ -817,26 +864,16 @@ fn gather_row(g: &mut Gathered, row: &serde_json::Value, i: usize) {
             return;
         }
     };
-    if let Some(h) = hist.filter(|h| !h.is_empty()) {
-        let at = g
-            .latency
-            .iter()
-            .position(|(t, tr, s, _, _)| t == test && tr == transport && *s == size)
-            .unwrap_or_else(|| {
-                g.latency
-                    .push((test.clone(), transport.clone(), size, Default::default(), 0));
-                g.latency.len() - 1
-            });
-        if let Err(e) = g.latency[at].3.merge_encoded(h) {
+    if let Some(h) = hist {
+        if let Err(e) = g.latency.merge(test, transport, size, h, g.max_groups) {
             g.problem = Some(format!("at JSON path `results[{i}].histogram`: {e}"));
             return;
         }
-        g.latency[at].4 += 1;
     }
     g.rows.push_result("", &r);
 }
 
-fn slow(src: &Path) -> Result<Streamed, StreamError> {
+fn slow(src: &Path, max_groups: usize) -> Result<Streamed, StreamError> {
     let bad = StreamError::Bad;
     let f = File::open(src).map_err(|e| bad(format!("cannot read: {e}")))?;
     let mut reader = Hashing {
@@ -848,7 +885,8 @@ fn slow(src: &Path) -> Result<Streamed, StreamError> {
         rows: P2pRows::default(),
         problem: None,
         collective: false,
-        latency: vec![],
+        latency: Hists::default(),
+        max_groups,
     };
     let parsed = {
         let mut de = serde_json::Deserializer::from_reader(&mut reader);
@@ -863,7 +901,7 @@ fn slow(src: &Path) -> Result<Streamed, StreamError> {
     }
     // The other fields, judged as a whole read judges a document (its `results` empty).
     let head = serde_json::Value::Object(std::mem::take(&mut g.head)).to_string();
-    let (doc, _) = input::parse_document(&head).map_err(bad)?;
+    let doc = input::parse_document(&head).map_err(bad)?;
     if let Some(p) = g.problem {
         return Err(bad(p));
     }
@@ -877,24 +915,14 @@ fn slow(src: &Path) -> Result<Streamed, StreamError> {
         grp.tool = doc.tool.clone();
     }
     let mut latency = LatencyGroups::new();
-    for (test, transport, size, h, n) in g.latency {
-        let slot = latency
-            .entry(LatKey {
-                tool: doc.tool.clone(),
-                test,
-                transport,
-                size,
-            })
-            .or_default();
-        slot.0.merge(&h);
-        slot.1 += n;
-    }
+    g.latency.into_groups(&doc.tool, &mut latency);
     Ok(Streamed {
         doc,
         rows,
         latency,
         sha256: hex(&reader.hash.finalize()),
         parallel: false,
+        head_bytes: head.len() as u64,
     })
 }
 
@@ -913,7 +941,7 @@ mod tests {
     /// them, not as the generator held them).
     fn same_rows(s: &Streamed, path: &Path) {
         let text = std::fs::read_to_string(path).unwrap();
-        let doc = &input::parse_document(&text).unwrap().0;
+        let doc = &input::parse_document(&text).unwrap();
         let want = P2pRows::from_document(doc);
         assert_eq!(s.rows.rows, want.rows);
         assert_eq!(s.rows.groups, want.groups);
@@ -940,7 +968,7 @@ mod tests {
         let doc = sweep_doc(&spec);
         let p = write_pretty(dir.path(), "bw.json", &doc);
         let copy = dir.path().join("copy.json");
-        let s = load(&p, Some(&copy)).unwrap_or_else(|_| panic!("streams"));
+        let s = load(&p, Some(&copy), 512).unwrap_or_else(|_| panic!("streams"));
         assert!(s.parallel);
         same_rows(&s, &p);
         let bytes = std::fs::read(&p).unwrap();
@@ -949,15 +977,20 @@ mod tests {
         // Latency rows: histograms merged as a whole read merges them.
         let lat = sweep_doc(&SweepSpec::latency(5, 1));
         let p = write_pretty(dir.path(), "lat.json", &lat);
-        let s = load(&p, None).unwrap_or_else(|_| panic!("streams"));
+        let s = load(&p, None, 512).unwrap_or_else(|_| panic!("streams"));
         same_rows(&s, &p);
         let whole = Loaded::from_text("x", &std::fs::read_to_string(&p).unwrap()).unwrap();
-        let key = whole.latency.keys().next().unwrap().clone();
-        assert_eq!(s.latency[&key].1, whole.latency[&key].1);
-        assert_eq!(s.latency[&key].0.len(), whole.latency[&key].0.len());
+        let merged = crate::tables::merged_histograms(&[whole]);
+        let key = merged.keys().next().unwrap().clone();
+        assert_eq!(s.latency[&key].1, merged[&key].1);
+        assert_eq!(s.latency[&key].0.len(), merged[&key].0.len());
         assert_eq!(
             s.latency[&key].0.value_at_quantile_ns(0.99),
-            whole.latency[&key].0.value_at_quantile_ns(0.99)
+            merged[&key].0.value_at_quantile_ns(0.99)
+        );
+        // A ceiling on latency groups holds while streaming too.
+        assert!(
+            matches!(load(&p, None, 0), Err(StreamError::Bad(m)) if m.contains("latency histogram groups"))
         );
     }
 
@@ -977,7 +1010,7 @@ mod tests {
             for block in [997, 4096, 65536] {
                 let mut src = Source::open(&p, None).unwrap();
                 src.block = block;
-                let s = match fast(src) {
+                let s = match fast(src, 512) {
                     Ok(s) => s,
                     Err(Fallback::Layout(m)) => panic!("{name} in blocks of {block}: {m}"),
                     Err(_) => panic!("{name} in blocks of {block}"),
@@ -1003,7 +1036,7 @@ mod tests {
         let doc = sweep_doc(&spec);
         let p = dir.path().join("compact.json");
         std::fs::write(&p, serde_json::to_string(&doc).unwrap()).unwrap();
-        let s = load(&p, None).unwrap_or_else(|_| panic!("streams"));
+        let s = load(&p, None, 512).unwrap_or_else(|_| panic!("streams"));
         assert!(s.parallel);
         same_rows(&s, &p);
         // Keys in alphabetical order (`kind` is no longer a row's first key): valid JSON,
@@ -1011,14 +1044,14 @@ mod tests {
         let sorted = serde_json::to_value(&doc).unwrap().to_string();
         assert!(!sorted.contains("{\"kind\""));
         std::fs::write(&p, &sorted).unwrap();
-        let s = load(&p, None).unwrap_or_else(|_| panic!("streams"));
+        let s = load(&p, None, 512).unwrap_or_else(|_| panic!("streams"));
         assert!(!s.parallel);
         same_rows(&s, &p);
         // No rows at all.
         let mut none = doc.clone();
         none.results.clear();
         std::fs::write(&p, serde_json::to_string_pretty(&none).unwrap()).unwrap();
-        let s = load(&p, None).unwrap_or_else(|_| panic!("streams"));
+        let s = load(&p, None, 512).unwrap_or_else(|_| panic!("streams"));
         assert!(s.parallel && s.rows.rows.is_empty());
         assert_eq!(s.doc.failed_pairs.len(), 1);
     }
@@ -1027,7 +1060,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("bad.json");
         std::fs::write(&p, text).unwrap();
-        match load(&p, None) {
+        match load(&p, None, 512) {
             Err(StreamError::Bad(m)) => m,
             Err(StreamError::NotStreamable(m)) => panic!("not streamable: {m}"),
             Ok(_) => panic!("accepted"),
@@ -1059,9 +1092,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let doc = synth::collective_doc(4, &[1024], 10.0, 100.0, 1);
         let p = write_pretty(dir.path(), "c.json", &doc);
-        assert!(matches!(load(&p, None), Err(StreamError::NotStreamable(_))));
-        let l = read(0, &p, 0, None).unwrap();
-        assert!(l.p2p.is_none());
-        assert_eq!(l.doc.results.len(), 6);
+        assert!(matches!(
+            load(&p, None, 512),
+            Err(StreamError::NotStreamable(_))
+        ));
+        let limits = input::Limits::default();
+        let set = input::load_reading(&[p], false, &limits, &|i, p, _, budget| {
+            read(i, p, &limits, budget, None)
+        })
+        .unwrap();
+        assert!(set.docs[0].compact.is_none());
+        assert_eq!(set.docs[0].doc.results.len(), 6);
     }
 }

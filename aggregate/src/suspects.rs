@@ -128,6 +128,18 @@ pub struct Localised {
     pub flaky: Vec<Flaky>,
     /// `suspects.pairs` lines: each suspect with known-good partners.
     pub retest: Vec<String>,
+    /// Names that cannot be written in a pair list (blanks, `#`, `,`, control
+    /// characters), so their retest pairs were left out.
+    pub retest_unwritable: Vec<String>,
+}
+
+/// Whether a node or `node:device` name can be one word of a pair list
+/// (`--pattern file:`): no blank (it separates the two ends), no `#` (a comment), no `,`
+/// (read as a blank), no control character (a line break would start another pair).
+pub fn pair_word(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| !c.is_whitespace() && !c.is_control() && c != '#' && c != ',')
 }
 
 #[derive(Default, Clone, Copy)]
@@ -434,7 +446,7 @@ fn finish(
         flaky,
         ..Default::default()
     };
-    let mut lines: Vec<String> = Vec::new();
+    let mut lines: Vec<(String, String)> = Vec::new();
     let mut rotate = 0usize;
     let mut partner_cache: HashMap<u32, Vec<u32>> = HashMap::new();
     for ((kind, key_ends, rail), d) in drafts {
@@ -526,11 +538,7 @@ fn finish(
         // Retest pairs: each suspect end with known-good partners on the same rail.
         if kind != Kind::Rail {
             if kind == Kind::Link {
-                lines.push(format!(
-                    "{} {}",
-                    retest_name(a, key_ends[0]),
-                    retest_name(a, key_ends[1])
-                ));
+                lines.push((retest_name(a, key_ends[0]), retest_name(a, key_ends[1])));
             }
             let mut done_nodes = BTreeSet::new();
             for (mi, e) in &d.partners_from {
@@ -554,9 +562,12 @@ fn finish(
                         dev: m.dev_lo,
                     };
                     lines.push(if whole {
-                        format!("{} {}", a.nodes[e.node as usize], a.nodes[p as usize])
+                        (
+                            a.nodes[e.node as usize].clone(),
+                            a.nodes[p as usize].clone(),
+                        )
                     } else {
-                        format!("{} {}", retest_name(a, *e), retest_name(a, pe))
+                        (retest_name(a, *e), retest_name(a, pe))
                     });
                 }
             }
@@ -575,8 +586,16 @@ fn finish(
         });
     }
     let mut seen = BTreeSet::new();
-    lines.retain(|l| seen.insert(l.clone()));
-    out.retest = lines;
+    let mut unwritable = BTreeSet::new();
+    lines.retain(|(a, b)| {
+        let ok = pair_word(a) && pair_word(b);
+        if !ok {
+            unwritable.extend([a, b].into_iter().filter(|w| !pair_word(w)).cloned());
+        }
+        ok && seen.insert(format!("{a} {b}"))
+    });
+    out.retest = lines.into_iter().map(|(a, b)| format!("{a} {b}")).collect();
+    out.retest_unwritable = unwritable.into_iter().collect();
     out
 }
 
@@ -624,7 +643,9 @@ fn good_partners(
         .nodes
         .iter()
         .enumerate()
-        .filter(|&(i, n)| *n != node && !suspects.contains(n) && bad[i] == 0)
+        .filter(|&(i, n)| {
+            *n != node && !suspects.contains(n) && bad[i] == 0 && pair_word(&a.nodes[*n as usize])
+        })
         .map(|(_, n)| *n)
         .collect();
     if good.is_empty() {

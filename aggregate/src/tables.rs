@@ -162,17 +162,49 @@ impl BwAcc {
     }
 }
 
-/// Builds every table from the loaded documents.
-pub fn build(docs: &[Loaded], line_rate_gbit_s: Option<f64>) -> Tables {
-    // Latency: merged histograms were built per document at load; merge across documents.
-    let mut hists: BTreeMap<LatKey, (LatencyHistogram, usize)> = BTreeMap::new();
+/// Every latency row's histogram merged per [`LatKey`], with the number of rows merged
+/// into each; the groups are merged on every core (one histogram per group in memory,
+/// decoded straight from the JSON encodings, which the loader has checked).
+pub fn merged_histograms(docs: &[Loaded]) -> BTreeMap<LatKey, (LatencyHistogram, usize)> {
+    let mut encoded: BTreeMap<LatKey, Vec<&str>> = BTreeMap::new();
     for d in docs {
-        for (k, (h, n)) in &d.latency {
-            let slot = hists.entry(k.clone()).or_default();
+        for r in &d.doc.results {
+            if let TestResult::Latency(l) = r {
+                if !l.histogram.is_empty() {
+                    encoded
+                        .entry(LatKey::of(&d.doc, l))
+                        .or_default()
+                        .push(&l.histogram);
+                }
+            }
+        }
+    }
+    let groups: Vec<(LatKey, Vec<&str>)> = encoded.into_iter().collect();
+    let merged = crate::parallel::map_in_order(&groups, |(_, texts)| {
+        let mut h = LatencyHistogram::new();
+        for t in texts {
+            // Checked at load (and bounded by MAX_MERGED_SAMPLES): nothing to report.
+            let _ = h.merge_encoded(t);
+        }
+        (h, texts.len())
+    });
+    let mut out: BTreeMap<LatKey, (LatencyHistogram, usize)> =
+        groups.into_iter().map(|(k, _)| k).zip(merged).collect();
+    // Streamed documents merged theirs while they were read.
+    for c in docs.iter().filter_map(|d| d.compact.as_ref()) {
+        for (k, (h, n)) in &c.latency {
+            let slot = out.entry(k.clone()).or_default();
             slot.0.merge(h);
             slot.1 += n;
         }
     }
+    out
+}
+
+/// Builds every table from the loaded documents.
+pub fn build(docs: &[Loaded], line_rate_gbit_s: Option<f64>) -> Tables {
+    // Latency: every row's histogram merged per group, across documents.
+    let mut hists = merged_histograms(docs);
     let mut lat_rows: BTreeMap<LatKey, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
     type BwKey = (String, String, String, u64, bool);
     let mut bw: BTreeMap<BwKey, BwAcc> = BTreeMap::new();
@@ -217,7 +249,7 @@ pub fn build(docs: &[Loaded], line_rate_gbit_s: Option<f64>) -> Tables {
     }
     // Rows of streamed documents, in their compact form: gathered per group first (a
     // key built per row of millions costs seconds), then filed under the group's key.
-    for p in docs.iter().filter_map(|d| d.p2p.as_ref()) {
+    for p in docs.iter().filter_map(|d| d.p2p()) {
         let mut lat: Vec<(Vec<f64>, Vec<f64>)> = vec![Default::default(); p.groups.len()];
         let mut bws: Vec<BwAcc> = (0..p.groups.len()).map(|_| BwAcc::default()).collect();
         for row in &p.rows {
@@ -331,7 +363,8 @@ pub fn build(docs: &[Loaded], line_rate_gbit_s: Option<f64>) -> Tables {
             oop_busbw: f(&|r| r.out_of_place.busbw_gbyte_s),
             ip_time_us: f(&|r| r.in_place.time_us),
             ip_busbw: f(&|r| r.in_place.busbw_gbyte_s),
-            wrong: (!checked.is_empty()).then(|| checked.iter().sum()),
+            wrong: (!checked.is_empty())
+                .then(|| checked.iter().fold(0u64, |a, w| a.saturating_add(*w))),
             efficiency_pct: (!eff.is_empty()).then(|| mean(&eff)),
             row_busbw: rows.iter().map(|r| r.out_of_place.busbw_gbyte_s).collect(),
             row_time: rows.iter().map(|r| r.out_of_place.time_us).collect(),

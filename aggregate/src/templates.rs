@@ -9,6 +9,7 @@ use serde::Serialize;
 use tera::{Context, Tera, Value};
 
 use crate::error::{Error, Result};
+use crate::escape;
 
 /// Every template, by file name, with its built-in text.
 pub const BUILTIN: &[(&str, &str)] = &[
@@ -25,9 +26,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ),
 ];
 
-/// The loaded template set.
+/// The loaded template set: one tera instance per output format, because tera has one
+/// escape function per instance.
 pub struct Templates {
-    tera: Tera,
+    engines: HashMap<Format, Tera>,
     /// Where each template came from, for error messages.
     sources: HashMap<String, String>,
 }
@@ -55,17 +57,47 @@ fn num_filter(v: &Value, _: &HashMap<String, Value>) -> tera::Result<Value> {
     }))
 }
 
-/// Makes text safe inside a Markdown table cell.
+/// `md`: kept so templates written for earlier versions still render. Markdown escaping
+/// is now automatic (every `{{ }}` of a `.md` template), so it passes its value through.
 fn md_filter(v: &Value, _: &HashMap<String, Value>) -> tera::Result<Value> {
-    let s = match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    };
-    Ok(Value::String(
-        s.replace('\\', "\\\\")
-            .replace('|', "\\|")
-            .replace(['\n', '\r'], " "),
-    ))
+    Ok(v.clone())
+}
+
+/// The format of a template, from its file name: each has its own escaping layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Format {
+    /// `*.html`, `*.xml`: [`escape::markup`].
+    Markup,
+    /// `*.md`: [`escape::markdown`].
+    Markdown,
+}
+
+impl Format {
+    fn of(name: &str) -> Format {
+        if name.ends_with(".md") {
+            Format::Markdown
+        } else {
+            Format::Markup
+        }
+    }
+
+    /// A tera instance whose autoescape is this format's escaping layer.
+    fn engine(self) -> Tera {
+        let mut tera = Tera::default();
+        match self {
+            Format::Markup => {
+                tera.autoescape_on(vec![".html", ".xml"]);
+                tera.set_escape_fn(escape::markup);
+            }
+            Format::Markdown => {
+                tera.autoescape_on(vec![".md"]);
+                tera.set_escape_fn(escape::markdown);
+            }
+        }
+        tera.register_filter("num", num_filter);
+        tera.register_filter("md", md_filter);
+        tera
+    }
 }
 
 impl Templates {
@@ -79,10 +111,10 @@ impl Templates {
                 )));
             }
         }
-        let mut tera = Tera::default();
-        tera.autoescape_on(vec![".html", ".xml"]);
-        tera.register_filter("num", num_filter);
-        tera.register_filter("md", md_filter);
+        let mut engines: HashMap<Format, Tera> = [Format::Markup, Format::Markdown]
+            .into_iter()
+            .map(|f| (f, f.engine()))
+            .collect();
         let mut sources = HashMap::new();
         for (name, text) in BUILTIN {
             let (text, source) = match dir.map(|d| d.join(name)).filter(|p| p.exists()) {
@@ -94,11 +126,14 @@ impl Templates {
                 ),
                 None => (text.to_string(), format!("built-in template {name}")),
             };
-            tera.add_raw_template(name, &text)
+            engines
+                .get_mut(&Format::of(name))
+                .expect("an engine per format")
+                .add_raw_template(name, &text)
                 .map_err(|e| Error::Template(format!("{source}: {}", chain(&e))))?;
             sources.insert(name.to_string(), source);
         }
-        Ok(Templates { tera, sources })
+        Ok(Templates { engines, sources })
     }
 
     /// Renders `name` with `data`.
@@ -110,7 +145,7 @@ impl Templates {
             .unwrap_or_else(|| name.to_string());
         let ctx = Context::from_serialize(data)
             .map_err(|e| Error::Template(format!("{source}: {}", chain(&e))))?;
-        self.tera
+        self.engines[&Format::of(name)]
             .render(name, &ctx)
             .map_err(|e| Error::Template(format!("{source}: {}", chain(&e))))
     }

@@ -2,6 +2,7 @@
 //! panics, and whatever parses must survive the whole pipeline (tables, judging, plots,
 //! Prometheus export) without panicking either.
 
+use aggregate::error::Error;
 use aggregate::export::{ExportData, Exporter};
 use aggregate::input::{parse_document, Loaded};
 use aggregate::{judge, plots, profile, tables};
@@ -121,7 +122,13 @@ proptest! {
 
     #[test]
     fn random_toml_is_an_error_not_a_panic(s in ".{0,300}") {
-        let _ = profile::parse(&s, "fuzz.toml");
+        // A profile needs a name and a complete [[check]]: random text never is one, and
+        // the error is a profile error that names the file.
+        match profile::parse(&s, "fuzz.toml") {
+            Err(Error::Profile(m)) => prop_assert!(m.starts_with("fuzz.toml: "), "{m}"),
+            Err(other) => prop_assert!(false, "not a profile error: {other:?}"),
+            Ok(p) => prop_assert!(false, "random text parsed as profile {:?}", p.name),
+        }
     }
 
     #[test]

@@ -157,7 +157,7 @@ fn run_job(cli: &Cli, plan: Plan, job: &MpiJob) -> Result<i32> {
         .gather_to_root(&serde_json::to_vec(&info)?)
         .map(|all| {
             all.iter()
-                .map(|b| serde_json::from_slice(b).context("a rank sent unreadable host facts"))
+                .map(|b| fabric::wire::decode_json(b).context("a rank sent unreadable host facts"))
                 .collect::<Result<_>>()
         })
         .transpose()?;

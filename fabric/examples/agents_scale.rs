@@ -13,7 +13,9 @@ use anyhow::Result;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use fabric::agents::proto::{AgentHello, AgentMsg, AuthReply, Command, CoordAuth, CoordHello, Welcome, PROTOCOL};
+use fabric::agents::proto::{
+    AgentHello, AgentMsg, AuthReply, Command, CoordAuth, CoordHello, Welcome, PROTOCOL,
+};
 use fabric::agents::secret::{self, Secret};
 use fabric::p2p::coordinator::RoundReport;
 use fabric::p2p::{self, PairTool, Plan, SizeRun};
@@ -65,7 +67,9 @@ async fn agent(listener: TcpListener, i: usize, secret: Secret) -> Option<()> {
     };
     let welcome = Welcome {
         host,
-        options: [("transport".to_string(), serde_json::json!("tcp"))].into_iter().collect(),
+        options: [("transport".to_string(), serde_json::json!("tcp"))]
+            .into_iter()
+            .collect(),
         device: None,
         port: None,
         pair_addr: "127.0.0.1:9".parse().unwrap(),
@@ -85,9 +89,17 @@ async fn agent(listener: TcpListener, i: usize, secret: Secret) -> Option<()> {
             }
             Command::Round { round, .. } => {
                 let mut rep = RoundReport::default();
-                if let Some(rp) = schedule.as_ref().and_then(|sc| sc.pair_of(round as usize, i as u32)) {
+                if let Some(rp) = schedule
+                    .as_ref()
+                    .and_then(|sc| sc.pair_of(round as usize, i as u32))
+                {
                     if rp.initiator == i as u32 {
-                        rep.results.push(row(p2p::pair_of_members(&members, true, rp, Some(round))));
+                        rep.results.push(row(p2p::pair_of_members(
+                            &members,
+                            true,
+                            rp,
+                            Some(round),
+                        )));
                     }
                 }
                 send(&mut s, &AgentMsg::Report(rep)).await?;
@@ -108,7 +120,10 @@ fn row(pair: results::Pair) -> TestResult {
         bidirectional: false,
         streams: 1,
         tx_depth: 128,
-        bw_gbit_s: BandwidthSummary { avg: 97.2, peak: 97.5 },
+        bw_gbit_s: BandwidthSummary {
+            avg: 97.2,
+            peak: 97.5,
+        },
         msg_rate_mpps: 0.0116,
         interval_s: 0.1,
         interval_gbit_s: vec![97.1, 97.3, 97.2, 97.4, 97.2],
@@ -148,11 +163,19 @@ impl PairTool for Quiet {
 }
 
 fn main() -> Result<()> {
-    let n: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(1024);
-    let pattern = std::env::args().nth(2).unwrap_or_else(|| "all-pairs".into());
+    let n: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(1024);
+    let pattern = std::env::args()
+        .nth(2)
+        .unwrap_or_else(|| "all-pairs".into());
     // Three sockets per agent in this one process.
-    if let Ok((_, hard)) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE) {
-        let _ = nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, hard, hard);
+    if let Ok((_, hard)) =
+        nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+    {
+        let _ =
+            nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, hard, hard);
     }
     let secret = Secret::from_bytes(b"scale-test");
     std::env::set_var(secret::ENV, "scale-test");
@@ -170,7 +193,10 @@ fn main() -> Result<()> {
     // The simulated agents run on a thread and runtime of their own.
     let agents_secret = secret.clone();
     std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
         rt.block_on(async move {
             let mut set = tokio::task::JoinSet::new();
             for (i, l) in listeners.into_iter().enumerate() {

@@ -15,8 +15,41 @@ use serde::Serialize;
 
 /// First bytes of every control frame.
 pub const MAGIC: &[u8; 4] = b"FBCK";
-/// Largest control frame accepted (documents gathered from a large run fit easily).
+/// Largest control frame accepted (documents gathered from a large run fit easily). MPI
+/// control messages and each rank's gathered report are held to the same bound.
 pub const MAX_FRAME: usize = 64 << 20;
+/// Largest memory a decoded control message may take, estimated before it is parsed
+/// (`results::limits::decoded_estimate`): a frame of JSON made of tiny values would
+/// otherwise decode to thirty times its size.
+pub const MAX_DECODED: u64 = 4 * MAX_FRAME as u64;
+/// Largest total of the reports rank 0 gathers from every rank.
+pub const MAX_GATHERED: usize = 1 << 30;
+
+/// Decodes a control message (a frame, an MPI message, a rank's gathered report) as
+/// `T`, refusing one whose decoded form would take more than [`MAX_DECODED`] or that
+/// holds a string longer than any result field. Every decoder of bytes from another
+/// process goes through here.
+pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
+    if bytes.len() > MAX_FRAME {
+        bail!(
+            "a control message of {} bytes, over the {MAX_FRAME}-byte limit",
+            bytes.len()
+        );
+    }
+    match results::limits::decoded_estimate_of(bytes) {
+        Ok(n) if n > MAX_DECODED => bail!(
+            "a control message that would take about {} MiB decoded, over the {} MiB limit",
+            n >> 20,
+            MAX_DECODED >> 20
+        ),
+        Err(e) if e.classify() == serde_json::error::Category::Data => {
+            return Err(e).context("a control message holds a field no fabcheck tool writes")
+        }
+        _ => {}
+    }
+    serde_json::from_slice(bytes)
+        .context("the peer sent a control message this version cannot read")
+}
 
 /// Writes one frame.
 pub fn send_frame(stream: &mut TcpStream, payload: &[u8]) -> Result<()> {
@@ -79,9 +112,7 @@ pub fn send_json<T: Serialize>(stream: &mut TcpStream, value: &T) -> Result<()> 
 
 /// Receives a JSON frame into `T`.
 pub fn recv_json<T: DeserializeOwned>(stream: &mut TcpStream, timeout: Duration) -> Result<T> {
-    let bytes = recv_frame(stream, timeout)?;
-    serde_json::from_slice(&bytes)
-        .context("the peer sent a control message this version cannot read")
+    decode_json(&recv_frame(stream, timeout)?)
 }
 
 #[cfg(test)]
@@ -94,6 +125,21 @@ mod tests {
         let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (b, _) = l.accept().unwrap();
         (a, b)
+    }
+
+    #[test]
+    fn decoding_is_bounded() {
+        let v: serde_json::Value = decode_json(br#"{"x":[1,2]}"#).unwrap();
+        assert_eq!(v["x"][1], 2);
+        // 30 MiB of zeros would take over 2 GiB as a Value tree.
+        let mut zeros = b"[".to_vec();
+        zeros.extend(b"0,".repeat(15 << 20));
+        zeros.extend(b"0]");
+        let e = decode_json::<serde_json::Value>(&zeros).unwrap_err();
+        assert!(e.to_string().contains("decoded"), "{e}");
+        let long = format!("[\"{}\"]", "x".repeat(2 << 20));
+        assert!(decode_json::<serde_json::Value>(long.as_bytes()).is_err());
+        assert!(decode_json::<serde_json::Value>(b"{").is_err());
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! 1 us resolution near 1 ms, which is finer than any fabric jitter worth reporting.
 
 use base64::Engine;
-use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
@@ -115,49 +115,60 @@ impl LatencyHistogram {
         base64::engine::general_purpose::STANDARD.encode(bytes)
     }
 
-    /// Inverse of [`encode`](Self::encode).
+    /// Inverse of [`encode`](Self::encode), for any valid HDR V2 deflate blob no bigger
+    /// than fabcheck's own (see [`merge_encoded`](Self::merge_encoded) for the bounds):
+    /// the samples land in a histogram of this crate's layout, values beyond its range
+    /// clamped.
     pub fn decode(text: &str) -> Result<Self, HistogramError> {
-        let bytes = base64::engine::general_purpose::STANDARD.decode(text.trim())?;
-        let inner: Histogram<u64> = Deserializer::new()
-            .deserialize(&mut bytes.as_slice())
-            .map_err(|e| HistogramError::Hdr(format!("{e:?}")))?;
-        Ok(Self { inner })
+        let mut h = Self::new();
+        h.merge_encoded(text)?;
+        Ok(h)
     }
 
-    /// Adds every sample of an encoded histogram (the JSON `histogram` field) without
-    /// building it first. Merging thousands of ranks' histograms is what `aggregate` does
-    /// most: decoding each into a full counts array (about 260 KB for this range) and adding
-    /// all of it costs seconds at 1024 ranks, while the encoding lists only the non-zero
-    /// buckets. Returns the number of samples added. Histograms with other bounds than the
-    /// ones [`new`](Self::new) uses take the general path, so any valid blob merges.
+    /// Adds every sample of an encoded histogram (the JSON `histogram` field) and returns
+    /// the number of samples added. The blob is inflated only as far as its declared
+    /// payload, which may not exceed what the counts array of its declared range and
+    /// precision can take, and that array may not exceed this crate's own ([`MAX_COUNTS`]
+    /// buckets): memory and work per blob are bounded (about 300 KB) whatever it
+    /// declares, and no counts array is allocated for it. A blob that declares more,
+    /// declares a payload longer than such an array can take, inflates beyond its declared
+    /// payload, or counts past its last bucket is refused, so a few hundred bytes of JSON
+    /// cannot make a reader inflate gigabytes (a "deflate bomb").
     pub fn merge_encoded(&mut self, text: &str) -> Result<u64, HistogramError> {
         let bytes = base64::engine::general_purpose::STANDARD.decode(text.trim())?;
-        match fast::parse(&bytes, MAX_NS) {
-            Ok(fast::Parsed::Counts(counts)) => {
-                let len = self.inner.distinct_values();
-                let mut total = 0u64;
-                for &(index, _) in &counts {
-                    if index >= len {
-                        return Err(HistogramError::Hdr(format!(
-                            "bucket index {index} beyond the histogram's {len} buckets"
-                        )));
-                    }
-                }
-                for (index, count) in counts {
-                    self.inner
-                        .saturating_record_n(fast::value_from_index(index), count);
-                    total = total.saturating_add(count);
-                }
-                Ok(total)
+        let mut total = 0u64;
+        let ours = wire::Layout::of(1, MAX_NS, 3).expect("own layout is valid");
+        wire::read(&bytes, |layout, index, count| {
+            total = add_samples(total, count)?;
+            if self.inner.len() > MAX_MERGED_SAMPLES - count {
+                return Err(format!(
+                    "merged histograms would hold more than {MAX_MERGED_SAMPLES} samples"
+                ));
             }
-            Ok(fast::Parsed::OtherBounds) => {
-                let h = Self::decode(text)?;
-                let n = h.len();
-                self.merge(&h);
-                Ok(n)
-            }
-            Err(e) => Err(HistogramError::Hdr(e)),
-        }
+            let value = if *layout == ours {
+                wire::value_from_index(&ours, index)
+            } else {
+                // Another layout: re-record the bucket's lowest value (clamped to range).
+                wire::value_from_index(layout, index).max(1)
+            };
+            self.inner.saturating_record_n(value, count);
+            Ok(())
+        })
+        .map_err(HistogramError::Hdr)?;
+        Ok(total)
+    }
+
+    /// Checks an encoded histogram as [`merge_encoded`](Self::merge_encoded) would read it,
+    /// without keeping anything: the sample count, or why it is refused.
+    pub fn validate_encoded(text: &str) -> Result<u64, HistogramError> {
+        let bytes = base64::engine::general_purpose::STANDARD.decode(text.trim())?;
+        let mut total = 0u64;
+        wire::read(&bytes, |_, _, count| {
+            total = add_samples(total, count)?;
+            Ok(())
+        })
+        .map_err(HistogramError::Hdr)?;
+        Ok(total)
     }
 
     /// (value_ns, count) for every recorded bucket, for plotting distributions.
@@ -169,81 +180,174 @@ impl LatencyHistogram {
     }
 }
 
-/// A reader of the HDR V2 deflate encoding that yields (bucket index, count) pairs, for
-/// histograms laid out exactly like [`LatencyHistogram::new`] (lowest 1, 3 significant
-/// digits): there, bucket index i holds the values that `value_from_index(i)` stands for.
-mod fast {
+/// Most samples one encoded histogram may claim: 2^40, a million million, twelve days of
+/// one-microsecond round trips. A count beyond it is corruption or an attack; refusing it
+/// keeps every sum of counts far from overflowing `u64` (hdrhistogram's percentile scan
+/// adds bucket counts without saturating).
+pub const MAX_SAMPLES: u64 = 1 << 40;
+
+/// Most samples a merged histogram may hold (2^62): merging stops with an error there.
+pub const MAX_MERGED_SAMPLES: u64 = 1 << 62;
+
+fn add_samples(total: u64, count: u64) -> Result<u64, String> {
+    total
+        .checked_add(count)
+        .filter(|&t| t <= MAX_SAMPLES)
+        .ok_or_else(|| format!("claims more than {MAX_SAMPLES} samples (2^40): a corrupt count"))
+}
+
+/// Buckets of this crate's layout (lowest 1 ns, highest one hour, 3 significant digits):
+/// the largest counts array a decoded histogram may declare. About 270 KB of `u64`s.
+pub const MAX_COUNTS: usize = 33_792;
+
+/// A bounded reader of the HDR V2 deflate encoding (`V2DeflateSerializer`): an 8-byte
+/// frame (cookie, compressed length) around a zlib stream holding a 40-byte header
+/// (cookie, payload length, normalizing offset, significant digits, lowest and highest
+/// trackable value, integer-to-double ratio) and the counts as zig-zag LEB128 varints,
+/// a run of N empty buckets written as -N.
+mod wire {
     use std::io::Read;
 
     const V2_COOKIE: u32 = 0x1c84_9303 | 0x10;
     const V2_COMPRESSED_COOKIE: u32 = 0x1c84_9304 | 0x10;
-    /// Three significant digits give 2048 sub-buckets; half of them start each bucket.
-    const SUB_BUCKET_HALF_COUNT_MAGNITUDE: u32 = 10;
-    const SUB_BUCKET_HALF_COUNT: usize = 1 << SUB_BUCKET_HALF_COUNT_MAGNITUDE;
+    /// A varint of this encoding is at most 9 bytes (the 9th carries a full byte).
+    const MAX_VARINT_BYTES: usize = 9;
+    const HEADER_BYTES: usize = 40;
 
-    pub enum Parsed {
-        /// Non-zero buckets.
-        Counts(Vec<(usize, u64)>),
-        /// Valid header, other layout: use the general decoder.
-        OtherBounds,
+    /// The counts array a header declares, as hdrhistogram lays it out.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Layout {
+        unit_magnitude: u32,
+        sub_bucket_half_count_magnitude: u32,
+        /// Length of the counts array.
+        pub counts_len: usize,
     }
 
-    fn be_u32(b: &[u8], at: usize) -> Result<u32, String> {
-        b.get(at..at + 4)
-            .map(|s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
-            .ok_or_else(|| "blob ends inside its header".to_string())
+    impl Layout {
+        /// hdrhistogram's `new_with_bounds(low, high, digits)` arithmetic, checked.
+        pub fn of(low: u64, high: u64, digits: u32) -> Result<Layout, String> {
+            if low < 1 || digits > 5 || high < low.saturating_mul(2) {
+                return Err(format!(
+                    "impossible bounds (lowest {low}, highest {high}, {digits} significant digits)"
+                ));
+            }
+            let unit_magnitude = 63 - low.leading_zeros();
+            let single_unit = 2 * 10u64.pow(digits);
+            let sub_bucket_count_magnitude = 64 - (single_unit - 1).leading_zeros();
+            let sub_bucket_half_count_magnitude = sub_bucket_count_magnitude.max(1) - 1;
+            if unit_magnitude + sub_bucket_half_count_magnitude + 1 > 63 {
+                return Err("lowest value too large for its precision".into());
+            }
+            let sub_bucket_count = 1u64 << (sub_bucket_half_count_magnitude + 1);
+            let mut smallest_untrackable = sub_bucket_count << unit_magnitude;
+            let mut buckets = 1usize;
+            while smallest_untrackable <= high {
+                if smallest_untrackable > u64::MAX / 2 {
+                    buckets += 1;
+                    break;
+                }
+                smallest_untrackable <<= 1;
+                buckets += 1;
+            }
+            Ok(Layout {
+                unit_magnitude,
+                sub_bucket_half_count_magnitude,
+                counts_len: (buckets + 1) * (sub_bucket_count as usize / 2),
+            })
+        }
     }
 
-    fn be_u64(b: &[u8], at: usize) -> Result<u64, String> {
-        b.get(at..at + 8)
-            .map(|s| u64::from_be_bytes([s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]]))
-            .ok_or_else(|| "blob ends inside its header".to_string())
-    }
-
-    /// Lowest value of bucket index `i` (hdrhistogram's `value_for` with unit magnitude 0).
-    pub fn value_from_index(i: usize) -> u64 {
-        let bucket = (i >> SUB_BUCKET_HALF_COUNT_MAGNITUDE) as i64 - 1;
-        let mut sub = (i & (SUB_BUCKET_HALF_COUNT - 1)) + SUB_BUCKET_HALF_COUNT;
+    /// Lowest value of bucket `index` (hdrhistogram's `value_for`).
+    pub fn value_from_index(l: &Layout, index: usize) -> u64 {
+        let half = 1usize << l.sub_bucket_half_count_magnitude;
+        let bucket = (index >> l.sub_bucket_half_count_magnitude) as i64 - 1;
+        let mut sub = (index & (half - 1)) + half;
         let bucket = if bucket < 0 {
-            sub -= SUB_BUCKET_HALF_COUNT;
+            sub -= half;
             0
         } else {
             bucket as u32
         };
-        (sub as u64).checked_shl(bucket).unwrap_or(u64::MAX)
+        (sub as u64)
+            .checked_shl(bucket + l.unit_magnitude)
+            .filter(|v| v >> (bucket + l.unit_magnitude) == sub as u64)
+            .unwrap_or(u64::MAX)
     }
 
-    pub fn parse(bytes: &[u8], max_ns: u64) -> Result<Parsed, String> {
-        if be_u32(bytes, 0)? != V2_COMPRESSED_COOKIE {
+    fn be_u32(b: &[u8], at: usize) -> u32 {
+        u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+    }
+
+    fn be_u64(b: &[u8], at: usize) -> u64 {
+        let mut x = [0u8; 8];
+        x.copy_from_slice(&b[at..at + 8]);
+        u64::from_be_bytes(x)
+    }
+
+    /// Reads one blob, calling `bucket(layout, index, count)` for every non-empty bucket.
+    pub fn read(
+        bytes: &[u8],
+        mut bucket: impl FnMut(&Layout, usize, u64) -> Result<(), String>,
+    ) -> Result<(), String> {
+        if bytes.len() < 8 {
+            return Err("blob ends inside its header".into());
+        }
+        if be_u32(bytes, 0) != V2_COMPRESSED_COOKIE {
             return Err("not an HDR V2 deflate blob (wrong cookie)".into());
         }
-        let len = be_u32(bytes, 4)? as usize;
+        let len = be_u32(bytes, 4) as usize;
         let compressed = bytes
-            .get(8..8 + len)
+            .get(8..8usize.saturating_add(len))
             .ok_or("blob shorter than its declared length")?;
-        let mut inner = Vec::new();
-        flate2::read::ZlibDecoder::new(compressed)
-            .read_to_end(&mut inner)
-            .map_err(|e| format!("deflate: {e}"))?;
-        if be_u32(&inner, 0)? != V2_COOKIE {
+        let mut z = flate2::read::ZlibDecoder::new(compressed);
+        let mut header = [0u8; HEADER_BYTES];
+        z.read_exact(&mut header).map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => "blob ends inside its header".to_string(),
+            _ => format!("deflate: {e}"),
+        })?;
+        if be_u32(&header, 0) != V2_COOKIE {
             return Err("not an HDR V2 payload (wrong inner cookie)".into());
         }
-        let payload_len = be_u32(&inner, 4)? as usize;
-        let normalizing_offset = be_u32(&inner, 8)?;
-        let digits = be_u32(&inner, 12)?;
-        let low = be_u64(&inner, 16)?;
-        let high = be_u64(&inner, 24)?;
-        let ratio = f64::from_bits(be_u64(&inner, 32)?);
+        let payload_len = be_u32(&header, 4) as usize;
+        let normalizing_offset = be_u32(&header, 8);
+        let digits = be_u32(&header, 12);
+        let (low, high) = (be_u64(&header, 16), be_u64(&header, 24));
+        let ratio = f64::from_bits(be_u64(&header, 32));
         if normalizing_offset != 0 || ratio != 1.0 {
             return Err("unsupported HDR feature (normalizing offset or double ratio)".into());
         }
-        let payload = inner
-            .get(40..40 + payload_len)
-            .ok_or("payload shorter than its declared length")?;
-        if (low, high, digits) != (1, max_ns, 3) {
-            return Ok(Parsed::OtherBounds);
+        let layout = Layout::of(low, high, digits)?;
+        if layout.counts_len > super::MAX_COUNTS {
+            return Err(format!(
+                "declares {} buckets (lowest {low}, highest {high}, {digits} digits); at most {}                  are read (fabcheck's own layout)",
+                layout.counts_len,
+                super::MAX_COUNTS
+            ));
         }
-        let mut counts = Vec::new();
+        let max_payload = layout.counts_len * MAX_VARINT_BYTES;
+        if payload_len > max_payload {
+            return Err(format!(
+                "declares a payload of {payload_len} bytes; its {} buckets take at most                  {max_payload}",
+                layout.counts_len
+            ));
+        }
+        // Never inflate more than the declared payload (at most 9 bytes a bucket of a
+        // layout no larger than ours: about 300 KB), then one byte more to see whether
+        // the stream holds more than it declared.
+        let mut payload = Vec::with_capacity(payload_len);
+        (&mut z)
+            .take(payload_len as u64)
+            .read_to_end(&mut payload)
+            .map_err(|e| format!("deflate: {e}"))?;
+        if payload.len() < payload_len {
+            return Err("payload shorter than its declared length".into());
+        }
+        let past = || {
+            format!(
+                "counts run past the histogram's {} buckets",
+                layout.counts_len
+            )
+        };
         let mut index = 0usize;
         let mut at = 0usize;
         while at < payload.len() {
@@ -263,18 +367,24 @@ mod fast {
                 shift += 7;
             }
             let n = ((v >> 1) as i64) ^ -((v & 1) as i64);
-            if n < 0 {
-                index = index
-                    .checked_add(n.unsigned_abs() as usize)
-                    .ok_or("bucket index overflow")?;
-            } else {
-                if n > 0 {
-                    counts.push((index, n as u64));
+            let step = if n < 0 { n.unsigned_abs() } else { 1 };
+            if n > 0 {
+                if index >= layout.counts_len {
+                    return Err(past());
                 }
-                index = index.checked_add(1).ok_or("bucket index overflow")?;
+                bucket(&layout, index, n as u64)?;
             }
+            index = usize::try_from(step)
+                .ok()
+                .and_then(|s| index.checked_add(s))
+                .filter(|&i| i <= layout.counts_len)
+                .ok_or_else(past)?;
         }
-        Ok(Parsed::Counts(counts))
+        let mut extra = [0u8; 1];
+        if matches!(z.read(&mut extra), Ok(n) if n > 0) {
+            return Err("inflates to more than its declared payload".into());
+        }
+        Ok(())
     }
 }
 
@@ -335,7 +445,8 @@ mod tests {
         fast.record(777);
         let mut slow = fast.clone();
         assert_eq!(fast.merge_encoded(&text).unwrap(), a.len());
-        slow.merge(&LatencyHistogram::decode(&text).unwrap());
+        // The reference: hdrhistogram's own deserializer.
+        slow.merge(&reference_decode(&text));
         assert_eq!(fast.buckets(), slow.buckets());
         assert_eq!(fast.summary_us(), slow.summary_us());
         // Garbage and truncations are errors on the fast path too.
@@ -350,6 +461,116 @@ mod tests {
             .unwrap();
         let text = base64::engine::general_purpose::STANDARD.encode(bytes);
         assert_eq!(fast.merge_encoded(&text).unwrap(), 1);
+    }
+
+    fn reference_decode(text: &str) -> LatencyHistogram {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .unwrap();
+        let inner: Histogram<u64> = hdrhistogram::serialization::Deserializer::new()
+            .deserialize(&mut bytes.as_slice())
+            .unwrap();
+        LatencyHistogram { inner }
+    }
+
+    /// An HDR V2 deflate blob with this header and payload, compressed as written.
+    fn blob(payload_len: u32, digits: u32, low: u64, high: u64, payload: &[u8]) -> String {
+        use std::io::Write;
+        let mut inner = Vec::new();
+        inner.extend((0x1c84_9303u32 | 0x10).to_be_bytes());
+        inner.extend(payload_len.to_be_bytes());
+        inner.extend(0u32.to_be_bytes());
+        inner.extend(digits.to_be_bytes());
+        inner.extend(low.to_be_bytes());
+        inner.extend(high.to_be_bytes());
+        inner.extend(1.0f64.to_bits().to_be_bytes());
+        inner.extend(payload);
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+        z.write_all(&inner).unwrap();
+        let compressed = z.finish().unwrap();
+        let mut out = Vec::new();
+        out.extend((0x1c84_9304u32 | 0x10).to_be_bytes());
+        out.extend((compressed.len() as u32).to_be_bytes());
+        out.extend(compressed);
+        base64::engine::general_purpose::STANDARD.encode(out)
+    }
+
+    #[test]
+    fn own_layout_size_is_what_hdrhistogram_allocates() {
+        let h = LatencyHistogram::new();
+        assert_eq!(h.inner.distinct_values(), MAX_COUNTS);
+        assert_eq!(
+            wire::Layout::of(1, MAX_NS, 3).unwrap().counts_len,
+            MAX_COUNTS
+        );
+        for (low, high, digits) in [
+            (1, 1_000_000, 2),
+            (1000, 1 << 40, 3),
+            (1, 2, 0),
+            (7, 100, 1),
+        ] {
+            let reference = Histogram::<u64>::new_with_bounds(low, high, digits as u8).unwrap();
+            assert_eq!(
+                wire::Layout::of(low, high, digits).unwrap().counts_len,
+                reference.distinct_values(),
+                "{low} {high} {digits}"
+            );
+        }
+    }
+
+    #[test]
+    fn bombs_are_refused_without_inflating_them() {
+        // 400 MB of zero counts declared and present: the blob is a few hundred KB.
+        let zeros = vec![0u8; 4 << 20];
+        let e = LatencyHistogram::decode(&blob(400 << 20, 3, 1, MAX_NS, &zeros)).unwrap_err();
+        assert!(e.to_string().contains("declares a payload of"), "{e}");
+        // A payload within the bound that counts past the last bucket.
+        let e =
+            LatencyHistogram::decode(&blob(300_000, 3, 1, MAX_NS, &zeros[..300_000])).unwrap_err();
+        assert!(e.to_string().contains("run past"), "{e}");
+        // More inflated data than declared.
+        let e = LatencyHistogram::decode(&blob(2, 3, 1, MAX_NS, &[2, 2, 2, 2])).unwrap_err();
+        assert!(e.to_string().contains("more than its declared"), "{e}");
+        // A range and precision whose counts array is bigger than ours.
+        let e = LatencyHistogram::decode(&blob(2, 5, 1, u64::MAX / 2, &[2, 2])).unwrap_err();
+        assert!(e.to_string().contains("buckets"), "{e}");
+        // A negative run of 2^62 buckets.
+        let run = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f];
+        let e = LatencyHistogram::decode(&blob(9, 3, 1, MAX_NS, &run)).unwrap_err();
+        assert!(e.to_string().contains("run past"), "{e}");
+        // Impossible bounds.
+        assert!(LatencyHistogram::decode(&blob(0, 3, 0, MAX_NS, &[])).is_err());
+        assert!(LatencyHistogram::decode(&blob(0, 9, 1, MAX_NS, &[])).is_err());
+        assert!(LatencyHistogram::decode(&blob(0, 3, 100, 150, &[])).is_err());
+        // Declared longer than present.
+        let e = LatencyHistogram::decode(&blob(10, 3, 1, MAX_NS, &[2, 2])).unwrap_err();
+        assert!(e.to_string().contains("shorter"), "{e}");
+    }
+
+    #[test]
+    fn huge_counts_are_refused_and_sums_never_overflow() {
+        // Every bucket near u64::MAX: refused, as is one count over 2^40.
+        let big = [0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff];
+        let payload: Vec<u8> = big.iter().copied().cycle().take(9 * 100).collect();
+        let text = blob(900, 3, 1, MAX_NS, &payload);
+        let e = LatencyHistogram::validate_encoded(&text).unwrap_err();
+        assert!(e.to_string().contains("more than"), "{e}");
+        assert!(LatencyHistogram::new().merge_encoded(&text).is_err());
+        // Exactly 2^40 samples is fine, and merging many such keeps percentiles working.
+        let mut one = LatencyHistogram::new();
+        one.inner.saturating_record_n(1000, MAX_SAMPLES);
+        let text = one.encode();
+        assert_eq!(
+            LatencyHistogram::validate_encoded(&text).unwrap(),
+            MAX_SAMPLES
+        );
+        let mut h = LatencyHistogram::new();
+        for _ in 0..64 {
+            h.merge_encoded(&text).unwrap();
+        }
+        assert_eq!(h.len(), 64 * MAX_SAMPLES);
+        let s = h.summary_us();
+        assert!((s.p99 - 1.0).abs() < 0.01, "{s:?}");
     }
 
     #[test]

@@ -8,6 +8,7 @@
 pub mod collective;
 pub mod document;
 pub mod histogram;
+pub mod limits;
 pub mod provenance;
 pub mod schema;
 pub mod units;

@@ -4,7 +4,7 @@
 # Build: MPI headers for the mpi crate, libibverbs/librdmacm for rdma-sys, clang for bindgen.
 BUILD_PACKAGES=(pkg-config libclang-dev libibverbs-dev librdmacm-dev libopenmpi-dev openmpi-bin)
 # Tests beyond the build: reference tools and real peers.
-TEST_PACKAGES=(openssh-client chromium prometheus sockperf iperf3 slurm-wlm munge python3 time)
+TEST_PACKAGES=(openssh-client chromium prometheus sockperf iperf3 slurm-wlm munge python3 time cmark-gfm)
 
 need_packages() {
   local missing=()

@@ -19,12 +19,8 @@ pub struct Prometheus;
 /// Label set, in a fixed order so output is stable.
 type Labels = Vec<(&'static str, String)>;
 
-/// Quotes a label value as the exposition format requires.
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
+// Label values go through the one escaping layer of this format.
+use crate::escape::prometheus_label as escape;
 
 fn render_labels(l: &Labels) -> String {
     if l.is_empty() {

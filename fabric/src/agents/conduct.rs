@@ -138,7 +138,7 @@ fn conduct(launch: &Launch, mut plan: Plan, tool: &mut dyn PairTool) -> Result<i
         let mut refused = Vec::new();
         for (a, r) in agents.iter_mut().zip(replies) {
             match r {
-                Some(Ok(bytes)) => match serde_json::from_slice::<AgentMsg>(&bytes) {
+                Some(Ok(bytes)) => match crate::wire::decode_json::<AgentMsg>(&bytes) {
                     Ok(AgentMsg::Ready) => {}
                     Ok(AgentMsg::Refused(why)) => refused.push(format!("{}: {why}", a.addr.name)),
                     _ => a.drop_out("it answered the sweep order with something else".into()),
@@ -218,7 +218,7 @@ fn conduct(launch: &Launch, mut plan: Plan, tool: &mut dyn PairTool) -> Result<i
             let mut reports = Vec::new();
             for (a, r) in agents.iter_mut().zip(replies) {
                 match r {
-                    Some(Ok(bytes)) => match serde_json::from_slice::<AgentMsg>(&bytes) {
+                    Some(Ok(bytes)) => match crate::wire::decode_json::<AgentMsg>(&bytes) {
                         Ok(AgentMsg::Report(rep)) => reports.push(rep),
                         Ok(_) => a.drop_out(format!("it did not report round {ri}")),
                         Err(e) => {
@@ -575,8 +575,7 @@ async fn recv_frame(s: &mut TcpStream) -> Result<Vec<u8>, String> {
 
 async fn recv<T: DeserializeOwned>(s: &mut TcpStream) -> Result<T, String> {
     let p = recv_frame(s).await?;
-    serde_json::from_slice(&p)
-        .map_err(|e| format!("it sent a message this version cannot read ({e})"))
+    crate::wire::decode_json(&p).map_err(|e| format!("{e:#}"))
 }
 
 /// Sends each live agent its frame and waits for one frame back from each, all at once,

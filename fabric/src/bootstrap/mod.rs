@@ -8,7 +8,7 @@
 
 use std::net::IpAddr;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -37,12 +37,12 @@ pub fn send_json<T: Serialize>(link: &mut dyn PeerLink, value: &T) -> Result<()>
 pub fn recv_json<T: DeserializeOwned>(link: &mut dyn PeerLink) -> Result<T> {
     let bytes = link.recv()?;
     if bytes.starts_with(ABORT_PREFIX) {
-        let why = serde_json::from_slice::<Abort>(&bytes)
+        let why = crate::wire::decode_json::<Abort>(&bytes)
             .map(|a| a.fabcheck_abort)
             .unwrap_or_else(|_| "no reason given".into());
         anyhow::bail!("the peer gave up: {why}");
     }
-    serde_json::from_slice(&bytes).context("the peer sent a message this version cannot read")
+    crate::wire::decode_json(&bytes)
 }
 
 /// The message a side sends when it cannot go on with a pair, so the other side stops
@@ -124,6 +124,7 @@ pub fn under_srun() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use anyhow::Context;
 
     /// A link whose two ends are one queue: what one side sends, the other receives.
     struct Loop(std::collections::VecDeque<Vec<u8>>);

@@ -84,14 +84,22 @@ impl MpiJob {
     }
 
     /// Gathers one byte message from every rank at rank 0 (in rank order); `None` elsewhere.
+    /// Each message is at most `wire::MAX_FRAME` bytes and all of them together at most
+    /// `wire::MAX_GATHERED`; a rank that sends more is broken, and the job is ended (MPI
+    /// cannot take part of a message). Decode each with `wire::decode_json`.
     pub fn gather_to_root(&self, payload: &[u8]) -> Option<Vec<Vec<u8>>> {
         if self.rank() == 0 {
             let mut all = vec![payload.to_vec()];
+            let mut total = payload.len();
             for r in 1..self.size() {
                 let _g = self
                     .watchdog
                     .arm(format!("waiting for the results of rank {r}"));
-                let (msg, _) = self.world.process_at_rank(r as i32).receive_vec::<u8>();
+                let msg = self.receive_bounded(
+                    r,
+                    crate::wire::MAX_GATHERED - total.min(crate::wire::MAX_GATHERED),
+                );
+                total += msg.len();
                 all.push(msg);
             }
             Some(all)
@@ -112,6 +120,7 @@ impl MpiJob {
         let len = i32::try_from(mine.len()).expect("a roster entry is far below 2 GiB");
         let mut counts = vec![0i32; n];
         self.world.all_gather_into(&len, &mut counts[..]);
+        self.check_sizes(&counts, what);
         let displs = displacements(&counts);
         let total: usize = counts.iter().map(|&c| c as usize).sum();
         let mut buf = vec![0u8; total];
@@ -133,6 +142,7 @@ impl MpiJob {
         if self.rank() == 0 {
             let mut counts = vec![0i32; self.size() as usize];
             root.gather_into_root(&len, &mut counts[..]);
+            self.check_sizes(&counts, what);
             let displs = displacements(&counts);
             let total: usize = counts.iter().map(|&c| c as usize).sum();
             let mut buf = vec![0u8; total];
@@ -162,6 +172,53 @@ impl MpiJob {
         buf.resize(len as usize, 0);
         root.broadcast_into(&mut buf[..]);
         buf
+    }
+
+    /// Ends the job, with a message, when a rank announced more than a control message
+    /// may hold ([`crate::wire::MAX_FRAME`]) or all together more than rank 0 gathers
+    /// ([`crate::wire::MAX_GATHERED`]), before anything that large is allocated.
+    fn check_sizes(&self, counts: &[i32], what: &str) {
+        let total: usize = counts.iter().map(|&c| c.max(0) as usize).sum();
+        if let Some((r, c)) = counts
+            .iter()
+            .enumerate()
+            .find(|(_, &c)| c < 0 || c as usize > crate::wire::MAX_FRAME)
+        {
+            eprintln!(
+                "rank {}: rank {r} announced {c} bytes of {what}, over the {}-byte limit; ending \
+                 the job (a broken node or a mismatched binary?)",
+                self.rank(),
+                crate::wire::MAX_FRAME
+            );
+            self.world.abort(2);
+        }
+        if total > crate::wire::MAX_GATHERED {
+            eprintln!(
+                "rank {}: the ranks announced {total} bytes of {what} in all, over the {}-byte \
+                 limit; ending the job",
+                self.rank(),
+                crate::wire::MAX_GATHERED
+            );
+            self.world.abort(2);
+        }
+    }
+
+    /// Receives one byte message from `rank`, at most `wire::MAX_FRAME` and `room` bytes:
+    /// its size is probed first, and a larger one ends the job with a message instead of
+    /// an allocation of whatever a broken rank announced.
+    fn receive_bounded(&self, rank: u32, room: usize) -> Vec<u8> {
+        let (msg, status) = self.world.process_at_rank(rank as i32).matched_probe();
+        let len = status.count(u8::equivalent_datatype());
+        let limit = crate::wire::MAX_FRAME.min(room);
+        if usize::try_from(len).map_or(true, |n| n > limit) {
+            eprintln!(
+                "rank {}: rank {rank} sent a control message of {len} bytes, over the \
+                 {limit}-byte limit; ending the job (a broken node or a mismatched binary?)",
+                self.rank()
+            );
+            self.world.abort(2);
+        }
+        (msg, status).matched_receive_vec::<u8>().0
     }
 
     /// Ends every rank of the job with `code`.

@@ -449,20 +449,20 @@ mod mpi_impl {
             let members: Vec<Member> = job
                 .all_gather_bytes(&serde_json::to_vec(&mine)?, "the roster")
                 .iter()
-                .map(|b| serde_json::from_slice(b))
+                .map(|b| crate::wire::decode_json(b))
                 .collect::<Result<_, _>>()
                 .map_err(|e| {
                     anyhow!(
-                        "a rank sent an unreadable roster entry ({e}): mixed fabcheck versions?"
+                        "a rank sent an unreadable roster entry ({e:#}): mixed fabcheck versions?"
                     )
                 })?;
             let hosts =
                 match job.gather_bytes(&serde_json::to_vec(&me)?, "host facts", plan.timeout) {
                     Some(all) => all
                         .iter()
-                        .map(|b| serde_json::from_slice(b))
+                        .map(|b| crate::wire::decode_json(b))
                         .collect::<Result<_, _>>()
-                        .map_err(|e| anyhow!("a rank sent unreadable host facts ({e})"))?,
+                        .map_err(|e| anyhow!("a rank sent unreadable host facts ({e:#})"))?,
                     None => Vec::new(),
                 };
             Ok(Self {
@@ -503,7 +503,7 @@ mod mpi_impl {
                     .transpose()?,
                 "the schedule inputs",
             );
-            Ok(serde_json::from_slice(&bytes)?)
+            crate::wire::decode_json(&bytes)
         }
         fn begin_round(&mut self, round: u32, limit: Duration) -> bool {
             self.link = None;

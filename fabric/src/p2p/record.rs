@@ -61,7 +61,7 @@ struct Decoder {
 pub fn decode_round(raw: &[Vec<u8>]) -> Vec<RoundReport> {
     raw.iter()
         .enumerate()
-        .filter_map(|(rank, b)| match serde_json::from_slice(b) {
+        .filter_map(|(rank, b)| match crate::wire::decode_json(b) {
             Ok(r) => Some(r),
             Err(e) => {
                 eprintln!("warning: rank {rank} sent an unreadable round report ({e}); its pair is left out");

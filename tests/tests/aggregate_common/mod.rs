@@ -145,3 +145,83 @@ pub fn require(tool: &str, package: &str) {
         "{tool} is needed by this test: apt-get install -y {package}"
     );
 }
+
+/// Virtual memory allowed to `aggregate` under [`limited`]: the scale target, 1 GiB.
+pub const MEM_LIMIT_KIB: u64 = 1 << 20;
+
+/// What a run under [`limited`] did.
+pub struct Limited {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    /// Peak resident memory, KiB (GNU time).
+    pub max_rss_kib: u64,
+}
+
+impl Limited {
+    /// Both streams, for assertion messages.
+    pub fn show(&self) -> String {
+        format!(
+            "exit {}, {} KiB peak\nstdout:\n{}\nstderr:\n{}",
+            self.code, self.max_rss_kib, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Runs `aggregate ARGS` in `dir` the way the hostile-input tests demand: under
+/// `ulimit -v` ([`MEM_LIMIT_KIB`]), with a deadline (a hang fails the test), its peak
+/// memory measured by GNU time. A death by signal (a panic that aborts, an allocation
+/// refused, an out-of-memory kill) fails the test with both streams.
+pub fn limited(dir: &Path, args: &[&str]) -> Limited {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let rss_file = dir.join(format!(
+        ".rss-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let out = run(
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "ulimit -v {MEM_LIMIT_KIB} && exec /usr/bin/time -f %M -o \"$0\" \"$@\""
+            ))
+            .arg(&rss_file)
+            .arg(bin("aggregate"))
+            .args(args)
+            .current_dir(dir)
+            // One malloc arena per thread would reserve 64 MiB of address space each.
+            .env("MALLOC_ARENA_MAX", "2"),
+        Duration::from_secs(120),
+    );
+    let (stdout, stderr) = text(&out);
+    let timing = fs::read_to_string(&rss_file).unwrap_or_default();
+    let _ = fs::remove_file(&rss_file);
+    let what = format!("aggregate {}", args.join(" "));
+    assert!(
+        !timing.contains("signal") && !stderr.contains("panicked"),
+        "{what}: died\n{timing}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let code = out
+        .status
+        .code()
+        .unwrap_or_else(|| panic!("{what}: killed by a signal\n{stdout}\n{stderr}"));
+    let max_rss_kib = timing
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{what}: no peak memory from GNU time: {timing:?}"));
+    Limited {
+        code,
+        stdout,
+        stderr,
+        max_rss_kib,
+    }
+}
+
+/// The real documents of the corpus (bench-lat, bench-bw, bench-collective over loopback).
+pub fn corpus(sub: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("corpus")
+        .join(sub)
+}
