@@ -108,6 +108,8 @@ pub struct Cluster {
     pub heatmaps: Vec<Heatmap>,
     /// Heatmaps not drawn (beyond [`HEATMAPS_MAX`]).
     pub heatmaps_left_out: usize,
+    /// What could not be built or judged (a ceiling reached).
+    pub notes: Vec<String>,
     #[serde(skip)]
     analysis: Analysis,
     #[serde(skip)]
@@ -152,7 +154,8 @@ pub fn build(profile: &Profile, docs: &[Loaded]) -> Cluster {
                 .entry((host.to_string(), a.devices[d as usize].clone()))
                 .or_default();
             for (k, v) in counters {
-                *into.entry(k.clone()).or_default() += v;
+                let e = into.entry(k.clone()).or_default();
+                *e = e.saturating_add(*v);
             }
         }
         for o in inventory::checks(spec, &inv, &rows) {
@@ -185,6 +188,7 @@ pub fn build(profile: &Profile, docs: &[Loaded]) -> Cluster {
         flaky: loc.flaky,
         heatmaps,
         heatmaps_left_out: left_out,
+        notes: a.notes.clone(),
         analysis: a,
         outcomes,
     }
@@ -281,15 +285,17 @@ fn judge_check(c: &crate::profile::Check, a: &Analysis, loc: &Localised) -> Opti
                     0,
                 ));
             }
-            let expected: u64 = covs.iter().map(|c| c.expected).sum();
-            let covered: u64 = covs.iter().map(|c| c.covered).sum();
+            let sum =
+                |f: fn(&Coverage) -> u64| covs.iter().map(|c| f(c)).fold(0u64, u64::saturating_add);
+            let expected = sum(|c| c.expected);
+            let covered = sum(|c| c.covered);
             let pct = if expected == 0 {
                 100.0
             } else {
                 covered as f64 / expected as f64 * 100.0
             };
             let missing: Vec<&String> = covs.iter().flat_map(|c| &c.missing).take(10).collect();
-            let total: u64 = covs.iter().map(|c| c.missing_total).sum();
+            let total = sum(|c| c.missing_total);
             if c.bound.holds(pct) {
                 mk(
                     Status::Pass,
@@ -301,7 +307,7 @@ fn judge_check(c: &crate::profile::Check, a: &Analysis, loc: &Localised) -> Opti
                 // Links never measured are missing evidence, not a failure of the fabric.
                 let mut s = format!(
                     "{} of {expected} planned link(s) never measured: ",
-                    expected - covered
+                    expected.saturating_sub(covered)
                 );
                 s.push_str(
                     &missing

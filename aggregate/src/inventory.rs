@@ -70,7 +70,7 @@ impl Port {
             self.counters_first.get(counter),
             self.counters_last.get(counter),
         ) {
-            (Some(a), Some(b)) => b - a,
+            (Some(a), Some(b)) => b.saturating_sub(*a),
             _ => 0,
         }
     }
@@ -455,7 +455,9 @@ pub fn checks(
             }
             let mut v = Vec::new();
             for n in &names {
-                let r = p.rise(n) + rows.and_then(|m| m.get(n)).copied().unwrap_or(0);
+                let r = p
+                    .rise(n)
+                    .saturating_add(rows.and_then(|m| m.get(n)).copied().unwrap_or(0));
                 if r > max {
                     v.push((n.clone(), r));
                 }

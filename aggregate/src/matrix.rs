@@ -105,10 +105,24 @@ pub struct Matrix {
     /// Global node id -> index in `nodes`, `u32::MAX` when absent.
     local: Vec<u32>,
     pub cells: Vec<Cell>,
+    /// False when the matrix was too large to build ([`MAX_CELLS`]): no cells.
+    pub built: bool,
     /// Median over cells of each cell's best value; NaN without measurements.
     pub median: f64,
     pub median_p99: f64,
 }
+
+/// Most cells of all matrices together (28 bytes each: about 900 MiB): 8192 nodes on one
+/// rail, or 2896 on eight. The 1024-node, 8-rail matrix of the scale benchmark is 4.2
+/// million. A matrix beyond is not built, and the report says so.
+pub const MAX_CELLS: usize = 1 << 25;
+/// Most matrices (test, size and rail pairs) of one report, and per test and size: 64
+/// rails crossed with `--rails all` are 4096; a document naming more devices is not a
+/// fabric.
+pub const MAX_MATRICES: usize = 4096;
+pub const MAX_MATRICES_PER_GROUP: usize = 4096;
+/// Most rails a sweep may declare (ranks of one node taking part).
+pub const MAX_RAILS: u32 = 64;
 
 /// Index of cell (i, j), i < j, in the upper triangle of an n x n matrix.
 fn tri(n: usize, i: usize, j: usize) -> usize {
@@ -119,6 +133,9 @@ fn tri(n: usize, i: usize, j: usize) -> usize {
 impl Matrix {
     /// Index of the cell of nodes (global ids) `a` and `b`.
     pub fn cell_index(&self, a: u32, b: u32) -> Option<usize> {
+        if !self.built {
+            return None;
+        }
         let la = *self.local.get(a as usize)?;
         let lb = *self.local.get(b as usize)?;
         if la == u32::MAX || lb == u32::MAX || la == lb {
@@ -134,13 +151,13 @@ impl Matrix {
 
     /// Every cell with its two nodes' indices in `nodes` (lower first).
     pub fn each_cell_local(&self) -> impl Iterator<Item = (usize, usize, &Cell)> + '_ {
-        let n = self.nodes.len();
+        let n = if self.built { self.nodes.len() } else { 0 };
         (0..n).flat_map(move |i| (i + 1..n).map(move |j| (i, j, &self.cells[tri(n, i, j)])))
     }
 
     /// Every cell with its two nodes (global ids, lower first).
     pub fn each_cell(&self) -> impl Iterator<Item = (u32, u32, &Cell)> + '_ {
-        let n = self.nodes.len();
+        let n = if self.built { self.nodes.len() } else { 0 };
         (0..n).flat_map(move |i| {
             (i + 1..n).map(move |j| (self.nodes[i], self.nodes[j], &self.cells[tri(n, i, j)]))
         })
@@ -304,6 +321,8 @@ pub struct Analysis {
     /// Error-counter deltas summed per end over every row (evidence).
     pub errors: BTreeMap<End, BTreeMap<String, i64>>,
     pub settings: MatrixSettings,
+    /// What could not be built or judged, for the report (a ceiling reached).
+    pub notes: Vec<String>,
     /// Per group, see [`Analysis::coverage`].
     coverage: Vec<Option<Coverage>>,
 }
@@ -460,6 +479,8 @@ struct Builder<'a> {
     /// Per matrix, the nodes seen on it (global ids), before the cells exist.
     members: Vec<Vec<bool>>,
     keys: Vec<(u32, Option<u32>, Option<u32>)>,
+    /// Links left unplaced past [`MAX_MATRICES`].
+    over_matrices: bool,
 }
 
 impl Builder<'_> {
@@ -478,7 +499,8 @@ impl Builder<'_> {
         g
     }
 
-    /// The matrix of a link in group `g` (ends ordered by node name), registering its nodes.
+    /// The matrix of a link in group `g` (ends ordered by node name), registering its
+    /// nodes; `u32::MAX` past [`MAX_MATRICES`] (the link is not placed).
     fn matrix(&mut self, g: u32, a: End, b: End) -> u32 {
         let (lo, hi) = if a.node <= b.node { (a, b) } else { (b, a) };
         let found = self.matrix_ids[g as usize]
@@ -487,6 +509,12 @@ impl Builder<'_> {
             .map(|k| k.2);
         let m = match found {
             Some(m) => m,
+            None if self.keys.len() >= MAX_MATRICES
+                || self.matrix_ids[g as usize].len() >= MAX_MATRICES_PER_GROUP =>
+            {
+                self.over_matrices = true;
+                return u32::MAX;
+            }
             None => {
                 let m = self.keys.len() as u32;
                 self.keys.push((g, lo.dev, hi.dev));
@@ -529,6 +557,7 @@ pub fn analyse(docs: &[Loaded], profile: &Profile) -> Analysis {
         matrix_ids: Vec::new(),
         members: vec![],
         keys: vec![],
+        over_matrices: false,
     };
     // Node names first, so that ids follow natural name order.
     let mut names: Vec<String> = Vec::new();
@@ -600,6 +629,9 @@ pub fn analyse(docs: &[Loaded], profile: &Profile) -> Analysis {
             for key in failure_keys(d, fp) {
                 let g = b.group(&key);
                 let m = b.matrix(g, a, e);
+                if m == u32::MAX {
+                    continue;
+                }
                 failures.push(Failure {
                     matrix: m,
                     a,
@@ -644,7 +676,7 @@ pub fn analyse(docs: &[Loaded], profile: &Profile) -> Analysis {
                 if s.include_local {
                     devs.truncate(1);
                 }
-                devs.resize(s.rails.max(1) as usize, None);
+                devs.resize(s.rails.clamp(1, MAX_RAILS) as usize, None);
                 devs
             })
             .collect();
@@ -669,35 +701,53 @@ pub fn analyse(docs: &[Loaded], profile: &Profile) -> Analysis {
             done_pairs: BTreeMap::new(),
         });
     }
-    // Pass 2: cells.
-    let mut matrices: Vec<Matrix> = b
-        .keys
-        .iter()
-        .zip(&b.members)
-        .map(|(&(g, lo, hi), members)| {
-            let nodes: Vec<u32> = members
-                .iter()
-                .enumerate()
-                .filter(|(_, &m)| m)
-                .map(|(i, _)| i as u32)
-                .collect();
-            let mut local = vec![u32::MAX; members.len()];
-            for (i, &n) in nodes.iter().enumerate() {
-                local[n as usize] = i as u32;
-            }
-            let n = nodes.len();
-            Matrix {
-                group: g,
-                dev_lo: lo,
-                dev_hi: hi,
-                nodes,
-                local,
-                cells: vec![Cell::default(); n * n.saturating_sub(1) / 2],
-                median: f64::NAN,
-                median_p99: f64::NAN,
-            }
-        })
-        .collect();
+    // Pass 2: cells, within [`MAX_CELLS`].
+    let mut notes = Vec::new();
+    if b.over_matrices {
+        notes.push(format!(
+            "more than {MAX_MATRICES} matrices (tests, sizes and device pairs): the links of the rest are not placed"
+        ));
+    }
+    let mut budget = MAX_CELLS;
+    let mut matrices: Vec<Matrix> = Vec::with_capacity(b.keys.len());
+    for (&(g, lo, hi), members) in b.keys.iter().zip(&b.members) {
+        let nodes: Vec<u32> = members
+            .iter()
+            .enumerate()
+            .filter(|(_, &m)| m)
+            .map(|(i, _)| i as u32)
+            .collect();
+        let mut local = vec![u32::MAX; members.len()];
+        for (i, &n) in nodes.iter().enumerate() {
+            local[n as usize] = i as u32;
+        }
+        let n = nodes.len();
+        let want = n * n.saturating_sub(1) / 2;
+        let built = want <= budget;
+        if built {
+            budget -= want;
+        } else {
+            notes.push(format!(
+                "the matrix of {} over {n} nodes is not built: {want} cells, over the ceiling of {MAX_CELLS} for a report",
+                b.groups[g as usize].label()
+            ));
+        }
+        matrices.push(Matrix {
+            group: g,
+            dev_lo: lo,
+            dev_hi: hi,
+            nodes,
+            local,
+            cells: if built {
+                vec![Cell::default(); want]
+            } else {
+                Vec::new()
+            },
+            built,
+            median: f64::NAN,
+            median_p99: f64::NAN,
+        });
+    }
     let mut row_cell: Vec<Vec<u32>> = Vec::with_capacity(docs.len());
     for (dr, mids) in per_doc.iter().zip(&row_matrix) {
         let mut cells = Vec::with_capacity(mids.len());
@@ -708,7 +758,11 @@ pub fn analyse(docs: &[Loaded], profile: &Profile) -> Analysis {
             }
             let mx = &mut matrices[m as usize];
             let (a, e) = (dr.ends[r.initiator as usize], dr.ends[r.responder as usize]);
-            let ci = mx.cell_index(a.node, e.node).expect("registered in pass 1");
+            // Registered in pass 1; none when the matrix was too large to build.
+            let Some(ci) = mx.cell_index(a.node, e.node) else {
+                cells.push(u32::MAX);
+                continue;
+            };
             cells.push(ci as u32);
             let c = &mut mx.cells[ci];
             let (v, p99) = primary(&r.stats);
@@ -730,7 +784,7 @@ pub fn analyse(docs: &[Loaded], profile: &Profile) -> Analysis {
     let s = &profile.matrix;
     for ((dr, mids), cells) in per_doc.iter().zip(&row_matrix).zip(&row_cell) {
         for ((r, &m), &ci) in dr.rows.rows.iter().zip(mids).zip(cells) {
-            if m == u32::MAX {
+            if m == u32::MAX || ci == u32::MAX {
                 continue;
             }
             let mx = &mut matrices[m as usize];
@@ -752,7 +806,9 @@ pub fn analyse(docs: &[Loaded], profile: &Profile) -> Analysis {
     }
     for f in &failures {
         let mx = &mut matrices[f.matrix as usize];
-        let ci = mx.cell_index(f.a.node, f.b.node).expect("registered");
+        let Some(ci) = mx.cell_index(f.a.node, f.b.node) else {
+            continue;
+        };
         let c = &mut mx.cells[ci];
         c.bad = c.bad.saturating_add(1);
         c.failed = c.failed.saturating_add(1);
@@ -791,7 +847,8 @@ pub fn analyse(docs: &[Loaded], profile: &Profile) -> Analysis {
         for (peer, counters) in &dr.rows.errors {
             let into = errors.entry(dr.ends[*peer as usize]).or_default();
             for (k, v) in counters {
-                *into.entry(k.clone()).or_default() += v;
+                let e = into.entry(k.clone()).or_default();
+                *e = e.saturating_add(*v);
             }
         }
     }
@@ -804,6 +861,7 @@ pub fn analyse(docs: &[Loaded], profile: &Profile) -> Analysis {
         plans,
         errors,
         settings: profile.matrix.clone(),
+        notes,
         coverage: vec![],
     };
     a.coverage = (0..a.groups.len() as u32)
@@ -941,6 +999,27 @@ impl Analysis {
         if plans.is_empty() {
             return None;
         }
+        // Not judged when a matrix of the group could not be built, or the plan is larger
+        // than any matrix may be.
+        if self.groups[g as usize]
+            .matrices
+            .iter()
+            .any(|&m| !self.matrices[m as usize].built)
+        {
+            return None;
+        }
+        let work: usize = plans
+            .iter()
+            .filter(|p| p.pattern == "all-pairs")
+            .map(|p| {
+                let n = p.nodes.len();
+                let r = p.rails.first().map_or(1, |r| r.len());
+                (n * n.saturating_sub(1) / 2).saturating_mul(r * r)
+            })
+            .fold(0usize, usize::saturating_add);
+        if work > MAX_CELLS.saturating_mul(64) {
+            return None;
+        }
         // Links of several all-pairs sweeps of one group are counted once.
         let overlap = plans.iter().filter(|p| p.pattern == "all-pairs").count() > 1;
         let mut cov = Coverage::default();
@@ -956,11 +1035,11 @@ impl Analysis {
         for p in plans {
             if p.pattern != "all-pairs" {
                 let done = p.done_pairs.get(&g).copied().unwrap_or(0);
-                cov.expected += p.planned_pairs;
-                cov.covered += done.min(p.planned_pairs);
+                cov.expected = cov.expected.saturating_add(p.planned_pairs);
+                cov.covered = cov.covered.saturating_add(done.min(p.planned_pairs));
                 if done < p.planned_pairs {
                     let gap = p.planned_pairs - done;
-                    cov.missing_total += gap;
+                    cov.missing_total = cov.missing_total.saturating_add(gap);
                     cov.missing.push(format!(
                         "{gap} of {} planned pairs of the `{}` sweep (rounds {} of {})",
                         p.planned_pairs, p.pattern, p.rounds_done, p.rounds
@@ -1045,6 +1124,28 @@ mod tests {
             }
         }
         assert!(seen.iter().all(|&s| s));
+    }
+
+    #[test]
+    fn a_sweep_that_declares_too_much_is_noted_not_built() {
+        let mut doc = synth::sweep::sweep_doc(&synth::sweep::SweepSpec::bandwidth(3, 1));
+        let s = doc.sweep.as_mut().unwrap();
+        s.nodes = (0..9000).map(|i| format!("n{i}")).collect();
+        s.rails = u32::MAX;
+        s.planned_pairs = u64::MAX;
+        let l = Loaded::from_text("s.json", &serde_json::to_string(&doc).unwrap()).unwrap();
+        let p = crate::profile::parse(
+            "name=\"t\"\n[[check]]\nid=\"x\"\ndescription=\"d\"\nmetric=\"suspects\"\nunit=\"suspects\"\nmax=0\n",
+            "t",
+        )
+        .unwrap();
+        let t = std::time::Instant::now();
+        let a = analyse(&[l], &p);
+        assert!(t.elapsed().as_secs() < 20, "{:?}", t.elapsed());
+        assert!(!a.matrices[0].built);
+        assert!(a.notes[0].contains("not built"), "{:?}", a.notes);
+        assert!(a.coverage(0).is_none());
+        assert_eq!(a.matrices[0].each_cell().count(), 0);
     }
 
     #[test]

@@ -278,12 +278,13 @@ impl P2pRows {
     /// Adds one error-counter delta of `peer` (zero and non-error counters are ignored).
     pub fn add_error(&mut self, peer: u32, name: &str, v: i64) {
         if v != 0 && is_error_counter(name) {
-            *self
+            let e = self
                 .errors
                 .entry(peer)
                 .or_default()
                 .entry(name.to_string())
-                .or_default() += v;
+                .or_default();
+            *e = e.saturating_add(v);
         }
     }
 
@@ -387,7 +388,8 @@ impl P2pRows {
         for (p, counters) in other.errors {
             let into = self.errors.entry(peers[p as usize]).or_default();
             for (name, v) in counters {
-                *into.entry(name).or_default() += v;
+                let e = into.entry(name).or_default();
+                *e = e.saturating_add(v);
             }
         }
     }

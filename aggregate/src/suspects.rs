@@ -474,7 +474,8 @@ fn finish(
             if let Some(c) = a.errors.get(e) {
                 for (k, v) in c {
                     let dev = e.dev.map(|x| a.devices[x as usize].as_str()).unwrap_or("-");
-                    *ev.counter_deltas.entry(format!("{dev}:{k}")).or_default() += v;
+                    let e = ev.counter_deltas.entry(format!("{dev}:{k}")).or_default();
+                    *e = e.saturating_add(*v);
                 }
             }
             let h = host(e.node);
