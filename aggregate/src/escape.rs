@@ -93,10 +93,11 @@ pub fn markdown(s: &str) -> String {
 }
 
 /// Text of an SVG plot label. plotters' SVG backend escapes `< > & " '`; this keeps
-/// only characters that can never be markup or break an SVG file, and at most 60.
+/// only characters that can never be markup or break an SVG file (`+` for a signed
+/// change, `drift +7.8%`), and at most 60.
 pub fn svg_label(s: &str) -> String {
     s.chars()
-        .filter(|c| c.is_ascii_alphanumeric() || " _-.:/()%=,".contains(*c))
+        .filter(|c| c.is_ascii_alphanumeric() || " _-.:/()%=,+".contains(*c))
         .take(60)
         .collect()
 }

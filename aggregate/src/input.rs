@@ -146,6 +146,8 @@ impl Loaded {
 }
 
 /// Identifies the rows whose histograms merge: same tool, test, transport and size.
+/// `transport` is the row's [`results::transport_label`] (`verbs+cuda` for GPU buffers), so
+/// GPU and host figures never merge.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct LatKey {
     pub tool: String,
@@ -160,7 +162,7 @@ impl LatKey {
         LatKey {
             tool: doc.tool.clone(),
             test: l.test.clone(),
-            transport: l.transport.clone(),
+            transport: results::transport_label(&l.transport, l.memory.as_ref()),
             size: l.size_bytes,
         }
     }

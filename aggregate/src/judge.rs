@@ -12,6 +12,7 @@ use crate::metric::{Metric, RowKind};
 use crate::profile::{Bound, Check, Profile, Selector};
 use crate::rows::{P2pRow, P2pRows, RowStats};
 use crate::tables::Tables;
+use results::quality::{Mark, Marks};
 
 /// Outcome of one check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -99,17 +100,23 @@ fn matches(sel: &Selector, tool: &str, r: &TestResult) -> bool {
         TestResult::Latency(l) => {
             sel.collective.is_none()
                 && sel.backend.is_none()
+                && sel.bidirectional != Some(true)
                 && sel.transport.as_deref().is_none_or(|t| t == l.transport)
+                && memory_ok(sel, &l.transport, l.memory_class())
                 && pair_ok(sel, &l.pair)
         }
         TestResult::Bandwidth(b) => {
             sel.collective.is_none()
                 && sel.backend.is_none()
                 && sel.transport.as_deref().is_none_or(|t| t == b.transport)
+                && sel.bidirectional.is_none_or(|d| d == b.bidirectional)
+                && memory_ok(sel, &b.transport, b.memory_class())
                 && pair_ok(sel, &b.pair)
         }
         TestResult::Collective(c) => {
             sel.transport.is_none()
+                && sel.memory.is_none()
+                && sel.bidirectional.is_none()
                 && sel.pair.is_none()
                 && sel.collective.as_deref().is_none_or(|x| x == c.collective)
                 && sel.backend.as_deref().is_none_or(|x| x == c.backend)
@@ -129,6 +136,12 @@ fn groups_matching(sel: &Selector, rows: &P2pRows) -> Vec<bool> {
                 && sel.collective.is_none()
                 && sel.backend.is_none()
                 && sel.transport.as_deref().is_none_or(|t| t == g.transport)
+                && memory_ok(sel, &g.transport, &g.memory)
+                && if g.latency {
+                    sel.bidirectional != Some(true)
+                } else {
+                    sel.bidirectional.is_none_or(|d| d == g.bidirectional)
+                }
         })
         .collect()
 }
@@ -136,6 +149,16 @@ fn groups_matching(sel: &Selector, rows: &P2pRows) -> Vec<bool> {
 /// Whether compact row `r` is selected, given its groups' [`groups_matching`].
 fn matches_compact(sel: &Selector, groups: &[bool], rows: &P2pRows, r: &P2pRow) -> bool {
     groups[r.group as usize] && (sel.pair.is_none() || pair_ok(sel, &rows.pair(r)))
+}
+
+/// The `memory` selector: without it a check judges host-memory rows (what every check
+/// meant before GPU buffers existed) and the GPU copy rows; `any` takes every row.
+fn memory_ok(sel: &Selector, transport: &str, class: &str) -> bool {
+    match sel.memory.as_deref() {
+        Some("any") => true,
+        Some(m) => m == class,
+        None => class == "host" || transport == "cuda",
+    }
 }
 
 fn pair_ok(sel: &Selector, p: &results::Pair) -> bool {
@@ -202,7 +225,10 @@ pub fn judge_check(
                                 .entry(LatKey {
                                     tool: d.doc.tool.clone(),
                                     test: l.test.clone(),
-                                    transport: l.transport.clone(),
+                                    transport: results::transport_label(
+                                        &l.transport,
+                                        l.memory.as_ref(),
+                                    ),
                                     size: l.size_bytes,
                                 })
                                 .or_default()
@@ -243,11 +269,17 @@ pub fn judge_check(
         }
         _ => {
             for (di, d) in docs.iter().enumerate() {
+                let marks = (kind == RowKind::Any).then(|| Marks::of(&d.doc));
                 for (ri, r) in d.doc.results.iter().enumerate() {
                     if !matches(sel, &d.doc.tool, r) {
                         continue;
                     }
                     let value = match (kind, r) {
+                        (RowKind::Any, _) => match marks.as_ref().map(|m| m.mark(ri, r)) {
+                            Some(Mark::Disturbed) => Some(1.0),
+                            Some(Mark::Clean) => Some(0.0),
+                            _ => None,
+                        },
                         (RowKind::Latency | RowKind::Counters, TestResult::Latency(l)) => {
                             check.metric.of_latency_row(l)
                         }
@@ -269,22 +301,31 @@ pub fn judge_check(
                 let Some(p2p) = d.p2p() else { continue };
                 if !matches!(
                     kind,
-                    RowKind::Latency | RowKind::Bandwidth | RowKind::Counters
+                    RowKind::Latency | RowKind::Bandwidth | RowKind::Counters | RowKind::Any
                 ) {
                     continue;
                 }
                 let groups = groups_matching(sel, p2p);
+                let row_marks = (kind == RowKind::Any).then(|| p2p.marks(&d.doc));
                 for (ri, r) in p2p.rows.iter().enumerate() {
                     let kind_ok = matches!(
                         (kind, &r.stats),
                         (RowKind::Latency, RowStats::Latency(_))
                             | (RowKind::Bandwidth, RowStats::Bandwidth(_))
-                            | (RowKind::Counters, _)
+                            | (RowKind::Counters | RowKind::Any, _)
                     );
                     if !kind_ok || !matches_compact(sel, &groups, p2p, r) {
                         continue;
                     }
-                    if let Some(value) = r.stats.metric(check.metric).filter(|v| v.is_finite()) {
+                    let value = match &row_marks {
+                        Some(m) => match m.as_ref().map_or(Mark::Unknown, |m| m[ri]) {
+                            Mark::Disturbed => Some(1.0),
+                            Mark::Clean => Some(0.0),
+                            Mark::Unknown => None,
+                        },
+                        None => r.stats.metric(check.metric),
+                    };
+                    if let Some(value) = value.filter(|v| v.is_finite()) {
                         obs.push(Obs {
                             value,
                             at: At::Compact(di, ri),
@@ -294,6 +335,23 @@ pub fn judge_check(
             }
         }
     }
+    if check.metric == Metric::Disturbed && !obs.is_empty() {
+        // The count of disturbed results decides, shown at the first of them.
+        let count = obs.iter().map(|o| o.value).sum::<f64>();
+        let first = obs.iter().position(|o| o.value > 0.0).unwrap_or(0);
+        let n = obs.len();
+        let at = obs.swap_remove(first).at;
+        obs = vec![Obs { value: count, at }];
+        let mut o = finish(check, docs, &obs);
+        o.observations = n;
+        return o;
+    }
+    finish(check, docs, &obs)
+}
+
+/// The outcome of a check from its observations: the worst one decides.
+fn finish(check: &Check, docs: &[Loaded], obs: &[Obs]) -> Outcome {
+    let sel = &check.select;
     let worst = obs.iter().reduce(|a, b| {
         let b_worse = match check.bound {
             Bound::Min(_) => b.value < a.value,
@@ -370,18 +428,31 @@ fn describe(at: &At, docs: &[Loaded]) -> String {
 
 /// A stand-in latency row so merged groups go through the same selector as rows.
 fn probe_latency(k: &LatKey) -> TestResult {
+    // The key's transport label carries the memory class (`verbs+cuda`): give the probe row
+    // the same memory so the selector sees what the merged rows were.
+    let (transport, class) = results::split_transport_label(&k.transport);
+    let side = |kind: &str| results::MemorySide {
+        kind: kind.into(),
+        ..Default::default()
+    };
+    let memory = match class {
+        "host" => None,
+        "cuda" => Some(results::MemoryUse {
+            initiator: Some(side("cuda")),
+            responder: Some(side("cuda")),
+        }),
+        _ => Some(results::MemoryUse {
+            initiator: Some(side("cuda")),
+            responder: Some(side("host")),
+        }),
+    };
     TestResult::Latency(results::LatencyResult {
         test: k.test.clone(),
-        transport: k.transport.clone(),
+        transport: transport.to_string(),
         size_bytes: k.size,
-        iterations: 0,
-        warmup_iterations: 0,
-        duration_s: 0.0,
-        latency_us: Default::default(),
-        histogram: String::new(),
-        pair: Default::default(),
         complete: true,
-        counters: None,
+        memory,
+        ..Default::default()
     })
 }
 
@@ -491,6 +562,40 @@ mod tests {
     }
 
     #[test]
+    fn a_profile_can_require_undisturbed_runs() {
+        let p = profile(
+            "[[check]]\nid=\"quiet\"\ndescription=\"d\"\nmetric=\"disturbed_results\"\nunit=\"results\"\nmax=0\n",
+        );
+        let quality = |load: f64| results::quality::HostQuality {
+            hostname: "c".into(),
+            cores: 4,
+            load_avg_before: load,
+            load_avg_after: load,
+            duration_s: 1.0,
+            ..Default::default()
+        };
+        let with = |load: Option<f64>| {
+            let mut d = synth::bandwidth_doc("a", "b", &[65536], 90.0, 1);
+            let mut other = synth::bandwidth_doc("c", "d", &[65536, 1 << 20], 90.0, 2);
+            if let Some(l) = load {
+                d.attach_quality(vec![]);
+                other.attach_quality(vec![quality(l)]);
+            }
+            vec![loaded(d), loaded(other)]
+        };
+        // No quality record anywhere: nothing proves the runs were quiet.
+        assert_eq!(run(&p, &with(None)).checks[0].status, Status::Missing);
+        let v = run(&p, &with(Some(0.1)));
+        assert_eq!(v.checks[0].status, Status::Pass, "{:?}", v.checks[0]);
+        assert_eq!(v.checks[0].observations, 3);
+        let v = run(&p, &with(Some(9.0)));
+        let c = &v.checks[0];
+        assert_eq!(c.status, Status::Fail, "{c:?}");
+        assert_eq!(c.measured, Some(2.0), "both results of the busy host");
+        assert!(c.worst_at.contains("c <-> d"), "{}", c.worst_at);
+    }
+
+    #[test]
     fn loss_and_collectives_are_judged() {
         let docs = vec![
             loaded(synth::bandwidth_doc("a", "b", &[65536], 90.0, 1)),
@@ -509,5 +614,137 @@ mod tests {
         assert_eq!(v.checks[1].status, Status::Pass, "{:?}", v.checks[1]);
         assert_eq!(v.checks[2].status, Status::Pass);
         assert_eq!(v.overall, "PASS");
+    }
+
+    /// Marks every point-to-point row of `doc` as measured with GPU memory on both sides
+    /// (`class` "cuda") or on the initiator only ("mixed").
+    fn on_gpu(mut doc: results::Document, class: &str) -> results::Document {
+        let side = |kind: &str, path: &str| results::MemorySide {
+            kind: kind.into(),
+            path: path.into(),
+            ..Default::default()
+        };
+        let m = results::MemoryUse {
+            initiator: Some(side("cuda", "dmabuf")),
+            responder: Some(if class == "cuda" {
+                side("cuda", "peermem")
+            } else {
+                side("host", "host")
+            }),
+        };
+        for r in &mut doc.results {
+            match r {
+                TestResult::Latency(l) => l.memory = Some(m.clone()),
+                TestResult::Bandwidth(b) => b.memory = Some(m.clone()),
+                TestResult::Collective(_) => {}
+            }
+        }
+        doc
+    }
+
+    fn bw_check(extra: &str, min: f64) -> Profile {
+        profile(&format!(
+            "[[check]]\nid=\"bw\"\ndescription=\"d\"\nmetric=\"bw_avg\"\nunit=\"Gb/s\"\nmin={min}\neach_pair=true\n{extra}"
+        ))
+    }
+
+    #[test]
+    fn gpu_rows_are_judged_apart_from_host_rows() {
+        let docs = vec![
+            loaded(synth::bandwidth_doc("a", "b", &[1 << 20], 95.0, 1)),
+            loaded(on_gpu(
+                synth::bandwidth_doc("a", "b", &[1 << 20], 60.0, 2),
+                "cuda",
+            )),
+        ];
+        // Without `memory`, a check means host memory, as it always did.
+        let v = run(&bw_check("", 90.0), &docs);
+        assert_eq!(v.checks[0].status, Status::Pass, "{:?}", v.checks[0]);
+        assert_eq!(v.checks[0].observations, 1);
+        let v = run(&bw_check("memory=\"cuda\"", 90.0), &docs);
+        assert_eq!(v.checks[0].status, Status::Fail);
+        assert!((v.checks[0].measured.unwrap() - 60.0).abs() < 5.0);
+        assert!(
+            v.checks[0].selector.contains("cuda memory"),
+            "{}",
+            v.checks[0].selector
+        );
+        assert_eq!(
+            run(&bw_check("memory=\"any\"", 90.0), &docs).checks[0].observations,
+            2
+        );
+        assert_eq!(
+            run(&bw_check("memory=\"mixed\"", 90.0), &docs).checks[0].status,
+            Status::Missing
+        );
+        // The tables keep them apart too.
+        let t = crate::tables::build(&docs, None);
+        let transports: Vec<&str> = t.bandwidth.iter().map(|r| r.transport.as_str()).collect();
+        assert_eq!(transports, ["tcp", "tcp+cuda"], "synth rows are tcp");
+    }
+
+    #[test]
+    fn merged_gpu_latency_is_its_own_group() {
+        let docs = vec![
+            loaded(synth::latency_doc("a", "b", &[2], 10.0, 1)),
+            loaded(on_gpu(synth::latency_doc("a", "b", &[2], 50.0, 2), "cuda")),
+            loaded(on_gpu(synth::latency_doc("c", "d", &[2], 90.0, 3), "mixed")),
+        ];
+        let lat = |extra: &str| {
+            profile(&format!(
+                "[[check]]\nid=\"l\"\ndescription=\"d\"\nmetric=\"latency_p50\"\nunit=\"us\"\nmax=20\ntest=\"send_lat\"\n{extra}"
+            ))
+        };
+        let v = run(&lat(""), &docs);
+        assert_eq!(v.checks[0].status, Status::Pass, "{:?}", v.checks[0]);
+        assert_eq!(v.checks[0].observations, 1);
+        let v = run(&lat("memory=\"cuda\""), &docs);
+        assert_eq!(v.checks[0].status, Status::Fail);
+        let m = v.checks[0].measured.unwrap();
+        assert!((50.0..56.0).contains(&m), "p50 {m}: the GPU group alone");
+        assert!(
+            v.checks[0].worst_at.contains("tcp+cuda"),
+            "{}",
+            v.checks[0].worst_at
+        );
+        let v = run(&lat("memory=\"mixed\"\npair=\"c\""), &docs);
+        assert!((90.0..100.0).contains(&v.checks[0].measured.unwrap()));
+    }
+
+    #[test]
+    fn copy_bandwidth_and_direction_selectors() {
+        let mut copy = synth::bandwidth_doc("a", "a", &[32 << 20], 400.0, 1);
+        for r in &mut copy.results {
+            if let TestResult::Bandwidth(b) = r {
+                b.test = "h2d_bw".into();
+                b.transport = "cuda".into();
+            }
+        }
+        let mut bidir = on_gpu(synth::bandwidth_doc("a", "b", &[1 << 20], 700.0, 2), "cuda");
+        for r in &mut bidir.results {
+            if let TestResult::Bandwidth(b) = r {
+                b.bidirectional = true;
+            }
+        }
+        let uni = on_gpu(synth::bandwidth_doc("a", "b", &[1 << 20], 390.0, 3), "cuda");
+        let docs = vec![loaded(copy), loaded(bidir), loaded(uni)];
+        let p = profile(
+            "[[check]]\nid=\"h2d\"\ndescription=\"d\"\nmetric=\"copy_bw\"\nunit=\"GB/s\"\nmin=45\ntest=\"h2d_bw\"\n\
+             [[check]]\nid=\"any-copy\"\ndescription=\"d\"\nmetric=\"copy_bw\"\nunit=\"GB/s\"\nmin=1\nmemory=\"any\"\n\
+             [[check]]\nid=\"uni\"\ndescription=\"d\"\nmetric=\"bw_avg\"\nunit=\"Gb/s\"\nmin=380\nmemory=\"cuda\"\nbidirectional=false\n\
+             [[check]]\nid=\"bi\"\ndescription=\"d\"\nmetric=\"bw_avg\"\nunit=\"Gb/s\"\nmin=720\nmemory=\"cuda\"\nbidirectional=true\n",
+        );
+        let v = run(&p, &docs);
+        // 400 Gb/s of copies = 50 GB/s.
+        assert_eq!(v.checks[0].status, Status::Pass, "{:?}", v.checks[0]);
+        assert!((v.checks[0].measured.unwrap() - 50.0).abs() < 3.0);
+        // copy_bw reads copy rows only, whatever else is selected.
+        assert_eq!(v.checks[1].observations, 1);
+        assert_eq!(v.checks[2].status, Status::Pass, "{:?}", v.checks[2]);
+        assert_eq!(
+            v.checks[2].observations, 1,
+            "the bidirectional row is not judged one-way"
+        );
+        assert_eq!(v.checks[3].status, Status::Fail, "700 < 720");
     }
 }

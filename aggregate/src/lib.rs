@@ -5,6 +5,7 @@
 //!
 //! It depends on the `results` crate only, so it builds anywhere (no verbs, MPI or CUDA).
 
+pub mod bundle;
 pub mod cluster;
 pub mod compare;
 pub mod digest;
@@ -27,3 +28,4 @@ pub mod stream;
 pub mod suspects;
 pub mod tables;
 pub mod templates;
+pub mod trend;

@@ -423,7 +423,9 @@ fn pair_bound(profile: &Profile, key: &GroupKey) -> Vec<PairBound> {
 
 /// The groups a document's failed pairs belong to: its test and transport at every size
 /// from the one that failed (all sizes when it failed before the first).
-fn failure_keys(l: &Loaded, fp: &FailedPair) -> Vec<GroupKey> {
+/// `rows` gives the buffers' memory class of the document's measured rows, so that a
+/// failed pair lands in the matrix of its GPU or host sweep (host when none was measured).
+fn failure_keys(l: &Loaded, fp: &FailedPair, rows: &P2pRows) -> Vec<GroupKey> {
     let o = &l.doc.options;
     let text = |k: &str| o.get(k).and_then(|v| v.as_str()).map(str::to_string);
     let latency = l.doc.tool == "bench-lat";
@@ -450,6 +452,11 @@ fn failure_keys(l: &Loaded, fp: &FailedPair) -> Vec<GroupKey> {
     if sizes.is_empty() {
         sizes.extend(fp.size_bytes);
     }
+    let memory = rows
+        .groups
+        .iter()
+        .find(|g| g.test == test && g.transport == transport)
+        .map_or_else(|| "host".to_string(), |g| g.memory.clone());
     sizes
         .into_iter()
         .filter(|s| fp.size_bytes.is_none_or(|f| *s >= f))
@@ -460,6 +467,7 @@ fn failure_keys(l: &Loaded, fp: &FailedPair) -> Vec<GroupKey> {
             size,
             bidirectional,
             latency,
+            memory: memory.clone(),
         })
         .collect()
 }
@@ -626,7 +634,7 @@ pub fn analyse(docs: &[Loaded], profile: &Profile) -> Analysis {
             if a.node == e.node {
                 continue;
             }
-            for key in failure_keys(d, fp) {
+            for key in failure_keys(d, fp, &dr.rows) {
                 let g = b.group(&key);
                 let m = b.matrix(g, a, e);
                 if m == u32::MAX {

@@ -14,6 +14,8 @@ pub enum RowKind {
     Counters,
     /// The node-by-node matrix of a sweep, as a whole (see the `matrix` module).
     Matrix,
+    /// Every row.
+    Any,
 }
 
 /// A metric a check can bound.
@@ -54,6 +56,13 @@ pub enum Metric {
     MatrixCoverage,
     /// Suspect nodes, NICs, rails and links the matrix localises.
     Suspects,
+    /// Selected results measured on a disturbed host or link (`results::quality`): with
+    /// `max = 0`, a profile accepts only undisturbed evidence. Results without a quality
+    /// record give no value, so a check that sees only those is MISSING.
+    Disturbed,
+    /// GPU copy baseline bandwidth (`bench-bw --test h2d|d2h|d2d|p2p`), 10^9 byte/s as GPU
+    /// tools print it; only copy rows (transport `cuda`) have it.
+    CopyBw,
 }
 
 /// A latency percentile.
@@ -120,6 +129,8 @@ pub const ALL: &[(&str, Metric, &str)] = &[
     ("failed_pairs", Metric::FailedPairs, "pairs"),
     ("matrix_coverage", Metric::MatrixCoverage, "%"),
     ("suspects", Metric::Suspects, "suspects"),
+    ("disturbed_results", Metric::Disturbed, "results"),
+    ("copy_bw", Metric::CopyBw, "GB/s"),
 ];
 
 impl Metric {
@@ -150,13 +161,15 @@ impl Metric {
             | Metric::BwPeak
             | Metric::BwFluctuation
             | Metric::MsgRate
-            | Metric::CpuPer100G => RowKind::Bandwidth,
+            | Metric::CpuPer100G
+            | Metric::CopyBw => RowKind::Bandwidth,
             Metric::Busbw | Metric::Algbw | Metric::Efficiency | Metric::CollTime => {
                 RowKind::Collective
             }
             Metric::Wrong => RowKind::Collective,
             Metric::LinkLoss => RowKind::Counters,
             Metric::FailedPairs | Metric::MatrixCoverage | Metric::Suspects => RowKind::Matrix,
+            Metric::Disturbed => RowKind::Any,
         }
     }
 
@@ -171,6 +184,7 @@ impl Metric {
                 | Metric::Algbw
                 | Metric::Efficiency
                 | Metric::MatrixCoverage
+                | Metric::CopyBw
         )
     }
 
@@ -183,6 +197,7 @@ impl Metric {
             Metric::MsgRate => Some(r.msg_rate_mpps),
             Metric::CpuPer100G => cpu_per_100g(&r.cpu, r.bw_gbit_s.avg),
             Metric::LinkLoss => r.counters.as_ref().and_then(link_loss_pct),
+            Metric::CopyBw => (r.transport == "cuda").then_some(r.bw_gbit_s.avg / 8.0),
             _ => None,
         }
     }

@@ -1,11 +1,17 @@
 //! Inline SVG plots drawn with plotters: the report must open offline, so nothing is
-//! fetched and every figure is part of the page.
+//! fetched and every figure is part of the page. One drawing routine ([`render`]) serves
+//! every figure: the acceptance report's size sweeps and latency distribution, and the
+//! trend report's nights.
 
 use std::collections::BTreeMap;
 
-use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
+use plotters::coord::ranged1d::{
+    AsRangedCoord, DefaultFormatting, KeyPointHint, Ranged, ValueFormatter,
+};
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use results::units::format_size;
+use results::LatencyHistogram;
 
 use crate::input::LatKey;
 use crate::tables::Tables;
@@ -20,12 +26,80 @@ pub struct Plots {
     pub bandwidth: Option<String>,
     pub collective: Option<String>,
     pub distribution: Option<String>,
-    /// What the distribution shows (`send_lat tcp 2 B`).
+    /// What the distribution shows (`send_lat tcp 2 B`, or `send_lat tcp` when several
+    /// sizes are overlaid).
     pub distribution_of: Option<String>,
 }
 
 /// A series: label and (x, y) points.
-type Series = (String, Vec<(f64, f64)>);
+pub type Series = (String, Vec<(f64, f64)>);
+
+/// What the x axis holds, which decides its scale and its labels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XAxis {
+    /// Message sizes in bytes: log base 2, labelled 64K, 1M.
+    Size,
+    /// A plain quantity: logarithmic when it spans more than a factor 30.
+    Value,
+    /// `log10(1 / (1 - p))` of a percentile p: labelled 50%, 90%, 99%, 99.9% ...
+    Percentile,
+    /// Days since the Unix epoch: labelled with the date.
+    Date,
+}
+
+/// Marker shapes for points drawn without a line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    Dot,
+    Cross,
+    Ring,
+}
+
+/// Points drawn without a line, to single some out (failed nights, disturbed runs).
+#[derive(Debug, Clone)]
+pub struct Marks {
+    pub label: String,
+    pub points: Vec<(f64, f64)>,
+    pub color: RGBColor,
+    pub shape: Shape,
+}
+
+/// Everything one figure shows.
+#[derive(Debug, Clone)]
+pub struct Figure {
+    pub title: String,
+    pub x_desc: String,
+    pub y_desc: String,
+    pub x: XAxis,
+    pub log_y: bool,
+    /// A linear y axis starts at 0 (sizes, bandwidths); `false` fits it to the data, so a
+    /// few percent of change over the nights is visible.
+    pub y_from_zero: bool,
+    /// Lines with their points, each in its own colour.
+    pub lines: Vec<Series>,
+    /// Labelled horizontal lines (a line rate, a baseline, a bound) in the given colours.
+    pub hlines: Vec<(f64, String, RGBColor)>,
+    /// Thin lines without points (a fitted slope), in the given colours.
+    pub guides: Vec<(Series, RGBColor)>,
+    pub marks: Vec<Marks>,
+}
+
+impl Figure {
+    pub fn new(title: &str, x_desc: &str, y_desc: &str, x: XAxis) -> Figure {
+        Figure {
+            title: title.into(),
+            x_desc: x_desc.into(),
+            y_desc: y_desc.into(),
+            x,
+            log_y: false,
+            y_from_zero: true,
+            lines: vec![],
+            hlines: vec![],
+            guides: vec![],
+            marks: vec![],
+        }
+    }
+}
 
 /// Labels reach the SVG through the one escaping layer of plot text.
 use crate::escape::svg_label as clean;
@@ -48,11 +122,41 @@ fn num_label(y: &f64) -> String {
     crate::judge::format_value(*y)
 }
 
-fn bounds(series: &[Series]) -> Option<(f64, f64, f64, f64)> {
-    let pts = series.iter().flat_map(|s| s.1.iter());
+/// `50%`, `99.9%`: the percentile p for x = log10(1 / (1 - p)).
+pub fn percentile_label(x: &f64) -> String {
+    let p = (1.0 - 10f64.powf(-*x)) * 100.0;
+    let digits = (x.round() as i64 - 2).clamp(0, 6) as usize;
+    let s = format!("{p:.digits$}");
+    let s = if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    };
+    format!("{s}%")
+}
+
+/// `2026-11-29` for a day count since the Unix epoch.
+pub fn date_label(days: &f64) -> String {
+    let secs = (days * 86400.0).round().max(0.0) as u64;
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+    humantime::format_rfc3339_seconds(t).to_string()[..10].to_string()
+}
+
+/// The x of percentile `p` (0..1) on the percentile scale.
+pub fn percentile_x(p: f64) -> f64 {
+    (1.0 / (1.0 - p)).log10()
+}
+
+fn bounds(f: &Figure) -> Option<(f64, f64, f64, f64)> {
+    let pts = f
+        .lines
+        .iter()
+        .flat_map(|s| s.1.iter())
+        .chain(f.marks.iter().flat_map(|m| m.points.iter()))
+        .chain(f.guides.iter().flat_map(|g| g.0 .1.iter()));
     let mut b: Option<(f64, f64, f64, f64)> = None;
     for &(x, y) in pts {
-        if !plottable(&(x, y)) {
+        if !plottable(&(x, y)) || (f.log_y && y <= 0.0) {
             continue;
         }
         b = Some(match b {
@@ -60,89 +164,134 @@ fn bounds(series: &[Series]) -> Option<(f64, f64, f64, f64)> {
             Some((a, bx, c, d)) => (a.min(x), bx.max(x), c.min(y), d.max(y)),
         });
     }
-    b
+    let (x0, x1, mut y0, mut y1) = b?;
+    for (v, _, _) in &f.hlines {
+        if v.is_finite() && (!f.log_y || *v > 0.0) {
+            y0 = y0.min(*v);
+            y1 = y1.max(*v);
+        }
+    }
+    Some((x0, x1, y0, y1))
 }
 
-/// Draws series on log-x axes; y log or linear. `hline` adds a labelled horizontal line.
-fn chart(
-    title: &str,
-    x_desc: &str,
-    y_desc: &str,
-    series: &[Series],
-    log_y: bool,
-    hline: Option<(f64, &str)>,
-    x_is_size: bool,
-) -> Option<String> {
-    let series: Vec<Series> = series
-        .iter()
-        .map(|(l, pts)| (l.clone(), pts.iter().copied().filter(plottable).collect()))
-        .collect();
-    let series = &series[..];
-    let hline = hline.filter(|(v, _)| v.is_finite() && v.abs() <= PLOT_MAX);
-    let (x0, x1, mut y0, mut y1) = bounds(series)?;
-    if let Some((v, _)) = hline {
-        y1 = y1.max(v);
+/// Draws a figure; `None` when it has no finite point.
+pub fn render(f: &Figure) -> Option<String> {
+    // Points no measurement can have (infinite, or beyond PLOT_MAX) are left out.
+    let keep = |pts: &[(f64, f64)]| pts.iter().copied().filter(plottable).collect::<Vec<_>>();
+    let sane = Figure {
+        lines: f.lines.iter().map(|(l, p)| (l.clone(), keep(p))).collect(),
+        guides: f
+            .guides
+            .iter()
+            .map(|((l, p), c)| ((l.clone(), keep(p)), *c))
+            .collect(),
+        marks: f
+            .marks
+            .iter()
+            .map(|m| Marks {
+                points: keep(&m.points),
+                ..m.clone()
+            })
+            .collect(),
+        hlines: f
+            .hlines
+            .iter()
+            .filter(|(v, _, _)| v.is_finite() && v.abs() <= PLOT_MAX)
+            .cloned()
+            .collect(),
+        ..f.clone()
+    };
+    let f = &sane;
+    let (mut x0, mut x1, mut y0, mut y1) = bounds(f)?;
+    // A logarithmic y over less than a factor 20 would show one tick label or none.
+    let log_y = f.log_y && y0 > 0.0 && y1 / y0 > 20.0;
+    let log_x = match f.x {
+        XAxis::Size => true,
+        XAxis::Value => x0 > 0.0 && x1 / x0 > 30.0,
+        XAxis::Percentile | XAxis::Date => false,
+    };
+    if log_x {
+        x0 = x0.max(1e-9);
+        x1 = x1.max(x0 * 2.0);
+    } else if x1 <= x0 {
+        x0 -= 1.0;
+        x1 += 1.0;
     }
-    let (x0, x1) = (x0.max(1e-9), x1.max(x0 * 2.0).max(1e-9));
+    if f.x == XAxis::Percentile {
+        x0 = 0.0;
+        x1 = x1.max(1.0);
+    }
     if log_y {
         y0 = (y0 * 0.8).max(1e-6);
         y1 = (y1 * 1.25).max(y0 * 10.0);
-    } else {
+    } else if y0 >= 0.0 && f.y_from_zero {
         y0 = 0.0;
         y1 = if y1 > 0.0 { y1 * 1.1 } else { 1.0 };
+    } else {
+        let pad = (y1 - y0).abs().max(1e-9) * 0.1;
+        y0 -= pad;
+        y1 += pad;
     }
     let mut svg = String::new();
     let result = {
         let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
-        // Sizes are powers of two: ticks at powers of two read as 64K, 1M, not 65536.
-        // Other x axes (latency) go logarithmic only when they span a wide range, or a
-        // narrow one would get no tick label at all.
-        let log_x = x_is_size || x1 / x0 > 30.0;
-        let base = if x_is_size { 2.0 } else { 10.0 };
-        match (log_x, log_y) {
-            (true, true) => draw(
-                &root,
-                (title, x_desc, y_desc, series, hline, x_is_size),
-                (x0..x1).log_scale().base(base),
-                (y0..y1).log_scale(),
-            ),
-            (true, false) => draw(
-                &root,
-                (title, x_desc, y_desc, series, hline, x_is_size),
-                (x0..x1).log_scale().base(base),
-                y0..y1,
-            ),
-            (false, true) => draw(
-                &root,
-                (title, x_desc, y_desc, series, hline, x_is_size),
-                x0..x1,
-                (y0..y1).log_scale(),
-            ),
-            (false, false) => draw(
-                &root,
-                (title, x_desc, y_desc, series, hline, x_is_size),
-                x0..x1,
-                y0..y1,
-            ),
+        let base = if f.x == XAxis::Size { 2.0 } else { 10.0 };
+        if f.x == XAxis::Percentile {
+            // Ticks exactly at the percentiles HdrHistogram users read: 50%, 90%, 99%, ...
+            let mut ticks = vec![percentile_x(0.5)];
+            ticks.extend((1..=7).map(f64::from).filter(|t| *t <= x1 + 1e-9));
+            let x = Ticked {
+                inner: (x0..x1).into(),
+                ticks,
+            };
+            if log_y {
+                draw(&root, f, x, (y0..y1).log_scale())
+            } else {
+                draw(&root, f, x, y0..y1)
+            }
+        } else {
+            match (log_x, log_y) {
+                (true, true) => draw(
+                    &root,
+                    f,
+                    (x0..x1).log_scale().base(base),
+                    (y0..y1).log_scale(),
+                ),
+                (true, false) => draw(&root, f, (x0..x1).log_scale().base(base), y0..y1),
+                (false, true) => draw(&root, f, x0..x1, (y0..y1).log_scale()),
+                (false, false) => draw(&root, f, x0..x1, y0..y1),
+            }
         }
     };
     result.ok().map(|_| svg)
 }
 
-/// What a chart shows: title, axis descriptions, series, an optional horizontal line
-/// (label), and whether x is a message size.
-type ChartSpec<'s> = (
-    &'s str,
-    &'s str,
-    &'s str,
-    &'s [Series],
-    Option<(f64, &'s str)>,
-    bool,
-);
+/// A linear axis with the ticks given, not the ones plotters would choose.
+struct Ticked {
+    inner: RangedCoordf64,
+    ticks: Vec<f64>,
+}
+
+impl Ranged for Ticked {
+    type FormatOption = DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        self.inner.map(value, limit)
+    }
+
+    fn key_points<Hint: KeyPointHint>(&self, _hint: Hint) -> Vec<f64> {
+        self.ticks.clone()
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        self.inner.range()
+    }
+}
 
 fn draw<'a, X, Y>(
     root: &DrawingArea<SVGBackend<'a>, plotters::coord::Shift>,
-    spec: ChartSpec,
+    f: &Figure,
     x: X,
     y: Y,
 ) -> Result<(), Box<dyn std::error::Error + 'a>>
@@ -152,41 +301,81 @@ where
     X::CoordDescType: ValueFormatter<f64>,
     Y::CoordDescType: ValueFormatter<f64>,
 {
-    let (title, x_desc, y_desc, series, hline, x_is_size) = spec;
     root.fill(&WHITE)?;
     let mut c = ChartBuilder::on(root)
-        .caption(clean(title), ("sans-serif", 18))
+        .caption(clean(&f.title), ("sans-serif", 18))
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(64)
         .build_cartesian_2d(x, y)?;
-    let x_fmt: &dyn Fn(&f64) -> String = if x_is_size { &size_label } else { &num_label };
+    let x_fmt: &dyn Fn(&f64) -> String = match f.x {
+        XAxis::Size => &size_label,
+        XAxis::Value => &num_label,
+        XAxis::Percentile => &percentile_label,
+        XAxis::Date => &date_label,
+    };
     c.configure_mesh()
-        .x_desc(clean(x_desc))
-        .y_desc(clean(y_desc))
+        .x_desc(clean(&f.x_desc))
+        .y_desc(clean(&f.y_desc))
+        .x_labels(if f.x == XAxis::Date { 6 } else { 10 })
         .x_label_formatter(x_fmt)
         .y_label_formatter(&num_label)
         .light_line_style(RGBColor(235, 235, 235))
         .draw()?;
-    for (i, (label, pts)) in series.iter().enumerate() {
+    for (i, (label, pts)) in f.lines.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
         c.draw_series(LineSeries::new(pts.iter().cloned(), color.stroke_width(2)))?
             .label(clean(label))
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
             });
-        c.draw_series(PointSeries::of_element(
-            pts.iter().cloned(),
-            3,
-            color.filled(),
-            &|p, s, st| Circle::new(p, s, st),
-        ))?;
+        if pts.len() <= 400 {
+            c.draw_series(PointSeries::of_element(
+                pts.iter().cloned(),
+                2,
+                color.filled(),
+                &|p, s, st| Circle::new(p, s, st),
+            ))?;
+        }
     }
-    if let Some((v, label)) = hline {
-        let (xa, xb) = (c.x_range().start, c.x_range().end);
-        c.draw_series(LineSeries::new(vec![(xa, v), (xb, v)], RED.stroke_width(1)))?
+    let (xa, xb) = (c.x_range().start, c.x_range().end);
+    for (v, label, color) in &f.hlines {
+        let color = *color;
+        c.draw_series(LineSeries::new(
+            vec![(xa, *v), (xb, *v)],
+            color.stroke_width(1),
+        ))?
+        .label(clean(label))
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
+    }
+    for ((label, pts), color) in &f.guides {
+        let color = *color;
+        c.draw_series(LineSeries::new(pts.iter().cloned(), color.stroke_width(3)))?
             .label(clean(label))
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], RED));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3))
+            });
+    }
+    for m in &f.marks {
+        let color = m.color;
+        let style = color.stroke_width(2);
+        match m.shape {
+            Shape::Dot => c.draw_series(
+                m.points
+                    .iter()
+                    .map(|p| Circle::new(*p, 5, color.filled()).into_dyn()),
+            )?,
+            Shape::Ring => c.draw_series(
+                m.points
+                    .iter()
+                    .map(|p| Circle::new(*p, 8, style).into_dyn()),
+            )?,
+            Shape::Cross => {
+                c.draw_series(m.points.iter().map(|p| Cross::new(*p, 6, style).into_dyn()))?
+            }
+        }
+        .label(clean(&m.label))
+        .legend(move |(x, y)| Circle::new((x + 9, y), 4, color.filled()));
     }
     c.configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)
@@ -197,8 +386,47 @@ where
     Ok(())
 }
 
-/// Draws every figure of the report.
-pub fn draw_all(t: &Tables, line_rate: Option<f64>, dist: Option<(&str, u64)>) -> Plots {
+/// A latency distribution on the percentile scale HdrHistogram users read: x is
+/// `log10(1 / (1 - p))`, so 90%, 99%, 99.9% and 99.99% are evenly spaced and the tail
+/// is drawn as wide as the body. Points go up to the last percentile the sample count
+/// resolves (1 - 1/n), at about 40 points per decade plus the labelled percentiles.
+pub fn percentile_curve(h: &LatencyHistogram) -> Vec<(f64, f64)> {
+    let n = h.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let top = (n as f64).log10().max(percentile_x(0.5));
+    let steps = (top * 40.0).ceil() as usize;
+    let mut xs: Vec<f64> = (0..=steps).map(|i| top * i as f64 / steps as f64).collect();
+    xs.extend(
+        [0.5, 0.9, 0.99, 0.999, 0.9999, 0.99999]
+            .iter()
+            .map(|p| percentile_x(*p))
+            .filter(|x| *x <= top),
+    );
+    xs.sort_by(f64::total_cmp);
+    xs.dedup_by(|a, b| (*a - *b).abs() < 1e-9);
+    xs.into_iter()
+        .map(|x| {
+            let q = (1.0 - 10f64.powf(-x)).clamp(0.0, 1.0);
+            (x, h.value_at_quantile_ns(q) as f64 / 1000.0)
+        })
+        .collect()
+}
+
+/// A distribution figure of several curves (sizes or nights) overlaid.
+pub fn distribution_figure(title: &str, curves: Vec<Series>) -> Option<String> {
+    let mut f = Figure::new(title, "percentile", "latency (us)", XAxis::Percentile);
+    // Tails span decades: a log y keeps the body readable beside them.
+    f.log_y = true;
+    f.lines = curves;
+    render(&f)
+}
+
+/// Draws every figure of the report. `dist` names the latency test (and optionally the
+/// sizes) whose distributions are overlaid; by default the first latency test, at up to
+/// five sizes spread over its range.
+pub fn draw_all(t: &Tables, line_rate: Option<f64>, dist: Option<(&str, &[u64])>) -> Plots {
     let mut lat: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     for r in &t.latency {
         if r.samples == 0 {
@@ -212,7 +440,6 @@ pub fn draw_all(t: &Tables, line_rate: Option<f64>, dist: Option<(&str, u64)>) -
             .or_default()
             .push((r.size_bytes.max(1) as f64, r.us.p99));
     }
-    let lat: Vec<Series> = lat.into_iter().collect();
     let mut bw: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     for r in &t.bandwidth {
         let dir = if r.bidirectional { " bidir" } else { "" };
@@ -220,90 +447,122 @@ pub fn draw_all(t: &Tables, line_rate: Option<f64>, dist: Option<(&str, u64)>) -
             .or_default()
             .push((r.size_bytes as f64, r.avg_gbit_s));
     }
-    let bw: Vec<Series> = bw.into_iter().collect();
     let mut coll: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     for r in &t.collective {
         coll.entry(format!("{} {} n={}", r.collective, r.backend, r.ranks))
             .or_default()
             .push((r.size_bytes as f64, r.oop_busbw));
     }
-    let coll: Vec<Series> = coll.into_iter().collect();
-
-    let line_label = line_rate.map(|l| format!("line rate {} Gb/s", num_label(&l)));
+    let size_fig = |title: &str, x: &str, y: &str, lines: BTreeMap<String, Vec<(f64, f64)>>| {
+        let mut f = Figure::new(title, x, y, XAxis::Size);
+        f.lines = lines.into_iter().collect();
+        f
+    };
+    let mut latency = size_fig(
+        "One-way latency, p50 and p99, merged over all pairs",
+        "message size (bytes)",
+        "latency (us)",
+        lat,
+    );
+    latency.log_y = true;
+    let mut bandwidth = size_fig(
+        "Bandwidth (average over pairs)",
+        "message size (bytes)",
+        "Gb/s",
+        bw,
+    );
+    if let Some(l) = line_rate {
+        bandwidth.hlines.push((
+            l,
+            format!("line rate {} Gb/s", num_label(&l)),
+            RGBColor(207, 34, 46),
+        ));
+    }
+    let collective = size_fig(
+        "Collective bus bandwidth (out-of-place)",
+        "size per rank (bytes)",
+        "busbw (GB/s)",
+        coll,
+    );
     let mut plots = Plots {
-        latency: chart(
-            "One-way latency, p50 and p99, merged over all pairs",
-            "message size (bytes)",
-            "latency (us)",
-            &lat,
-            true,
-            None,
-            true,
-        ),
-        bandwidth: chart(
-            "Bandwidth (average over pairs)",
-            "message size (bytes)",
-            "Gb/s",
-            &bw,
-            false,
-            line_rate.zip(line_label.as_deref()),
-            true,
-        ),
-        collective: chart(
-            "Collective bus bandwidth (out-of-place)",
-            "size per rank (bytes)",
-            "busbw (GB/s)",
-            &coll,
-            false,
-            None,
-            true,
-        ),
+        latency: render(&latency),
+        bandwidth: render(&bandwidth),
+        collective: render(&collective),
         ..Plots::default()
     };
-    if let Some((key, h)) = pick_distribution(t, dist) {
-        // Cumulative share of samples at or below each latency: the shape of the tail.
-        let total = h.len().max(1) as f64;
-        let mut acc = 0u64;
-        let buckets = h.buckets();
-        let step = (buckets.len() / 400).max(1);
-        let mut pts = Vec::new();
-        for (i, (v, n)) in buckets.iter().enumerate() {
-            acc = acc.saturating_add(*n);
-            if i % step == 0 || i + 1 == buckets.len() {
-                pts.push((*v as f64 / 1000.0, acc as f64 / total * 100.0));
-            }
-        }
-        let what = format!(
-            "{} {} {}",
-            key.test,
-            key.transport,
-            crate::tables::size_label(key.size)
+    let picked = pick_distribution(t, dist);
+    if let Some((first, _)) = picked.first() {
+        let what = format!("{} {}", first.test, first.transport);
+        let curves: Vec<Series> = picked
+            .iter()
+            .map(|(k, h)| (crate::tables::size_label(k.size), percentile_curve(h)))
+            .collect();
+        let samples: u64 = picked.iter().map(|(_, h)| h.len()).sum();
+        let of = if picked.len() == 1 {
+            format!("{what} {}", crate::tables::size_label(first.size))
+        } else {
+            format!(
+                "{what} at {}",
+                picked
+                    .iter()
+                    .map(|(k, _)| crate::tables::size_label(k.size))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        plots.distribution = distribution_figure(
+            &format!("Latency by percentile, {what}, {samples} samples"),
+            curves,
         );
-        plots.distribution = chart(
-            &format!("Latency distribution, {what}, {} samples", h.len()),
-            "latency (us)",
-            "% of samples at or below",
-            &[(what.clone(), pts)],
-            false,
-            None,
-            false,
-        );
-        plots.distribution_of = Some(what);
+        plots.distribution_of = Some(of);
     }
     plots
 }
 
-/// The histogram to draw: the requested test and size, else the smallest size of the
-/// first latency test.
-fn pick_distribution<'a>(
+/// The histograms to overlay: the requested test (and sizes), else the first latency test;
+/// without sizes, up to five spread over the test's sizes (smallest and largest included).
+pub fn pick_distribution<'a>(
     t: &'a Tables,
-    want: Option<(&str, u64)>,
-) -> Option<(&'a LatKey, &'a results::LatencyHistogram)> {
-    let mut it = t.histograms.iter().filter(|(_, h)| !h.is_empty());
+    want: Option<(&str, &[u64])>,
+) -> Vec<(&'a LatKey, &'a LatencyHistogram)> {
+    let all: Vec<(&LatKey, &LatencyHistogram)> =
+        t.histograms.iter().filter(|(_, h)| !h.is_empty()).collect();
+    let Some(first) = all.first() else {
+        return Vec::new();
+    };
+    let (test, transport) = match want {
+        Some((test, _)) => match all.iter().find(|(k, _)| k.test == test) {
+            Some((k, _)) => (k.test.clone(), k.transport.clone()),
+            None => return Vec::new(),
+        },
+        None => (first.0.test.clone(), first.0.transport.clone()),
+    };
+    let of_test: Vec<_> = all
+        .into_iter()
+        .filter(|(k, _)| k.test == test && k.transport == transport)
+        .collect();
     match want {
-        Some((test, size)) => it.find(|(k, _)| k.test == test && k.size == size),
-        None => it.next(),
+        Some((_, sizes)) if !sizes.is_empty() => of_test
+            .into_iter()
+            .filter(|(k, _)| sizes.contains(&k.size))
+            .collect(),
+        _ => spread(of_test, 5),
     }
+}
+
+/// Up to `n` items spread evenly over `items`, first and last included.
+pub fn spread<T>(items: Vec<T>, n: usize) -> Vec<T> {
+    if items.len() <= n || n < 2 {
+        return items.into_iter().take(n.max(1)).collect();
+    }
+    let last = items.len() - 1;
+    let picks: Vec<usize> = (0..n).map(|i| i * last / (n - 1)).collect();
+    items
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| picks.contains(i))
+        .map(|(_, v)| v)
+        .collect()
 }
 
 #[cfg(test)]
@@ -327,8 +586,48 @@ mod tests {
             assert!(svg.starts_with("<svg") && svg.contains("</svg>"));
         }
         assert!(p.bandwidth.unwrap().contains("line rate 100 Gb/s"));
+        // Three sizes overlaid on the percentile scale, labelled as HdrHistogram users read it.
+        let dist = p.distribution.unwrap();
+        for label in ["50%", "90%", "99%", "99.9%", "2 B", "64 B", "4KiB"] {
+            assert!(
+                dist.contains(&format!("\n{label}\n")),
+                "no {label} in the plot"
+            );
+        }
+        assert_eq!(
+            p.distribution_of.as_deref(),
+            Some("send_lat tcp at 2 B, 64 B, 4KiB")
+        );
         assert!(draw_all(&crate::tables::Tables::default(), None, None)
             .latency
             .is_none());
+    }
+
+    #[test]
+    fn the_percentile_scale_spaces_the_nines_evenly() {
+        assert!((percentile_x(0.9) - 1.0).abs() < 1e-12);
+        assert!((percentile_x(0.999) - 3.0).abs() < 1e-9);
+        assert_eq!(percentile_label(&percentile_x(0.5)), "50%");
+        assert_eq!(percentile_label(&1.0), "90%");
+        assert_eq!(percentile_label(&2.0), "99%");
+        assert_eq!(percentile_label(&4.0), "99.99%");
+        let mut h = LatencyHistogram::new();
+        for v in 1..=10_000u64 {
+            h.record(v * 1000);
+        }
+        let c = percentile_curve(&h);
+        // Up to 99.99% (1 - 1/n) and no further: n samples resolve nothing beyond.
+        assert!((c.last().unwrap().0 - 4.0).abs() < 1e-9, "{:?}", c.last());
+        let at = |x: f64| c.iter().find(|p| (p.0 - x).abs() < 1e-9).unwrap().1;
+        assert!((at(percentile_x(0.5)) - 5000.0).abs() / 5000.0 < 0.01);
+        assert!((at(2.0) - 9900.0).abs() / 9900.0 < 0.01);
+        assert!(c.windows(2).all(|w| w[0].1 <= w[1].1), "monotone");
+    }
+
+    #[test]
+    fn spread_keeps_both_ends() {
+        assert_eq!(spread((0..10).collect(), 5), vec![0, 2, 4, 6, 9]);
+        assert_eq!(spread(vec![1, 2], 5), vec![1, 2]);
+        assert_eq!(date_label(&20000.0), "2024-10-04");
     }
 }

@@ -10,6 +10,9 @@ use serde::Deserialize;
 use crate::error::{Error, Result};
 use crate::metric::{Metric, RowKind};
 
+/// Values of a check's `memory` selector.
+pub const MEMORY_CLASSES: &[&str] = &["host", "cuda", "mixed", "any"];
+
 /// A size given as bytes (`65536`) or as users type it (`"64K"`).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
@@ -126,6 +129,8 @@ struct RawCheck {
     min_size: Option<SizeSpec>,
     max_size: Option<SizeSpec>,
     pair: Option<String>,
+    memory: Option<String>,
+    bidirectional: Option<bool>,
     #[serde(default)]
     each_pair: bool,
 }
@@ -186,6 +191,11 @@ pub struct Selector {
     pub max_size: Option<u64>,
     /// Substring of the pair label (`host-a <-> host-b`) or of either host name.
     pub pair: Option<String>,
+    /// Where the point-to-point buffers lived: `host` (both sides; the default), `cuda`
+    /// (GPU memory on both sides: GPUDirect over verbs, staged over tcp), `mixed`, `any`.
+    pub memory: Option<String>,
+    /// Bandwidth rows measured in both directions at once (`true`) or one (`false`).
+    pub bidirectional: Option<bool>,
     /// Judge every pair on its own (the worst pair decides) instead of the merged data.
     pub each_pair: bool,
 }
@@ -209,6 +219,14 @@ impl Selector {
         .flatten()
         {
             parts.push(v.clone());
+        }
+        if let Some(m) = &self.memory {
+            parts.push(format!("{m} memory"));
+        }
+        match self.bidirectional {
+            Some(true) => parts.push("bidirectional".into()),
+            Some(false) => parts.push("one direction".into()),
+            None => {}
         }
         let fs = results::units::format_size;
         match (self.min_size, self.max_size) {
@@ -264,6 +282,10 @@ pub fn load(name_or_path: &str) -> Result<Profile> {
 /// The profiles shipped in `profiles/`, compiled in so the binary works anywhere.
 pub const BUILTIN: &[(&str, &str)] = &[
     ("roce-100g", include_str!("../../profiles/roce-100g.toml")),
+    (
+        "ib-ndr-400g",
+        include_str!("../../profiles/ib-ndr-400g.toml"),
+    ),
     (
         "loopback-demo",
         include_str!("../../profiles/loopback-demo.toml"),
@@ -360,7 +382,39 @@ pub fn parse(text: &str, source: &str) -> Result<Profile> {
                 return Err(err(key("min_size"), format!("{a} is above max_size {b}")));
             }
         }
-        if c.collective.is_some() && metric.rows() != RowKind::Collective {
+        if let Some(m) = &c.memory {
+            if !MEMORY_CLASSES.contains(&m.as_str()) {
+                return Err(err(
+                    key("memory"),
+                    format!(
+                        "unknown memory `{m}`; known: {} (host: both sides host memory, cuda: \
+                         both GPU memory, mixed: one of each, any: every row)",
+                        MEMORY_CLASSES.join(", ")
+                    ),
+                ));
+            }
+            if metric.rows() == RowKind::Collective {
+                return Err(err(
+                    key("memory"),
+                    format!(
+                        "metric {} reads collective rows, which have no memory selector",
+                        c.metric
+                    ),
+                ));
+            }
+        }
+        if c.bidirectional.is_some()
+            && !matches!(
+                metric.rows(),
+                RowKind::Bandwidth | RowKind::Counters | RowKind::Any
+            )
+        {
+            return Err(err(
+                key("bidirectional"),
+                format!("metric {} does not read bandwidth rows", c.metric),
+            ));
+        }
+        if c.collective.is_some() && !matches!(metric.rows(), RowKind::Collective | RowKind::Any) {
             return Err(err(
                 key("collective"),
                 format!("metric {} is not a collective metric", c.metric),
@@ -381,6 +435,8 @@ pub fn parse(text: &str, source: &str) -> Result<Profile> {
                 min_size,
                 max_size,
                 pair: c.pair,
+                memory: c.memory,
+                bidirectional: c.bidirectional,
                 each_pair: c.each_pair,
             },
         });
@@ -486,5 +542,19 @@ max_size = "64"
         assert!(e.contains("check[0].max_size"), "{e}");
         let e = parse("name = \"x\"", "t.toml").unwrap_err().to_string();
         assert!(e.contains("no [[check]]"), "{e}");
+        let e = parse(
+            &OK.replace("max_size", "memory = \"gpu\"\nmax_size"),
+            "t.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("check[0].memory") && e.contains("cuda"), "{e}");
+        let p = parse(
+            &OK.replace("max_size", "memory = \"cuda\"\nmax_size"),
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(p.checks[0].select.memory.as_deref(), Some("cuda"));
+        assert!(p.checks[0].select.describe().contains("cuda memory"));
     }
 }

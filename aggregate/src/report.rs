@@ -14,11 +14,13 @@
 //! conclusion, and anyone can re-judge the same bytes.
 
 use std::collections::{BTreeMap, BTreeSet};
+
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::Serialize;
 
+use crate::bundle::{Bundle, SignatureInfo, ToolInfo};
 use crate::cluster::Cluster;
 use crate::error::{Error, Result};
 use crate::escape::shorten;
@@ -42,12 +44,12 @@ pub struct Options {
     pub skip_bad: bool,
     pub force: bool,
     pub title: Option<String>,
-    /// Test and size of the latency distribution plot.
-    pub dist: Option<(String, u64)>,
-    /// Input files at least this large are streamed (the `stream` module).
-    pub stream_above: u64,
+    /// Test (and sizes; all spread when empty) of the latency distribution plot.
+    pub dist: Option<(String, Vec<u64>)>,
     /// Ceilings on what is read.
     pub limits: input::Limits,
+    /// Input files at least this large are streamed (the `stream` module).
+    pub stream_above: u64,
 }
 
 /// Names this command writes into the output directory (and removes on `--force`).
@@ -63,12 +65,6 @@ const OWNED: &[&str] = &[
     sign::SIGNATURE,
     sign::ALLOWED_SIGNERS,
 ];
-
-#[derive(Serialize)]
-struct ToolInfo {
-    version: &'static str,
-    git_commit: &'static str,
-}
 
 #[derive(Serialize)]
 struct ProfileInfo {
@@ -102,15 +98,55 @@ struct HostRow {
     net: String,
 }
 
+/// One GPU of one host, with its nearest NIC.
+#[derive(Serialize, Default)]
+struct GpuRow {
+    host: String,
+    index: u32,
+    name: String,
+    pci_bus_id: String,
+    uuid: String,
+    numa_node: String,
+    nearest_nic: String,
+    driver: String,
+    peermem: String,
+}
+
+/// A way GPU (or dma-buf) memory reached the fabric in the results: which GPU, how it was
+/// registered, with which NIC, and what was measured so.
+#[derive(Serialize, Default)]
+struct GpuPath {
+    host: String,
+    gpu: String,
+    path: String,
+    nic: String,
+    relation: String,
+    tests: String,
+    warnings: Vec<String>,
+}
+
 #[derive(Serialize, Default)]
 struct Environment {
     hosts: Vec<HostRow>,
     /// Hosts beyond the first [`MAX_HOSTS`], counted, not listed.
     more_hosts: usize,
+    gpus: Vec<GpuRow>,
+    gpu_paths: Vec<GpuPath>,
     versions: Vec<String>,
     more_versions: usize,
     command_lines: Vec<String>,
     more_command_lines: usize,
+}
+
+/// Measurement quality of every input document (`results::quality`), judged again here.
+#[derive(Serialize, Default)]
+struct QualityInfo {
+    /// Documents whose runs were disturbed, with every reason.
+    disturbed: Vec<DocQuality>,
+    /// Documents with a quality record and nothing over a threshold.
+    clean: usize,
+    /// Documents without a quality record (older writers, synthetic data).
+    unknown: usize,
 }
 
 /// Characters shown of a name (host, kernel, CPU) and of a message or list; the bundle's
@@ -124,13 +160,34 @@ const MAX_HOSTS: usize = 4096;
 const MAX_LINES: usize = 50;
 
 #[derive(Serialize)]
-struct SignatureInfo {
-    manifest: &'static str,
-    file: &'static str,
-    namespace: &'static str,
-    identity: String,
-    fingerprint: String,
-    command: String,
+struct DocQuality {
+    path: String,
+    tool: String,
+    reasons: Vec<String>,
+}
+
+fn quality_info(docs: &[input::Loaded]) -> QualityInfo {
+    let mut q = QualityInfo::default();
+    for d in docs {
+        let m = results::quality::Marks::of(&d.doc);
+        if !m.known() {
+            q.unknown += 1;
+        } else if m.any_disturbed() {
+            q.disturbed.push(DocQuality {
+                path: shorten(&d.path.display().to_string(), SHORT),
+                tool: d.doc.tool.clone(),
+                reasons: m
+                    .reasons()
+                    .iter()
+                    .take(50)
+                    .map(|r| shorten(r, SHORT))
+                    .collect(),
+            });
+        } else {
+            q.clean += 1;
+        }
+    }
+    q
 }
 
 #[derive(Serialize)]
@@ -149,6 +206,7 @@ struct Context<'a> {
     skipped: &'a [BadInput],
     incomplete: Vec<String>,
     warnings: Vec<String>,
+    quality: QualityInfo,
     synthetic: bool,
     signature: Option<SignatureInfo>,
 }
@@ -173,49 +231,15 @@ pub struct Outcome {
     pub retest: Option<(PathBuf, usize)>,
 }
 
-fn err_io(p: &Path, e: std::io::Error) -> Error {
-    Error::Output(format!("{}: {e}", p.display()))
-}
-
-/// Prepares the output directory before any work, so a long aggregation never ends in
-/// "cannot write", and never mixes a new report with an old one's files.
-fn prepare_out(out: &Path, force: bool) -> Result<()> {
-    fs::create_dir_all(out).map_err(|e| err_io(out, e))?;
-    let present: Vec<&str> = OWNED
-        .iter()
-        .copied()
-        .filter(|n| out.join(n).exists())
-        .collect();
-    if !present.is_empty() {
-        if !force {
-            return Err(Error::Usage(format!(
-                "{} already holds a report ({}); pass --force to replace it or choose another --out",
-                out.display(),
-                present.join(", ")
-            )));
-        }
-        for n in present {
-            let p = out.join(n);
-            let r = if p.is_dir() {
-                fs::remove_dir_all(&p)
-            } else {
-                fs::remove_file(&p)
-            };
-            r.map_err(|e| err_io(&p, e))?;
-        }
-    }
-    results::write::check_writable(&out.join("report.html")).map_err(|e| err_io(out, e))
-}
-
 /// Phase timings on standard error when `AGGREGATE_TIMINGS` is set, for the scale
 /// benchmark: which phase to optimise is a measurement, not a guess.
-struct PhaseClock(Option<std::time::Instant>);
+pub(crate) struct PhaseClock(Option<std::time::Instant>);
 
 impl PhaseClock {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         PhaseClock(std::env::var_os("AGGREGATE_TIMINGS").map(|_| std::time::Instant::now()))
     }
-    fn lap(&mut self, phase: &str) {
+    pub(crate) fn lap(&mut self, phase: &str) {
         if let Some(t) = self.0 {
             eprintln!("aggregate: {phase}: {:.3} s", t.elapsed().as_secs_f64());
             self.0 = Some(std::time::Instant::now());
@@ -230,7 +254,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     let templates = Templates::load(opts.templates.as_deref())?;
     sign::check_identity(&opts.identity)?;
     let key = opts.sign.as_deref().map(sign::read_private).transpose()?;
-    prepare_out(&opts.out, opts.force)?;
+    let mut bundle = Bundle::prepare(&opts.out, opts.force, OWNED)?;
 
     let mut clock = PhaseClock::new();
     // Large inputs are streamed through their link or copy in the bundle (see `stream`);
@@ -257,44 +281,37 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     let cluster = crate::cluster::build(&profile, &set.docs);
     cluster.apply(&mut verdict);
     clock.lap("matrix");
-    let dist = opts.dist.as_ref().map(|(t, s)| (t.as_str(), *s));
-    if let Some((test, size)) = dist {
-        if !tables
-            .histograms
-            .iter()
-            .any(|(k, h)| k.test == test && k.size == size && !h.is_empty())
-        {
-            let have: BTreeSet<String> = tables
+    let dist = opts.dist.as_ref().map(|(t, s)| (t.as_str(), s.as_slice()));
+    if let Some((test, sizes)) = dist {
+        let wanted: Vec<Option<u64>> = if sizes.is_empty() {
+            vec![None]
+        } else {
+            sizes.iter().copied().map(Some).collect()
+        };
+        for size in wanted {
+            if !tables
                 .histograms
-                .keys()
-                .map(|k| format!("{} {}", k.test, k.size))
-                .collect();
-            return Err(Error::Usage(format!(
-                "--dist-test {test} --dist-size {size}: no latency histogram for that test and \
-                 size in the inputs (have: {})",
-                have.into_iter().collect::<Vec<_>>().join(", ")
-            )));
+                .iter()
+                .any(|(k, h)| k.test == test && size.is_none_or(|s| k.size == s) && !h.is_empty())
+            {
+                let have: BTreeSet<String> = tables
+                    .histograms
+                    .keys()
+                    .map(|k| format!("{} {}", k.test, k.size))
+                    .collect();
+                let asked = size
+                    .map(|s| format!(" --dist-size {s}"))
+                    .unwrap_or_default();
+                return Err(Error::Usage(format!(
+                    "--dist-test {test}{asked}: no latency histogram for that test and \
+                     size in the inputs (have: {})",
+                    have.into_iter().collect::<Vec<_>>().join(", ")
+                )));
+            }
         }
     }
     let plots = plots::draw_all(&tables, profile.line_rate_gbit_s, dist);
     clock.lap("plots");
-    // Every file written, with the SHA-256 of the bytes written, for the manifest.
-    let mut files: Vec<(String, String)> = Vec::new();
-    let write = |files: &mut Vec<(String, String)>,
-                 rel: &str,
-                 bytes: &[u8],
-                 hash: Option<&str>|
-     -> Result<()> {
-        let p = opts.out.join(rel);
-        if let Some(parent) = p.parent() {
-            fs::create_dir_all(parent).map_err(|e| err_io(parent, e))?;
-        }
-        results::write::write_atomic(&p, bytes).map_err(|e| err_io(&p, e))?;
-        let hash = hash.map_or_else(|| crate::digest::sha256_hex(bytes), str::to_string);
-        files.push((rel.to_string(), hash));
-        Ok(())
-    };
-
     // Inputs, byte for byte: the bytes that were parsed and judged (read again, one at a
     // time, and checked against their digest), under names made only of plain characters.
     let mut inputs = Vec::new();
@@ -308,12 +325,8 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         match d.compact.as_ref().and_then(|c| c.copied.as_ref()) {
             // Streamed: the link or copy that was read is the evidence; it only gets its
             // name.
-            Some(copy) => {
-                let to = opts.out.join(&rel);
-                fs::rename(copy, &to).map_err(|e| err_io(&to, e))?;
-                files.push((rel.clone(), d.sha256.clone()));
-            }
-            None => write(&mut files, &rel, &d.read_judged_bytes()?, Some(&d.sha256))?,
+            Some(copy) => bundle.adopt(copy, &rel, &d.sha256)?,
+            None => bundle.write(&rel, &d.read_judged_bytes()?, Some(&d.sha256))?,
         }
         inputs.push(InputInfo {
             path: shorten(&d.path.display().to_string(), SHORT),
@@ -334,26 +347,16 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         ("distribution", &plots.distribution),
     ] {
         if let Some(svg) = svg {
-            write(
-                &mut files,
-                &format!("plots/{name}.svg"),
-                svg.as_bytes(),
-                None,
-            )?;
+            bundle.write(&format!("plots/{name}.svg"), svg.as_bytes(), None)?;
         }
     }
 
     for h in &cluster.heatmaps {
-        write(&mut files, &h.file, h.svg.as_bytes(), None)?;
+        bundle.write(&h.file, h.svg.as_bytes(), None)?;
     }
     let retest = match cluster.retest_text(&results::provenance::now_rfc3339()) {
         Some(text) => {
-            write(
-                &mut files,
-                crate::cluster::RETEST_FILE,
-                text.as_bytes(),
-                None,
-            )?;
+            bundle.write(crate::cluster::RETEST_FILE, text.as_bytes(), None)?;
             Some((
                 opts.out.join(crate::cluster::RETEST_FILE),
                 cluster.retest.len(),
@@ -361,17 +364,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         }
         None => None,
     };
-    let signature = key.as_ref().map(|k| SignatureInfo {
-        manifest: sign::MANIFEST,
-        file: sign::SIGNATURE,
-        namespace: sign::NAMESPACE,
-        identity: opts.identity.clone(),
-        fingerprint: k
-            .public_key()
-            .fingerprint(ssh_key::HashAlg::Sha256)
-            .to_string(),
-        command: sign::verify_command(&opts.identity),
-    });
+    let signature = key.as_ref().map(|k| SignatureInfo::of(k, &opts.identity));
     let incomplete: Vec<String> = set
         .docs
         .iter()
@@ -402,10 +395,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             .clone()
             .unwrap_or_else(|| format!("Fabric acceptance report: {}", profile.name)),
         generated_at: results::provenance::now_rfc3339(),
-        tool: ToolInfo {
-            version: results::provenance::TOOL_VERSION,
-            git_commit: results::provenance::GIT_COMMIT,
-        },
+        tool: ToolInfo::this(),
         profile: ProfileInfo {
             name: profile.name.clone(),
             description: profile.description.clone(),
@@ -430,6 +420,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         skipped: &set.skipped,
         incomplete,
         warnings: warnings.into_iter().take(200).collect(),
+        quality: quality_info(&set.docs),
         synthetic: set
             .docs
             .iter()
@@ -438,7 +429,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     };
     for name in ["report.html", "report.md", "report.junit.xml"] {
         let text = templates.render(name, &ctx)?;
-        write(&mut files, name, text.as_bytes(), None)?;
+        bundle.write(name, text.as_bytes(), None)?;
     }
     #[derive(Serialize)]
     struct Summary<'a> {
@@ -457,22 +448,124 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         inputs: &ctx.inputs,
     })
     .map_err(|e| Error::Output(format!("summary.json: {e}")))?;
-    write(&mut files, "summary.json", &summary, None)?;
+    bundle.write("summary.json", &summary, None)?;
 
     clock.lap("render");
-    let fingerprint = match &key {
-        Some(k) => Some(sign::sign_bundle(&opts.out, &files, k, &opts.identity)?),
-        None => None,
-    };
+    let fingerprint = key
+        .as_ref()
+        .map(|k| bundle.sign(k, &opts.identity))
+        .transpose()?;
     clock.lap("sign");
     Ok(Outcome {
         verdict,
         dir: opts.out.clone(),
-        files: files.into_iter().map(|f| f.0).collect(),
+        files: bundle.files.into_iter().map(|f| f.0).collect(),
         fingerprint,
         suspects: cluster.summary_lines(),
         retest,
     })
+}
+
+/// GPUs of every host (from the hosts' facts) and the GPU memory paths the results used.
+fn gpu_environment(docs: &[input::Loaded]) -> (Vec<GpuRow>, Vec<GpuPath>) {
+    let mut gpus: BTreeMap<(String, u32), GpuRow> = BTreeMap::new();
+    // (host, GPU, path, NIC) -> the path and the tests measured along it.
+    type PathKey = (String, String, String, String);
+    let mut paths: BTreeMap<PathKey, (GpuPath, BTreeSet<String>)> = BTreeMap::new();
+    let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "?".into());
+    for d in docs {
+        for h in &d.doc.hosts {
+            for g in &h.gpus {
+                gpus.entry((h.hostname.clone(), g.index))
+                    .or_insert_with(|| GpuRow {
+                        host: h.hostname.clone(),
+                        index: g.index,
+                        name: g.name.clone(),
+                        pci_bus_id: opt(&g.pci_bus_id),
+                        uuid: opt(&g.uuid),
+                        numa_node: g.numa_node.map_or("?".into(), |n| n.to_string()),
+                        nearest_nic: match (&g.nearest_rdma_device, &g.rdma_relation) {
+                            (Some(n), Some(r)) => format!("{n} ({r})"),
+                            (Some(n), None) => n.clone(),
+                            _ => "none".into(),
+                        },
+                        driver: opt(&h.gpu_driver),
+                        peermem: match h.nvidia_peermem {
+                            Some(true) => "loaded".into(),
+                            Some(false) => "not loaded".into(),
+                            None => "?".into(),
+                        },
+                    });
+            }
+        }
+        for r in &d.doc.results {
+            let (test, size, transport, pair, memory) = match r {
+                results::TestResult::Latency(l) => {
+                    (&l.test, l.size_bytes, &l.transport, &l.pair, &l.memory)
+                }
+                results::TestResult::Bandwidth(b) => {
+                    (&b.test, b.size_bytes, &b.transport, &b.pair, &b.memory)
+                }
+                results::TestResult::Collective(_) => continue,
+            };
+            let Some(m) = memory else { continue };
+            for (side, host) in [
+                (&m.initiator, &pair.initiator.host),
+                (&m.responder, &pair.responder.host),
+            ] {
+                let Some(side) = side else { continue };
+                if side.kind != "cuda" && side.path != "host_dmabuf" {
+                    continue;
+                }
+                let gpu = side.gpu.as_ref().map_or("host memory".to_string(), |g| {
+                    format!(
+                        "GPU {} ({}, {})",
+                        g.index,
+                        g.name,
+                        g.pci_bus_id.as_deref().unwrap_or("?")
+                    )
+                });
+                let nic = side.nic.clone().unwrap_or_else(|| "-".into());
+                let key = (host.clone(), gpu.clone(), side.path.clone(), nic.clone());
+                let e = paths.entry(key).or_insert_with(|| {
+                    (
+                        GpuPath {
+                            host: host.clone(),
+                            gpu,
+                            path: side.path.clone(),
+                            nic,
+                            relation: side.relation.clone().unwrap_or_else(|| "-".into()),
+                            ..Default::default()
+                        },
+                        BTreeSet::new(),
+                    )
+                });
+                e.1.insert(format!(
+                    "{test} {transport} {}",
+                    crate::tables::size_label(size)
+                ));
+                for w in &side.warnings {
+                    if !e.0.warnings.contains(w) {
+                        e.0.warnings.push(w.clone());
+                    }
+                }
+            }
+        }
+    }
+    const MAX_TESTS: usize = 8;
+    let paths = paths
+        .into_values()
+        .map(|(mut p, tests)| {
+            let n = tests.len();
+            let mut list: Vec<String> = tests.into_iter().take(MAX_TESTS).collect();
+            if n > MAX_TESTS {
+                list.push(format!("and {} more", n - MAX_TESTS));
+            }
+            p.tests = list.join(", ");
+            p
+        })
+        .collect();
+    (gpus.into_values().collect(), paths)
 }
 
 /// Hosts (one row per host name), versions and command lines across every document.
@@ -570,9 +663,12 @@ fn environment(docs: &[input::Loaded]) -> Environment {
             );
         }
     }
+    let (gpus, gpu_paths) = gpu_environment(docs);
     Environment {
         hosts: hosts.into_values().collect(),
         more_hosts: extra_hosts.len(),
+        gpus,
+        gpu_paths,
         more_versions: versions.len().saturating_sub(MAX_LINES),
         versions: versions.into_iter().take(MAX_LINES).collect(),
         more_command_lines: cmds.len().saturating_sub(MAX_LINES),
@@ -595,4 +691,77 @@ fn shell_join(args: &[String]) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use results::{GpuInfo, MemorySide, MemoryUse, TestResult};
+
+    #[test]
+    fn gpus_and_gpu_memory_paths_reach_the_environment() {
+        let mut doc = synth::bandwidth_doc("node-a", "node-b", &[1 << 20, 8 << 20], 380.0, 1);
+        let gpu = GpuInfo {
+            index: 3,
+            name: "NVIDIA H200".into(),
+            pci_bus_id: Some("0000:5d:00.0".into()),
+            uuid: Some("GPU-1234".into()),
+            numa_node: Some(0),
+            nearest_rdma_device: Some("mlx5_3".into()),
+            rdma_relation: Some("PIX".into()),
+            ..Default::default()
+        };
+        doc.hosts[0].gpus = vec![gpu.clone()];
+        doc.hosts[0].gpu_driver = Some("550.54.15 open".into());
+        doc.hosts[0].nvidia_peermem = Some(false);
+        let side = MemorySide {
+            kind: "cuda".into(),
+            path: "dmabuf".into(),
+            gpu: Some(gpu),
+            nic: Some("mlx5_3".into()),
+            relation: Some("PIX".into()),
+            warnings: vec!["ACS <b>on</b>".into()],
+            ..Default::default()
+        };
+        for r in &mut doc.results {
+            if let TestResult::Bandwidth(b) = r {
+                b.memory = Some(MemoryUse {
+                    initiator: Some(side.clone()),
+                    responder: Some(MemorySide {
+                        kind: "host".into(),
+                        path: "host".into(),
+                        ..Default::default()
+                    }),
+                });
+            }
+        }
+        let host_only = synth::latency_doc("node-c", "node-d", &[2], 2.0, 2);
+        let docs: Vec<input::Loaded> = [doc, host_only]
+            .into_iter()
+            .map(|d| {
+                input::Loaded::from_text("x.json", &serde_json::to_string(&d).unwrap()).unwrap()
+            })
+            .collect();
+        let (gpus, paths) = gpu_environment(&docs);
+        assert_eq!(gpus.len(), 1);
+        let g = &gpus[0];
+        assert_eq!((g.index, g.name.as_str()), (3, "NVIDIA H200"));
+        assert_eq!(g.nearest_nic, "mlx5_3 (PIX)");
+        assert_eq!(
+            (g.driver.as_str(), g.peermem.as_str()),
+            ("550.54.15 open", "not loaded")
+        );
+        // One path (the initiator's GPU); the host-memory responder is not a GPU path.
+        assert_eq!(paths.len(), 1, "{}", paths.len());
+        let p = &paths[0];
+        assert_eq!(p.host, "node-a");
+        assert_eq!(p.gpu, "GPU 3 (NVIDIA H200, 0000:5d:00.0)");
+        assert_eq!(
+            (p.path.as_str(), p.nic.as_str(), p.relation.as_str()),
+            ("dmabuf", "mlx5_3", "PIX")
+        );
+        assert_eq!(p.tests.matches("send_bw").count(), 2, "{}", p.tests);
+        assert_eq!(p.warnings, ["ACS <b>on</b>"], "once, however many rows");
+    }
 }

@@ -10,6 +10,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use results::quality::{Mark, Marks};
 use results::{
     BandwidthResult, CounterDeltas, CpuUse, Document, LatencyResult, LatencySummary, Pair, Peer,
     TestResult,
@@ -60,6 +61,20 @@ pub struct GroupKey {
     pub size: u64,
     pub bidirectional: bool,
     pub latency: bool,
+    /// Buffers of the ends: `host`, `cuda` or `mixed` (`results::MemoryUse::class`).
+    pub memory: String,
+}
+
+impl GroupKey {
+    /// The transport as merged tables show it, GPU buffers apart (`verbs+cuda`): what
+    /// `results::transport_label` gives for this memory class.
+    pub fn table_transport(&self) -> String {
+        if self.memory != "host" && self.transport != "cuda" {
+            format!("{}+{}", self.transport, self.memory)
+        } else {
+            self.transport.clone()
+        }
+    }
 }
 
 /// Bandwidth numbers of one row.
@@ -73,11 +88,14 @@ pub struct BwStats {
     pub interval_var: Option<f64>,
     pub cpu_per_100g: Option<f64>,
     pub loss: Option<f64>,
+    /// GPU copy baseline bandwidth, 10^9 byte/s (copy rows only: transport `cuda`).
+    pub copy_bw: Option<f64>,
 }
 
 impl BwStats {
     pub fn of(r: &BandwidthResult) -> Self {
         Self::from_parts(
+            &r.transport,
             r.bw_gbit_s.avg,
             r.bw_gbit_s.peak,
             r.msg_rate_mpps,
@@ -88,7 +106,9 @@ impl BwStats {
     }
 
     /// The one place the numbers are derived, whichever reader parsed the row.
+    #[allow(clippy::too_many_arguments)]
     pub fn from_parts(
+        transport: &str,
         avg: f64,
         peak: f64,
         msg_rate: f64,
@@ -108,6 +128,7 @@ impl BwStats {
             interval_var,
             cpu_per_100g: cpu_per_100g(cpu, avg),
             loss,
+            copy_bw: (transport == "cuda").then_some(avg / 8.0),
         }
     }
 
@@ -120,6 +141,7 @@ impl BwStats {
             Metric::MsgRate => Some(self.msg_rate),
             Metric::CpuPer100G => self.cpu_per_100g,
             Metric::LinkLoss => self.loss,
+            Metric::CopyBw => self.copy_bw,
             _ => None,
         }
     }
@@ -161,6 +183,32 @@ impl RowStats {
         match self {
             RowStats::Latency(l) => l.metric(m),
             RowStats::Bandwidth(b) => b.metric(m),
+        }
+    }
+}
+
+/// A [`GroupKey`] borrowed from a row being read (no allocation for groups seen).
+#[derive(Debug, Clone, Copy)]
+pub struct GroupRef<'a> {
+    pub tool: &'a str,
+    pub test: &'a str,
+    pub transport: &'a str,
+    pub size: u64,
+    pub bidirectional: bool,
+    pub latency: bool,
+    pub memory: &'a str,
+}
+
+impl GroupKey {
+    pub fn as_ref(&self) -> GroupRef<'_> {
+        GroupRef {
+            tool: &self.tool,
+            test: &self.test,
+            transport: &self.transport,
+            size: self.size,
+            bidirectional: self.bidirectional,
+            latency: self.latency,
+            memory: &self.memory,
         }
     }
 }
@@ -245,32 +293,26 @@ pub struct P2pRows {
 
 impl P2pRows {
     /// Index of a group, added when new (a document has a handful).
-    pub fn group(
-        &mut self,
-        tool: &str,
-        test: &str,
-        transport: &str,
-        size: u64,
-        bidirectional: bool,
-        latency: bool,
-    ) -> u32 {
+    pub fn group(&mut self, k: GroupRef) -> u32 {
         if let Some(i) = self.groups.iter().position(|g| {
-            g.size == size
-                && g.bidirectional == bidirectional
-                && g.latency == latency
-                && g.test == test
-                && g.transport == transport
-                && g.tool == tool
+            g.size == k.size
+                && g.bidirectional == k.bidirectional
+                && g.latency == k.latency
+                && g.test == k.test
+                && g.transport == k.transport
+                && g.tool == k.tool
+                && g.memory == k.memory
         }) {
             return i as u32;
         }
         self.groups.push(GroupKey {
-            tool: tool.into(),
-            test: test.into(),
-            transport: transport.into(),
-            size,
-            bidirectional,
-            latency,
+            tool: k.tool.into(),
+            test: k.test.into(),
+            transport: k.transport.into(),
+            size: k.size,
+            bidirectional: k.bidirectional,
+            latency: k.latency,
+            memory: k.memory.into(),
         });
         (self.groups.len() - 1) as u32
     }
@@ -320,21 +362,30 @@ impl P2pRows {
     pub fn push_result(&mut self, tool: &str, r: &TestResult) {
         let (group, pair, stats, counters, complete) = match r {
             TestResult::Latency(l) => (
-                self.group(tool, &l.test, &l.transport, l.size_bytes, false, true),
+                self.group(GroupRef {
+                    tool,
+                    test: &l.test,
+                    transport: &l.transport,
+                    size: l.size_bytes,
+                    bidirectional: false,
+                    latency: true,
+                    memory: l.memory_class(),
+                }),
                 &l.pair,
                 RowStats::Latency(LatStats::of(l)),
                 &l.counters,
                 l.complete,
             ),
             TestResult::Bandwidth(b) => (
-                self.group(
+                self.group(GroupRef {
                     tool,
-                    &b.test,
-                    &b.transport,
-                    b.size_bytes,
-                    b.bidirectional,
-                    false,
-                ),
+                    test: &b.test,
+                    transport: &b.transport,
+                    size: b.size_bytes,
+                    bidirectional: b.bidirectional,
+                    latency: false,
+                    memory: b.memory_class(),
+                }),
                 &b.pair,
                 RowStats::Bandwidth(BwStats::of(b)),
                 &b.counters,
@@ -359,16 +410,7 @@ impl P2pRows {
         let groups: Vec<u32> = other
             .groups
             .iter()
-            .map(|g| {
-                self.group(
-                    &g.tool,
-                    &g.test,
-                    &g.transport,
-                    g.size,
-                    g.bidirectional,
-                    g.latency,
-                )
-            })
+            .map(|g| self.group(g.as_ref()))
             .collect();
         let peers: Vec<u32> = other
             .peers
@@ -392,6 +434,27 @@ impl P2pRows {
                 *e = e.saturating_add(v);
             }
         }
+    }
+
+    /// The quality mark of every row (`results::quality`), from the document's record;
+    /// `None` when it has none (every row unknown). A streamed document's rows keep no
+    /// counters, so only its hosts and threads can mark them, not foreign port traffic.
+    pub fn marks(&self, doc: &Document) -> Option<Vec<Mark>> {
+        doc.quality.as_ref()?;
+        let marks = Marks::of(doc);
+        Some(
+            self.rows
+                .iter()
+                .enumerate()
+                .map(|(i, r)| {
+                    let probe = TestResult::Bandwidth(results::BandwidthResult {
+                        pair: self.pair(r),
+                        ..Default::default()
+                    });
+                    marks.mark(i, &probe)
+                })
+                .collect(),
+        )
     }
 
     /// The pair of a row, as the document wrote it.

@@ -589,6 +589,9 @@ struct LeanRow<'a> {
     counters: Option<LeanDeltas<'a>>,
     #[serde(default)]
     check_wrong_bytes: Option<u64>,
+    /// GPU or host buffers of the two ends (absent: host memory).
+    #[serde(default)]
+    memory: Option<results::MemoryUse>,
 }
 
 #[derive(Deserialize)]
@@ -703,9 +706,10 @@ fn add_row(chunk: &mut Chunk, r: LeanRow, max_groups: usize) -> Result<(), Fallb
                 .latency_us
                 .ok_or_else(|| missing("latency", "latency_us"))?;
             let h = r.histogram.ok_or_else(|| missing("latency", "histogram"))?;
+            let label = results::transport_label(r.transport, r.memory.as_ref());
             chunk
                 .latency
-                .merge(r.test, r.transport, r.size_bytes, h, max_groups)
+                .merge(r.test, &label, r.size_bytes, h, max_groups)
                 .map_err(Fallback::Layout)?;
             (true, false, RowStats::Latency(LatStats { us, loss }))
         }
@@ -731,7 +735,8 @@ fn add_row(chunk: &mut Chunk, r: LeanRow, max_groups: usize) -> Result<(), Fallb
             if r.size_bytes == 0 {
                 return Err(Fallback::Layout("a bandwidth row of 0 bytes".into()));
             }
-            let stats = BwStats::from_parts(bw.avg, bw.peak, rate, intervals, &cpu, loss);
+            let stats =
+                BwStats::from_parts(r.transport, bw.avg, bw.peak, rate, intervals, &cpu, loss);
             (false, bidir, RowStats::Bandwidth(stats))
         }
         "collective" => {
@@ -741,7 +746,16 @@ fn add_row(chunk: &mut Chunk, r: LeanRow, max_groups: usize) -> Result<(), Fallb
         }
         other => return Err(Fallback::Layout(format!("unknown row kind {other}"))),
     };
-    let group = rows.group("", r.test, r.transport, r.size_bytes, bidir, latency);
+    let memory = r.memory.as_ref().map_or("host", results::MemoryUse::class);
+    let group = rows.group(crate::rows::GroupRef {
+        tool: "",
+        test: r.test,
+        transport: r.transport,
+        size: r.size_bytes,
+        bidirectional: bidir,
+        latency,
+        memory,
+    });
     rows.rows.push(P2pRow {
         group,
         initiator,
@@ -849,7 +863,12 @@ fn gather_row(g: &mut Gathered, row: &serde_json::Value, i: usize) {
         }
     };
     let (test, transport, size, hist) = match &r {
-        TestResult::Latency(l) => (&l.test, &l.transport, l.size_bytes, Some(&l.histogram)),
+        TestResult::Latency(l) => (
+            &l.test,
+            results::transport_label(&l.transport, l.memory.as_ref()),
+            l.size_bytes,
+            Some(&l.histogram),
+        ),
         TestResult::Bandwidth(b) => {
             if b.size_bytes == 0 {
                 g.problem = Some(format!(
@@ -857,7 +876,7 @@ fn gather_row(g: &mut Gathered, row: &serde_json::Value, i: usize) {
                 ));
                 return;
             }
-            (&b.test, &b.transport, b.size_bytes, None)
+            (&b.test, b.transport.clone(), b.size_bytes, None)
         }
         TestResult::Collective(_) => {
             g.collective = true;
@@ -865,7 +884,7 @@ fn gather_row(g: &mut Gathered, row: &serde_json::Value, i: usize) {
         }
     };
     if let Some(h) = hist {
-        if let Err(e) = g.latency.merge(test, transport, size, h, g.max_groups) {
+        if let Err(e) = g.latency.merge(test, &transport, size, h, g.max_groups) {
             g.problem = Some(format!("at JSON path `results[{i}].histogram`: {e}"));
             return;
         }

@@ -1,15 +1,64 @@
 //! The merged result tables: one row per test, transport and size (latency, bandwidth) or
-//! per collective, backend, ranks and size, across every rank, pair and file, the way
+//! per collective, backend, ranks and size (rows with GPU buffers under the transport
+//! `verbs+cuda`, `tcp+cuda`, ..., apart from host memory), across every rank, pair and file, the way
 //! perftest and nccl-tests print them. Reports, plots, `compare` and `export` all read these.
 
 use std::collections::BTreeMap;
 
+use results::quality::{Mark, Marks};
 use results::{LatencyHistogram, LatencySummary, TestResult};
 use serde::Serialize;
 
 use crate::input::{LatKey, Loaded};
 use crate::metric::Metric;
 use crate::rows::{BwStats, RowStats};
+
+/// How many of the rows merged into one table row were measured undisturbed, disturbed, or
+/// without a quality record (`results::quality`).
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct Quality {
+    pub clean: usize,
+    pub disturbed: usize,
+    pub unknown: usize,
+    /// `ok` (every row clean), `disturbed` (any row disturbed), `unknown` (no row has a
+    /// record), `partly unknown` (clean where known).
+    pub mark: &'static str,
+}
+
+impl Quality {
+    pub fn add(&mut self, m: Mark) {
+        match m {
+            Mark::Clean => self.clean += 1,
+            Mark::Disturbed => self.disturbed += 1,
+            Mark::Unknown => self.unknown += 1,
+        }
+        self.remark();
+    }
+
+    /// Adds another tally (rows gathered apart, as a streamed document's per group).
+    pub fn merge(&mut self, o: Quality) {
+        self.clean += o.clean;
+        self.disturbed += o.disturbed;
+        self.unknown += o.unknown;
+        self.remark();
+    }
+
+    fn remark(&mut self) {
+        self.mark = if self.disturbed > 0 {
+            "disturbed"
+        } else if self.clean == 0 {
+            "unknown"
+        } else if self.unknown > 0 {
+            "partly unknown"
+        } else {
+            "ok"
+        };
+    }
+
+    pub fn disturbed(&self) -> bool {
+        self.disturbed > 0
+    }
+}
 
 /// Latency for one (tool, test, transport, size), percentiles recomputed from the merged
 /// histogram of every row.
@@ -26,6 +75,7 @@ pub struct LatRow {
     pub us: LatencySummary,
     /// Spread of the per-row p50 (max - min), microseconds: how much pairs and runs differ.
     pub p50_spread_us: f64,
+    pub quality: Quality,
     /// Per-row p50 and p99 values, for `compare`'s noise floor.
     #[serde(skip)]
     pub row_p50: Vec<f64>,
@@ -56,6 +106,7 @@ pub struct BwRow {
     pub cpu_cores_per_100g: Option<f64>,
     /// Link loss over all rows with counters, %.
     pub link_loss_pct: Option<f64>,
+    pub quality: Quality,
     #[serde(skip)]
     pub row_avg: Vec<f64>,
     /// Standard deviation of interval samples within rows (pooled), for the noise floor
@@ -84,6 +135,7 @@ pub struct CollRow {
     /// None when no row was checked.
     pub wrong: Option<u64>,
     pub efficiency_pct: Option<f64>,
+    pub quality: Quality,
     #[serde(skip)]
     pub row_busbw: Vec<f64>,
     #[serde(skip)]
@@ -107,6 +159,45 @@ fn mean(v: &[f64]) -> f64 {
     } else {
         v.iter().sum::<f64>() / v.len() as f64
     }
+}
+
+/// Every latency row's histogram merged per [`LatKey`], with the number of rows merged
+/// into each; the groups are merged on every core (one histogram per group in memory,
+/// decoded straight from the JSON encodings, which the loader has checked).
+pub fn merged_histograms(docs: &[Loaded]) -> BTreeMap<LatKey, (LatencyHistogram, usize)> {
+    let mut encoded: BTreeMap<LatKey, Vec<&str>> = BTreeMap::new();
+    for d in docs {
+        for r in &d.doc.results {
+            if let TestResult::Latency(l) = r {
+                if !l.histogram.is_empty() {
+                    encoded
+                        .entry(LatKey::of(&d.doc, l))
+                        .or_default()
+                        .push(&l.histogram);
+                }
+            }
+        }
+    }
+    let groups: Vec<(LatKey, Vec<&str>)> = encoded.into_iter().collect();
+    let merged = crate::parallel::map_in_order(&groups, |(_, texts)| {
+        let mut h = LatencyHistogram::new();
+        for t in texts {
+            // Checked at load (and bounded by MAX_MERGED_SAMPLES): nothing to report.
+            let _ = h.merge_encoded(t);
+        }
+        (h, texts.len())
+    });
+    let mut out: BTreeMap<LatKey, (LatencyHistogram, usize)> =
+        groups.into_iter().map(|(k, _)| k).zip(merged).collect();
+    // Streamed documents merged theirs while they were read.
+    for c in docs.iter().filter_map(|d| d.compact.as_ref()) {
+        for (k, (h, n)) in &c.latency {
+            let slot = out.entry(k.clone()).or_default();
+            slot.0.merge(h);
+            slot.1 += n;
+        }
+    }
+    out
 }
 
 /// The bandwidth rows of one key, summed as they come (no row kept but its average,
@@ -162,134 +253,116 @@ impl BwAcc {
     }
 }
 
-/// Every latency row's histogram merged per [`LatKey`], with the number of rows merged
-/// into each; the groups are merged on every core (one histogram per group in memory,
-/// decoded straight from the JSON encodings, which the loader has checked).
-pub fn merged_histograms(docs: &[Loaded]) -> BTreeMap<LatKey, (LatencyHistogram, usize)> {
-    let mut encoded: BTreeMap<LatKey, Vec<&str>> = BTreeMap::new();
-    for d in docs {
-        for r in &d.doc.results {
-            if let TestResult::Latency(l) = r {
-                if !l.histogram.is_empty() {
-                    encoded
-                        .entry(LatKey::of(&d.doc, l))
-                        .or_default()
-                        .push(&l.histogram);
-                }
-            }
-        }
-    }
-    let groups: Vec<(LatKey, Vec<&str>)> = encoded.into_iter().collect();
-    let merged = crate::parallel::map_in_order(&groups, |(_, texts)| {
-        let mut h = LatencyHistogram::new();
-        for t in texts {
-            // Checked at load (and bounded by MAX_MERGED_SAMPLES): nothing to report.
-            let _ = h.merge_encoded(t);
-        }
-        (h, texts.len())
-    });
-    let mut out: BTreeMap<LatKey, (LatencyHistogram, usize)> =
-        groups.into_iter().map(|(k, _)| k).zip(merged).collect();
-    // Streamed documents merged theirs while they were read.
-    for c in docs.iter().filter_map(|d| d.compact.as_ref()) {
-        for (k, (h, n)) in &c.latency {
-            let slot = out.entry(k.clone()).or_default();
-            slot.0.merge(h);
-            slot.1 += n;
-        }
-    }
-    out
-}
-
 /// Builds every table from the loaded documents.
 pub fn build(docs: &[Loaded], line_rate_gbit_s: Option<f64>) -> Tables {
     // Latency: every row's histogram merged per group, across documents.
     let mut hists = merged_histograms(docs);
-    let mut lat_rows: BTreeMap<LatKey, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+    let mut lat_rows: BTreeMap<LatKey, (Vec<f64>, Vec<f64>, Quality)> = BTreeMap::new();
     type BwKey = (String, String, String, u64, bool);
-    let mut bw: BTreeMap<BwKey, BwAcc> = BTreeMap::new();
+    let mut bw: BTreeMap<BwKey, (BwAcc, Quality)> = BTreeMap::new();
     type CollKey = (String, String, u32, u64);
-    let mut coll: BTreeMap<CollKey, Vec<&results::CollectiveResult>> = BTreeMap::new();
+    let mut coll: BTreeMap<CollKey, (Vec<&results::CollectiveResult>, Quality)> = BTreeMap::new();
     for d in docs {
-        for r in &d.doc.results {
+        let marks = Marks::of(&d.doc);
+        for (i, r) in d.doc.results.iter().enumerate() {
+            let mark = marks.mark(i, r);
             match r {
                 TestResult::Latency(l) => {
                     let e = lat_rows
                         .entry(LatKey {
                             tool: d.doc.tool.clone(),
                             test: l.test.clone(),
-                            transport: l.transport.clone(),
+                            transport: results::transport_label(&l.transport, l.memory.as_ref()),
                             size: l.size_bytes,
                         })
                         .or_default();
                     e.0.push(l.latency_us.p50);
                     e.1.push(l.latency_us.p99);
+                    e.2.add(mark);
                 }
-                TestResult::Bandwidth(b) => bw
-                    .entry((
-                        d.doc.tool.clone(),
-                        b.test.clone(),
-                        b.transport.clone(),
-                        b.size_bytes,
-                        b.bidirectional,
-                    ))
-                    .or_default()
-                    .add(&BwStats::of(b)),
-                TestResult::Collective(c) => coll
-                    .entry((
-                        c.collective.clone(),
-                        c.backend.clone(),
-                        c.ranks,
-                        c.size_bytes,
-                    ))
-                    .or_default()
-                    .push(c),
+                TestResult::Bandwidth(b) => {
+                    let e = bw
+                        .entry((
+                            d.doc.tool.clone(),
+                            b.test.clone(),
+                            results::transport_label(&b.transport, b.memory.as_ref()),
+                            b.size_bytes,
+                            b.bidirectional,
+                        ))
+                        .or_default();
+                    e.0.add(&BwStats::of(b));
+                    e.1.add(mark);
+                }
+                TestResult::Collective(c) => {
+                    let e = coll
+                        .entry((
+                            c.collective.clone(),
+                            c.backend.clone(),
+                            c.ranks,
+                            c.size_bytes,
+                        ))
+                        .or_default();
+                    e.0.push(c);
+                    e.1.add(mark);
+                }
             }
         }
     }
     // Rows of streamed documents, in their compact form: gathered per group first (a
     // key built per row of millions costs seconds), then filed under the group's key.
-    for p in docs.iter().filter_map(|d| d.p2p()) {
-        let mut lat: Vec<(Vec<f64>, Vec<f64>)> = vec![Default::default(); p.groups.len()];
-        let mut bws: Vec<BwAcc> = (0..p.groups.len()).map(|_| BwAcc::default()).collect();
-        for row in &p.rows {
+    for d in docs {
+        let Some(p) = d.p2p() else { continue };
+        let marks = p.marks(&d.doc);
+        let mut lat: Vec<(Vec<f64>, Vec<f64>, Quality)> = vec![Default::default(); p.groups.len()];
+        let mut bws: Vec<(BwAcc, Quality)> =
+            (0..p.groups.len()).map(|_| Default::default()).collect();
+        for (i, row) in p.rows.iter().enumerate() {
+            let mark = marks.as_ref().map_or(Mark::Unknown, |m| m[i]);
             match &row.stats {
                 RowStats::Latency(l) => {
                     let e = &mut lat[row.group as usize];
                     e.0.push(l.us.p50);
                     e.1.push(l.us.p99);
+                    e.2.add(mark);
                 }
-                RowStats::Bandwidth(b) => bws[row.group as usize].add(b),
+                RowStats::Bandwidth(b) => {
+                    let e = &mut bws[row.group as usize];
+                    e.0.add(b);
+                    e.1.add(mark);
+                }
             }
         }
-        for ((g, (p50, p99)), b) in p.groups.iter().zip(lat).zip(bws) {
+        for ((g, (p50, p99, q)), (b, bq)) in p.groups.iter().zip(lat).zip(bws) {
             if !p50.is_empty() {
                 let e = lat_rows
                     .entry(LatKey {
                         tool: g.tool.clone(),
                         test: g.test.clone(),
-                        transport: g.transport.clone(),
+                        transport: g.table_transport(),
                         size: g.size,
                     })
                     .or_default();
                 e.0.extend(p50);
                 e.1.extend(p99);
+                e.2.merge(q);
             }
             if !b.avgs.is_empty() {
-                bw.entry((
-                    g.tool.clone(),
-                    g.test.clone(),
-                    g.transport.clone(),
-                    g.size,
-                    g.bidirectional,
-                ))
-                .or_default()
-                .merge(b);
+                let e = bw
+                    .entry((
+                        g.tool.clone(),
+                        g.test.clone(),
+                        g.table_transport(),
+                        g.size,
+                        g.bidirectional,
+                    ))
+                    .or_default();
+                e.0.merge(b);
+                e.1.merge(bq);
             }
         }
     }
     let mut t = Tables::default();
-    for (k, (p50, p99)) in lat_rows {
+    for (k, (p50, p99, quality)) in lat_rows {
         let (h, merged) = hists.remove(&k).unwrap_or_default();
         let spread = p50.iter().cloned().fold(f64::MIN, f64::max)
             - p50.iter().cloned().fold(f64::MAX, f64::min);
@@ -303,12 +376,13 @@ pub fn build(docs: &[Loaded], line_rate_gbit_s: Option<f64>) -> Tables {
             samples: h.len(),
             us: h.summary_us(),
             p50_spread_us: if spread.is_finite() { spread } else { 0.0 },
+            quality,
             row_p50: p50,
             row_p99: p99,
         });
         t.histograms.insert(k, h);
     }
-    for ((tool, test, transport, size, bidir), acc) in bw {
+    for ((tool, test, transport, size, bidir), (acc, quality)) in bw {
         let n = acc.avgs.len();
         t.bandwidth.push(BwRow {
             size: results::units::format_size(size),
@@ -325,6 +399,7 @@ pub fn build(docs: &[Loaded], line_rate_gbit_s: Option<f64>) -> Tables {
             fluctuation_pct: acc.fluctuation,
             cpu_cores_per_100g: (acc.cpu_n > 0).then(|| acc.cpu_sum / acc.cpu_n as f64),
             link_loss_pct: acc.loss,
+            quality,
             row_avg: acc.avgs,
             interval_stdev: if acc.var_n == 0 {
                 0.0
@@ -333,7 +408,7 @@ pub fn build(docs: &[Loaded], line_rate_gbit_s: Option<f64>) -> Tables {
             },
         });
     }
-    for ((collective, backend, ranks, size), rows) in coll {
+    for ((collective, backend, ranks, size), (rows, quality)) in coll {
         let f = |g: &dyn Fn(&results::CollectiveResult) -> f64| {
             mean(&rows.iter().map(|r| g(r)).collect::<Vec<_>>())
         };
@@ -366,6 +441,7 @@ pub fn build(docs: &[Loaded], line_rate_gbit_s: Option<f64>) -> Tables {
             wrong: (!checked.is_empty())
                 .then(|| checked.iter().fold(0u64, |a, w| a.saturating_add(*w))),
             efficiency_pct: (!eff.is_empty()).then(|| mean(&eff)),
+            quality,
             row_busbw: rows.iter().map(|r| r.out_of_place.busbw_gbyte_s).collect(),
             row_time: rows.iter().map(|r| r.out_of_place.time_us).collect(),
         });

@@ -24,6 +24,8 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "compare.junit.xml",
         include_str!("../../templates/compare.junit.xml"),
     ),
+    ("trend.html", include_str!("../../templates/trend.html")),
+    ("trend.md", include_str!("../../templates/trend.md")),
 ];
 
 /// The loaded template set: one tera instance per output format, because tera has one

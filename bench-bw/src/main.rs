@@ -2,18 +2,22 @@
 //! / `ib_read_bw` over verbs, and the same stream over TCP as the baseline (what iperf3
 //! measures). Unidirectional or `-b` bidirectional, `-q` parallel streams, `-t` messages in
 //! flight; throughput is sampled every interval so stability can be judged, and the CPU
-//! cores each side burned are reported beside it.
+//! cores each side burned are reported beside it. With `--use-cuda` the buffers are GPU
+//! memory (GPUDirect RDMA over verbs, staged over TCP); `--test h2d|d2h|d2d|p2p` measures
+//! the GPU copy baselines instead (`copy.rs`).
+
+mod copy;
 
 use anyhow::Result;
 use clap::Parser;
 
 use fabric::bootstrap::{recv_json, send_json};
-use fabric::cli::P2pArgs;
 use fabric::clock::LoopClock;
 use fabric::cpu::CpuMeter;
 use fabric::interrupt;
 use fabric::p2p::{self, PairTool, Plan, SizeRun};
 use fabric::transport::{self, BandwidthEndpoint, Op, Role, SideReport};
+use p2p_cli::{GpuArgs, P2pArgs};
 use results::units::{gbit_s, mpps};
 use results::{BandwidthResult, BandwidthSummary, CpuUse, TestResult};
 
@@ -23,6 +27,9 @@ use results::{BandwidthResult, BandwidthSummary, CpuUse, TestResult};
 struct Cli {
     #[command(flatten)]
     p2p: P2pArgs,
+
+    #[command(flatten)]
+    gpu: GpuArgs,
 
     /// Measure both directions at once (figures are the sum, as perftest -b).
     #[arg(short = 'b', long)]
@@ -179,6 +186,7 @@ impl PairTool for Bandwidth {
             complete: t.complete,
             counters: transport::counter_deltas(&report, &theirs),
             check_wrong_bytes: transport::check_wrong_bytes(&report, &theirs),
+            memory: transport::memory_use(&report, &theirs),
         })))
     }
 
@@ -201,6 +209,9 @@ impl PairTool for Bandwidth {
                     "{d} s per size"
                 )),
         );
+        if let Some(m) = fabric::gpu::describe(&plan.verbs) {
+            println!(" buffers: {m}");
+        }
         println!("{line}");
         println!(
             " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]   CPU client[cores]   CPU server[cores]"
@@ -234,14 +245,29 @@ fn plan(cli: &Cli) -> Result<Plan> {
     let transport = a.transport_kind()?;
     let mut verbs = a.verbs_options();
     verbs.check = cli.check;
-    a.check_verbs(transport, &verbs)?;
-    if cli.check && a.op == Op::Send {
+    cli.gpu.apply(&mut verbs);
+    if cli.check && a.op == Op::Send && verbs.gpu.is_none() {
         anyhow::bail!(
-            "--check verifies one-sided transfers: use it with --test write or --test read"
+            "--check verifies one-sided transfers: use it with --test write or --test read \
+             (with GPU buffers, --use-cuda, it also checks sends: what the copies and the NIC \
+             delivered into GPU memory)"
         );
     }
+    fabric::gpu::plan::prepare(
+        transport,
+        a.op,
+        fabric::gpu::plan::Bench::Bandwidth,
+        &mut verbs,
+    )?;
+    a.check_verbs(transport, &verbs)?;
     let mut local = serde_json::Map::new();
     local.insert("interval_ms".into(), cli.interval_ms.into());
+    local.extend(fabric::gpu::recorded_options(&verbs));
+    let mut extra = serde_json::Map::new();
+    if transport == transport::TransportKind::Tcp && cli.check {
+        // Staged TCP checks on the receiving side: both sides must stage and check.
+        extra.insert("check".into(), true.into());
+    }
     Ok(Plan {
         tool: "bench-bw",
         test: format!("{}_bw", a.op.name()),
@@ -264,13 +290,16 @@ fn plan(cli: &Cli) -> Result<Plan> {
         bidirectional: cli.bidirectional,
         timeout: a.timeout(),
         verbs,
-        extra: Default::default(),
+        extra,
         local,
     })
 }
 
 fn main() {
     let cli = Cli::parse();
+    if cli.p2p.op.is_copy() {
+        std::process::exit(copy::run(&cli.p2p, &cli.gpu, cli.interval_ms));
+    }
     let code = match plan(&cli) {
         Ok(plan) => p2p::run(
             &cli.p2p.launch(),

@@ -185,6 +185,7 @@ fn run_job(cli: &Cli, plan: Plan, job: &MpiJob) -> Result<i32> {
     let mut all_rows: Vec<CollectiveResult> = Vec::new();
     let mut stopped: Option<String> = None;
     let fault = fault_for(rank);
+    let probe = fabric::quality::Probe::start();
     'colls: for coll in &plan.collectives {
         if me {
             println!(
@@ -245,6 +246,7 @@ fn run_job(cli: &Cli, plan: Plan, job: &MpiJob) -> Result<i32> {
         all_rows.extend(rows);
     }
 
+    let quality = fabric::quality::gather(job, &probe.finish(&info.host))?;
     let wrong: u64 = all_rows
         .iter()
         .map(|r| r.out_of_place.wrong + r.in_place.wrong)
@@ -261,6 +263,7 @@ fn run_job(cli: &Cli, plan: Plan, job: &MpiJob) -> Result<i32> {
         doc.options = options(cli, &plan, link, link_source);
         doc.results = all_rows.into_iter().map(TestResult::Collective).collect();
         doc.warnings = warnings;
+        doc.attach_quality(quality.unwrap_or_default());
         doc.finish(stopped.clone());
         fabric::output::write_document(cli.json.as_deref(), &doc)?;
     }

@@ -9,11 +9,11 @@ use anyhow::Result;
 use clap::Parser;
 
 use fabric::bootstrap::{recv_json, send_json};
-use fabric::cli::P2pArgs;
 use fabric::clock::{BlockStamps, LoopClock, BLOCK};
 use fabric::interrupt;
 use fabric::p2p::{self, PairTool, Plan, SizeRun};
 use fabric::transport::{self, LatencyEndpoint, Op, Role, SideReport};
+use p2p_cli::{GpuArgs, P2pArgs};
 use results::{LatencyHistogram, LatencyResult, TestResult};
 
 /// Ping-pong latency benchmark (perftest-compatible options).
@@ -22,6 +22,9 @@ use results::{LatencyHistogram, LatencyResult, TestResult};
 struct Cli {
     #[command(flatten)]
     p2p: P2pArgs,
+
+    #[command(flatten)]
+    gpu: GpuArgs,
 }
 
 /// The timed loop, in blocks of [`BLOCK`] iterations: inside a block only the ping-pong and
@@ -102,6 +105,7 @@ impl PairTool for Latency {
                     pair: run.pair.clone(),
                     complete,
                     counters: transport::counter_deltas(&mine, &theirs),
+                    memory: transport::memory_use(&mine, &theirs),
                 })))
             }
         }
@@ -127,6 +131,9 @@ impl PairTool for Latency {
                 String::new()
             },
         );
+        if let Some(m) = fabric::gpu::describe(&plan.verbs) {
+            println!(" buffers: {m}");
+        }
         println!("{line}");
         println!(
             " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] "
@@ -155,8 +162,22 @@ impl PairTool for Latency {
 
 fn plan(cli: &Cli) -> Result<Plan> {
     let a = &cli.p2p;
+    if a.op.is_copy() {
+        anyhow::bail!(
+            "--test {} is a GPU copy baseline of bench-bw (bench-bw --test {} --use-cuda N)",
+            a.op.name(),
+            a.op.name()
+        );
+    }
     let transport = a.transport_kind()?;
-    let verbs = a.verbs_options();
+    let mut verbs = a.verbs_options();
+    cli.gpu.apply(&mut verbs);
+    fabric::gpu::plan::prepare(
+        transport,
+        a.op,
+        fabric::gpu::plan::Bench::Latency,
+        &mut verbs,
+    )?;
     a.check_verbs(transport, &verbs)?;
     Ok(Plan {
         tool: "bench-lat",
@@ -171,9 +192,9 @@ fn plan(cli: &Cli) -> Result<Plan> {
         tx_depth: 1,
         bidirectional: false,
         timeout: a.timeout(),
+        local: fabric::gpu::recorded_options(&verbs),
         verbs,
         extra: Default::default(),
-        local: Default::default(),
     })
 }
 

@@ -132,6 +132,7 @@ fn row(pair: results::Pair) -> TestResult {
         complete: true,
         counters: None,
         check_wrong_bytes: None,
+        memory: None,
     })
 }
 

@@ -73,6 +73,7 @@ fn row(i: u32) -> TestResult {
             responder: Some(counters("mlx5_3")),
         }),
         check_wrong_bytes: None,
+        memory: None,
     })
 }
 

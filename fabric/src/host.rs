@@ -5,7 +5,7 @@
 use std::fs;
 use std::path::Path;
 
-use results::{HostInfo, NetDevice, RdmaDevice};
+use results::{GpuInfo, HostInfo, NetDevice, RdmaDevice};
 
 use crate::inventory::{dir_names, read_trim};
 
@@ -34,7 +34,7 @@ pub fn collect() -> HostInfo {
         })
         .count()
         .max(1) as u32;
-    HostInfo {
+    let mut h = HostInfo {
         rank: None,
         role: None,
         hostname: hostname(),
@@ -47,7 +47,73 @@ pub fn collect() -> HostInfo {
         gpus: Vec::new(),
         local_rank: None,
         device: None,
+        gpu_driver: None,
+        nvidia_peermem: None,
+    };
+    add_gpu_facts(&mut h, Path::new("/"));
+    h
+}
+
+/// Adds the GPU facts a host carries without touching CUDA (so every document has them,
+/// cheaply): NVIDIA GPUs from the PCI bus under `root`, their model and UUID from the
+/// driver's `/proc` files, the nearest RDMA device of each, the driver version and whether
+/// `nvidia_peermem` is loaded.
+pub fn add_gpu_facts(h: &mut HostInfo, root: &Path) {
+    let topo = crate::topology::Topology::read_from(root);
+    h.gpus = gpus(&topo, root);
+    if !h.gpus.is_empty() {
+        h.gpu_driver = gpu_driver(root);
+        h.nvidia_peermem = Some(root.join("sys/module/nvidia_peermem").is_dir());
     }
+}
+
+/// The GPUs of a topology with what the NVIDIA driver says about them.
+pub fn gpus(topo: &crate::topology::Topology, root: &Path) -> Vec<GpuInfo> {
+    topo.gpus()
+        .iter()
+        .map(|g| {
+            let info = fs::read_to_string(
+                root.join("proc/driver/nvidia/gpus")
+                    .join(&g.bus_id)
+                    .join("information"),
+            )
+            .unwrap_or_default();
+            let field = |name: &str| {
+                info.lines()
+                    .find_map(|l| l.strip_prefix(name)?.trim_start().strip_prefix(':'))
+                    .map(|v| v.trim().to_string())
+                    .filter(|v| !v.is_empty())
+            };
+            let nearest = topo.nearest_nic(&g.bus_id, 1);
+            GpuInfo {
+                index: g.index,
+                name: field("Model").unwrap_or_else(|| "NVIDIA GPU".into()),
+                pci_bus_id: Some(g.bus_id.clone()),
+                memory_bytes: None,
+                uuid: field("GPU UUID"),
+                numa_node: topo.device(&g.bus_id).and_then(|d| d.numa_node),
+                nearest_rdma_device: nearest.as_ref().map(|c| c.nic.name.clone()),
+                rdma_relation: nearest
+                    .and_then(|c| c.relation)
+                    .map(|r| r.code().to_string()),
+            }
+        })
+        .collect()
+}
+
+/// `535.104.05` or `535.104.05 open` (the open kernel modules), from the driver's banner:
+/// `NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  535.104.05  Release Build ...`.
+pub fn gpu_driver(root: &Path) -> Option<String> {
+    let text = fs::read_to_string(root.join("proc/driver/nvidia/version")).ok()?;
+    let line = text.lines().find(|l| l.starts_with("NVRM version"))?;
+    let version = line
+        .split_whitespace()
+        .find(|w| w.split('.').count() >= 2 && w.split('.').all(|p| p.parse::<u32>().is_ok()))?;
+    Some(if line.contains("Open Kernel Module") {
+        format!("{version} open")
+    } else {
+        version.to_string()
+    })
 }
 
 /// Kernel network interfaces with MTU, speed and state.
@@ -140,6 +206,49 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(link_rate_gbit_s(&h), Some((400.0, "mlx5_0/1 rate".into())));
+    }
+
+    #[test]
+    fn gpu_facts_come_from_sysfs_and_the_driver_without_cuda() {
+        let f = crate::topology::fixtures::eight_gpu_node(false);
+        f.nvidia_proc(
+            "0000:18:00.0",
+            "NVIDIA H200",
+            "GPU-8a0b2c1d-0000-1111-2222-333344445555",
+        );
+        f.nvidia_version(
+            "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.15  Release Build  \
+             (dvs-builder@U16-I3-B03-4-3)  Tue Mar  5 22:15:33 UTC 2024\nGCC version:  gcc 12\n",
+        );
+        let mut h = HostInfo::default();
+        add_gpu_facts(&mut h, f.root());
+        assert_eq!(h.gpus.len(), 8);
+        let g = &h.gpus[0];
+        assert_eq!(g.name, "NVIDIA H200");
+        assert_eq!(
+            g.uuid.as_deref(),
+            Some("GPU-8a0b2c1d-0000-1111-2222-333344445555")
+        );
+        assert_eq!(g.pci_bus_id.as_deref(), Some("0000:18:00.0"));
+        assert_eq!(g.numa_node, Some(0));
+        assert_eq!(g.nearest_rdma_device.as_deref(), Some("mlx5_0"));
+        assert_eq!(g.rdma_relation.as_deref(), Some("PIX"));
+        assert_eq!(h.gpus[7].numa_node, Some(1));
+        assert_eq!(h.gpus[7].nearest_rdma_device.as_deref(), Some("mlx5_7"));
+        // A GPU the driver has not published keeps a generic name, never a made-up one.
+        assert_eq!(h.gpus[1].name, "NVIDIA GPU");
+        assert_eq!(h.gpu_driver.as_deref(), Some("550.54.15 open"));
+        assert_eq!(h.nvidia_peermem, Some(false));
+        f.module("nvidia_peermem");
+        f.nvidia_version("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n");
+        add_gpu_facts(&mut h, f.root());
+        assert_eq!(h.nvidia_peermem, Some(true));
+        assert_eq!(h.gpu_driver.as_deref(), Some("535.104.05"));
+        // No GPU: nothing GPU-related in the document.
+        let none = tempfile::tempdir().unwrap();
+        let mut h = HostInfo::default();
+        add_gpu_facts(&mut h, none.path());
+        assert!(h.gpus.is_empty() && h.gpu_driver.is_none() && h.nvidia_peermem.is_none());
     }
 
     #[test]

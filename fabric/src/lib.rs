@@ -11,19 +11,23 @@
 
 pub mod agents;
 pub mod bootstrap;
-pub mod cli;
 pub mod clock;
 pub mod collective;
 pub mod counters;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod errno;
+pub mod gpu;
 pub mod host;
 pub mod interrupt;
 pub mod inventory;
+pub mod names;
 pub mod output;
 pub mod p2p;
+pub mod quality;
 pub mod sockets;
+pub mod topology;
 pub mod transport;
 pub mod wire;
 

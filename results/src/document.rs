@@ -30,6 +30,7 @@ impl Document {
             options: Map::new(),
             results: Vec::new(),
             warnings: Vec::new(),
+            quality: None,
             sweep: None,
             failed_pairs: Vec::new(),
         }

@@ -10,6 +10,7 @@ pub mod document;
 pub mod histogram;
 pub mod limits;
 pub mod provenance;
+pub mod quality;
 pub mod schema;
 pub mod units;
 pub mod write;

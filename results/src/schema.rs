@@ -52,6 +52,10 @@ pub struct Document {
     /// Things a reader should know (noisy run, MTU clamped, auto-chosen transport ...).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// What could have disturbed the run (load, steal, preemptions, foreign port traffic),
+    /// measured on every host around it; absent in documents of older writers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality: Option<crate::quality::RunQuality>,
     /// How pairs were scheduled, for point-to-point runs over many ranks (`--pattern`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sweep: Option<SweepInfo>,
@@ -139,6 +143,14 @@ pub struct HostInfo {
     /// RDMA device this rank measured with (`-d`, or chosen by `-d auto`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<String>,
+    /// NVIDIA kernel driver version, with `open` for the open kernel modules (the only ones
+    /// that export GPU memory as dma-buf), from `/proc/driver/nvidia/version`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_driver: Option<String>,
+    /// Whether the `nvidia_peermem` module (GPUDirect RDMA through `ibv_reg_mr` on GPU
+    /// memory) is loaded; present only on hosts with NVIDIA GPUs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvidia_peermem: Option<bool>,
 }
 
 /// A kernel network interface (`/sys/class/net`).
@@ -230,7 +242,9 @@ pub struct RdmaPort {
     pub counters: BTreeMap<String, i64>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+/// A GPU. `index` is the position in PCI bus order (nvidia-smi's numbering, and CUDA's
+/// with `CUDA_DEVICE_ORDER=PCI_BUS_ID`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct GpuInfo {
     pub index: u32,
     pub name: String,
@@ -238,6 +252,19 @@ pub struct GpuInfo {
     pub pci_bus_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_bytes: Option<u64>,
+    /// `GPU-xxxxxxxx-...` as nvidia-smi prints it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
+    /// NUMA node of the GPU's PCI device (`None` where the kernel does not say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa_node: Option<u32>,
+    /// The RDMA device nearest to this GPU on the PCI tree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nearest_rdma_device: Option<String>,
+    /// How the GPU reaches that device, in nvidia-smi's terms (`PIX`, `PXB`, `PHB`,
+    /// `NODE`, `SYS`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rdma_relation: Option<String>,
 }
 
 /// One end of a measured pair.
@@ -305,7 +332,7 @@ impl TestResult {
 }
 
 /// Ping-pong latency for one message size on one pair.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct LatencyResult {
     /// `send_lat`, `write_lat`, `read_lat`.
     pub test: String,
@@ -327,10 +354,14 @@ pub struct LatencyResult {
     pub complete: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counters: Option<CounterDeltas>,
+    /// Where each side's buffers lived (GPU or host) and how they were registered; absent
+    /// when both sides used plain host memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryUse>,
 }
 
 /// Streaming bandwidth and message rate for one message size on one pair.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct BandwidthResult {
     /// `send_bw`, `write_bw`, `read_bw`.
     pub test: String,
@@ -360,6 +391,91 @@ pub struct BandwidthResult {
     /// over both sides; absent when the run did not check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check_wrong_bytes: Option<u64>,
+    /// Where each side's buffers lived (GPU or host) and how they were registered; absent
+    /// when both sides used plain host memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryUse>,
+}
+
+/// `verbs`, or `verbs+cuda` / `verbs+mixed` / `tcp+cuda` for rows whose buffers were not
+/// host memory on both sides: how merged tables keep GPU and host figures apart. GPU copy
+/// rows (`transport` = `cuda`) keep their transport.
+pub fn transport_label(transport: &str, memory: Option<&MemoryUse>) -> String {
+    match memory.map(MemoryUse::class) {
+        Some(class) if class != "host" && transport != "cuda" => format!("{transport}+{class}"),
+        _ => transport.to_string(),
+    }
+}
+
+/// The inverse of [`transport_label`]: `(transport, memory class)`.
+pub fn split_transport_label(label: &str) -> (&str, &str) {
+    label.split_once('+').unwrap_or((label, "host"))
+}
+
+impl LatencyResult {
+    /// `host`, `cuda` or `mixed` (see [`MemoryUse::class`]).
+    pub fn memory_class(&self) -> &'static str {
+        self.memory.as_ref().map_or("host", MemoryUse::class)
+    }
+}
+
+impl BandwidthResult {
+    /// `host`, `cuda` or `mixed` (see [`MemoryUse::class`]).
+    pub fn memory_class(&self) -> &'static str {
+        self.memory.as_ref().map_or("host", MemoryUse::class)
+    }
+}
+
+/// The buffers of both sides of a point-to-point result (for a GPU copy baseline: the
+/// source as `initiator`, the destination as `responder`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct MemoryUse {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initiator: Option<MemorySide>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub responder: Option<MemorySide>,
+}
+
+impl MemoryUse {
+    /// `host` when both sides used host memory, `cuda` when both used GPU memory,
+    /// `mixed` otherwise. A side that did not report counts as host memory.
+    pub fn class(&self) -> &'static str {
+        let gpu = |s: &Option<MemorySide>| s.as_ref().is_some_and(|m| m.kind == "cuda");
+        match (gpu(&self.initiator), gpu(&self.responder)) {
+            (true, true) => "cuda",
+            (false, false) => "host",
+            _ => "mixed",
+        }
+    }
+}
+
+/// One side's buffers.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct MemorySide {
+    /// `host` or `cuda` (device memory from cuMemAlloc; never managed memory).
+    pub kind: String,
+    /// How the NIC reaches the buffer: `host` (ibv_reg_mr on host memory), `host_dmabuf`
+    /// (host memory exported as a dma-buf, ibv_reg_dmabuf_mr), `dmabuf` (GPU memory
+    /// exported with cuMemGetHandleForAddressRange, ibv_reg_dmabuf_mr), `peermem`
+    /// (ibv_reg_mr on the GPU pointer, through nvidia_peermem), `staged` (TCP: copied
+    /// through pinned host memory), `copy` (GPU copy baselines).
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<GpuInfo>,
+    /// The RDMA device the buffers were registered with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic_pci_bus_id: Option<String>,
+    /// GPU-NIC relation in nvidia-smi's terms: `PIX` (same PCIe switch), `PXB` (several
+    /// switches, no host bridge), `PHB` (through a host bridge), `NODE` (across host
+    /// bridges of one NUMA node), `SYS` (across sockets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relation: Option<String>,
+    /// What a reader should know: the GPU and the NIC on different sockets, ACS
+    /// redirecting peer-to-peer traffic, a registration path that failed before the one used.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
@@ -506,8 +622,10 @@ mod tests {
                 pair: Pair::default(),
                 complete: true,
                 counters: None,
+                memory: None,
             })],
             warnings: vec![],
+            quality: None,
         }
     }
 
@@ -519,6 +637,65 @@ mod tests {
         assert!(text.contains(r#""latency_us":{"#));
         let back = Document::from_json(&text).unwrap();
         assert_eq!(back.results[0].test(), "send_lat");
+    }
+
+    #[test]
+    fn memory_records_classify_rows_and_old_documents_read_as_host() {
+        let gpu = |path: &str| MemorySide {
+            kind: "cuda".into(),
+            path: path.into(),
+            ..Default::default()
+        };
+        let host = MemorySide {
+            kind: "host".into(),
+            path: "host".into(),
+            ..Default::default()
+        };
+        let both = MemoryUse {
+            initiator: Some(gpu("dmabuf")),
+            responder: Some(gpu("peermem")),
+        };
+        let one = MemoryUse {
+            initiator: Some(gpu("dmabuf")),
+            responder: Some(host.clone()),
+        };
+        assert_eq!(both.class(), "cuda");
+        assert_eq!(one.class(), "mixed");
+        assert_eq!(MemoryUse::default().class(), "host");
+        assert_eq!(transport_label("verbs", Some(&both)), "verbs+cuda");
+        assert_eq!(transport_label("tcp", Some(&one)), "tcp+mixed");
+        assert_eq!(transport_label("verbs", None), "verbs");
+        assert_eq!(
+            transport_label("cuda", Some(&one)),
+            "cuda",
+            "copy rows keep theirs"
+        );
+        assert_eq!(split_transport_label("verbs+cuda"), ("verbs", "cuda"));
+        assert_eq!(split_transport_label("tcp"), ("tcp", "host"));
+        // A document written before the field existed has no `memory`: host memory.
+        let text = serde_json::to_string(&sample()).unwrap();
+        assert!(
+            !text.contains("memory"),
+            "host-memory rows stay as they were"
+        );
+        let back = Document::from_json(&text).unwrap();
+        match &back.results[0] {
+            TestResult::Latency(l) => assert_eq!(l.memory_class(), "host"),
+            _ => unreachable!(),
+        }
+        // And a GPU row round-trips.
+        let mut d = sample();
+        if let TestResult::Latency(l) = &mut d.results[0] {
+            l.memory = Some(both.clone());
+        }
+        let back = Document::from_json(&serde_json::to_string(&d).unwrap()).unwrap();
+        match &back.results[0] {
+            TestResult::Latency(l) => {
+                assert_eq!(l.memory.as_ref(), Some(&both));
+                assert_eq!(l.memory_class(), "cuda");
+            }
+            _ => unreachable!(),
+        }
     }
 
     #[test]

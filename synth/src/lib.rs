@@ -8,6 +8,8 @@
 //! `synth` binary writes the sets the scale benchmark and the end-to-end tests use.
 //! Everything is deterministic for a given seed.
 
+pub mod history;
+
 use std::path::Path;
 
 pub mod sweep;
@@ -71,6 +73,7 @@ pub fn document(
         options: Map::new(),
         results,
         warnings: vec![SYNTH_WARNING.into()],
+        quality: None,
         sweep: None,
         failed_pairs: vec![],
     }
@@ -136,7 +139,25 @@ pub fn latency_row(
     p: Pair,
     samples: u32,
 ) -> TestResult {
-    let h = histogram(rng, base_us, samples);
+    latency_row_of(
+        histogram(rng, base_us, samples),
+        test,
+        transport,
+        size,
+        base_us,
+        p,
+    )
+}
+
+/// One latency row carrying histogram `h`, measured at about `base_us` a sample.
+pub fn latency_row_of(
+    h: LatencyHistogram,
+    test: &str,
+    transport: &str,
+    size: u64,
+    base_us: f64,
+    p: Pair,
+) -> TestResult {
     TestResult::Latency(LatencyResult {
         test: test.into(),
         transport: transport.into(),
@@ -149,6 +170,7 @@ pub fn latency_row(
         pair: p,
         complete: true,
         counters: None,
+        memory: None,
     })
 }
 
@@ -193,6 +215,7 @@ pub fn bandwidth_row(
         complete: true,
         counters,
         check_wrong_bytes: None,
+        memory: None,
     })
 }
 

@@ -393,6 +393,7 @@ fn row(
             counters: counter_deltas(spec, &pair, 400, lost / 100),
             pair,
             complete: true,
+            memory: None,
         }))
     } else {
         let gbit = spec.base * jitter * factor;
@@ -424,6 +425,7 @@ fn row(
             pair,
             complete: true,
             check_wrong_bytes: None,
+            memory: None,
         }))
     }
 }

@@ -4,7 +4,7 @@
 #
 #   1. on the host: with no RDMA device, `--transport verbs` must fail with exit 2 and a
 #      message that names the check and suggests --transport tcp;
-#   2. builds the release binaries (incremental);
+#   2. builds the release binaries and the verbs_errors integration test (incremental);
 #   3. vm.sh setup (installs qemu, the kernel, rdma-core, perftest, ... when missing;
 #      builds the initramfs);
 #   4. the verbs suite in one VM (client and server on one rxe device);
@@ -35,6 +35,11 @@ failed() {
 say "build release binaries"
 if ! "$CARGO" build --release --workspace --bins; then
     echo "run-all: FAILED: cargo build --release" >&2
+    exit 2
+fi
+# The verbs_errors integration test runs inside the VM too (its real-device branch).
+if ! "$CARGO" test --release -p integration --test verbs_errors --no-run; then
+    echo "run-all: FAILED: cargo test --no-run (verbs_errors)" >&2
     exit 2
 fi
 export FABCHECK_BIN=$REPO/target/release

@@ -8,7 +8,11 @@
 # Covered: the six tests (send/write/read x lat/bw) standalone, bidirectional bandwidth,
 # all sizes (-a), duration mode (-D), --check, several QPs (-q), completion events (-e),
 # MTU choice (-m), mpirun -np 2 (one VM), the JSON fields and the device counters, and the
-# error cases (wrong device, bad GID index, missing port, bad MTU, -R, memlock too low).
+# error cases (wrong device, bad GID index, missing port, bad MTU, -R, memlock too low),
+# and the GPU memory paths Soft-RoCE can run: dma-buf registration refused by rxe (host
+# memory exported through vgem: the diagnostic GPU memory would get), GPU buffers without
+# a CUDA driver, write latency with GPU buffers, and the verbs_errors integration test on
+# a host that has an RDMA device (its real-device branch).
 # Sweeps (one VM): all-pairs over verbs at an odd rank count with the port inventory in the
 # document, and the port taken down in the middle of a sweep (failed pairs recorded with
 # the port state, the sweep finishing its rounds). Two VMs: 5% netem loss on the wire
@@ -349,6 +353,36 @@ run_errors() {
     if [[ $ROLE == both ]]; then
         refuse err_auto_second_rank 2 "local rank 1 has none: this host has 1 with port 1 ACTIVE \\($DEV\\)" \
             mpirun -np 2 --oversubscribe --bind-to none "$lat" --transport verbs -d auto -n 10 --timeout 30
+    fi
+    # GPU memory: rxe takes no dma-buf, so the dma-buf path is exercised through host memory
+    # exported by vgem and must end in the diagnostic for a provider that refuses dma-buf.
+    if selected err_host_dmabuf_rxe; then
+        if modprobe vgem 2> /dev/null; then
+            refuse err_host_dmabuf_rxe 2 "refused the dma-buf registration .*Soft-RoCE \(rxe\) never takes dma-buf" \
+                "$bw" --transport verbs -d "$DEV" --test write --host-dmabuf
+        else
+            refuse err_host_dmabuf_rxe 2 "no host dma-buf exporter.*modprobe vgem" \
+                "$bw" --transport verbs -d "$DEV" --test write --host-dmabuf
+        fi
+    fi
+    refuse err_gpu_no_cuda 2 "no CUDA driver.*libcuda" "$bw" --transport verbs -d "$DEV" --test write --use-cuda 0
+    refuse err_gpu_write_lat 2 "write latency polls" "$lat" --transport verbs -d "$DEV" --test write --use-cuda 0
+    # The integration test's real-device branch (built by run-all.sh): unknown device
+    # refused with the list, a loopback ping-pong measured.
+    if selected itest_verbs_errors && [[ $SOFTROCE_SHAPE == one ]]; then
+        local t
+        t=$(ls -t "$REPO"/target/release/deps/verbs_errors-* 2> /dev/null | grep -v '\.d$' | head -n 1)
+        if [[ -x $t ]]; then
+            if out=$(timeout 300 "$t" --test-threads 1 2>&1); then
+                echo "$out" | grep -E '^test ' | sed 's/^/    | /'
+                pass itest_verbs_errors
+            else
+                echo "$out" | tail -n 20 | sed 's/^/    | /'
+                fail itest_verbs_errors "the integration test failed on the device"
+            fi
+        else
+            fail itest_verbs_errors "not built: cargo test --release -p integration --test verbs_errors --no-run"
+        fi
     fi
     # memlock: an unprivileged user with a 64 KiB limit cannot pin 4 MiB buffers; the
     # error must say the limit, the size and how to raise it (both sides fail the same way).

@@ -98,7 +98,7 @@ fn passing_failing_and_missing_verdicts_set_the_exit_code() {
     );
     expect_code(&out, 0, "--dist-test/--dist-size");
     let html = fs::read_to_string(dir.join("r4/report.html")).unwrap();
-    assert!(html.contains("Cumulative latency distribution of write_lat verbs 4KiB."));
+    assert!(html.contains("Latency distribution of write_lat verbs 4KiB on the percentile scale"));
     let out = aggregate(
         dir,
         &[

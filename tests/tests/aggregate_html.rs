@@ -4,61 +4,9 @@
 mod aggregate_common;
 
 use std::fs;
-use std::path::Path;
-use std::process::{Command, Output};
-use std::time::Duration;
 
 use aggregate_common::*;
-use integration::{text, wait_with_deadline};
-
-/// Runs Chromium with its output going to files: a dumped DOM is larger than a pipe's
-/// buffer, and a child blocked on a full pipe that nobody reads until it exits never exits.
-fn chromium(args: &[&str], page: &Path) -> Output {
-    let profile = tempfile::tempdir().unwrap();
-    let logs = tempfile::tempdir().unwrap();
-    let mut cmd = Command::new("chromium");
-    cmd.args([
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--enable-logging=stderr",
-        "--v=0",
-    ])
-    .arg(format!("--user-data-dir={}", profile.path().display()))
-    .args(args)
-    .arg(format!("file://{}", page.display()));
-    let (out_path, err_path) = (logs.path().join("out"), logs.path().join("err"));
-    cmd.stdout(fs::File::create(&out_path).unwrap())
-        .stderr(fs::File::create(&err_path).unwrap());
-    let child = cmd.spawn().expect("start chromium");
-    let done = wait_with_deadline(child, Duration::from_secs(120), "chromium");
-    Output {
-        status: done.status,
-        stdout: fs::read(&out_path).unwrap(),
-        stderr: fs::read(&err_path).unwrap(),
-    }
-}
-
-/// Console messages and uncaught exceptions from Chromium's log. Chromium logs every
-/// console message as `INFO:CONSOLE` whatever its level, and the report runs no script, so
-/// any console line at all is a problem.
-fn console_errors(stderr: &str) -> Vec<String> {
-    stderr
-        .lines()
-        .filter(|l| {
-            l.contains(":CONSOLE")
-                || l.contains("Uncaught")
-                || l.contains("Failed to load resource")
-                || l.contains("net::ERR_")
-        })
-        .map(str::to_string)
-        .collect()
-}
+use integration::text;
 
 #[test]
 fn console_error_detection_works() {

@@ -1,6 +1,6 @@
 //! `examples/nightly.sbatch` run for real, twice, in a private single-node Slurm cluster
 //! (`tests/slurm/cluster.sh`): the first night measures, passes and becomes the baseline;
-//! the second is compared with it, passes, and takes its place.
+//! the second is compared with it, passes, and takes its place, and trends both nights.
 
 mod aggregate_common;
 
@@ -207,4 +207,20 @@ fn nightly_sbatch_judges_signs_compares_and_keeps_history() {
     );
     expect_code(&out, 0, "verify the second night's bundle");
     assert!(night1.exists(), "history kept");
+    // The rolling trend over both nights, signed.
+    let trend = fs::read_to_string(night2.join("trend.txt")).expect("trend.txt");
+    assert!(
+        trend.contains("verdict: ") && trend.contains("(2 night(s)"),
+        "{trend}\n{log}"
+    );
+    let out = aggregate(
+        dir,
+        &[
+            "verify",
+            night2.join("trend").to_str().unwrap(),
+            "--key",
+            "night.key.pub",
+        ],
+    );
+    expect_code(&out, 0, "verify the second night's trend bundle");
 }

@@ -110,6 +110,27 @@ fn every_collective_checks_out(np: u32) {
     assert_eq!(doc.tool, "bench-collective");
     assert_eq!(doc.ranks, np);
     assert_eq!(doc.hosts.len(), np as usize);
+    // Every rank probed its host around the run, on its measuring thread; what crossed a
+    // threshold is a warning (on this shared machine, usually the load).
+    let q = doc.quality.as_ref().expect("measurement quality recorded");
+    assert_eq!(q.hosts.len(), np as usize);
+    for (r, h) in q.hosts.iter().enumerate() {
+        assert_eq!(h.rank, Some(r as u32));
+        assert!(
+            h.involuntary_context_switches.is_some() && h.duration_s > 0.0,
+            "{h:?}"
+        );
+        assert!(h.cores >= 1 && h.cpu_steal_pct.is_some(), "{h:?}");
+    }
+    assert_eq!(q.disturbed, !q.reasons.is_empty());
+    for r in &q.reasons {
+        assert!(
+            doc.warnings
+                .contains(&format!("measurement disturbed: {r}")),
+            "{:?}",
+            doc.warnings
+        );
+    }
     let rs = rows(&doc);
     let sizes = [8u64, 128, 2048, 32768];
     assert_eq!(rs.len(), COLLECTIVES.len() * sizes.len());

@@ -355,9 +355,25 @@ fn signal(child: &Child, sig: &str) {
     assert!(status.success());
 }
 
-/// Waits until `path` exists or `limit` passes (the peer is mid-run once a size is done).
-fn sleep_until_running(ms: u64) {
-    std::thread::sleep(Duration::from_millis(ms));
+/// Waits until the checkpoint at `path` holds at least one measured size: the run is then
+/// mid-way, whatever the machine's load (no fixed sleep).
+fn wait_until_measuring(path: &Path) {
+    let t0 = std::time::Instant::now();
+    loop {
+        let done = std::fs::read_to_string(path)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .is_some_and(|d| d["results"].as_array().is_some_and(|r| !r.is_empty()));
+        if done {
+            return;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(90),
+            "{} never got a result",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 #[test]
@@ -367,7 +383,7 @@ fn a_peer_killed_mid_run_ends_the_other_side_with_partial_results() {
     let port = free_port();
     let srv = server("bench-lat", port, &["-a"]);
     let cli = spawn(client("bench-lat", port, &["-a", "-n", "3000", "--json"]).arg(&json));
-    sleep_until_running(1500);
+    wait_until_measuring(&json);
     signal(&srv, "-KILL");
     let _ = wait_with_deadline(srv, LIMIT, "killed server");
     let out = wait_with_deadline(cli, Duration::from_secs(60), "client after its server died");
@@ -390,9 +406,10 @@ fn a_peer_killed_mid_run_ends_the_other_side_with_partial_results() {
 
     // And the other way round: the server notices a dead client.
     let port = free_port();
-    let srv = server("bench-bw", port, &["-s", "1M"]);
-    let cli = spawn(&mut client("bench-bw", port, &["-s", "1M", "-D", "30"]));
-    sleep_until_running(1500);
+    let srv = server("bench-bw", port, &["-a"]);
+    let json = dir.path().join("killed-client.json");
+    let cli = spawn(client("bench-bw", port, &["-a", "-n", "20000", "--json"]).arg(&json));
+    wait_until_measuring(&json);
     signal(&cli, "-KILL");
     let _ = wait_with_deadline(cli, LIMIT, "killed client");
     let out = wait_with_deadline(srv, Duration::from_secs(60), "server after its client died");
@@ -406,7 +423,7 @@ fn ctrl_c_writes_what_was_measured_marked_incomplete() {
     let port = free_port();
     let srv = server("bench-lat", port, &["-a"]);
     let cli = spawn(client("bench-lat", port, &["-a", "-n", "3000", "--json"]).arg(&json));
-    sleep_until_running(1500);
+    wait_until_measuring(&json);
     signal(&cli, "-INT");
     let out = wait_with_deadline(cli, LIMIT, "interrupted client");
     assert_eq!(out.status.code(), Some(130), "{:?}", text(&out));
@@ -418,9 +435,10 @@ fn ctrl_c_writes_what_was_measured_marked_incomplete() {
         .contains("interrupted"));
     let results = doc["results"].as_array().unwrap();
     assert!(!results.is_empty() && results.len() < 23);
-    // The server learns the run ended and exits on its own.
+    // The server learns the run ended early, prints the client's (incomplete) document and
+    // exits as the client did.
     let srv = wait_with_deadline(srv, LIMIT, "server of an interrupted client");
-    assert!(srv.status.code().is_some());
+    assert_eq!(srv.status.code(), Some(130), "{:?}", text(&srv));
 }
 
 #[test]
@@ -469,7 +487,7 @@ fn ctrl_c_on_mpirun_keeps_rank_0_results() {
             .args(["-a", "-n", "3000", "--timeout", "30", "--json"])
             .arg(&json),
     );
-    sleep_until_running(2500);
+    wait_until_measuring(&json);
     signal(&job, "-INT");
     let out = wait_with_deadline(job, LIMIT, "interrupted mpirun");
     assert!(!out.status.success());

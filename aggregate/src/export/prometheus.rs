@@ -99,7 +99,7 @@ impl Exporter for Prometheus {
                     lat.entry(pair_labels(
                         &d.doc.tool,
                         &l.test,
-                        &l.transport,
+                        &results::transport_label(&l.transport, l.memory.as_ref()),
                         l.size_bytes,
                         &l.pair,
                     ))
@@ -140,8 +140,10 @@ impl Exporter for Prometheus {
             for r in &d.doc.results {
                 match r {
                     TestResult::Bandwidth(b) => {
+                        // GPU-memory rows carry `verbs+cuda` ...: a series per memory kind.
+                        let transport = results::transport_label(&b.transport, b.memory.as_ref());
                         let mut labels =
-                            pair_labels(tool, &b.test, &b.transport, b.size_bytes, &b.pair);
+                            pair_labels(tool, &b.test, &transport, b.size_bytes, &b.pair);
                         labels.push(("bidirectional", b.bidirectional.to_string()));
                         for (stat, v) in [("avg", b.bw_gbit_s.avg), ("peak", b.bw_gbit_s.peak)] {
                             let mut l = labels.clone();
@@ -194,7 +196,13 @@ impl Exporter for Prometheus {
                             out.set(
                                 "fabcheck_link_loss_ratio",
                                 "Retransmitted or erroneous packets over packets sent, from NIC counter deltas.",
-                                &pair_labels(tool, &l.test, &l.transport, l.size_bytes, &l.pair),
+                                &pair_labels(
+                                    tool,
+                                    &l.test,
+                                    &results::transport_label(&l.transport, l.memory.as_ref()),
+                                    l.size_bytes,
+                                    &l.pair,
+                                ),
                                 loss / 100.0,
                             );
                         }
@@ -249,6 +257,22 @@ impl Exporter for Prometheus {
                         }
                     }
                 }
+            }
+            let marks = results::quality::Marks::of(&d.doc);
+            if marks.known() {
+                let labels = vec![("tool", tool.clone())];
+                let cur = out
+                    .families
+                    .get("fabcheck_run_disturbed")
+                    .and_then(|f| f.samples.get(&render_labels(&labels)))
+                    .copied()
+                    .unwrap_or(0.0);
+                out.set(
+                    "fabcheck_run_disturbed",
+                    "1 when a run of the tool was measured on a disturbed host or link (load, CPU steal, preemptions or other traffic over the thresholds of results::quality), else 0.",
+                    &labels,
+                    cur.max(if marks.any_disturbed() { 1.0 } else { 0.0 }),
+                );
             }
             if let Ok(t) = humantime::parse_rfc3339_weak(&d.doc.finished_at) {
                 if let Ok(secs) = t.duration_since(std::time::UNIX_EPOCH) {

@@ -66,7 +66,7 @@ pub fn send_abort(link: &mut dyn PeerLink, why: &str) {
 }
 
 /// How the processes were started.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Launcher {
     /// MPI when an MPI launcher's environment is present, standalone otherwise.
@@ -76,6 +76,8 @@ pub enum Launcher {
     /// mpirun / srun: ranks pair up as `--pattern` says ((0,1), (2,3), ... by default).
     Mpi,
 }
+
+crate::named_enum!(Launcher { Auto => "auto", Standalone => "standalone", Mpi => "mpi" });
 
 /// Environment variables that MPI launchers set in every rank (OpenMPI, MPICH/Hydra,
 /// PMIx, srun --mpi=pmix).

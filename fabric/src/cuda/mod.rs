@@ -1,5 +1,10 @@
 //! GPU memory and NCCL through cudarc, loaded at run time.
 //!
+//! - this file: the NCCL backend of bench-collective (GPU, buffers, communicator, timing);
+//! - [`facts`]: which GPU `--use-cuda` names and what it can do for a NIC;
+//! - [`memory`]: device memory for GPUDirect (dma-buf export), pinned host memory, TCP staging;
+//! - [`copy`]: the GPU copy baselines of `bench-bw --test h2d|d2h|d2d|p2p`.
+//!
 //! cudarc is built with `dynamic-loading`: nothing links against libcuda or libnccl, so
 //! every fabcheck binary builds and starts on machines without CUDA. The price is that
 //! cudarc panics on the first call into a library it cannot find, so [`check_available`]
@@ -24,6 +29,10 @@ use cudarc::driver::{result as cu, sys as cusys};
 use cudarc::nccl::{result as nccl, sys as ncclsys};
 
 use crate::collective::{DataType, Primitive, RedOp};
+
+pub mod copy;
+pub mod facts;
+pub mod memory;
 
 /// Checks that the CUDA driver library and NCCL can be loaded, before any cudarc call
 /// (which would panic without them). The error names what is missing and what to do.
@@ -145,6 +154,7 @@ impl Gpu {
             name: cu::device::get_name(self.device).unwrap_or_default(),
             pci_bus_id,
             memory_bytes: memory.map(|m| m as u64),
+            ..Default::default()
         }
     }
 
@@ -313,11 +323,6 @@ impl NcclComm {
         self.stream as ncclsys::cudaStream_t
     }
 
-    fn synchronize(&self) -> Result<()> {
-        // SAFETY: the stream belongs to the Gpu, which outlives this communicator.
-        unsafe { cu::stream::synchronize(self.stream) }.map_err(cuda_err("waiting for the GPU"))
-    }
-
     /// Enqueues one collective on the stream (returns before it runs).
     pub fn launch(&self, c: &NcclCall) -> Result<()> {
         let ts = c.datatype.size();
@@ -389,53 +394,75 @@ impl NcclComm {
         iters: u64,
         progress: &Arc<AtomicU64>,
     ) -> Result<Vec<u64>> {
-        for _ in 0..warmup {
-            self.launch(call)?;
-        }
-        self.synchronize()?;
-        // Events are reused block by block, so memory stays bounded for any -n; between
-        // blocks the host drains the stream, a gap that falls outside every timed pair.
-        const BLOCK: u64 = 1024;
-        let events = (0..=iters.clamp(1, BLOCK))
-            .map(|_| cu::event::create(cusys::CUevent_flags::CU_EVENT_DEFAULT))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(cuda_err("creating CUDA events"))?;
-        let s = self.stream;
-        let run = (|| -> Result<Vec<u64>> {
-            let mut times = Vec::with_capacity(iters as usize);
-            let mut done = 0;
-            while done < iters {
-                let block = (iters - done).min(BLOCK) as usize;
-                // SAFETY: events and stream are alive until the end of this function.
-                unsafe { cu::event::record(events[0], s) }
-                    .map_err(cuda_err("recording an event"))?;
-                for e in &events[1..=block] {
-                    self.launch(call)?;
-                    // SAFETY: as above.
-                    unsafe { cu::event::record(*e, s) }.map_err(cuda_err("recording an event"))?;
-                }
-                for w in events[..=block].windows(2) {
-                    // SAFETY: both events were recorded on `s`; waiting on the later one
-                    // makes the pair's elapsed time readable.
-                    let ms = unsafe {
-                        cu::event::synchronize(w[1]).map_err(cuda_err("waiting for the GPU"))?;
-                        cu::event::elapsed(w[0], w[1])
-                            .map_err(cuda_err("reading CUDA event times"))?
-                    };
-                    progress.fetch_add(1, Ordering::Relaxed);
-                    times.push((f64::from(ms) * 1e6).round() as u64);
-                }
-                done += block as u64;
-            }
-            Ok(times)
-        })();
-        for e in events {
-            // SAFETY: each event is destroyed once; the stream has passed all of them or
-            // the run failed (destroying a pending event is allowed).
-            let _ = unsafe { cu::event::destroy(e) };
-        }
-        run
+        timed_on_stream(
+            self.stream,
+            warmup,
+            iters,
+            || self.launch(call),
+            Some(progress),
+        )
     }
+}
+
+/// Runs `warmup` untimed and then `iters` timed calls of `launch` (which enqueues work on
+/// `stream`), each timed iteration between two CUDA events recorded on the stream, and
+/// returns per-iteration GPU times in ns. The host only enqueues; it waits on the events,
+/// so the times are the GPU's, not the enqueue's (nccl-tests' and the CUDA bandwidth
+/// samples' method). `progress` is bumped as iterations complete.
+pub(crate) fn timed_on_stream(
+    stream: cusys::CUstream,
+    warmup: u64,
+    iters: u64,
+    mut launch: impl FnMut() -> Result<()>,
+    progress: Option<&AtomicU64>,
+) -> Result<Vec<u64>> {
+    for _ in 0..warmup {
+        launch()?;
+    }
+    // SAFETY: the caller's stream is alive for the duration of this call.
+    unsafe { cu::stream::synchronize(stream) }.map_err(cuda_err("waiting for the GPU"))?;
+    // Events are reused block by block, so memory stays bounded for any -n; between
+    // blocks the host drains the stream, a gap that falls outside every timed pair.
+    const BLOCK: u64 = 1024;
+    let events = (0..=iters.clamp(1, BLOCK))
+        .map(|_| cu::event::create(cusys::CUevent_flags::CU_EVENT_DEFAULT))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(cuda_err("creating CUDA events"))?;
+    let s = stream;
+    let run = (|| -> Result<Vec<u64>> {
+        let mut times = Vec::with_capacity(iters as usize);
+        let mut done = 0;
+        while done < iters {
+            let block = (iters - done).min(BLOCK) as usize;
+            // SAFETY: events and stream are alive until the end of this function.
+            unsafe { cu::event::record(events[0], s) }.map_err(cuda_err("recording an event"))?;
+            for e in &events[1..=block] {
+                launch()?;
+                // SAFETY: as above.
+                unsafe { cu::event::record(*e, s) }.map_err(cuda_err("recording an event"))?;
+            }
+            for w in events[..=block].windows(2) {
+                // SAFETY: both events were recorded on `s`; waiting on the later one
+                // makes the pair's elapsed time readable.
+                let ms = unsafe {
+                    cu::event::synchronize(w[1]).map_err(cuda_err("waiting for the GPU"))?;
+                    cu::event::elapsed(w[0], w[1]).map_err(cuda_err("reading CUDA event times"))?
+                };
+                if let Some(p) = progress {
+                    p.fetch_add(1, Ordering::Relaxed);
+                }
+                times.push((f64::from(ms) * 1e6).round() as u64);
+            }
+            done += block as u64;
+        }
+        Ok(times)
+    })();
+    for e in events {
+        // SAFETY: each event is destroyed once; the stream has passed all of them or
+        // the run failed (destroying a pending event is allowed).
+        let _ = unsafe { cu::event::destroy(e) };
+    }
+    run
 }
 
 impl Drop for NcclComm {

@@ -162,6 +162,12 @@ pub(crate) fn settle_device(plan: &mut Plan, choice: &DeviceChoice, local_rank: 
     if plan.transport != TransportKind::Verbs {
         return Ok(());
     }
+    // With GPU buffers, `-d auto` means the NIC nearest to the rank's GPU, which the GPU
+    // plan already chose (gpu::plan::prepare): keep it.
+    let gpu_chose = plan.verbs.gpu.is_some() && plan.verbs.device.is_some();
+    if *choice == DeviceChoice::Auto && gpu_chose {
+        return Ok(());
+    }
     if let Some(d) = resolve_device(choice, local_rank, plan.verbs.port, &Default::default())? {
         plan.verbs.device = Some(d);
         crate::transport::check_verbs_options(plan.transport, &plan.verbs)?;

@@ -649,3 +649,89 @@ fn pair_of(r: &TestResult) -> Option<&Pair> {
         TestResult::Collective(_) => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(transport: TransportKind) -> Plan {
+        Plan {
+            tool: "bench-lat",
+            test: "send_lat".into(),
+            op: Op::Send,
+            transport,
+            sizes: vec![2, 4],
+            iterations: 1000,
+            duration_s: Some(0.5),
+            warmup: 100,
+            streams: 1,
+            tx_depth: 1,
+            bidirectional: false,
+            timeout: Duration::from_secs(10),
+            verbs: Default::default(),
+            extra: Default::default(),
+            local: Default::default(),
+        }
+    }
+
+    #[test]
+    fn the_plan_names_what_both_sides_must_share_and_what_the_server_adopts() {
+        let mut server = plan(TransportKind::Verbs);
+        let mut client = plan(TransportKind::Verbs);
+        client.iterations = 7;
+        client.duration_s = None;
+        assert_eq!(
+            server.must_match(),
+            client.must_match(),
+            "iterations are the client's call"
+        );
+        server.adopt(&client.adoptable());
+        assert_eq!((server.iterations, server.duration_s), (7, None));
+        let o = server.options();
+        for k in [
+            "test",
+            "transport",
+            "sizes",
+            "iterations",
+            "timeout_s",
+            "ib_dev",
+            "gid_index",
+            "rdma_cm",
+        ] {
+            assert!(o.contains_key(k), "options.{k}");
+        }
+        assert!(!plan(TransportKind::Tcp).options().contains_key("ib_dev"));
+        // Two sizes of 0.5 s, each with up to a timeout of waiting, plus two timeouts.
+        assert_eq!(
+            plan(TransportKind::Tcp).round_limit(),
+            Duration::from_secs(41)
+        );
+    }
+
+    #[test]
+    fn device_choices_parse() {
+        assert_eq!("auto".parse::<DeviceChoice>(), Ok(DeviceChoice::Auto));
+        assert_eq!(
+            "mlx5_0".parse::<DeviceChoice>(),
+            Ok(DeviceChoice::One("mlx5_0".into()))
+        );
+        assert_eq!(
+            "mlx5_0, mlx5_1".parse::<DeviceChoice>(),
+            Ok(DeviceChoice::PerLocalRank(vec![
+                "mlx5_0".into(),
+                "mlx5_1".into()
+            ]))
+        );
+        assert!("".parse::<DeviceChoice>().is_err());
+        assert!("a,,b".parse::<DeviceChoice>().is_err());
+    }
+
+    #[test]
+    fn the_plan_travels_to_agents_and_back() {
+        let p = plan(TransportKind::Verbs);
+        let back: Plan = serde_json::from_str(&serde_json::to_string(&p).unwrap()).unwrap();
+        assert_eq!(back.timeout, p.timeout);
+        assert_eq!(back.sizes, p.sizes);
+        assert_eq!(back.tool, "", "each agent puts its own tool name");
+    }
+}

@@ -276,3 +276,167 @@ pub fn exit_code(doc: &Document, standalone: bool) -> i32 {
         crate::exit::OK
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use results::{BandwidthResult, Peer};
+
+    fn plan() -> Plan {
+        Plan {
+            tool: "bench-bw",
+            test: "send_bw".into(),
+            op: crate::transport::Op::Send,
+            transport: crate::transport::TransportKind::Tcp,
+            sizes: vec![64, 128],
+            iterations: 10,
+            duration_s: None,
+            warmup: 0,
+            streams: 1,
+            tx_depth: 1,
+            bidirectional: false,
+            timeout: Duration::from_secs(5),
+            verbs: Default::default(),
+            extra: Default::default(),
+            local: Default::default(),
+        }
+    }
+
+    fn pair(a: u32, b: u32) -> Pair {
+        let p = |r: u32| Peer {
+            rank: Some(r),
+            host: format!("n{r}"),
+            ..Default::default()
+        };
+        Pair {
+            initiator: p(a),
+            responder: p(b),
+            round: Some(0),
+        }
+    }
+
+    fn side(role: Role, error: &str) -> SideFailure {
+        SideFailure {
+            round: 0,
+            pair: pair(0, 1),
+            role,
+            size_bytes: Some(64),
+            error: error.into(),
+            port_state: Some("1: DOWN".into()),
+        }
+    }
+
+    fn bw(wrong: Option<u64>) -> TestResult {
+        let doc: BandwidthResult = serde_json::from_value(serde_json::json!({
+            "test": "send_bw", "transport": "tcp", "size_bytes": 64, "iterations": 1,
+            "duration_s": 1.0, "bidirectional": false, "streams": 1, "tx_depth": 1,
+            "bw_gbit_s": {"avg": 1.0, "peak": 1.0}, "msg_rate_mpps": 1.0, "interval_s": 0.1,
+            "interval_gbit_s": [], "cpu": {"initiator_cores": 0.0, "responder_cores": 0.0},
+            "pair": pair(0, 1), "complete": true, "check_wrong_bytes": wrong,
+        }))
+        .unwrap();
+        TestResult::Bandwidth(doc)
+    }
+
+    fn recorder(plan: &Plan) -> Recorder<'_> {
+        Recorder::new(
+            None,
+            plan,
+            "mpi",
+            2,
+            vec![],
+            "t".into(),
+            10.0,
+            Default::default(),
+        )
+    }
+
+    #[test]
+    fn both_sides_of_a_failed_pair_make_one_record() {
+        let p = plan();
+        let mut rec = recorder(&p);
+        rec.add_round(
+            vec![
+                RoundReport {
+                    failures: vec![side(Role::Initiator, "IBV_WC_RETRY_EXC_ERR")],
+                    ..Default::default()
+                },
+                RoundReport {
+                    failures: vec![side(Role::Responder, "the peer gave up")],
+                    ..Default::default()
+                },
+            ],
+            0.5,
+        );
+        assert_eq!(rec.failed_pairs(), 1);
+        let doc = rec.document(&[], None);
+        let f = &doc.failed_pairs[0];
+        assert_eq!(f.initiator_error.as_deref(), Some("IBV_WC_RETRY_EXC_ERR"));
+        assert_eq!(f.responder_error.as_deref(), Some("the peer gave up"));
+        assert_eq!(f.initiator_port_state.as_deref(), Some("1: DOWN"));
+    }
+
+    #[test]
+    fn the_exit_policy_ranks_failed_pairs_then_wrong_bytes_then_interrupts() {
+        let p = plan();
+        let mut rec = recorder(&p);
+        rec.add_round(
+            vec![RoundReport {
+                results: vec![bw(Some(0))],
+                ..Default::default()
+            }],
+            0.1,
+        );
+        assert_eq!(exit_code(&rec.document(&[], None), false), crate::exit::OK);
+        assert_eq!(
+            exit_code(&rec.document(&[], Some("interrupted".into())), false),
+            crate::exit::INTERRUPTED
+        );
+        let wrong = rec.document(&[bw(Some(3))], Some("interrupted".into()));
+        assert_eq!(
+            exit_code(&wrong, false),
+            crate::exit::CHECK_FAILED,
+            "wrong bytes outrank an interrupt"
+        );
+        rec.add_round(
+            vec![RoundReport {
+                failures: vec![side(Role::Initiator, "x")],
+                ..Default::default()
+            }],
+            0.1,
+        );
+        let failed = rec.document(&[bw(Some(3))], None);
+        assert_eq!(
+            exit_code(&failed, false),
+            crate::exit::CHECK_FAILED,
+            "a sweep's failed pair: 1"
+        );
+        assert_eq!(
+            exit_code(&failed, true),
+            crate::exit::ERROR,
+            "the standalone pair's dead peer: 2"
+        );
+    }
+
+    #[test]
+    fn checkpoints_are_skipped_while_they_would_cost_more_than_a_tenth() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.json");
+        let p = plan();
+        let mut rec = recorder(&p);
+        rec.path = Some(&path);
+        rec.checkpoint(&[], false);
+        assert!(path.exists());
+        std::fs::remove_file(&path).unwrap();
+        // Pretend the last write took a minute: the next one is not due yet...
+        rec.last_cost = Duration::from_secs(60);
+        rec.checkpoint(&[], false);
+        assert!(!path.exists(), "throttled");
+        // ...unless forced.
+        rec.checkpoint(&[], true);
+        assert!(path.exists());
+        let doc: results::Document =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert!(!doc.complete && doc.incomplete_reason.unwrap().starts_with("checkpoint"));
+    }
+}

@@ -14,14 +14,16 @@ use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::bootstrap::PeerLink;
-use results::{CounterDeltas, PortCounters};
+use crate::gpu::GpuOptions;
+use results::{CounterDeltas, MemorySide, MemoryUse, PortCounters};
 
 pub mod tcp;
 #[cfg(feature = "verbs")]
 pub mod verbs;
 
 /// Verbs settings from the command line (perftest's `-d -i -x -m -I -e -R` and bench-bw's
-/// `--check`). Carried by every plan; the TCP transport ignores them.
+/// `--check`), and the buffers' memory (`--use-cuda`, `--host-dmabuf`). Carried by every
+/// plan; the TCP transport uses only `check` and `gpu` (staging through pinned memory).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VerbsOptions {
     /// RDMA device name (`-d`); `None`: the first with an ACTIVE port.
@@ -40,6 +42,15 @@ pub struct VerbsOptions {
     pub rdma_cm: bool,
     /// Fill the source with a pattern and count wrong bytes at the end (bench-bw `--check`).
     pub check: bool,
+    /// GPU buffers (`--use-cuda`): verbs registers GPU memory with the NIC (GPUDirect
+    /// RDMA), TCP stages every message through pinned host memory. Resolved at start-up
+    /// by [`crate::gpu::plan::prepare`].
+    #[serde(default)]
+    pub gpu: Option<GpuOptions>,
+    /// Host buffers exported as a dma-buf and registered with `ibv_reg_dmabuf_mr`
+    /// (`--host-dmabuf`): the dma-buf path without a GPU.
+    #[serde(default)]
+    pub host_dmabuf: bool,
 }
 
 /// What one side reports after a size: its device counter deltas and, with `--check`, the
@@ -49,6 +60,9 @@ pub struct VerbsOptions {
 pub struct SideReport {
     pub counters: Option<PortCounters>,
     pub check_wrong_bytes: Option<u64>,
+    /// Where this side's buffers lived (`None`: plain host memory).
+    #[serde(default)]
+    pub memory: Option<MemorySide>,
 }
 
 /// Initiator: both sides' counters as the result's `counters` field (`None` when neither
@@ -63,6 +77,23 @@ pub fn counter_deltas(mine: &SideReport, theirs: &SideReport) -> Option<CounterD
     })
 }
 
+/// Initiator: both sides' buffers as the result's `memory` field (`None` when both used
+/// plain host memory, so host-memory documents stay as they were).
+pub fn memory_use(mine: &SideReport, theirs: &SideReport) -> Option<MemoryUse> {
+    if mine.memory.is_none() && theirs.memory.is_none() {
+        return None;
+    }
+    let host = || MemorySide {
+        kind: "host".into(),
+        path: "host".into(),
+        ..Default::default()
+    };
+    Some(MemoryUse {
+        initiator: Some(mine.memory.clone().unwrap_or_else(host)),
+        responder: Some(theirs.memory.clone().unwrap_or_else(host)),
+    })
+}
+
 /// Initiator: wrong bytes found by either side (`None` when nobody checked).
 pub fn check_wrong_bytes(mine: &SideReport, theirs: &SideReport) -> Option<u64> {
     match (mine.check_wrong_bytes, theirs.check_wrong_bytes) {
@@ -72,7 +103,7 @@ pub fn check_wrong_bytes(mine: &SideReport, theirs: &SideReport) -> Option<u64> 
 }
 
 /// Transport the user asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TransportChoice {
     /// verbs when an RDMA device is present, tcp otherwise (and say which).
@@ -80,6 +111,8 @@ pub enum TransportChoice {
     Tcp,
     Verbs,
 }
+
+crate::named_enum!(TransportChoice { Auto => "auto", Tcp => "tcp", Verbs => "verbs" });
 
 /// Transport actually used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -99,7 +132,7 @@ impl TransportKind {
 }
 
 /// The operation under test, as perftest names them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Op {
     /// Two-sided send/receive (TCP: write/read on a socket).
@@ -108,15 +141,30 @@ pub enum Op {
     Write,
     /// One-sided RDMA read (verbs only).
     Read,
+    /// GPU copy baseline (bench-bw): pinned host memory to the GPU (`--use-cuda N`).
+    H2d,
+    /// GPU copy baseline: the GPU to pinned host memory.
+    D2h,
+    /// GPU copy baseline: within one GPU's memory.
+    D2d,
+    /// GPU copy baseline: from the GPU to every other GPU and back.
+    P2p,
 }
 
+crate::named_enum!(Op {
+    Send => "send",
+    Write => "write",
+    Read => "read",
+    H2d => "h2d",
+    D2h => "d2h",
+    D2d => "d2d",
+    P2p => "p2p",
+});
+
 impl Op {
-    pub fn name(self) -> &'static str {
-        match self {
-            Op::Send => "send",
-            Op::Write => "write",
-            Op::Read => "read",
-        }
+    /// A GPU copy baseline (one process, no peer, no transport).
+    pub fn is_copy(self) -> bool {
+        matches!(self, Op::H2d | Op::D2h | Op::D2d | Op::P2p)
     }
 }
 
@@ -255,6 +303,14 @@ pub fn check_verbs_options(kind: TransportKind, opts: &VerbsOptions) -> Result<(
 
 /// Which ops a transport can measure.
 pub fn check_supported(kind: TransportKind, op: Op) -> Result<()> {
+    if op.is_copy() {
+        bail!(
+            "--test {} is a GPU copy baseline: it runs in one process on one host's GPUs \
+             (bench-bw --test {} --use-cuda N), not over a transport between two peers",
+            op.name(),
+            op.name()
+        );
+    }
     if kind == TransportKind::Tcp && op != Op::Send {
         bail!(
             "{} needs RDMA: TCP has no one-sided {}s. Use --transport verbs on an RDMA device, \

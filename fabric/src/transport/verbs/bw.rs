@@ -19,7 +19,9 @@ use anyhow::Result;
 use rdma_sys::*;
 
 use super::cq;
+use super::qp::SendOp;
 use super::session::{Session, Shape, CTRL_WR};
+use super::RdmaOp;
 use crate::bootstrap::PeerLink;
 use crate::transport::{BandwidthEndpoint, EndpointSpec, Op, Role, SideReport};
 
@@ -54,7 +56,7 @@ fn recv_and_repost(s: &Session, wcs: &mut [ibv_wc]) -> Result<u64> {
 
 pub struct VerbsBandwidth {
     s: Session,
-    op: Op,
+    op: RdmaOp,
     role: Role,
     bidirectional: bool,
     check: bool,
@@ -99,7 +101,7 @@ impl VerbsBandwidth {
         let n = s.qps.len();
         Ok(Self {
             s,
-            op: spec.op,
+            op: RdmaOp::of(spec.op)?,
             role: spec.role,
             bidirectional: spec.bidirectional,
             check: spec.verbs.check,
@@ -126,9 +128,9 @@ impl VerbsBandwidth {
 
     fn what(&self) -> &'static str {
         match self.op {
-            Op::Send => "streaming sends",
-            Op::Write => "streaming RDMA writes",
-            Op::Read => "streaming RDMA reads",
+            RdmaOp::Send => "streaming sends",
+            RdmaOp::Write => "streaming RDMA writes",
+            RdmaOp::Read => "streaming RDMA reads",
         }
     }
 
@@ -141,34 +143,13 @@ impl VerbsBandwidth {
         // tail's completion would never be known and the loop would wait forever.
         let signaled = count.is_multiple_of(self.cq_mod) || last;
         let wr_id = ((q as u64) << QP_SHIFT) | count;
-        let size = self.s.size;
         let s = &self.s;
-        match self.op {
-            Op::Send => s.qps[q].post_send(
-                ibv_wr_opcode::IBV_WR_SEND,
-                s.local(s.src(q), size),
-                (0, 0),
-                s.flags(size, signaled, true),
-                wr_id,
-                0,
-            ),
-            Op::Write => s.qps[q].post_send(
-                ibv_wr_opcode::IBV_WR_RDMA_WRITE,
-                s.local(s.src(q), size),
-                s.remote_dst(q),
-                s.flags(size, signaled, true),
-                wr_id,
-                0,
-            ),
-            Op::Read => s.qps[q].post_send(
-                ibv_wr_opcode::IBV_WR_RDMA_READ,
-                s.local(s.dst(q), size),
-                s.remote_src(q),
-                s.flags(size, signaled, false),
-                wr_id,
-                0,
-            ),
-        }
+        let (op, local, inline) = match self.op {
+            RdmaOp::Send => (SendOp::Send, s.src(q), true),
+            RdmaOp::Write => (SendOp::Write(s.remote_dst(q)), s.src(q), true),
+            RdmaOp::Read => (SendOp::Read(s.remote_src(q)), s.dst(q), false),
+        };
+        s.qps[q].post_send(op, Some(local), signaled, s.inline(inline), wr_id)
     }
 
     /// Polls the send CQ once; returns the messages newly known complete.
@@ -201,7 +182,7 @@ impl VerbsBandwidth {
     }
 
     fn receives(&self) -> bool {
-        self.op == Op::Send && (self.role == Role::Responder || self.bidirectional)
+        self.op == RdmaOp::Send && (self.role == Role::Responder || self.bidirectional)
     }
 
     /// No progress: sleep on the channel with `-e`, and fail after the timeout.
@@ -231,15 +212,7 @@ impl VerbsBandwidth {
                 let wr_id = FENCE | ((q as u64) << QP_SHIFT) | self.posted[q];
                 // 8 bytes into the peer's heartbeat slot: harmless there, and not zero-length
                 // (a zero-byte RDMA write threw Soft-RoCE into a retransmission storm).
-                let (local, remote) = self.s.fence_target();
-                self.s.qps[q].post_send(
-                    ibv_wr_opcode::IBV_WR_RDMA_WRITE,
-                    local,
-                    remote,
-                    ibv_send_flags::IBV_SEND_SIGNALED.0,
-                    wr_id,
-                    0,
-                )?;
+                self.s.post_fence(q, wr_id)?;
             }
         }
         while self.posted.iter().zip(&self.completed).any(|(p, c)| p > c) {
@@ -280,7 +253,7 @@ impl BandwidthEndpoint for VerbsBandwidth {
             }
         }
         let mut done = self.poll_send()?;
-        if self.bidirectional && self.op == Op::Send {
+        if self.bidirectional && self.op == RdmaOp::Send {
             self.service_recv()?;
         }
         if done == 0 && !posted_any {
@@ -314,7 +287,7 @@ impl BandwidthEndpoint for VerbsBandwidth {
     fn finish(&mut self) -> Result<u64> {
         self.drained = self.drain()?;
         let timed = self.total_completed() - self.base;
-        let bidir_send = self.bidirectional && self.op == Op::Send;
+        let bidir_send = self.bidirectional && self.op == RdmaOp::Send;
         let mut wcs: [ibv_wc; BATCH] = std::array::from_fn(|_| cq::empty_wc());
         // Keep the peer's stream flowing (reposting receives) while our word travels.
         let mut service = |s: &Session| -> Result<()> {
@@ -351,7 +324,7 @@ impl BandwidthEndpoint for VerbsBandwidth {
     }
 
     fn serve(&mut self) -> Result<u64> {
-        if self.op != Op::Send {
+        if self.op != RdmaOp::Send {
             self.s.wait_stop_passive()?;
             return Ok(self.s.peer_count() * self.s.size as u64);
         }
@@ -389,13 +362,19 @@ impl BandwidthEndpoint for VerbsBandwidth {
 
     fn side_report(&mut self) -> Result<SideReport> {
         let checks_dst = match self.op {
-            Op::Write => self.role == Role::Responder || self.bidirectional,
-            Op::Read => self.role == Role::Initiator || self.bidirectional,
-            Op::Send => false,
+            RdmaOp::Write => self.role == Role::Responder || self.bidirectional,
+            RdmaOp::Read => self.role == Role::Initiator || self.bidirectional,
+            // Receives land in the dst slots too (`--check` with send: GPU buffers only).
+            RdmaOp::Send => self.role == Role::Responder || self.bidirectional,
         };
         Ok(SideReport {
             counters: self.s.counters(),
-            check_wrong_bytes: (self.check && checks_dst).then(|| self.s.wrong_bytes()),
+            check_wrong_bytes: if self.check && checks_dst {
+                Some(self.s.wrong_bytes()?)
+            } else {
+                None
+            },
+            memory: self.s.memory.clone(),
         })
     }
 }

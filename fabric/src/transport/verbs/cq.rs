@@ -6,6 +6,7 @@
 //! channel's file descriptor until the adapter raises an event: a core freed at the price
 //! of an interrupt and a wake-up per event.
 
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
@@ -17,11 +18,12 @@ use super::{errno_text, last_errno};
 /// A completion channel (`-e`): the fd the thread sleeps on.
 pub struct Channel {
     pub(crate) ch: *mut ibv_comp_channel,
+    _ctx: Rc<Context>,
 }
 
 impl Channel {
-    pub fn new(ctx: &Context) -> Result<Self> {
-        // SAFETY: ctx is an open device context.
+    pub fn new(ctx: &Rc<Context>) -> Result<Rc<Self>> {
+        // SAFETY: ctx is an open device context, kept alive by the Rc the channel holds.
         let ch = unsafe { ibv_create_comp_channel(ctx.ctx) };
         if ch.is_null() {
             bail!(
@@ -30,13 +32,16 @@ impl Channel {
                 errno_text(last_errno())
             );
         }
-        Ok(Self { ch })
+        Ok(Rc::new(Self {
+            ch,
+            _ctx: ctx.clone(),
+        }))
     }
 }
 
 impl Drop for Channel {
     fn drop(&mut self) {
-        // SAFETY: every CQ using the channel is destroyed first (Session field order).
+        // SAFETY: every CQ using the channel holds an Rc to it, so all are destroyed.
         unsafe {
             ibv_destroy_comp_channel(self.ch);
         }
@@ -48,6 +53,8 @@ pub struct CompletionQueue {
     pub(crate) cq: *mut ibv_cq,
     channel: *mut ibv_comp_channel,
     pub depth: u32,
+    _channel: Option<Rc<Channel>>,
+    _ctx: Rc<Context>,
 }
 
 /// A zeroed work completion to poll into.
@@ -57,9 +64,9 @@ pub fn empty_wc() -> ibv_wc {
 }
 
 impl CompletionQueue {
-    pub fn new(ctx: &Context, depth: u32, channel: Option<&Channel>) -> Result<Self> {
+    pub fn new(ctx: &Rc<Context>, depth: u32, channel: Option<&Rc<Channel>>) -> Result<Rc<Self>> {
         let ch = channel.map_or(std::ptr::null_mut(), |c| c.ch);
-        // SAFETY: ctx is open; ch is NULL or a live channel that outlives the CQ.
+        // SAFETY: ctx is open; ch is NULL or a live channel; the CQ holds Rcs to both.
         let cq = unsafe { ibv_create_cq(ctx.ctx, depth as i32, std::ptr::null_mut(), ch, 0) };
         if cq.is_null() {
             bail!(
@@ -72,11 +79,13 @@ impl CompletionQueue {
             cq,
             channel: ch,
             depth,
+            _channel: channel.cloned(),
+            _ctx: ctx.clone(),
         };
         if !ch.is_null() {
             me.arm()?;
         }
-        Ok(me)
+        Ok(Rc::new(me))
     }
 
     /// Polls up to `wcs.len()` completions without blocking; returns how many.
@@ -192,7 +201,8 @@ pub fn stalled(what: &str, timeout: Duration) -> anyhow::Error {
 
 impl Drop for CompletionQueue {
     fn drop(&mut self) {
-        // SAFETY: the QPs using this CQ are destroyed first (Session field order).
+        // SAFETY: every QP using this CQ holds an Rc to it, so all are destroyed; the
+        // channel and context are released after this body.
         unsafe {
             ibv_destroy_cq(self.cq);
         }

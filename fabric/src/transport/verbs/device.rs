@@ -268,8 +268,8 @@ impl Context {
 
 impl Drop for Context {
     fn drop(&mut self) {
-        // SAFETY: ctx was opened by ibv_open_device and every object created from it is
-        // owned by a Session that drops them first (field order).
+        // SAFETY: ctx was opened by ibv_open_device; every object created from it (PD, CQ,
+        // channel, and through them MRs and QPs) holds an Rc to this context, so all are gone.
         unsafe {
             ibv_close_device(self.ctx);
         }

@@ -20,7 +20,9 @@ use anyhow::{bail, Result};
 use rdma_sys::*;
 
 use super::cq;
+use super::qp::SendOp;
 use super::session::{Session, Shape};
+use super::RdmaOp;
 use crate::bootstrap::PeerLink;
 use crate::transport::{EndpointSpec, LatencyEndpoint, Op, Role, SideReport};
 
@@ -39,7 +41,7 @@ const DEFAULT_INLINE: u32 = 220;
 
 pub struct VerbsLatency {
     s: Session,
-    op: Op,
+    op: RdmaOp,
     size: usize,
     seq: u64,
     posted: u64,
@@ -65,7 +67,7 @@ impl VerbsLatency {
         Ok(Self {
             size: s.size,
             s,
-            op: spec.op,
+            op: RdmaOp::of(spec.op)?,
             seq: 0,
             posted: 0,
             unreaped: 0,
@@ -112,26 +114,12 @@ impl VerbsLatency {
             }
             self.unreaped += 1;
         }
-        let local = self.s.local(self.s.src(0), self.size);
-        let flags = self.s.flags(self.size, signaled, true);
-        match self.op {
-            Op::Send => self.s.qps[0].post_send(
-                ibv_wr_opcode::IBV_WR_SEND,
-                local,
-                (0, 0),
-                flags,
-                DATA_WR,
-                0,
-            ),
-            _ => self.s.qps[0].post_send(
-                ibv_wr_opcode::IBV_WR_RDMA_WRITE,
-                local,
-                self.s.remote_dst(0),
-                flags,
-                DATA_WR,
-                0,
-            ),
-        }
+        let op = match self.op {
+            RdmaOp::Send => SendOp::Send,
+            _ => SendOp::Write(self.s.remote_dst(0)),
+        };
+        let inline = self.s.inline(true);
+        self.s.qps[0].post_send(op, Some(self.s.src(0)), signaled, inline, DATA_WR)
     }
 
     /// Waits for one receive; `Ok(false)` if it was the initiator's END.
@@ -158,10 +146,10 @@ impl VerbsLatency {
     /// peer's stop word shows up instead (checked every 1024 spins: off the fast path).
     #[inline(always)]
     fn wait_mark(&self, mark: u8, watch_stop: bool, what: &str) -> Result<bool> {
-        let off = self.s.dst(0) + self.size - 1;
+        let off = self.s.dst_off(0) + self.size - 1;
         let mut spins = 0u64;
         let mut start: Option<Instant> = None;
-        while self.s.region.read_volatile(off) != mark {
+        while self.s.data.read_volatile(off) != mark {
             spins += 1;
             if spins & 0x3ff == 0 {
                 if watch_stop && self.s.peer_stopped() {
@@ -184,32 +172,29 @@ impl LatencyEndpoint for VerbsLatency {
     #[inline]
     fn ping(&mut self) -> Result<()> {
         match self.op {
-            Op::Send => {
+            RdmaOp::Send => {
                 self.post_message()?;
                 if !self.wait_recv("waiting for the pong (send)")? {
                     bail!("the responder ended the test in the middle of a ping-pong");
                 }
                 self.reap()
             }
-            Op::Write => {
+            RdmaOp::Write => {
                 self.seq += 1;
                 let mark = Self::mark(self.seq);
-                let last = self.s.src(0) + self.size - 1;
-                self.s.region.write_volatile(last, mark);
+                let last = self.s.src_off(0) + self.size - 1;
+                self.s.data.write_volatile(last, mark);
                 self.post_message()?;
                 self.wait_mark(mark, false, "waiting for the pong (RDMA write)")?;
                 self.reap()
             }
-            Op::Read => {
-                let local = self.s.local(self.s.dst(0), self.size);
-                let flags = self.s.flags(self.size, true, false);
+            RdmaOp::Read => {
                 self.s.qps[0].post_send(
-                    ibv_wr_opcode::IBV_WR_RDMA_READ,
-                    local,
-                    self.s.remote_src(0),
-                    flags,
+                    SendOp::Read(self.s.remote_src(0)),
+                    Some(self.s.dst(0)),
+                    true,
+                    false,
                     DATA_WR,
-                    0,
                 )?;
                 let n = self.s.send_cq.wait(
                     &mut self.wcs[..1],
@@ -225,7 +210,7 @@ impl LatencyEndpoint for VerbsLatency {
     #[inline]
     fn pong(&mut self) -> Result<bool> {
         match self.op {
-            Op::Send => {
+            RdmaOp::Send => {
                 if !self.wait_recv("waiting for a ping (send)")? {
                     return Ok(false);
                 }
@@ -233,19 +218,19 @@ impl LatencyEndpoint for VerbsLatency {
                 self.reap()?;
                 Ok(true)
             }
-            Op::Write => {
+            RdmaOp::Write => {
                 self.seq += 1;
                 let mark = Self::mark(self.seq);
                 if !self.wait_mark(mark, true, "waiting for a ping (RDMA write)")? {
                     return Ok(false);
                 }
-                let last = self.s.src(0) + self.size - 1;
-                self.s.region.write_volatile(last, mark);
+                let last = self.s.src_off(0) + self.size - 1;
+                self.s.data.write_volatile(last, mark);
                 self.post_message()?;
                 self.reap()?;
                 Ok(true)
             }
-            Op::Read => {
+            RdmaOp::Read => {
                 // The adapter answers reads on its own; wait for the end.
                 self.s.wait_stop_passive()?;
                 Ok(false)
@@ -255,16 +240,8 @@ impl LatencyEndpoint for VerbsLatency {
 
     fn finish(&mut self) -> Result<()> {
         match self.op {
-            Op::Send => {
-                let flags = ibv_send_flags::IBV_SEND_SIGNALED.0;
-                self.s.qps[0].post_send(
-                    ibv_wr_opcode::IBV_WR_SEND_WITH_IMM,
-                    (0, 0, 0),
-                    (0, 0),
-                    flags,
-                    END_WR,
-                    END,
-                )?;
+            RdmaOp::Send => {
+                self.s.qps[0].post_send(SendOp::SendImm(END), None, true, false, END_WR)?;
                 let start = Instant::now();
                 loop {
                     let n = self.s.send_cq.poll(&mut self.wcs)?;
@@ -287,6 +264,7 @@ impl LatencyEndpoint for VerbsLatency {
         Ok(SideReport {
             counters: self.s.counters(),
             check_wrong_bytes: None,
+            memory: self.s.memory.clone(),
         })
     }
 }

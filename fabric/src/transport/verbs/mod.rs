@@ -6,12 +6,16 @@
 //! whose `Drop` releases what it holds:
 //!
 //! - [`device`]: device list, opening a device by name, port attributes, GID choice;
-//! - [`memory`]: protection domain and the registered buffer (memlock checked first);
+//! - [`memory`]: protection domain, registered memory (host, host dma-buf, GPU) and the
+//!   typed views work requests take (memlock checked first);
+//! - [`dmabuf`]: host memory exported as a dma-buf (`--host-dmabuf`);
 //! - [`cq`]: completion queues, polled or woken by a completion channel (`-e`);
 //! - [`qp`]: RC queue pairs and their RESET -> INIT -> RTR -> RTS bring-up, in one place;
 //! - [`session`]: one side's set of the above, connected to the peer over the bootstrap's
 //!   [`PeerLink`](crate::bootstrap::PeerLink);
-//! - [`lat`] and [`bw`]: the latency and bandwidth endpoints.
+//! - [`lat`] and [`bw`]: the latency and bandwidth endpoints;
+//! - [`trial`]: registrations tried at start-up, so a GPU or dma-buf path that cannot work
+//!   is diagnosed before anything is measured.
 //!
 //! This is the only home of `unsafe` verbs code (besides CUDA); every block says why it
 //! is sound. Errors name the object, the cause and the next step; a work completion
@@ -20,16 +24,40 @@
 pub mod bw;
 pub mod cq;
 pub mod device;
+pub mod dmabuf;
 pub mod gid;
 pub mod lat;
 pub mod memory;
 pub mod qp;
 pub mod session;
+pub mod trial;
 
 pub use bw::VerbsBandwidth;
 pub use lat::VerbsLatency;
 
-use anyhow::Result;
+use anyhow::{bail, Result};
+
+use crate::transport::Op;
+
+/// The operations verbs endpoints perform: the transport's view of [`Op`], which also names
+/// tests that never reach a transport (GPU copies).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RdmaOp {
+    Send,
+    Write,
+    Read,
+}
+
+impl RdmaOp {
+    pub fn of(op: Op) -> Result<RdmaOp> {
+        Ok(match op {
+            Op::Send => RdmaOp::Send,
+            Op::Write => RdmaOp::Write,
+            Op::Read => RdmaOp::Read,
+            other => bail!("internal error: {} is not a verbs operation", other.name()),
+        })
+    }
+}
 
 /// Is the verbs transport usable here? Lists the devices (cheap) and says why not:
 /// no kernel support, no device, or no provider library.
@@ -45,7 +73,7 @@ pub fn validate_local(opts: &crate::transport::VerbsOptions) -> Result<()> {
     ctx.choose_gid(&port, opts.gid_index)?;
     if let Some(m) = opts.mtu {
         if device::mtu_enum(m).is_none() {
-            anyhow::bail!(
+            bail!(
                 "-m {m} is not a path MTU: use 256, 512, 1024, 2048 or 4096 (the port's active MTU is {})",
                 port.active_mtu
             );
@@ -56,45 +84,10 @@ pub fn validate_local(opts: &crate::transport::VerbsOptions) -> Result<()> {
 
 /// `strerror` text and symbolic name of an errno value, for messages.
 pub fn errno_text(errno: i32) -> String {
-    let name = match errno {
-        libc::EPERM => "EPERM",
-        libc::ENOENT => "ENOENT",
-        libc::EIO => "EIO",
-        libc::ENOMEM => "ENOMEM",
-        libc::EACCES => "EACCES",
-        libc::EFAULT => "EFAULT",
-        libc::EBUSY => "EBUSY",
-        libc::ENODEV => "ENODEV",
-        libc::EINVAL => "EINVAL",
-        libc::ENOSPC => "ENOSPC",
-        libc::ENOSYS => "ENOSYS",
-        libc::EOPNOTSUPP => "EOPNOTSUPP",
-        libc::ETIMEDOUT => "ETIMEDOUT",
-        libc::EAGAIN => "EAGAIN",
-        _ => "",
-    };
-    let text = std::io::Error::from_raw_os_error(errno).to_string();
-    let text = text.split(" (os error").next().unwrap_or(&text).to_string();
-    if name.is_empty() {
-        format!("{text} (errno {errno})")
-    } else {
-        format!("{text} ({name})")
-    }
+    crate::errno::text(errno)
 }
 
 /// The errno of the last failed libc/libibverbs call on this thread.
 pub(crate) fn last_errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn errno_text_names_the_code() {
-        assert_eq!(errno_text(libc::EINVAL), "Invalid argument (EINVAL)");
-        assert!(errno_text(libc::ENOMEM).contains("ENOMEM"));
-        assert!(errno_text(9999).contains("errno 9999"));
-    }
 }

@@ -13,13 +13,21 @@
 //!
 //! All three transitions live in [`QueuePair::connect`]; a failure names the transition,
 //! the attributes and the errno text.
+//!
+//! A queue pair holds what must outlive it: its protection domain, both completion queues
+//! and the memory regions it may post from. Posting takes typed views ([`Local`] of one of
+//! those regions, [`Remote`] of the peer's advertised region), so `post_send` and
+//! `post_recv` are safe: no address, key or length comes from anywhere but a live
+//! registration, and no region can be freed while the queue pair exists.
+
+use std::rc::Rc;
 
 use anyhow::{bail, Result};
 use rdma_sys::*;
 
 use super::cq::CompletionQueue;
 use super::errno_text;
-use super::memory::ProtectionDomain;
+use super::memory::{Local, MemoryRegion, ProtectionDomain, Remote};
 
 /// Queue sizes asked for at creation.
 #[derive(Debug, Clone, Copy)]
@@ -45,23 +53,51 @@ pub struct Path {
     pub rd_atomic: u8,
 }
 
+/// What a send work request does.
+#[derive(Debug, Clone, Copy)]
+pub enum SendOp {
+    /// Two-sided send into the peer's next posted receive.
+    Send,
+    /// Send carrying 32 bits of immediate data to the receiver's completion.
+    SendImm(u32),
+    /// RDMA write of the local bytes into the peer's.
+    Write(Remote),
+    /// RDMA read of the peer's bytes into the local ones.
+    Read(Remote),
+}
+
 /// One RC queue pair.
 pub struct QueuePair {
     pub(crate) qp: *mut ibv_qp,
     pub qpn: u32,
     /// Inline size the device granted (0: no inline).
     pub max_inline: u32,
+    /// The regions work requests may name, kept alive as long as the QP (ids for the check
+    /// on every post, which stays two integer compares).
+    regions: Vec<Rc<MemoryRegion>>,
+    region_ids: Vec<u64>,
+    _send_cq: Rc<CompletionQueue>,
+    _recv_cq: Rc<CompletionQueue>,
+    _pd: Rc<ProtectionDomain>,
 }
 
 impl QueuePair {
-    /// Creates the QP; if the device refuses the inline size, retries without inline.
+    /// Creates the QP for posting from `regions` (all of `pd`); if the device refuses the
+    /// inline size, retries without inline.
     pub fn new(
-        pd: &ProtectionDomain,
-        send_cq: &CompletionQueue,
-        recv_cq: &CompletionQueue,
+        pd: &Rc<ProtectionDomain>,
+        send_cq: &Rc<CompletionQueue>,
+        recv_cq: &Rc<CompletionQueue>,
+        regions: &[Rc<MemoryRegion>],
         caps: QpCaps,
-        dev: &str,
     ) -> Result<Self> {
+        let dev = &pd.context().name;
+        if let Some(r) = regions.iter().find(|r| !Rc::ptr_eq(r.pd(), pd)) {
+            bail!(
+                "internal error: a {}-byte region of another protection domain given to a queue pair on {dev}",
+                r.len()
+            );
+        }
         let try_create = |inline: u32| {
             // SAFETY: plain C struct; zero is a valid starting point.
             let mut attr: ibv_qp_init_attr = unsafe { std::mem::zeroed() };
@@ -74,7 +110,7 @@ impl QueuePair {
             attr.cap.max_inline_data = inline;
             attr.qp_type = ibv_qp_type::IBV_QPT_RC;
             attr.sq_sig_all = 0;
-            // SAFETY: pd and both CQs are live and outlive the QP (Session field order);
+            // SAFETY: pd and both CQs are live and outlive the QP (it holds Rcs to them);
             // attr is fully initialised. The library writes the granted caps back.
             let qp = unsafe { ibv_create_qp(pd.pd, &mut attr) };
             (qp, attr.cap.max_inline_data, super::last_errno())
@@ -99,7 +135,29 @@ impl QueuePair {
             qp,
             qpn,
             max_inline: inline,
+            region_ids: regions.iter().map(|r| r.id()).collect(),
+            regions: regions.to_vec(),
+            _send_cq: send_cq.clone(),
+            _recv_cq: recv_cq.clone(),
+            _pd: pd.clone(),
         })
+    }
+
+    /// The regions this QP posts from.
+    pub fn regions(&self) -> &[Rc<MemoryRegion>] {
+        &self.regions
+    }
+
+    #[inline(always)]
+    fn owns(&self, l: &Local) -> Result<()> {
+        if !self.region_ids.contains(&l.region) {
+            bail!(
+                "internal error: a work request on queue pair {} names memory of a region it \
+                 was not created with",
+                self.qpn
+            );
+        }
+        Ok(())
     }
 
     fn modify(&self, attr: &mut ibv_qp_attr, mask: ibv_qp_attr_mask, what: &str) -> Result<()> {
@@ -204,37 +262,74 @@ impl QueuePair {
         )
     }
 
-    /// Posts one work request with a single gather entry (`len` 0: no data).
-    #[allow(clippy::too_many_arguments)]
+    /// Posts one work request: `op` on `local` (`None`: no data, e.g. a zero-byte send).
+    /// `signaled` asks for a completion; `inline` copies the bytes into the request when
+    /// they fit and the CPU can read them (never for GPU memory).
     #[inline(always)]
     pub fn post_send(
         &self,
-        opcode: ibv_wr_opcode::Type,
-        local: (u64, u32, u32),
-        remote: (u64, u32),
-        flags: u32,
+        op: SendOp,
+        local: Option<&Local>,
+        signaled: bool,
+        inline: bool,
         wr_id: u64,
-        imm: u32,
     ) -> Result<()> {
-        let (addr, len, lkey) = local;
         let mut sge = ibv_sge {
-            addr,
-            length: len,
-            lkey,
+            addr: 0,
+            length: 0,
+            lkey: 0,
         };
+        let mut flags = if signaled {
+            ibv_send_flags::IBV_SEND_SIGNALED.0
+        } else {
+            0
+        };
+        if let Some(l) = local {
+            self.owns(l)?;
+            sge = ibv_sge {
+                addr: l.addr,
+                length: l.len,
+                lkey: l.lkey,
+            };
+            if inline && l.host && l.len <= self.max_inline {
+                flags |= ibv_send_flags::IBV_SEND_INLINE.0;
+            }
+        }
         // SAFETY: plain C struct; zero is valid.
         let mut wr: ibv_send_wr = unsafe { std::mem::zeroed() };
         wr.wr_id = wr_id;
         wr.sg_list = &mut sge;
-        wr.num_sge = i32::from(len > 0);
-        wr.opcode = opcode;
+        wr.num_sge = i32::from(sge.length > 0);
         wr.send_flags = flags;
-        wr.imm_data_invalidated_rkey_union.imm_data = imm.to_be();
-        wr.wr.rdma.remote_addr = remote.0;
-        wr.wr.rdma.rkey = remote.1;
+        wr.opcode = match op {
+            SendOp::Send => ibv_wr_opcode::IBV_WR_SEND,
+            SendOp::SendImm(imm) => {
+                wr.imm_data_invalidated_rkey_union.imm_data = imm.to_be();
+                ibv_wr_opcode::IBV_WR_SEND_WITH_IMM
+            }
+            SendOp::Write(r) | SendOp::Read(r) => {
+                if r.len < sge.length {
+                    bail!(
+                        "internal error: a {}-byte transfer into a {}-byte remote view",
+                        sge.length,
+                        r.len
+                    );
+                }
+                wr.wr.rdma.remote_addr = r.addr;
+                wr.wr.rdma.rkey = r.rkey;
+                if matches!(op, SendOp::Write(_)) {
+                    ibv_wr_opcode::IBV_WR_RDMA_WRITE
+                } else {
+                    ibv_wr_opcode::IBV_WR_RDMA_READ
+                }
+            }
+        };
         let mut bad: *mut ibv_send_wr = std::ptr::null_mut();
-        // SAFETY: qp is live; wr and sge live across the call; the buffer lies in a
-        // registered region (or is copied now when inline).
+        // SAFETY: qp is live; wr and sge live across the call; the local bytes lie in a
+        // registered region this QP holds (checked by `owns`, bounds by Local's maker), so
+        // they stay registered while the request is outstanding; inline data is read now
+        // from host memory only; the remote range was bounds-checked against the peer's
+        // advertised region (the peer's adapter checks the rkey).
         let rc = unsafe { ibv_post_send(self.qp, &mut wr, &mut bad) };
         if rc != 0 {
             bail!(
@@ -247,13 +342,14 @@ impl QueuePair {
         Ok(())
     }
 
-    /// Posts one receive of up to `len` bytes at `addr`.
+    /// Posts one receive into `local`.
     #[inline(always)]
-    pub fn post_recv(&self, addr: u64, len: u32, lkey: u32, wr_id: u64) -> Result<()> {
+    pub fn post_recv(&self, local: &Local, wr_id: u64) -> Result<()> {
+        self.owns(local)?;
         let mut sge = ibv_sge {
-            addr,
-            length: len,
-            lkey,
+            addr: local.addr,
+            length: local.len,
+            lkey: local.lkey,
         };
         // SAFETY: plain C struct; zero is valid.
         let mut wr: ibv_recv_wr = unsafe { std::mem::zeroed() };
@@ -261,7 +357,8 @@ impl QueuePair {
         wr.sg_list = &mut sge;
         wr.num_sge = 1;
         let mut bad: *mut ibv_recv_wr = std::ptr::null_mut();
-        // SAFETY: qp is live; wr and sge live across the call; the buffer is registered.
+        // SAFETY: qp is live; wr and sge live across the call; the buffer is in a region
+        // this QP holds, so it stays registered until the receive completes or is flushed.
         let rc = unsafe { ibv_post_recv(self.qp, &mut wr, &mut bad) };
         if rc != 0 {
             bail!(
@@ -276,7 +373,8 @@ impl QueuePair {
 
 impl Drop for QueuePair {
     fn drop(&mut self) {
-        // SAFETY: qp is live; destroying it flushes its work requests.
+        // SAFETY: qp is live; destroying it flushes its work requests. The regions, CQs
+        // and PD it holds are released after this body, so they outlive it.
         unsafe {
             ibv_destroy_qp(self.qp);
         }

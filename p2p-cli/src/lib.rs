@@ -1,20 +1,36 @@
-//! Command-line options shared by the point-to-point benchmarks, named as perftest names
-//! them so existing habits and scripts carry over (`-d -i -x -s -a -n -D -m -I -e -R`,
-//! no host = server). Options that belong to one tool live in that tool.
+//! The command line of the point-to-point benchmarks (`bench-lat`, `bench-bw`), named as
+//! perftest names its options so habits and scripts carry over (`-d -i -x -s -a -n -D -m
+//! -I -e -R`, no host = server). The binaries own their CLI: this crate is theirs, and it
+//! resolves the options at the edge into what the `fabric` library takes (a
+//! [`Launch`](fabric::p2p::Launch) and the parts of a [`Plan`](fabric::p2p::Plan)); the
+//! library never sees a clap type. Options that belong to one tool live in that tool.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
 
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::Args;
 
-use crate::bootstrap::Launcher;
-use crate::p2p::pattern::{PatternSpec, RailMode};
-use crate::p2p::{DeviceChoice, Launch};
-use crate::transport::{Op, TransportChoice};
+use fabric::bootstrap::Launcher;
+use fabric::p2p::pattern::{PatternSpec, RailMode};
+use fabric::p2p::{DeviceChoice, Launch};
+use fabric::transport::{Op, TransportChoice};
 
 /// Default port of the standalone handshake. perftest uses 18515; ours differs so both
 /// can run side by side on the same hosts.
 pub const DEFAULT_PORT: u16 = 18555;
+
+/// A parser for one of fabric's named enums that lists the choices in `--help` and in
+/// errors, as clap does for its own enums.
+fn one_of<T>(names: &'static [&'static str]) -> impl TypedValueParser<Value = T>
+where
+    T: std::str::FromStr + Clone + Send + Sync + 'static,
+{
+    PossibleValuesParser::new(names).map(|s| match s.parse::<T>() {
+        Ok(v) => v,
+        Err(_) => unreachable!("the parser only passes listed names"),
+    })
+}
 
 fn parse_size(s: &str) -> Result<u64, String> {
     let v = results::units::parse_size(s)?;
@@ -41,15 +57,15 @@ pub struct P2pArgs {
     pub host: Option<String>,
 
     /// Operation to measure: send (two-sided; the only one TCP has), write, read (RDMA).
-    #[arg(long = "test", value_enum, default_value = "send")]
+    #[arg(long = "test", default_value = "send", value_parser = one_of::<Op>(Op::NAMES))]
     pub op: Op,
 
     /// Transport: verbs when an RDMA device is present, tcp otherwise (auto).
-    #[arg(long, value_enum, default_value = "auto")]
+    #[arg(long, default_value = "auto", value_parser = one_of::<TransportChoice>(TransportChoice::NAMES))]
     pub transport: TransportChoice,
 
     /// How the processes were started: auto detects mpirun/srun from the environment.
-    #[arg(long, value_enum, default_value = "auto")]
+    #[arg(long, default_value = "auto", value_parser = one_of::<Launcher>(Launcher::NAMES))]
     pub launcher: Launcher,
 
     /// Message size (bytes; K, M, G suffixes). Default: 2 for latency, 64K for bandwidth.
@@ -163,8 +179,8 @@ impl P2pArgs {
     }
 
     /// The verbs settings of these options (`check` is bench-bw's and starts false).
-    pub fn verbs_options(&self) -> crate::transport::VerbsOptions {
-        crate::transport::VerbsOptions {
+    pub fn verbs_options(&self) -> fabric::transport::VerbsOptions {
+        fabric::transport::VerbsOptions {
             // A per-rank list or `auto` is settled once the rank knows its place.
             device: match &self.ib_dev {
                 Some(DeviceChoice::One(d)) => Some(d.clone()),
@@ -177,6 +193,7 @@ impl P2pArgs {
             events: self.events,
             rdma_cm: self.rdma_cm,
             check: false,
+            ..Default::default()
         }
     }
 
@@ -188,8 +205,8 @@ impl P2pArgs {
     /// says what `auto` chose. The agents' coordinator (`--hosts`) may run where no NIC is:
     /// there the agents resolve `auto` and check their devices, and the plan's transport
     /// is settled once they have answered.
-    pub fn transport_kind(&self) -> anyhow::Result<crate::transport::TransportKind> {
-        use crate::transport::{self, TransportKind};
+    pub fn transport_kind(&self) -> anyhow::Result<fabric::transport::TransportKind> {
+        use fabric::transport::{self, TransportKind};
         if self.hosts.is_some() {
             return Ok(match self.transport {
                 TransportChoice::Verbs => TransportKind::Verbs,
@@ -198,7 +215,7 @@ impl P2pArgs {
         }
         let (kind, why) = transport::resolve(self.transport)?;
         transport::check_supported(kind, self.op)?;
-        if self.transport == TransportChoice::Auto && crate::bootstrap::is_reporting_process() {
+        if self.transport == TransportChoice::Auto && fabric::bootstrap::is_reporting_process() {
             eprintln!("transport: {why}");
         }
         Ok(kind)
@@ -208,13 +225,13 @@ impl P2pArgs {
     /// coordinator, which has none to check).
     pub fn check_verbs(
         &self,
-        kind: crate::transport::TransportKind,
-        verbs: &crate::transport::VerbsOptions,
+        kind: fabric::transport::TransportKind,
+        verbs: &fabric::transport::VerbsOptions,
     ) -> anyhow::Result<()> {
         if self.hosts.is_some() {
             return Ok(());
         }
-        crate::transport::check_verbs_options(kind, verbs)
+        fabric::transport::check_verbs_options(kind, verbs)
     }
 
     /// Where the peers are and how to pair them.
@@ -233,6 +250,156 @@ impl P2pArgs {
             hosts: self.hosts.clone(),
             secret_file: self.secret_file.clone(),
             transport: self.transport,
+        }
+    }
+}
+
+/// `--use-cuda` values: a CUDA device ordinal, or `auto` for the node-local rank's GPU.
+fn parse_gpu(s: &str) -> Result<fabric::gpu::GpuSelector, String> {
+    if s.eq_ignore_ascii_case("auto") {
+        return Ok(fabric::gpu::GpuSelector::LocalRank);
+    }
+    s.parse()
+        .map(fabric::gpu::GpuSelector::Ordinal)
+        .map_err(|_| format!("'{s}' is not a GPU number (0, 1, ...) or `auto`"))
+}
+
+/// GPU buffers for bench-lat and bench-bw (perftest's `--use_cuda` family). Flattened into
+/// each tool's options beside [`P2pArgs`].
+#[derive(Debug, Clone, Args)]
+pub struct GpuArgs {
+    /// Buffers in GPU N's memory (`auto`: the node-local rank's GPU under mpirun/srun).
+    /// Over verbs: GPUDirect RDMA; over tcp: staged through pinned host memory.
+    #[arg(long = "use-cuda", alias = "use_cuda", value_name = "N|auto", value_parser = parse_gpu)]
+    pub use_cuda: Option<fabric::gpu::GpuSelector>,
+
+    /// Buffers in the memory of the GPU at this PCI bus id (e.g. 0000:18:00.0).
+    #[arg(
+        long = "use-cuda-bus-id",
+        alias = "use_cuda_bus_id",
+        value_name = "PCI",
+        conflicts_with = "use_cuda"
+    )]
+    pub use_cuda_bus_id: Option<String>,
+
+    /// How GPU memory is registered with the NIC: dmabuf (cuMemGetHandleForAddressRange +
+    /// ibv_reg_dmabuf_mr), peermem (ibv_reg_mr through nvidia_peermem), auto (dmabuf where
+    /// the GPU supports it, then peermem).
+    #[arg(long = "cuda-mem", default_value = "auto", value_parser = one_of::<fabric::gpu::CudaMem>(fabric::gpu::CudaMem::NAMES))]
+    pub cuda_mem: fabric::gpu::CudaMem,
+
+    /// perftest's spelling of `--cuda-mem dmabuf`.
+    #[arg(long = "use_cuda_dmabuf", hide = true)]
+    pub use_cuda_dmabuf: bool,
+
+    /// Measure even when ACS on a PCIe switch redirects GPU-NIC traffic (recorded as a warning).
+    #[arg(long = "ignore-acs")]
+    pub ignore_acs: bool,
+
+    /// Register host buffers through a dma-buf (ibv_reg_dmabuf_mr), to check whether the
+    /// NIC, its driver and the kernel take dma-buf memory at all, without a GPU (verbs).
+    #[arg(long = "host-dmabuf")]
+    pub host_dmabuf: bool,
+}
+
+impl GpuArgs {
+    /// The GPU options these flags ask for (`None`: host memory).
+    pub fn gpu_options(&self) -> Option<fabric::gpu::GpuOptions> {
+        let gpu = match (&self.use_cuda, &self.use_cuda_bus_id) {
+            (Some(g), _) => g.clone(),
+            (None, Some(b)) => fabric::gpu::GpuSelector::BusId(b.clone()),
+            (None, None) => return None,
+        };
+        Some(fabric::gpu::GpuOptions {
+            gpu,
+            mem: if self.use_cuda_dmabuf {
+                fabric::gpu::CudaMem::Dmabuf
+            } else {
+                self.cuda_mem
+            },
+            ignore_acs: self.ignore_acs,
+            resolved: None,
+        })
+    }
+
+    /// Puts the memory choice into the plan's verbs options.
+    pub fn apply(&self, verbs: &mut fabric::transport::VerbsOptions) {
+        verbs.gpu = self.gpu_options();
+        verbs.host_dmabuf = self.host_dmabuf;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        p2p: P2pArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<P2pArgs, clap::Error> {
+        Cli::try_parse_from(std::iter::once("bench").chain(args.iter().copied())).map(|c| c.p2p)
+    }
+
+    #[test]
+    fn options_resolve_into_the_launch() {
+        let a = parse(&[
+            "hostA",
+            "-d",
+            "mlx5_0,mlx5_1",
+            "--pattern",
+            "random:3:9",
+            "--rails",
+            "all",
+        ])
+        .unwrap();
+        let l = a.launch();
+        assert_eq!(l.host.as_deref(), Some("hostA"));
+        assert_eq!(
+            l.devices,
+            DeviceChoice::PerLocalRank(vec!["mlx5_0".into(), "mlx5_1".into()])
+        );
+        assert_eq!(l.pattern.to_string(), "random:3:9");
+        assert_eq!(l.rail_mode, RailMode::All);
+        assert_eq!(
+            a.verbs_options().device,
+            None,
+            "a per-rank list is settled later"
+        );
+        let a = parse(&["-d", "mlx5_3", "--test", "write", "-a"]).unwrap();
+        assert_eq!(a.verbs_options().device.as_deref(), Some("mlx5_3"));
+        assert_eq!(a.op, Op::Write);
+        assert_eq!(a.sizes(2).len(), 23);
+        assert_eq!(
+            parse(&["-d", "auto"]).unwrap().launch().devices,
+            DeviceChoice::Auto
+        );
+    }
+
+    #[test]
+    fn bad_values_name_the_choices() {
+        for (args, needle) in [
+            (
+                &["--test", "atomic"][..],
+                "possible values: send, write, read",
+            ),
+            (
+                &["--transport", "rdma"][..],
+                "possible values: auto, tcp, verbs",
+            ),
+            (&["--pattern", "mesh"][..], "unknown pattern"),
+            (&["-s", "0"][..], "at least 1 byte"),
+            (&["--timeout=-1"][..], "positive number of seconds"),
+            (&["--serve", "hostA"][..], "cannot be used with"),
+        ] {
+            let e = parse(args)
+                .err()
+                .unwrap_or_else(|| panic!("{args:?} accepted"))
+                .to_string();
+            assert!(e.contains(needle), "{args:?}: {e}");
         }
     }
 }
