@@ -71,6 +71,15 @@ impl Bundle {
         Ok(())
     }
 
+    /// Moves `from` (already in the bundle's directory: a streamed input's link or copy)
+    /// to `rel` and records `hash`, the SHA-256 of the bytes that were read from it.
+    pub fn adopt(&mut self, from: &Path, rel: &str, hash: &str) -> Result<()> {
+        let p = self.dir.join(rel);
+        fs::rename(from, &p).map_err(|e| err_io(&p, e))?;
+        self.files.push((rel.to_string(), hash.to_string()));
+        Ok(())
+    }
+
     /// Signs every file written: manifest, signature, allowed_signers. Returns the key
     /// fingerprint.
     pub fn sign(&self, key: &PrivateKey, identity: &str) -> Result<String> {

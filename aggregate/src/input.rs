@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::digest::sha256_hex;
 use crate::error::{Error, Result};
+use crate::rows::P2pRows;
 use results::{Document, LatencyHistogram, TestResult, SCHEMA_VERSION};
 
 /// Ceilings on what one command reads. README "Limits" documents them.
@@ -88,6 +89,21 @@ pub struct Loaded {
     pub sha256: String,
     /// Size of the file in bytes.
     pub bytes: u64,
+    /// A document streamed because of its size (the `stream` module): what it keeps
+    /// instead of its rows (`doc.results` is then empty). `None` for documents read whole.
+    pub compact: Option<Box<Compact>>,
+}
+
+/// What a streamed document keeps instead of its result rows.
+#[derive(Debug, Clone)]
+pub struct Compact {
+    /// Its point-to-point rows in compact form.
+    pub rows: P2pRows,
+    /// Its latency histograms, merged per group while it was read.
+    pub latency: LatencyGroups,
+    /// Where its bytes are in the report bundle (a hard link, or the copy written while
+    /// it was read): the bytes hashed and judged.
+    pub copied: Option<PathBuf>,
 }
 
 impl Loaded {
@@ -99,7 +115,18 @@ impl Loaded {
             doc,
             sha256: sha256_hex(text.as_bytes()),
             bytes: text.len() as u64,
+            compact: None,
         })
+    }
+
+    /// The compact rows of a streamed document.
+    pub fn p2p(&self) -> Option<&P2pRows> {
+        self.compact.as_ref().map(|c| &c.rows)
+    }
+
+    /// Result rows in the file, streamed or not.
+    pub fn row_count(&self) -> usize {
+        self.doc.results.len() + self.p2p().map_or(0, |p| p.rows.len())
     }
 
     /// The file's bytes as they were judged: read again and checked against
@@ -239,6 +266,22 @@ pub fn load(args: &[PathBuf], skip_bad: bool) -> Result<InputSet> {
 
 /// [`load`] within `limits`.
 pub fn load_with(args: &[PathBuf], skip_bad: bool, limits: &Limits) -> Result<InputSet> {
+    load_reading(args, skip_bad, limits, &|_, _, _, _| None)
+}
+
+/// Reads one input file another way (the report streams its largest): given the file's
+/// index among the inputs, its path and size and the decoded-memory budget, the outcome,
+/// or `None` to read it whole.
+pub type Reader<'a> =
+    dyn Fn(usize, &Path, u64, &Budget) -> Option<std::result::Result<Loaded, BadInput>> + Sync + 'a;
+
+/// [`load_with`], each file offered to `read` first.
+pub fn load_reading(
+    args: &[PathBuf],
+    skip_bad: bool,
+    limits: &Limits,
+    read: &Reader,
+) -> Result<InputSet> {
     let files = expand(args)?;
     if files.is_empty() {
         return Err(Error::Input(format!(
@@ -281,7 +324,7 @@ pub fn load_with(args: &[PathBuf], skip_bad: bool, limits: &Limits) -> Result<In
     }
     let mut set = InputSet::default();
     let budget = Budget::new(limits.decoded_bytes());
-    let outcomes = load_parallel(&sized, &budget);
+    let outcomes = load_parallel(&sized, &budget, read);
     if budget.exceeded() {
         return Err(Error::Input(format!(
             "the inputs would take more than {} of memory decoded (estimated before parsing; \
@@ -368,6 +411,36 @@ fn check_groups(docs: &[Loaded], limits: &Limits) -> Result<()> {
             };
             rows.insert((kind, &d.doc.tool, a, b, c, r.size_bytes()));
         }
+        // A streamed document's groups and ends, as the rows above.
+        let Some(compact) = &d.compact else { continue };
+        let p = &compact.rows;
+        let names = p
+            .groups
+            .iter()
+            .flat_map(|g| [("test", &g.test), ("transport", &g.transport)])
+            .chain(p.peers.list.iter().map(|e| ("pair host", &e.host)));
+        for (field, name) in names {
+            if name.len() > MAX_NAME_BYTES {
+                return Err(Error::Input(format!(
+                    "{}: a {field} of {} bytes; names that group results are at most \
+                     {MAX_NAME_BYTES} bytes",
+                    d.path.display(),
+                    name.len()
+                )));
+            }
+        }
+        for g in &p.groups {
+            let kind = if g.latency { 0 } else { 1 };
+            rows.insert((
+                kind,
+                &d.doc.tool,
+                &g.test,
+                &g.transport,
+                u64::from(g.bidirectional),
+                g.size,
+            ));
+        }
+        histograms.extend(compact.latency.keys().cloned());
     }
     if histograms.len() > limits.latency_groups {
         return Err(Error::Input(format!(
@@ -443,7 +516,7 @@ fn read_bounded(path: &Path, expected: u64) -> Result<Vec<u8>, String> {
 }
 
 /// The decoded-memory budget shared by the reader threads.
-struct Budget {
+pub struct Budget {
     limit: u64,
     used: AtomicU64,
     exceeded: AtomicBool,
@@ -458,7 +531,7 @@ impl Budget {
         }
     }
     /// Takes `n` bytes of the budget; false (and the run fails) when it is spent.
-    fn take(&self, n: u64) -> bool {
+    pub fn take(&self, n: u64) -> bool {
         let before = self.used.fetch_add(n, Ordering::Relaxed);
         if before.saturating_add(n) > self.limit {
             self.exceeded.store(true, Ordering::Relaxed);
@@ -466,15 +539,26 @@ impl Budget {
         }
         true
     }
-    fn exceeded(&self) -> bool {
+    pub fn exceeded(&self) -> bool {
         self.exceeded.load(Ordering::Relaxed)
     }
 }
 
 /// Reads the files on every core: decoding histograms is most of the work at 1024 ranks.
 /// Results come back in input order so reports do not depend on scheduling.
-fn load_parallel(files: &[(PathBuf, u64)], budget: &Budget) -> Vec<Result<Loaded, BadInput>> {
-    crate::parallel::map_in_order(files, |(path, size)| load_file_within(path, *size, budget))
+fn load_parallel(
+    files: &[(PathBuf, u64)],
+    budget: &Budget,
+    read: &Reader,
+) -> Vec<Result<Loaded, BadInput>> {
+    let indexed: Vec<(usize, &PathBuf, u64)> = files
+        .iter()
+        .enumerate()
+        .map(|(i, (p, n))| (i, p, *n))
+        .collect();
+    crate::parallel::map_in_order(&indexed, |(i, path, size)| {
+        read(*i, path, *size, budget).unwrap_or_else(|| load_file_within(path, *size, budget))
+    })
 }
 
 /// Reads and checks one file within the default [`Limits`].
@@ -518,6 +602,7 @@ fn load_file_within(path: &Path, size: u64, budget: &Budget) -> Result<Loaded, B
         sha256: sha256_hex(&bytes),
         bytes: size,
         doc,
+        compact: None,
     })
 }
 
@@ -661,7 +746,12 @@ fn deeper_path(text: &str, path: &str) -> Option<String> {
         return None;
     }
     let row = result_row(text, idx.parse::<usize>().ok()?)?;
-    let row = &row;
+    row_problem(&row, idx)
+}
+
+/// What is wrong with result row `idx` (a JSON value that does not deserialize), naming
+/// the field: `at JSON path `results[3].latency_us.p99`: ...`.
+pub(crate) fn row_problem(row: &serde_json::Value, idx: &str) -> Option<String> {
     let kind = row.get("kind").and_then(|k| k.as_str());
     fn sub<T: serde::de::DeserializeOwned>(row: &serde_json::Value) -> Option<(String, String)> {
         match serde_path_to_error::deserialize::<_, T>(row) {

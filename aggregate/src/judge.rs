@@ -10,6 +10,7 @@ use serde::Serialize;
 use crate::input::{LatKey, Loaded};
 use crate::metric::{Metric, RowKind};
 use crate::profile::{Bound, Check, Profile, Selector};
+use crate::rows::{P2pRow, P2pRows, RowStats};
 use crate::tables::Tables;
 use results::quality::{Mark, Marks};
 
@@ -84,6 +85,8 @@ enum At {
     Text(String),
     /// Document index and result index.
     Row(usize, usize),
+    /// Document index and index of a compact row of a streamed document.
+    Compact(usize, usize),
 }
 
 fn matches(sel: &Selector, tool: &str, r: &TestResult) -> bool {
@@ -122,6 +125,33 @@ fn matches(sel: &Selector, tool: &str, r: &TestResult) -> bool {
                 && sel.backend.as_deref().is_none_or(|x| x == c.backend)
         }
     }
+}
+
+/// [`matches`] for the compact rows of a streamed document: which of its groups the
+/// selector takes (decided once per group, not per row of millions).
+fn groups_matching(sel: &Selector, rows: &P2pRows) -> Vec<bool> {
+    rows.groups
+        .iter()
+        .map(|g| {
+            sel.tool.as_deref().is_none_or(|t| t == g.tool)
+                && sel.test.as_deref().is_none_or(|t| t == g.test)
+                && sel.size_ok(g.size)
+                && sel.collective.is_none()
+                && sel.backend.is_none()
+                && sel.transport.as_deref().is_none_or(|t| t == g.transport)
+                && memory_ok(sel, &g.transport, &g.memory)
+                && if g.latency {
+                    sel.bidirectional != Some(true)
+                } else {
+                    sel.bidirectional.is_none_or(|d| d == g.bidirectional)
+                }
+        })
+        .collect()
+}
+
+/// Whether compact row `r` is selected, given its groups' [`groups_matching`].
+fn matches_compact(sel: &Selector, groups: &[bool], rows: &P2pRows, r: &P2pRow) -> bool {
+    groups[r.group as usize] && (sel.pair.is_none() || pair_ok(sel, &rows.pair(r)))
 }
 
 /// The `memory` selector: without it a check judges host-memory rows (what every check
@@ -209,6 +239,22 @@ pub fn judge_check(
                         }
                     }
                 }
+                // Streamed documents keep no per-row histogram: each selected row's own
+                // percentile is judged instead (the worst row decides).
+                for (di, d) in docs.iter().enumerate() {
+                    let Some(p2p) = d.p2p() else { continue };
+                    let groups = groups_matching(sel, p2p);
+                    for (ri, r) in p2p.rows.iter().enumerate() {
+                        if let RowStats::Latency(l) = &r.stats {
+                            if matches_compact(sel, &groups, p2p, r) {
+                                obs.push(Obs {
+                                    value: p.of(&l.us),
+                                    at: At::Compact(di, ri),
+                                });
+                            }
+                        }
+                    }
+                }
                 for (k, h) in groups {
                     if !h.is_empty() {
                         obs.push(Obs {
@@ -278,6 +324,40 @@ pub fn judge_check(
                         obs.push(Obs {
                             value,
                             at: At::Row(di, ri),
+                        });
+                    }
+                }
+                let Some(p2p) = d.p2p() else { continue };
+                if !matches!(
+                    kind,
+                    RowKind::Latency | RowKind::Bandwidth | RowKind::Counters | RowKind::Any
+                ) {
+                    continue;
+                }
+                let groups = groups_matching(sel, p2p);
+                let row_marks = (kind == RowKind::Any).then(|| p2p.marks(&d.doc));
+                for (ri, r) in p2p.rows.iter().enumerate() {
+                    let kind_ok = matches!(
+                        (kind, &r.stats),
+                        (RowKind::Latency, RowStats::Latency(_))
+                            | (RowKind::Bandwidth, RowStats::Bandwidth(_))
+                            | (RowKind::Counters | RowKind::Any, _)
+                    );
+                    if !kind_ok || !matches_compact(sel, &groups, p2p, r) {
+                        continue;
+                    }
+                    let value = match &row_marks {
+                        Some(m) => match m.as_ref().map_or(Mark::Unknown, |m| m[ri]) {
+                            Mark::Disturbed => Some(1.0),
+                            Mark::Clean => Some(0.0),
+                            Mark::Unknown => None,
+                        },
+                        None => r.stats.metric(check.metric),
+                    };
+                    if let Some(value) = value.filter(|v| v.is_finite()) {
+                        obs.push(Obs {
+                            value,
+                            at: At::Compact(di, ri),
                         });
                     }
                 }
@@ -390,6 +470,21 @@ fn describe(at: &At, docs: &[Loaded]) -> String {
                 }
             }
             format!("{s} ({})", d.path.display())
+        }
+        At::Compact(di, ri) => {
+            let d = &docs[*di];
+            let Some(p2p) = d.p2p() else {
+                return String::new();
+            };
+            let r = &p2p.rows[*ri];
+            let g = &p2p.groups[r.group as usize];
+            format!(
+                "{} {}, pair {} ({})",
+                g.test,
+                size_label(g.size),
+                p2p.pair(r).label(),
+                d.path.display()
+            )
         }
     }
 }

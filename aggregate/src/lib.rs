@@ -6,20 +6,27 @@
 //! It depends on the `results` crate only, so it builds anywhere (no verbs, MPI or CUDA).
 
 pub mod bundle;
+pub mod cluster;
 pub mod compare;
 pub mod digest;
 pub mod error;
 pub mod escape;
 pub mod export;
+pub mod heatmap;
 pub mod input;
+pub mod inventory;
 pub mod judge;
+pub mod matrix;
 pub mod metric;
 pub mod parallel;
 pub mod plots;
 pub mod profile;
 pub mod report;
+pub mod rows;
 pub mod scaling;
 pub mod sign;
+pub mod stream;
+pub mod suspects;
 pub mod tables;
 pub mod templates;
 pub mod trend;

@@ -7,7 +7,9 @@ use std::process::ExitCode;
 
 use aggregate::error::{exit, Error, Result};
 use aggregate::escape::terminal;
-use aggregate::{compare, export, input, judge, profile, report, sign, tables, templates, trend};
+use aggregate::{
+    cluster, compare, export, input, judge, profile, report, sign, tables, templates, trend,
+};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 #[derive(Parser)]
@@ -63,6 +65,10 @@ enum Cmd {
         /// Message size of a plotted distribution (64, 4K, ...); repeat to overlay several.
         #[arg(long, requires = "dist_test", value_parser = parse_size)]
         dist_size: Vec<u64>,
+        /// Stream input files of at least this size instead of reading them whole
+        /// (bounded memory for large sweeps; they still count against --max-input-bytes).
+        #[arg(long, hide = true, default_value = "256M", value_parser = parse_size)]
+        stream_above: u64,
         #[command(flatten)]
         limits: LimitArgs,
     },
@@ -272,6 +278,7 @@ fn run(cmd: Cmd) -> Result<u8> {
             title,
             dist_test,
             dist_size,
+            stream_above,
             limits,
         } => {
             let opts = report::Options {
@@ -286,6 +293,7 @@ fn run(cmd: Cmd) -> Result<u8> {
                 title,
                 dist: dist_test.map(|t| (t, dist_size)),
                 limits: limits.limits(),
+                stream_above,
             };
             let o = report::run(&opts)?;
             let v = &o.verdict;
@@ -306,6 +314,20 @@ fn run(cmd: Cmd) -> Result<u8> {
                 if let Some(w) = &c.warning {
                     println!("{:<8} {:<28} {w}", "WARNING", c.id);
                 }
+            }
+            for line in &o.suspects {
+                println!("{}", terminal(&format!("SUSPECT  {line}")));
+            }
+            if let Some((path, n)) = &o.retest {
+                println!(
+                    "{}",
+                    terminal(&format!(
+                        "retest: {} ({n} pair(s)): run them with --pattern file:{} over the \
+                         same hosts, then report both runs together",
+                        path.display(),
+                        path.display()
+                    ))
+                );
             }
             println!("report: {}", o.dir.join("report.html").display());
             if let Some(fp) = &o.fingerprint {
@@ -548,7 +570,9 @@ fn run(cmd: Cmd) -> Result<u8> {
             let set = input::load_with(&inputs, skip_bad, &limits.limits())?;
             let verdict = profile.as_ref().map(|p| {
                 let t = tables::build(&set.docs, p.line_rate_gbit_s);
-                judge::judge(p, &set.docs, &t)
+                let mut v = judge::judge(p, &set.docs, &t);
+                cluster::build(p, &set.docs).apply(&mut v);
+                v
             });
             let bytes = exporter.serialize(&export::ExportData {
                 docs: &set.docs,

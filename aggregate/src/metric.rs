@@ -12,6 +12,8 @@ pub enum RowKind {
     Collective,
     /// Any row that carries device counters (latency or bandwidth).
     Counters,
+    /// The node-by-node matrix of a sweep, as a whole (see the `matrix` module).
+    Matrix,
     /// Every row.
     Any,
 }
@@ -50,6 +52,13 @@ pub enum Metric {
     Wrong,
     /// Retransmitted or erroneous packets over packets sent, both sides, in %.
     LinkLoss,
+    /// Scheduled pairs that could not be measured (the sweep's `failed_pairs`).
+    FailedPairs,
+    /// Links measured (or failed) over links a sweep scheduled, in %; below the bound the
+    /// check is MISSING, naming the links that were never measured.
+    MatrixCoverage,
+    /// Suspect nodes, NICs, rails and links the matrix localises.
+    Suspects,
     /// Selected results measured on a disturbed host or link (`results::quality`): with
     /// `max = 0`, a profile accepts only undisturbed evidence. Results without a quality
     /// record give no value, so a check that sees only those is MISSING.
@@ -121,6 +130,9 @@ pub const ALL: &[(&str, Metric, &str)] = &[
     ("collective_time", Metric::CollTime, "us"),
     ("wrong_elements", Metric::Wrong, "elements"),
     ("link_loss", Metric::LinkLoss, "%"),
+    ("failed_pairs", Metric::FailedPairs, "pairs"),
+    ("matrix_coverage", Metric::MatrixCoverage, "%"),
+    ("suspects", Metric::Suspects, "suspects"),
     ("disturbed_results", Metric::Disturbed, "results"),
     ("copy_bw", Metric::CopyBw, "GB/s"),
 ];
@@ -162,6 +174,7 @@ impl Metric {
             | Metric::CollTime => RowKind::Collective,
             Metric::Wrong => RowKind::Collective,
             Metric::LinkLoss => RowKind::Counters,
+            Metric::FailedPairs | Metric::MatrixCoverage | Metric::Suspects => RowKind::Matrix,
             Metric::Disturbed => RowKind::Any,
         }
     }
@@ -177,6 +190,7 @@ impl Metric {
                 | Metric::Algbw
                 | Metric::Efficiency
                 | Metric::ScalingEfficiency
+                | Metric::MatrixCoverage
                 | Metric::CopyBw
         )
     }
@@ -188,13 +202,7 @@ impl Metric {
             Metric::BwPeak => Some(r.bw_gbit_s.peak),
             Metric::BwFluctuation => fluctuation_pct(&r.interval_gbit_s),
             Metric::MsgRate => Some(r.msg_rate_mpps),
-            Metric::CpuPer100G => {
-                if r.bw_gbit_s.avg <= 0.0 {
-                    return None;
-                }
-                let busier = r.cpu.initiator_cores.max(r.cpu.responder_cores);
-                Some(busier / (r.bw_gbit_s.avg / 100.0))
-            }
+            Metric::CpuPer100G => cpu_per_100g(&r.cpu, r.bw_gbit_s.avg),
             Metric::LinkLoss => r.counters.as_ref().and_then(link_loss_pct),
             Metric::CopyBw => (r.transport == "cuda").then_some(r.bw_gbit_s.avg / 8.0),
             _ => None,
@@ -272,25 +280,53 @@ pub const LOSS_COUNTERS: &[&str] = &[
     "out_of_seq_request",
 ];
 
+/// Cores busy on the busier side per 100 Gb/s moved; `None` when nothing moved.
+pub fn cpu_per_100g(cpu: &results::CpuUse, avg_gbit_s: f64) -> Option<f64> {
+    if avg_gbit_s <= 0.0 {
+        return None;
+    }
+    let busier = cpu.initiator_cores.max(cpu.responder_cores);
+    Some(busier / (avg_gbit_s / 100.0))
+}
+
+/// Sent and lost packets summed over counter deltas, one counter at a time (so a reader
+/// that never builds the counter maps can tally them too).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LossTally {
+    sent: i64,
+    lost: i64,
+    have_sent: bool,
+}
+
+impl LossTally {
+    /// Counts one counter delta by its kernel name.
+    pub fn add(&mut self, name: &str, v: i64) {
+        if SENT_COUNTERS.contains(&name) {
+            self.have_sent = true;
+            self.sent = self.sent.saturating_add(v.max(0));
+        } else if LOSS_COUNTERS.contains(&name) {
+            self.lost = self.lost.saturating_add(v.max(0));
+        }
+    }
+
+    /// Lost over sent, in %; `None` without a sent-packets counter or with nothing sent.
+    pub fn pct(&self) -> Option<f64> {
+        (self.have_sent && self.sent > 0).then(|| self.lost as f64 / self.sent as f64 * 100.0)
+    }
+}
+
 /// Lost or retransmitted packets over packets sent, in %, from both sides' deltas;
 /// `None` when no side has a sent-packets counter or nothing was sent.
 pub fn link_loss_pct(c: &CounterDeltas) -> Option<f64> {
-    let mut sent = 0i64;
-    let mut lost = 0i64;
-    let mut have_sent = false;
+    let mut tally = LossTally::default();
     for side in [&c.initiator, &c.responder].into_iter().flatten() {
         for map in [&side.counters, &side.hw_counters] {
             for (name, v) in map {
-                if SENT_COUNTERS.contains(&name.as_str()) {
-                    have_sent = true;
-                    sent = sent.saturating_add(*v.max(&0));
-                } else if LOSS_COUNTERS.contains(&name.as_str()) {
-                    lost = lost.saturating_add(*v.max(&0));
-                }
+                tally.add(name, *v);
             }
         }
     }
-    (have_sent && sent > 0).then(|| lost as f64 / sent as f64 * 100.0)
+    tally.pct()
 }
 
 #[cfg(test)]

@@ -32,6 +32,83 @@ struct RawProfile {
     line_rate_gbit_s: Option<f64>,
     #[serde(default)]
     check: Vec<RawCheck>,
+    #[serde(default)]
+    matrix: MatrixSettings,
+    inventory: Option<InventorySpec>,
+}
+
+/// `[matrix]`: how the node-by-node matrix of a sweep is judged and its suspects named.
+/// Every key is optional; `docs/profiles.md` explains each.
+#[derive(Debug, Clone, Deserialize, serde::Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct MatrixSettings {
+    /// A link whose bandwidth is under this share of its rail's median is low.
+    pub bw_below_median: f64,
+    /// A link whose p50 latency is over this multiple of its rail's median is high.
+    pub latency_above_median: f64,
+    /// The same for p99 latency (off unless set).
+    pub latency_p99_above_median: Option<f64>,
+    /// A node (or one NIC of it) whose share of low or failed links reaches this is the
+    /// suspect, rather than each of its links.
+    pub suspect_share: f64,
+    /// A node needs this many measured links to be named; with fewer its bad links are
+    /// named instead (two nodes cannot tell which end is bad).
+    pub min_links: u32,
+    /// When more than this share of a rail's nodes are suspects on it, the rail itself
+    /// (its switch or its configuration) is named instead.
+    pub rail_share: f64,
+    /// Known-good partners given to each suspect in `suspects.pairs`.
+    pub retest_partners: u32,
+    /// Worst links listed per test and size.
+    pub worst_links: u32,
+}
+
+impl Default for MatrixSettings {
+    fn default() -> Self {
+        MatrixSettings {
+            bw_below_median: 0.9,
+            latency_above_median: 1.5,
+            latency_p99_above_median: None,
+            suspect_share: 0.75,
+            min_links: 2,
+            rail_share: 0.5,
+            retest_partners: 2,
+            worst_links: 20,
+        }
+    }
+}
+
+/// `[inventory]`: what every RDMA port must show. Each key given becomes a check
+/// (`inventory-KEY`) that names every port that differs.
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct InventorySpec {
+    /// Port state must contain this (`ACTIVE`).
+    pub port_state: Option<String>,
+    /// Physical state must contain this (`LinkUp`).
+    pub phys_state: Option<String>,
+    /// Port rate, 10^9 bit/s, exactly (a link that trained lower is the fault).
+    pub rate_gbit_s: Option<f64>,
+    /// PCIe link width of the adapter, at least (x16).
+    pub pcie_width: Option<u32>,
+    /// PCIe link speed of the adapter, GT/s, at least (16 for Gen4).
+    pub pcie_speed_gt_s: Option<f64>,
+    /// Active MTU of the port, bytes, exactly.
+    pub active_mtu: Option<u32>,
+    /// MTU of the netdev behind a RoCE port, exactly.
+    pub netdev_mtu: Option<u32>,
+    /// `"same"`: one firmware version on every adapter; anything else: that version.
+    pub firmware: Option<String>,
+    /// Largest rise of any error counter of a port allowed over the runs (0: none),
+    /// from the counter deltas of the result rows and from the inventories of the
+    /// documents in time order.
+    pub error_counters_max_rise: Option<i64>,
+    /// Counters judged by `error_counters_max_rise` (default: the error counters
+    /// listed in docs/profiles.md).
+    pub error_counters: Option<Vec<String>>,
+    /// Devices the expectations apply to (default: those the ranks measured with, or
+    /// every RDMA device where no rank names one).
+    pub devices: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -69,6 +146,10 @@ pub struct Profile {
     pub checks: Vec<Check>,
     /// Where it was read from (for the report).
     pub source: String,
+    /// How the node-by-node matrix is judged (`[matrix]`).
+    pub matrix: MatrixSettings,
+    /// What every port must show (`[inventory]`).
+    pub inventory: Option<InventorySpec>,
 }
 
 /// Which bound a check sets.
@@ -380,12 +461,49 @@ pub fn parse(text: &str, source: &str) -> Result<Profile> {
             },
         });
     }
+    let m = &raw.matrix;
+    let in_range = |key: &str, v: f64, lo: f64, hi: f64| {
+        if v.is_finite() && v > lo && v <= hi {
+            Ok(())
+        } else {
+            Err(err(
+                format!("matrix.{key}"),
+                format!("{v} is outside ({lo}, {hi}]"),
+            ))
+        }
+    };
+    in_range("bw_below_median", m.bw_below_median, 0.0, 1.0)?;
+    in_range("latency_above_median", m.latency_above_median, 0.999, 1e6)?;
+    if let Some(v) = m.latency_p99_above_median {
+        in_range("latency_p99_above_median", v, 0.999, 1e6)?;
+    }
+    in_range("suspect_share", m.suspect_share, 0.0, 1.0)?;
+    in_range("rail_share", m.rail_share, 0.0, 1.0)?;
+    if m.min_links == 0 {
+        return Err(err("matrix.min_links".into(), "must be at least 1".into()));
+    }
+    if let Some(inv) = &raw.inventory {
+        if inv == &InventorySpec::default() {
+            return Err(err(
+                "inventory".into(),
+                "the [inventory] table sets no expectation: give at least one key".into(),
+            ));
+        }
+        if inv.error_counters.is_some() && inv.error_counters_max_rise.is_none() {
+            return Err(err(
+                "inventory.error_counters".into(),
+                "names counters but no error_counters_max_rise bound".into(),
+            ));
+        }
+    }
     Ok(Profile {
         name: raw.name,
         description: raw.description,
         line_rate_gbit_s: raw.line_rate_gbit_s,
         checks,
         source: source.to_string(),
+        matrix: raw.matrix,
+        inventory: raw.inventory,
     })
 }
 

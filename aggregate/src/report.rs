@@ -15,11 +15,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use std::fs;
 use std::path::PathBuf;
 
 use serde::Serialize;
 
 use crate::bundle::{Bundle, SignatureInfo, ToolInfo};
+use crate::cluster::Cluster;
 use crate::error::{Error, Result};
 use crate::escape::shorten;
 use crate::input::{self, BadInput};
@@ -46,6 +48,8 @@ pub struct Options {
     pub dist: Option<(String, Vec<u64>)>,
     /// Ceilings on what is read.
     pub limits: input::Limits,
+    /// Input files at least this large are streamed (the `stream` module).
+    pub stream_above: u64,
 }
 
 /// Names this command writes into the output directory (and removes on `--force`).
@@ -54,6 +58,7 @@ const OWNED: &[&str] = &[
     "report.md",
     "report.junit.xml",
     "summary.json",
+    crate::cluster::RETEST_FILE,
     "plots",
     "inputs",
     sign::MANIFEST,
@@ -194,6 +199,8 @@ struct Context<'a> {
     verdict: &'a Verdict,
     tables: &'a Tables,
     plots: &'a Plots,
+    cluster: &'a Cluster,
+    matrix_plots: Vec<MatrixPlot<'a>>,
     environment: Environment,
     inputs: Vec<InputInfo>,
     skipped: &'a [BadInput],
@@ -204,12 +211,24 @@ struct Context<'a> {
     signature: Option<SignatureInfo>,
 }
 
+/// A heatmap as the templates see it.
+#[derive(Serialize)]
+struct MatrixPlot<'a> {
+    title: &'a str,
+    file: &'a str,
+    svg: &'a str,
+}
+
 /// What a finished report run produced.
 pub struct Outcome {
     pub verdict: Verdict,
     pub dir: PathBuf,
     pub files: Vec<String>,
     pub fingerprint: Option<String>,
+    /// One line per suspect the matrix names.
+    pub suspects: Vec<String>,
+    /// The retest list written, with its number of pairs.
+    pub retest: Option<(PathBuf, usize)>,
 }
 
 /// Phase timings on standard error when `AGGREGATE_TIMINGS` is set, for the scale
@@ -238,12 +257,30 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     let mut bundle = Bundle::prepare(&opts.out, opts.force, OWNED)?;
 
     let mut clock = PhaseClock::new();
-    let set = input::load_with(&opts.inputs, opts.skip_bad, &opts.limits)?;
+    // Large inputs are streamed through their link or copy in the bundle (see `stream`);
+    // a run that stops on a bad input leaves no half-made bundle behind.
+    let inputs_dir = opts.out.join("inputs");
+    let set = input::load_reading(
+        &opts.inputs,
+        opts.skip_bad,
+        &opts.limits,
+        &|i, p, size, budget| {
+            (size >= opts.stream_above)
+                .then(|| crate::stream::read(i, p, &opts.limits, budget, Some(&inputs_dir)))
+                .flatten()
+        },
+    )
+    .inspect_err(|_| {
+        let _ = fs::remove_dir_all(&inputs_dir);
+    })?;
     clock.lap("load");
     let tables = tables::build(&set.docs, profile.line_rate_gbit_s);
     clock.lap("tables");
-    let verdict = judge::judge(&profile, &set.docs, &tables);
+    let mut verdict = judge::judge(&profile, &set.docs, &tables);
     clock.lap("judge");
+    let cluster = crate::cluster::build(&profile, &set.docs);
+    cluster.apply(&mut verdict);
+    clock.lap("matrix");
     let dist = opts.dist.as_ref().map(|(t, s)| (t.as_str(), s.as_slice()));
     if let Some((test, sizes)) = dist {
         let wanted: Vec<Option<u64>> = if sizes.is_empty() {
@@ -285,14 +322,19 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             .map(|n| crate::escape::file_name(&n.to_string_lossy()))
             .unwrap_or_else(|| "input.json".into());
         let rel = format!("inputs/{:04}-{name}", i + 1);
-        bundle.write(&rel, &d.read_judged_bytes()?, Some(&d.sha256))?;
+        match d.compact.as_ref().and_then(|c| c.copied.as_ref()) {
+            // Streamed: the link or copy that was read is the evidence; it only gets its
+            // name.
+            Some(copy) => bundle.adopt(copy, &rel, &d.sha256)?,
+            None => bundle.write(&rel, &d.read_judged_bytes()?, Some(&d.sha256))?,
+        }
         inputs.push(InputInfo {
             path: shorten(&d.path.display().to_string(), SHORT),
             bundle_path: rel,
             tool: d.doc.tool.clone(),
             started_at: d.doc.started_at.clone(),
             ranks: d.doc.ranks,
-            results: d.doc.results.len(),
+            results: d.row_count(),
             complete: d.doc.complete,
             sha256: d.sha256.clone(),
         });
@@ -310,6 +352,19 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         }
     }
 
+    for h in &cluster.heatmaps {
+        bundle.write(&h.file, h.svg.as_bytes(), None)?;
+    }
+    let retest = match cluster.retest_text(&results::provenance::now_rfc3339()) {
+        Some(text) => {
+            bundle.write(crate::cluster::RETEST_FILE, text.as_bytes(), None)?;
+            Some((
+                opts.out.join(crate::cluster::RETEST_FILE),
+                cluster.retest.len(),
+            ))
+        }
+        None => None,
+    };
     let signature = key.as_ref().map(|k| SignatureInfo::of(k, &opts.identity));
     let incomplete: Vec<String> = set
         .docs
@@ -351,6 +406,16 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         verdict: &verdict,
         tables: &tables,
         plots: &plots,
+        cluster: &cluster,
+        matrix_plots: cluster
+            .heatmaps
+            .iter()
+            .map(|h| MatrixPlot {
+                title: &h.title,
+                file: &h.file,
+                svg: &h.svg,
+            })
+            .collect(),
         environment: environment(&set.docs),
         inputs,
         skipped: &set.skipped,
@@ -371,12 +436,15 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     struct Summary<'a> {
         verdict: &'a Verdict,
         tables: &'a Tables,
+        /// The matrix, its suspects and the retest list (see `cluster`).
+        matrix: &'a Cluster,
         skipped: &'a [BadInput],
         inputs: &'a [InputInfo],
     }
     let summary = serde_json::to_vec_pretty(&Summary {
         verdict: &verdict,
         tables: &tables,
+        matrix: &cluster,
         skipped: &set.skipped,
         inputs: &ctx.inputs,
     })
@@ -394,6 +462,8 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         dir: opts.out.clone(),
         files: bundle.files.into_iter().map(|f| f.0).collect(),
         fingerprint,
+        suspects: cluster.summary_lines(),
+        retest,
     })
 }
 

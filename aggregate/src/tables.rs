@@ -10,7 +10,8 @@ use results::{LatencyHistogram, LatencySummary, TestResult};
 use serde::Serialize;
 
 use crate::input::{LatKey, Loaded};
-use crate::metric::{fluctuation_pct, link_loss_pct, Metric};
+use crate::metric::Metric;
+use crate::rows::{BwStats, RowStats};
 
 /// How many of the rows merged into one table row were measured undisturbed, disturbed, or
 /// without a quality record (`results::quality`).
@@ -31,6 +32,18 @@ impl Quality {
             Mark::Disturbed => self.disturbed += 1,
             Mark::Unknown => self.unknown += 1,
         }
+        self.remark();
+    }
+
+    /// Adds another tally (rows gathered apart, as a streamed document's per group).
+    pub fn merge(&mut self, o: Quality) {
+        self.clean += o.clean;
+        self.disturbed += o.disturbed;
+        self.unknown += o.unknown;
+        self.remark();
+    }
+
+    fn remark(&mut self) {
         self.mark = if self.disturbed > 0 {
             "disturbed"
         } else if self.clean == 0 {
@@ -174,7 +187,70 @@ pub fn merged_histograms(docs: &[Loaded]) -> BTreeMap<LatKey, (LatencyHistogram,
         }
         (h, texts.len())
     });
-    groups.into_iter().map(|(k, _)| k).zip(merged).collect()
+    let mut out: BTreeMap<LatKey, (LatencyHistogram, usize)> =
+        groups.into_iter().map(|(k, _)| k).zip(merged).collect();
+    // Streamed documents merged theirs while they were read.
+    for c in docs.iter().filter_map(|d| d.compact.as_ref()) {
+        for (k, (h, n)) in &c.latency {
+            let slot = out.entry(k.clone()).or_default();
+            slot.0.merge(h);
+            slot.1 += n;
+        }
+    }
+    out
+}
+
+/// The bandwidth rows of one key, summed as they come (no row kept but its average,
+/// which `compare` needs): a sweep has millions.
+#[derive(Default)]
+struct BwAcc {
+    avgs: Vec<f64>,
+    peak: f64,
+    msg_sum: f64,
+    fluctuation: Option<f64>,
+    cpu_sum: f64,
+    cpu_n: usize,
+    loss: Option<f64>,
+    var_sum: f64,
+    var_n: usize,
+}
+
+fn max_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+impl BwAcc {
+    fn add(&mut self, s: &BwStats) {
+        self.avgs.push(s.avg);
+        self.peak = self.peak.max(s.peak);
+        self.msg_sum += s.msg_rate;
+        self.fluctuation = max_opt(self.fluctuation, s.fluctuation);
+        if let Some(c) = s.cpu_per_100g {
+            self.cpu_sum += c;
+            self.cpu_n += 1;
+        }
+        self.loss = max_opt(self.loss, s.loss.map(|l| l.max(0.0)));
+        if let Some(v) = s.interval_var {
+            self.var_sum += v;
+            self.var_n += 1;
+        }
+    }
+
+    fn merge(&mut self, o: BwAcc) {
+        self.avgs.extend(o.avgs);
+        self.peak = self.peak.max(o.peak);
+        self.msg_sum += o.msg_sum;
+        self.fluctuation = max_opt(self.fluctuation, o.fluctuation);
+        self.cpu_sum += o.cpu_sum;
+        self.cpu_n += o.cpu_n;
+        self.loss = max_opt(self.loss, o.loss);
+        self.var_sum += o.var_sum;
+        self.var_n += o.var_n;
+    }
 }
 
 /// Builds every table from the loaded documents.
@@ -183,7 +259,7 @@ pub fn build(docs: &[Loaded], line_rate_gbit_s: Option<f64>) -> Tables {
     let mut hists = merged_histograms(docs);
     let mut lat_rows: BTreeMap<LatKey, (Vec<f64>, Vec<f64>, Quality)> = BTreeMap::new();
     type BwKey = (String, String, String, u64, bool);
-    let mut bw: BTreeMap<BwKey, (Vec<&results::BandwidthResult>, Quality)> = BTreeMap::new();
+    let mut bw: BTreeMap<BwKey, (BwAcc, Quality)> = BTreeMap::new();
     type CollKey = (String, String, u32, u64);
     let mut coll: BTreeMap<CollKey, (Vec<&results::CollectiveResult>, Quality)> = BTreeMap::new();
     for d in docs {
@@ -214,7 +290,7 @@ pub fn build(docs: &[Loaded], line_rate_gbit_s: Option<f64>) -> Tables {
                             b.bidirectional,
                         ))
                         .or_default();
-                    e.0.push(b);
+                    e.0.add(&BwStats::of(b));
                     e.1.add(mark);
                 }
                 TestResult::Collective(c) => {
@@ -229,6 +305,59 @@ pub fn build(docs: &[Loaded], line_rate_gbit_s: Option<f64>) -> Tables {
                     e.0.push(c);
                     e.1.add(mark);
                 }
+            }
+        }
+    }
+    // Rows of streamed documents, in their compact form: gathered per group first (a
+    // key built per row of millions costs seconds), then filed under the group's key.
+    for d in docs {
+        let Some(p) = d.p2p() else { continue };
+        let marks = p.marks(&d.doc);
+        let mut lat: Vec<(Vec<f64>, Vec<f64>, Quality)> = vec![Default::default(); p.groups.len()];
+        let mut bws: Vec<(BwAcc, Quality)> =
+            (0..p.groups.len()).map(|_| Default::default()).collect();
+        for (i, row) in p.rows.iter().enumerate() {
+            let mark = marks.as_ref().map_or(Mark::Unknown, |m| m[i]);
+            match &row.stats {
+                RowStats::Latency(l) => {
+                    let e = &mut lat[row.group as usize];
+                    e.0.push(l.us.p50);
+                    e.1.push(l.us.p99);
+                    e.2.add(mark);
+                }
+                RowStats::Bandwidth(b) => {
+                    let e = &mut bws[row.group as usize];
+                    e.0.add(b);
+                    e.1.add(mark);
+                }
+            }
+        }
+        for ((g, (p50, p99, q)), (b, bq)) in p.groups.iter().zip(lat).zip(bws) {
+            if !p50.is_empty() {
+                let e = lat_rows
+                    .entry(LatKey {
+                        tool: g.tool.clone(),
+                        test: g.test.clone(),
+                        transport: g.table_transport(),
+                        size: g.size,
+                    })
+                    .or_default();
+                e.0.extend(p50);
+                e.1.extend(p99);
+                e.2.merge(q);
+            }
+            if !b.avgs.is_empty() {
+                let e = bw
+                    .entry((
+                        g.tool.clone(),
+                        g.test.clone(),
+                        g.table_transport(),
+                        g.size,
+                        g.bidirectional,
+                    ))
+                    .or_default();
+                e.0.merge(b);
+                e.1.merge(bq);
             }
         }
     }
@@ -253,30 +382,8 @@ pub fn build(docs: &[Loaded], line_rate_gbit_s: Option<f64>) -> Tables {
         });
         t.histograms.insert(k, h);
     }
-    for ((tool, test, transport, size, bidir), (rows, quality)) in bw {
-        let avgs: Vec<f64> = rows.iter().map(|r| r.bw_gbit_s.avg).collect();
-        let fl = rows
-            .iter()
-            .filter_map(|r| fluctuation_pct(&r.interval_gbit_s))
-            .fold(None, |a: Option<f64>, v| Some(a.map_or(v, |a| a.max(v))));
-        let cpu: Vec<f64> = rows
-            .iter()
-            .filter_map(|r| Metric::CpuPer100G.of_bandwidth(r))
-            .collect();
-        let losses: Vec<f64> = rows
-            .iter()
-            .filter_map(|r| r.counters.as_ref().and_then(link_loss_pct))
-            .collect();
-        let mut var_sum = 0.0;
-        let mut var_n = 0usize;
-        for r in &rows {
-            let s = &r.interval_gbit_s;
-            if s.len() >= 2 {
-                let m = mean(s);
-                var_sum += s.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (s.len() - 1) as f64;
-                var_n += 1;
-            }
-        }
+    for ((tool, test, transport, size, bidir), (acc, quality)) in bw {
+        let n = acc.avgs.len();
         t.bandwidth.push(BwRow {
             size: results::units::format_size(size),
             tool,
@@ -284,20 +391,20 @@ pub fn build(docs: &[Loaded], line_rate_gbit_s: Option<f64>) -> Tables {
             transport,
             size_bytes: size,
             bidirectional: bidir,
-            rows: rows.len(),
-            avg_gbit_s: mean(&avgs),
-            min_avg_gbit_s: avgs.iter().cloned().fold(f64::MAX, f64::min),
-            peak_gbit_s: rows.iter().map(|r| r.bw_gbit_s.peak).fold(0.0, f64::max),
-            msg_rate_mpps: mean(&rows.iter().map(|r| r.msg_rate_mpps).collect::<Vec<_>>()),
-            fluctuation_pct: fl,
-            cpu_cores_per_100g: (!cpu.is_empty()).then(|| mean(&cpu)),
-            link_loss_pct: (!losses.is_empty()).then(|| losses.iter().cloned().fold(0.0, f64::max)),
+            rows: n,
+            avg_gbit_s: mean(&acc.avgs),
+            min_avg_gbit_s: acc.avgs.iter().cloned().fold(f64::MAX, f64::min),
+            peak_gbit_s: acc.peak,
+            msg_rate_mpps: if n == 0 { 0.0 } else { acc.msg_sum / n as f64 },
+            fluctuation_pct: acc.fluctuation,
+            cpu_cores_per_100g: (acc.cpu_n > 0).then(|| acc.cpu_sum / acc.cpu_n as f64),
+            link_loss_pct: acc.loss,
             quality,
-            row_avg: avgs,
-            interval_stdev: if var_n > 0 {
-                (var_sum / var_n as f64).sqrt()
-            } else {
+            row_avg: acc.avgs,
+            interval_stdev: if acc.var_n == 0 {
                 0.0
+            } else {
+                (acc.var_sum / acc.var_n as f64).sqrt()
             },
         });
     }

@@ -12,6 +12,8 @@ pub mod history;
 
 use std::path::Path;
 
+pub mod sweep;
+
 use results::collective::Kind;
 use results::{
     BandwidthResult, BandwidthSummary, CollectiveResult, CollectiveTiming, CounterDeltas, CpuUse,

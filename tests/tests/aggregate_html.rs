@@ -117,3 +117,56 @@ fn html_report_renders_in_chromium_with_verdict_plots_and_no_console_errors() {
         fs::copy(&shot, keep).unwrap();
     }
 }
+
+#[test]
+fn matrix_heatmaps_and_suspects_render_in_chromium() {
+    require("chromium", "chromium");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // 200 nodes: beyond the vector limit, so the heatmap is one pixel per pair.
+    let out = integration::run(
+        std::process::Command::new(integration::bin("synth"))
+            .current_dir(dir)
+            .args(["sweep", "sweep.json", "--nodes", "200", "--rails", "1"])
+            .args(["--bad-node", "17"]),
+        std::time::Duration::from_secs(120),
+    );
+    assert!(out.status.success(), "synth sweep: {:?}", text(&out));
+    let profile = write(
+        dir,
+        "m.toml",
+        "name = \"m\"\n[[check]]\nid = \"no-suspect\"\ndescription = \"no suspect\"\n\
+         metric = \"suspects\"\nunit = \"suspects\"\nmax = 0\n",
+    );
+    let out = aggregate(
+        dir,
+        &["report", "sweep.json", "-p", &profile, "-o", "bundle"],
+    );
+    expect_code(&out, 1, "report names the suspect");
+    assert!(
+        text(&out).0.contains("SUSPECT  node node0017"),
+        "{:?}",
+        text(&out)
+    );
+    let page = dir.join("bundle/report.html");
+    let out = chromium(&["--dump-dom"], &page);
+    let (dom, err) = text(&out);
+    assert!(out.status.success(), "chromium --dump-dom failed:\n{err}");
+    let at = dom.find("id=\"matrix\"").expect("matrix section rendered");
+    let section = &dom[at..];
+    assert!(section.contains("<td><strong>node</strong> <code>node0017</code>"));
+    assert!(section.contains("<figure class=\"heatmap\"><svg"));
+    assert!(section.contains("<image") && section.contains("data:image/png;base64,"));
+    assert!(section.contains("suspect node0017"), "axis marks");
+    let errors = console_errors(&err);
+    assert!(errors.is_empty(), "console errors:\n{}", errors.join("\n"));
+    // The heatmap file alone, as an SVG document: Chromium refuses malformed XML.
+    let svg = dir.join("bundle/plots/matrix-01.svg");
+    let out = chromium(&["--dump-dom"], &svg);
+    let (dom, _) = text(&out);
+    assert!(out.status.success());
+    assert!(
+        !dom.contains("This page contains the following errors"),
+        "{dom}"
+    );
+}

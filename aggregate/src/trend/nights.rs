@@ -63,7 +63,11 @@ pub(super) fn read_night(
         .map_err(|e| e.context(&format!("night {}", n.id)))?;
     let line_rate = profile.and_then(|p| p.line_rate_gbit_s);
     let t = tables::build(&set.docs, line_rate);
-    let verdict = profile.map(|p| judge::judge(p, &set.docs, &t));
+    let verdict = profile.map(|p| {
+        let mut v = judge::judge(p, &set.docs, &t);
+        crate::cluster::build(p, &set.docs).apply(&mut v);
+        v
+    });
     let mut quality = "unknown";
     let mut reasons = Vec::new();
     for d in &set.docs {
