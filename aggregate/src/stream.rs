@@ -1121,6 +1121,6 @@ mod tests {
         })
         .unwrap();
         assert!(set.docs[0].compact.is_none());
-        assert_eq!(set.docs[0].doc.results.len(), 6);
+        assert_eq!(set.docs[0].doc.results.len(), doc.results.len());
     }
 }
