@@ -3,11 +3,17 @@
 //! Data flow of a point-to-point run, and where each step lives:
 //!
 //! ```text
-//! options (cli::P2pArgs) -> plan (p2p::Plan) -> bootstrap (standalone tcp | mpi: pairs ranks,
-//! exchanges endpoint info over a PeerLink) -> transport endpoint (tcp | verbs) -> measure
-//! (the binary's loop, timestamps from clock, samples into results::LatencyHistogram)
-//! -> results::TestResult -> results::Document, written by the client or rank 0.
+//! options (the binaries' p2p-cli crate) -> launch + plan (p2p::Launch, p2p::Plan)
+//!   -> coordinator (p2p::coordinator: standalone handshake | MPI roster and barriers |
+//!      agents, see agents/) -> pattern (p2p::pattern: rounds of disjoint pairs)
+//!   -> per pair: a control link (p2p::pairlink) -> transport endpoint (tcp | verbs)
+//!   -> measure (the binary's loop, timestamps from clock, samples into
+//!      results::LatencyHistogram) -> results::TestResult
+//!   -> the root gathers each round (p2p::record) -> results::Document, written atomically.
 //! ```
+//!
+//! The project's architecture and conventions are described in the README (its layout
+//! section and the acceptance-day section) and in docs/.
 //!
 //! A collective run (bench-collective): the binary's plan -> bootstrap::mpi (the job, and
 //! `Team`s of it for a scaling sweep) -> collective (the primitives, what each call
@@ -16,8 +22,10 @@
 //! the per-iteration view).
 //!
 //! Every tool ends with [`exit::code`]: one policy for what a run's exit code says.
-//! `unsafe` lives in the verbs transport, `cuda` and `collective::mpi`, each block with a
-//! SAFETY comment.
+//! `unsafe` lives in the verbs transport (`transport::verbs`), the CUDA module (`cuda`) and
+//! the MPI calls of the collectives (`collective::mpi`), each block with a SAFETY comment;
+//! nowhere else (the point-to-point driver, the agents, the inventory and topology readers
+//! are safe code over sysfs and sockets).
 
 pub mod agents;
 pub mod bootstrap;

@@ -33,7 +33,7 @@ pub fn check_writable(path: Option<&Path>) -> Result<()> {
 /// loop overhead so every run shows the floor under its figures.
 pub fn write_document(path: Option<&Path>, doc: &Document) -> Result<()> {
     if let Some(path) = path {
-        results::write::write_json_atomic(path, doc)
+        results::write::write_document_atomic(path, doc)
             .with_context(|| format!("writing {}", path.display()))?;
         eprintln!(
             "wrote {}{}",

@@ -248,7 +248,7 @@ impl<'a> Recorder<'a> {
             ),
         };
         let doc = self.document(extra, Some(reason));
-        if let Err(e) = results::write::write_json_atomic(path, &doc) {
+        if let Err(e) = results::write::write_document_atomic(path, &doc) {
             eprintln!(
                 "warning: cannot write the checkpoint {}: {e}",
                 path.display()
@@ -259,29 +259,33 @@ impl<'a> Recorder<'a> {
     }
 }
 
-/// The exit code of a finished run (design.md; the order is the README's): a pair that
-/// failed outranks wrong bytes, which outrank an interrupt. A standalone pair that failed
-/// is an environment error (2: the one peer died or could not connect); under a launcher
-/// a failed pair is a finding about the fabric (1), the rest of the sweep having run.
+/// The exit code of a finished run, by the one policy of `fabric::exit` (a failure
+/// outranks wrong bytes, which outrank an interrupt). A standalone pair that failed is an
+/// environment error (2: the one peer died or could not connect); under a launcher a
+/// failed pair is a finding about the fabric (1), the rest of the sweep having run.
 pub fn exit_code(doc: &Document, standalone: bool) -> i32 {
+    use crate::exit::Outcome;
     let wrong = doc
         .results
         .iter()
         .any(|r| matches!(r, TestResult::Bandwidth(b) if b.check_wrong_bytes.unwrap_or(0) > 0));
-    if !doc.failed_pairs.is_empty() {
-        if standalone {
-            crate::exit::ERROR
-        } else {
-            crate::exit::CHECK_FAILED
-        }
-    } else if wrong {
+    if wrong {
         eprintln!("check failed: some bytes arrived wrong (see check_wrong_bytes)");
-        crate::exit::CHECK_FAILED
-    } else if !doc.complete {
-        crate::exit::INTERRUPTED
-    } else {
-        crate::exit::OK
     }
+    let failed_pairs = !doc.failed_pairs.is_empty();
+    crate::exit::code(
+        [
+            failed_pairs.then_some(if standalone {
+                Outcome::Error
+            } else {
+                Outcome::CheckFailed
+            }),
+            wrong.then_some(Outcome::CheckFailed),
+            (!doc.complete).then_some(Outcome::Interrupted),
+        ]
+        .into_iter()
+        .flatten(),
+    )
 }
 
 #[cfg(test)]
