@@ -154,3 +154,47 @@ pub fn hostname() -> String {
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "localhost".into())
 }
+
+/// True when the tests run as root (the simulated cluster needs network and UTS
+/// namespaces; CI runs as root).
+pub fn is_root() -> bool {
+    nix_uid() == Some(0)
+}
+
+fn nix_uid() -> Option<u32> {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()?
+        .lines()
+        .find(|l| l.starts_with("Uid:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// Waits (at most `limit`) until the JSON document at `path` exists, parses, and
+/// satisfies `ready`: a run's checkpoint shows it is under way, whatever the machine's load
+/// (no fixed sleep). Panics naming `what` when it never does.
+pub fn wait_for_json(
+    path: &std::path::Path,
+    limit: Duration,
+    what: &str,
+    ready: impl Fn(&serde_json::Value) -> bool,
+) {
+    let t0 = Instant::now();
+    loop {
+        let ok = std::fs::read_to_string(path)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .is_some_and(|d| ready(&d));
+        if ok {
+            return;
+        }
+        assert!(
+            t0.elapsed() < limit,
+            "{what}: {} not ready within {limit:?}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

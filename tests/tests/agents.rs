@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use integration::{bin, free_port, run, spawn, text, wait_with_deadline};
+use integration::{bin, free_port, run, spawn, text, wait_for_json, wait_with_deadline};
 use serde_json::Value;
 
 const LIMIT: Duration = Duration::from_secs(180);
@@ -221,11 +221,12 @@ fn agents_that_die_or_never_answer_are_named_and_the_sweep_goes_on() {
         &json,
     ));
     // Kill agent 2 once the sweep is under way (after the first round's checkpoint).
-    let t0 = Instant::now();
-    while !json.exists() {
-        assert!(t0.elapsed() < Duration::from_secs(60), "no checkpoint");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_json(
+        &json,
+        Duration::from_secs(60),
+        "the first round's checkpoint",
+        |_| true,
+    );
     agents.children[2].kill().unwrap();
     let out = wait_with_deadline(job, LIMIT, "coordinator with faults");
     let (stdout, stderr) = text(&out);
@@ -337,11 +338,12 @@ fn agents_survive_garbage_and_an_interrupted_coordinator() {
         &["-s", "16K", "-D", "1", "--pattern", "all-pairs"],
         &json,
     ));
-    let t0 = Instant::now();
-    while !json.exists() {
-        assert!(t0.elapsed() < Duration::from_secs(60), "no checkpoint");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_json(
+        &json,
+        Duration::from_secs(60),
+        "the first round's checkpoint",
+        |_| true,
+    );
     let _ = Command::new("kill")
         .args(["-INT", &job.id().to_string()])
         .status();

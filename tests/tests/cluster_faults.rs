@@ -9,21 +9,10 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use integration::{bin, run, text};
+use integration::{bin, is_root, run, text};
 use serde_json::Value;
 
 const LIMIT: Duration = Duration::from_secs(300);
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
 
 fn here(rel: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use integration::{bin, mpirun, run, spawn, text, wait_with_deadline};
+use integration::{bin, is_root, mpirun, run, spawn, text, wait_for_json, wait_with_deadline};
 use serde_json::Value;
 
 const LIMIT: Duration = Duration::from_secs(240);
@@ -258,17 +258,6 @@ fn simcluster(faults: &[&str], tool: &str, args: &[&str], json: &Path) -> std::p
     )
 }
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
 #[test]
 fn a_pair_that_cannot_talk_is_recorded_failed_and_the_sweep_goes_on() {
     if !is_root() {
@@ -343,22 +332,12 @@ fn a_rank_killed_mid_sweep_leaves_the_rounds_finished_before() {
     );
     // Five rounds of about 0.8 s: once the checkpoint shows a finished round, kill the
     // whole job outright (no chance to write a final document).
-    let t0 = std::time::Instant::now();
-    loop {
-        let done = std::fs::read_to_string(&json)
-            .ok()
-            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-            .and_then(|d| d["sweep"]["rounds_done"].as_u64())
-            .unwrap_or(0);
-        if done >= 1 {
-            break;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(60),
-            "no round finished in 60 s"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_json(
+        &json,
+        Duration::from_secs(60),
+        "the sweep's first round",
+        |d| d["sweep"]["rounds_done"].as_u64().unwrap_or(0) >= 1,
+    );
     let _ = Command::new("pkill")
         .args(["-KILL", "-f", "bench-bw -s 4K -D 0.7"])
         .status();

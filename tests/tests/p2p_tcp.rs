@@ -356,24 +356,11 @@ fn signal(child: &Child, sig: &str) {
 }
 
 /// Waits until the checkpoint at `path` holds at least one measured size: the run is then
-/// mid-way, whatever the machine's load (no fixed sleep).
+/// mid-way, whatever the machine's load.
 fn wait_until_measuring(path: &Path) {
-    let t0 = std::time::Instant::now();
-    loop {
-        let done = std::fs::read_to_string(path)
-            .ok()
-            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-            .is_some_and(|d| d["results"].as_array().is_some_and(|r| !r.is_empty()));
-        if done {
-            return;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(90),
-            "{} never got a result",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    integration::wait_for_json(path, Duration::from_secs(90), "a measured size", |d| {
+        d["results"].as_array().is_some_and(|r| !r.is_empty())
+    });
 }
 
 #[test]

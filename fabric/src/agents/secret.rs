@@ -57,17 +57,22 @@ impl Secret {
         Secret(b.to_vec())
     }
 
-    /// The proof that the side `role` (`agent` or `coordinator`) holds the secret, bound to
-    /// both nonces in the order (its own first).
-    pub fn proof(&self, role: &str, mine: &[u8; 32], theirs: &[u8; 32]) -> [u8; 32] {
+    /// HMAC-SHA256 over the protocol's domain, `role` and the two nonces in order.
+    fn mac(&self, role: &str, first: &[u8; 32], second: &[u8; 32]) -> Hmac<Sha256> {
         let mut mac =
             <Hmac<Sha256> as Mac>::new_from_slice(&self.0).expect("HMAC takes any key length");
         mac.update(b"fabcheck-agents-v1\0");
         mac.update(role.as_bytes());
         mac.update(b"\0");
-        mac.update(mine);
-        mac.update(theirs);
-        mac.finalize().into_bytes().into()
+        mac.update(first);
+        mac.update(second);
+        mac
+    }
+
+    /// The proof that the side `role` (`agent` or `coordinator`) holds the secret, bound to
+    /// both nonces in the order (its own first).
+    pub fn proof(&self, role: &str, mine: &[u8; 32], theirs: &[u8; 32]) -> [u8; 32] {
+        self.mac(role, mine, theirs).finalize().into_bytes().into()
     }
 
     /// Checks `proof` in constant time.
@@ -78,14 +83,9 @@ impl Secret {
         my_nonce: &[u8; 32],
         proof: &[u8],
     ) -> bool {
-        let mut mac =
-            <Hmac<Sha256> as Mac>::new_from_slice(&self.0).expect("HMAC takes any key length");
-        mac.update(b"fabcheck-agents-v1\0");
-        mac.update(role.as_bytes());
-        mac.update(b"\0");
-        mac.update(their_nonce);
-        mac.update(my_nonce);
-        mac.verify_slice(proof).is_ok()
+        self.mac(role, their_nonce, my_nonce)
+            .verify_slice(proof)
+            .is_ok()
     }
 }
 
