@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The main job on a built-in default (the README's first command): a whole local acceptance
 # run over loopback. Builds the suite; runs bench-lat and bench-bw as server and client on
-# 127.0.0.1 and bench-collective under `mpirun -np 2`; judges all of it against the
-# loopback-demo profile with aggregate; signs the report with a demo key it creates; prints
-# where the report is and the verdict. Exit code: aggregate's (0 PASS, 1 FAIL, 2 error).
+# 127.0.0.1, bench-collective under `mpirun -np 2`, and an all-pairs bench-bw sweep of five
+# ranks (each rank a node); judges all of it against the loopback-demo-cluster profile with
+# aggregate (the sweep as a node-by-node matrix); signs the report with a demo key it
+# creates; prints where the report is and the verdict. Exit code: aggregate's (0 PASS, 1 FAIL, 2 error).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/deps.sh
@@ -36,11 +37,15 @@ done
 echo "== bench-collective: every collective over MPI, 2 ranks, 8 B .. 1 MiB, checked"
 mpirun --oversubscribe -np 2 "$BIN/bench-collective" all -b 8 -e 1M -f 4 -c --json "$OUT/coll.json"
 
-echo "== aggregate: judge against profiles/loopback-demo-mpi.toml, sign, render"
+echo "== bench-bw: an all-pairs sweep of 5 ranks under mpirun, each rank a node (--include-local)"
+mpirun --oversubscribe --bind-to none -np 5 "$BIN/bench-bw" -s 64K -D 0.3 --transport tcp \
+  --pattern all-pairs --include-local --timeout 30 --json "$OUT/sweep.json"
+
+echo "== aggregate: judge against profiles/loopback-demo-cluster.toml, sign, render"
 KEY=${KEY:-out/demo.key}
 [ -f "$KEY" ] || "$BIN/aggregate" keygen "$KEY"
 set +e
-"$BIN/aggregate" report "$OUT" --profile loopback-demo-mpi --out "$OUT/report" --sign "$KEY" --force
+"$BIN/aggregate" report "$OUT" --profile loopback-demo-cluster --out "$OUT/report" --sign "$KEY" --force
 verdict=$?
 set -e
 echo

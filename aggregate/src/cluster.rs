@@ -172,7 +172,7 @@ pub fn build(profile: &Profile, docs: &[Loaded]) -> Cluster {
     Cluster {
         present: !a.matrices.is_empty(),
         settings: a.settings.clone(),
-        nodes: a.nodes.len(),
+        nodes: matrix_nodes(&a),
         groups,
         failed_total: distinct_failures(&a, |_| true).len(),
         failed_pairs,
@@ -439,14 +439,33 @@ fn views(a: &Analysis) -> Vec<GroupView> {
                 worst: worst.into_iter().map(|w| w.1).collect(),
             }
         })
+        // A group whose rows all joined a node to itself (a standalone pair on one host)
+        // has no link to show.
+        .filter(|v| !v.rails.is_empty())
         .collect()
+}
+
+/// Nodes that take part in some matrix (a standalone pair within one host is no node
+/// pair and adds none).
+fn matrix_nodes(a: &Analysis) -> usize {
+    let mut seen = std::collections::HashSet::new();
+    for m in &a.matrices {
+        seen.extend(m.nodes.iter().copied());
+    }
+    seen.len()
 }
 
 /// Heatmaps: for each test, the headline size (largest bandwidth, smallest latency) and
 /// every size with a suspect, every rail; p50 and p99 for latency.
 fn draw(a: &Analysis, loc: &Localised) -> (Vec<Heatmap>, usize) {
     let mut headline: BTreeMap<(String, String, String, bool), u32> = BTreeMap::new();
-    for (gi, g) in a.groups.iter().enumerate() {
+    // Only sizes that have node pairs to draw (a standalone pair within one host has none).
+    for (gi, g) in a
+        .groups
+        .iter()
+        .enumerate()
+        .filter(|(_, g)| !g.matrices.is_empty())
+    {
         let k = &g.key;
         let fam = (
             k.tool.clone(),
@@ -624,6 +643,32 @@ max = 0
         assert_eq!(c.groups[0].rails.len(), 2);
         assert!(c.groups[0].rails[0].markdown.is_some());
         assert_eq!(c.heatmaps.len(), 2);
+    }
+
+    #[test]
+    fn a_standalone_pair_within_one_host_adds_no_node_and_no_empty_table() {
+        // The demo's shape: a sweep of 4 nodes at 64 KiB beside standalone runs whose
+        // client and server share one host, at a larger size.
+        let sweep = sweep_doc(&SweepSpec::bandwidth(4, 1));
+        let size = sweep.results[0].size_bytes();
+        let mut host = synth::bandwidth_doc("h", "h", &[size * 16], 96.0, 3);
+        for r in &mut host.results {
+            if let results::TestResult::Bandwidth(b) = r {
+                b.test = "write_bw".into();
+                b.transport = "verbs".into();
+            }
+        }
+        let (v, c) = verdict(&[sweep, host]);
+        assert_eq!(v.overall, "PASS", "{:?}", v.checks);
+        assert_eq!(
+            c.nodes, 4,
+            "the standalone host is not a node of the matrix"
+        );
+        assert!(
+            c.groups.iter().all(|g| !g.rails.is_empty()),
+            "no empty table"
+        );
+        assert_eq!(c.heatmaps.len(), 1, "the sweep's size is the one drawn");
     }
 
     #[test]

@@ -299,6 +299,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "loopback-demo-mpi",
         include_str!("../../profiles/loopback-demo-mpi.toml"),
     ),
+    (
+        "loopback-demo-cluster",
+        include_str!("../../profiles/loopback-demo-cluster.toml"),
+    ),
 ];
 
 /// Parses and validates profile text; `source` names it in every error.

@@ -372,12 +372,34 @@ fn on_team(
             }
             continue;
         }
+        // Sizes too small for one element (one aligned block) per rank: nccl-tests would
+        // run them as empty calls; a row of 0 bytes carries no bandwidth, so skip them,
+        // saying so once (every rank decides the same from the same numbers).
+        let ts = plan.datatype.size();
+        let tiny: Vec<u64> = plan
+            .sizes
+            .iter()
+            .copied()
+            .filter(|&s| coll.counts(s as usize / ts, team.size() as usize).param == 0)
+            .collect();
+        if me && !tiny.is_empty() {
+            let note = format!(
+                "{}: {} size(s) up to {} B skipped on {} ranks: less than one {} block per rank",
+                coll.name,
+                tiny.len(),
+                tiny.iter().max().unwrap_or(&0),
+                team.size(),
+                plan.datatype.name()
+            );
+            println!("# {note}");
+            sweep.warnings.push(note);
+        }
         if me {
             println!("{}", table_title(plan, site, sel));
             println!("{}", report::header());
         }
         let mut rows = Vec::new();
-        for &size in &plan.sizes {
+        for &size in plan.sizes.iter().filter(|s| !tiny.contains(s)) {
             team.barrier("before the next size");
             if team.any(interrupt::interrupted()) {
                 if me {

@@ -175,9 +175,35 @@ fn every_collective_checks_out(np: u32) {
         );
     }
     let rs = rows(&doc);
-    let sizes = [8u64, 128, 2048, 32768];
+    let all_sizes = [8u64, 128, 2048, 32768];
     let colls = runnable(np);
-    assert_eq!(rs.len(), colls.len() * sizes.len());
+    // A size below one float per rank (hypercube: one 4-float block) makes no row (see
+    // sizes_below_one_block_per_rank_are_skipped_and_the_rest_judged).
+    let smallest = |c: &str| -> u64 {
+        match c {
+            "hypercube" => 16 * u64::from(np),
+            "all_gather" | "gather" | "reduce_scatter" | "scatter" | "alltoall" => {
+                4 * u64::from(np)
+            }
+            _ => 4,
+        }
+    };
+    let sizes_of = |c: &str| -> Vec<u64> {
+        all_sizes
+            .iter()
+            .copied()
+            .filter(|&s| s >= smallest(c))
+            .collect()
+    };
+    let expected: usize = colls.iter().map(|c| sizes_of(c).len()).sum();
+    assert_eq!(
+        rs.len(),
+        expected,
+        "{:?}",
+        rs.iter()
+            .map(|r| (&r.collective, r.size_bytes))
+            .collect::<Vec<_>>()
+    );
     let table = table_rows(&stdout);
     assert_eq!(table.len(), rs.len(), "one table row per result:\n{stdout}");
     for (r, t) in rs.iter().zip(&table) {
@@ -189,7 +215,7 @@ fn every_collective_checks_out(np: u32) {
         let f = factor(&r.collective, f64::from(np));
         assert!(close(r.busbw_factor, f), "{} factor", r.collective);
         // The size column is the larger buffer, rounded down to whole blocks per rank.
-        let nominal = sizes[rs
+        let nominal = sizes_of(&r.collective)[rs
             .iter()
             .filter(|x| x.collective == r.collective)
             .position(|x| std::ptr::eq(*x, *r))
@@ -684,4 +710,49 @@ fn wrong_data_outranks_an_interrupt() {
     assert_eq!(code, Some(1));
     assert!(!doc.complete);
     assert!(rows(&doc)[0].out_of_place.wrong > 0);
+}
+
+/// A size below one element (one aligned block) per rank makes no row: nccl-tests would
+/// run an empty call, and a 0-byte row carries no bandwidth (aggregate refuses it). The
+/// demo's `all -b 8` at 2 ranks met this with hypercube's 4-element blocks.
+#[test]
+fn sizes_below_one_block_per_rank_are_skipped_and_the_rest_judged() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("tiny.json");
+    let out = run(
+        collective(
+            2,
+            &[
+                "all", "-b", "8", "-e", "64", "-f", "2", "-n", "5", "-w", "1", "-c", "--json",
+            ],
+        )
+        .arg(&json),
+        LIMIT,
+    );
+    assert_ok(&out, "bench-collective all -b 8 at 2 ranks");
+    let doc = read_doc(&json);
+    assert!(rows(&doc).iter().all(|r| r.size_bytes > 0), "no 0-byte row");
+    assert!(
+        doc.warnings
+            .iter()
+            .any(|w| w.starts_with("hypercube: 2 size(s) up to 16 B skipped")),
+        "{:?}",
+        doc.warnings
+    );
+    assert!(rows(&doc)
+        .iter()
+        .any(|r| r.collective == "hypercube" && r.size_bytes == 32));
+    let out = run(
+        std::process::Command::new(bin("aggregate"))
+            .arg("report")
+            .arg(&json)
+            .args(["--profile", "loopback-demo-mpi", "--out"])
+            .arg(dir.path().join("report")),
+        LIMIT,
+    );
+    let (o, e) = integration::text(&out);
+    assert!(
+        o.contains("PASS     allreduce-correct"),
+        "aggregate reads it:\n{o}\n{e}"
+    );
 }
