@@ -18,22 +18,10 @@ use results::{
 
 use crate::metric::{cpu_per_100g, fluctuation_pct, link_loss_pct, Metric, LOSS_COUNTERS};
 
-/// Counters whose every increment is a packet damaged, dropped, retransmitted or a link
-/// event: the evidence beside a suspect. InfiniBand PortCounters (every IB/RoCE driver),
-/// mlx5 and rxe `hw_counters`, and the loss counters of the `link_loss` metric.
+/// Driver counters (mlx5 and rxe `hw_counters`) whose every increment is a request that
+/// failed or was retried: with the link's own error counters and the loss counters of the
+/// `link_loss` metric, the evidence beside a suspect (see [`is_error_counter`]).
 pub const ERROR_COUNTERS: &[&str] = &[
-    "symbol_error",
-    "link_error_recovery",
-    "link_downed",
-    "port_rcv_errors",
-    "port_rcv_remote_physical_errors",
-    "port_rcv_switch_relay_errors",
-    "port_xmit_discards",
-    "port_xmit_constraint_errors",
-    "port_rcv_constraint_errors",
-    "local_link_integrity_errors",
-    "excessive_buffer_overrun_errors",
-    "VL15_dropped",
     "rnr_nak_retry_err",
     "req_cqe_error",
     "resp_cqe_error",
@@ -44,9 +32,13 @@ pub const ERROR_COUNTERS: &[&str] = &[
     "duplicate_request",
 ];
 
-/// True for a counter that counts errors (see [`ERROR_COUNTERS`] and the loss counters).
+/// True for a counter that counts errors: the link's own (the InfiniBand PortCounters of
+/// [`crate::inventory::LINK_ERROR_COUNTERS`]), the drivers' ([`ERROR_COUNTERS`]) and the
+/// loss counters.
 pub fn is_error_counter(name: &str) -> bool {
-    ERROR_COUNTERS.contains(&name) || LOSS_COUNTERS.contains(&name)
+    crate::inventory::LINK_ERROR_COUNTERS.contains(&name)
+        || ERROR_COUNTERS.contains(&name)
+        || LOSS_COUNTERS.contains(&name)
 }
 
 /// Sentinel for a row without a round (standalone pairs).
