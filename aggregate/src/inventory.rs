@@ -14,23 +14,7 @@ use crate::judge::{Outcome, Status};
 use crate::matrix::natural_cmp;
 use crate::profile::InventorySpec;
 
-/// Counters that only rise on a physical or link-level fault (optics, cables, switch
-/// ports), unlike retransmission counters that rise a little on any loaded fabric and
-/// under emulation: the default of `error_counters_max_rise`.
-pub const LINK_ERROR_COUNTERS: &[&str] = &[
-    "symbol_error",
-    "link_error_recovery",
-    "link_downed",
-    "port_rcv_errors",
-    "port_rcv_remote_physical_errors",
-    "port_rcv_switch_relay_errors",
-    "port_xmit_discards",
-    "port_xmit_constraint_errors",
-    "port_rcv_constraint_errors",
-    "local_link_integrity_errors",
-    "excessive_buffer_overrun_errors",
-    "VL15_dropped",
-];
+pub use crate::rows::LINK_ERROR_COUNTERS;
 
 /// One port as the documents saw it (the latest document's facts; counters from the
 /// first and the latest).
