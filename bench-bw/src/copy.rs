@@ -237,6 +237,7 @@ mod imp {
                         initiator: Some(from),
                         responder: Some(to),
                     }),
+                    setup: None,
                 }));
             }
         }

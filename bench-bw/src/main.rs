@@ -130,7 +130,8 @@ impl PairTool for Bandwidth {
         let plan = run.plan;
         let size = run.spec.size;
         let interval_ns = self.interval_ms * 1_000_000;
-        let mut ep = transport::connect_bandwidth(plan.transport, &run.spec, run.link)?;
+        let (mut ep, setup) =
+            transport::connect_bandwidth(plan.transport, &run.spec, run.link, run.conn)?;
         let active = run.spec.role == Role::Initiator || plan.bidirectional;
         let mine = if active {
             Some(stream(&mut *ep, run.clock, plan, interval_ns)?)
@@ -187,6 +188,7 @@ impl PairTool for Bandwidth {
             counters: transport::counter_deltas(&report, &theirs),
             check_wrong_bytes: transport::check_wrong_bytes(&report, &theirs),
             memory: transport::memory_use(&report, &theirs),
+            setup: Some(setup),
         })))
     }
 

@@ -72,7 +72,8 @@ struct Latency;
 impl PairTool for Latency {
     fn run_size(&mut self, run: &mut SizeRun) -> Result<Option<TestResult>> {
         let plan = run.plan;
-        let mut ep = transport::connect_latency(plan.transport, &run.spec, run.link)?;
+        let (mut ep, setup) =
+            transport::connect_latency(plan.transport, &run.spec, run.link, run.conn)?;
         match run.spec.role {
             Role::Responder => {
                 while ep.pong()? {}
@@ -106,6 +107,7 @@ impl PairTool for Latency {
                     complete,
                     counters: transport::counter_deltas(&mine, &theirs),
                     memory: transport::memory_use(&mine, &theirs),
+                    setup: Some(setup),
                 })))
             }
         }

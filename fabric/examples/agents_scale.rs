@@ -133,6 +133,7 @@ fn row(pair: results::Pair) -> TestResult {
         counters: None,
         check_wrong_bytes: None,
         memory: None,
+        setup: None,
     })
 }
 

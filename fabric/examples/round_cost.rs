@@ -74,6 +74,7 @@ fn row(i: u32) -> TestResult {
         }),
         check_wrong_bytes: None,
         memory: None,
+        setup: None,
     })
 }
 

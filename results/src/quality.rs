@@ -583,6 +583,7 @@ mod tests {
             counters,
             check_wrong_bytes: None,
             memory: None,
+            setup: None,
         })
     }
 

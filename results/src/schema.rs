@@ -358,6 +358,10 @@ pub struct LatencyResult {
     /// when both sides used plain host memory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<MemoryUse>,
+    /// How the pair's endpoints were made ready for this size; absent in documents written
+    /// before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup: Option<Setup>,
 }
 
 /// Streaming bandwidth and message rate for one message size on one pair.
@@ -395,6 +399,26 @@ pub struct BandwidthResult {
     /// when both sides used plain host memory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<MemoryUse>,
+    /// How the pair's endpoints were made ready for this size; absent in documents written
+    /// before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup: Option<Setup>,
+}
+
+/// How a pair's endpoints were made ready for one size, outside the timed loop.
+///
+/// A pair connects once per round and keeps the connection for all its sizes where the
+/// transport allows (verbs: the device, the registered memory and the connected queue
+/// pairs); TCP opens its data connections for each size, because a stream ends with its
+/// connection (the receiver reads to end of file).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Setup {
+    /// True: connected for this size (verbs: device opened, memory registered, queue pairs
+    /// created and connected; TCP: data connections opened). False: the connection of the
+    /// pair's earlier size, re-armed (queues settled, views moved, both sides met).
+    pub connected: bool,
+    /// Seconds the initiator spent on it, control messages included.
+    pub seconds: f64,
 }
 
 /// `verbs`, or `verbs+cuda` / `verbs+mixed` / `tcp+cuda` for rows whose buffers were not
@@ -645,6 +669,7 @@ mod tests {
                 complete: true,
                 counters: None,
                 memory: None,
+                setup: None,
             })],
             warnings: vec![],
             quality: None,

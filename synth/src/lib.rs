@@ -171,6 +171,7 @@ pub fn latency_row_of(
         complete: true,
         counters: None,
         memory: None,
+        setup: None,
     })
 }
 
@@ -215,6 +216,7 @@ pub fn bandwidth_row(
         complete: true,
         counters,
         check_wrong_bytes: None,
+        setup: None,
         memory: None,
     })
 }

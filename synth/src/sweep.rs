@@ -394,6 +394,7 @@ fn row(
             pair,
             complete: true,
             memory: None,
+            setup: None,
         }))
     } else {
         let gbit = spec.base * jitter * factor;
@@ -425,6 +426,7 @@ fn row(
             pair,
             complete: true,
             check_wrong_bytes: None,
+            setup: None,
             memory: None,
         }))
     }

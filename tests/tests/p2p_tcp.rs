@@ -196,6 +196,13 @@ fn all_sizes_and_duration_mode() {
         .collect();
     assert_eq!(sizes.len(), 23);
     assert_eq!((sizes[0], sizes[22]), (2, 8 << 20));
+    // TCP opens its data connection for every size (a stream ends with its connection);
+    // each row says so and how long it took.
+    for r in doc["results"].as_array().unwrap() {
+        assert_eq!(r["setup"]["connected"], true, "{}", r["setup"]);
+        let s = r["setup"]["seconds"].as_f64().unwrap();
+        assert!(s > 0.0 && s < 60.0, "setup seconds {s}");
+    }
 
     let port = free_port();
     let srv = server("bench-bw", port, &["-s", "4K"]);

@@ -217,6 +217,8 @@ pub struct SizeRun<'a> {
     pub plan: &'a Plan,
     pub spec: EndpointSpec,
     pub link: &'a mut dyn PeerLink,
+    /// What the pair keeps from size to size (hand it to the transport's connect).
+    pub conn: &'a mut crate::transport::Connection,
     pub clock: &'a LoopClock,
     pub pair: &'a Pair,
 }

@@ -1,5 +1,7 @@
 //! One pair of one round: walk the sizes in step with the peer, hand each size to the
 //! tool's loop, and turn whatever goes wrong into a failure record instead of an exit.
+//! The pair's [`Connection`] lives here, so a transport that can (verbs) connects at the
+//! first size and re-arms for the next; it is dropped with the pair, and after an error.
 //!
 //! The initiator leads: before each size it tells the responder the size, or that it
 //! stops (the sizes ran out, or Ctrl-C). A side that cannot go on (QPs that do not
@@ -17,7 +19,7 @@ use super::{PairTool, Plan, SizeRun};
 use crate::bootstrap::{recv_json, send_abort, send_json, PeerLink};
 use crate::clock::LoopClock;
 use crate::interrupt;
-use crate::transport::{EndpointSpec, Role};
+use crate::transport::{Connection, EndpointSpec, Role};
 
 /// Per-size instruction from initiator to responder.
 #[derive(Serialize, Deserialize)]
@@ -86,6 +88,9 @@ fn sizes(
         print_live,
     } = *ctx;
     let mut next_sizes = plan.sizes.iter().copied();
+    let largest = plan.sizes.iter().copied().max().unwrap_or(0);
+    // The pair connects at its first size and keeps the connection for the others.
+    let mut conn = Connection::default();
     loop {
         let size = match role {
             Role::Initiator => {
@@ -116,6 +121,7 @@ fn sizes(
             op: plan.op,
             role,
             size,
+            largest,
             streams: plan.streams,
             tx_depth: plan.tx_depth,
             bidirectional: plan.bidirectional,
@@ -128,6 +134,7 @@ fn sizes(
             plan,
             spec,
             link: &mut *link,
+            conn: &mut conn,
             clock,
             pair,
         };

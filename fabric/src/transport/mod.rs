@@ -2,20 +2,21 @@
 //!
 //! The benchmarks' loops are written once against two small traits, [`LatencyEndpoint`]
 //! (ping-pong) and [`BandwidthEndpoint`] (streaming with messages in flight); each transport
-//! implements them. Endpoints are created per test size by [`connect_latency`] /
+//! implements them. Endpoints are made ready per test size by [`connect_latency`] /
 //! [`connect_bandwidth`], which exchange endpoint info over the bootstrap's [`PeerLink`]
 //! and return a ready, connected endpoint, so nothing but the measured operation remains
-//! for the loop.
+//! for the loop. What a transport can keep from one size to the next lives in the pair's
+//! [`Connection`]: verbs connects once per pair and re-arms between sizes.
 
 use std::net::IpAddr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::bootstrap::PeerLink;
 use crate::gpu::GpuOptions;
-use results::{CounterDeltas, MemorySide, MemoryUse, PortCounters};
+use results::{CounterDeltas, MemorySide, MemoryUse, PortCounters, Setup};
 
 pub mod tcp;
 #[cfg(feature = "verbs")]
@@ -184,6 +185,8 @@ pub struct EndpointSpec {
     pub op: Op,
     pub role: Role,
     pub size: u64,
+    /// The largest size the pair will measure: verbs registers its memory once, for it.
+    pub largest: u64,
     /// Parallel streams (TCP connections, queue pairs).
     pub streams: u32,
     /// Messages in flight per stream.
@@ -322,34 +325,80 @@ pub fn check_supported(kind: TransportKind, op: Op) -> Result<()> {
     Ok(())
 }
 
-/// Creates a connected latency endpoint of `kind`.
-pub fn connect_latency(
+/// What a pair keeps from one size to the next, for as long as the pair runs (one round):
+/// the verbs session (device, registered memory, connected queue pairs). Made empty when
+/// the pair starts, dropped when it ends; an error in any size ends the pair, so a
+/// connection in doubt is never reused.
+#[derive(Default)]
+pub struct Connection {
+    #[cfg(feature = "verbs")]
+    verbs: Option<verbs::session::Session>,
+}
+
+/// Times a connect and records whether it connected anew.
+fn timed<E>(connect: impl FnOnce() -> Result<(E, bool)>) -> Result<(E, Setup)> {
+    let start = Instant::now();
+    let (ep, connected) = connect()?;
+    let setup = Setup {
+        connected,
+        seconds: start.elapsed().as_secs_f64(),
+    };
+    Ok((ep, setup))
+}
+
+/// A latency endpoint of `kind`, connected and ready for `spec`'s size (verbs: the pair's
+/// connection in `conn`, made at its first size and re-armed after), and how it was made
+/// ready.
+pub fn connect_latency<'a>(
     kind: TransportKind,
     spec: &EndpointSpec,
     link: &mut dyn PeerLink,
-) -> Result<Box<dyn LatencyEndpoint>> {
+    conn: &'a mut Connection,
+) -> Result<(Box<dyn LatencyEndpoint + 'a>, Setup)> {
     check_supported(kind, spec.op)?;
     match kind {
-        TransportKind::Tcp => Ok(Box::new(tcp::TcpLatency::connect(spec, link)?)),
+        TransportKind::Tcp => timed(|| {
+            let ep: Box<dyn LatencyEndpoint> = Box::new(tcp::TcpLatency::connect(spec, link)?);
+            Ok((ep, true))
+        }),
         #[cfg(feature = "verbs")]
-        TransportKind::Verbs => Ok(Box::new(verbs::VerbsLatency::connect(spec, link)?)),
+        TransportKind::Verbs => timed(|| {
+            let (ep, connected) = verbs::VerbsLatency::connect(spec, link, &mut conn.verbs)?;
+            let ep: Box<dyn LatencyEndpoint + 'a> = Box::new(ep);
+            Ok((ep, connected))
+        }),
         #[cfg(not(feature = "verbs"))]
-        TransportKind::Verbs => verbs_available().map(|_| unreachable!()),
+        TransportKind::Verbs => {
+            let _ = conn;
+            verbs_available().map(|_| unreachable!())
+        }
     }
 }
 
-/// Creates a connected bandwidth endpoint of `kind`.
-pub fn connect_bandwidth(
+/// A bandwidth endpoint of `kind`, connected and ready for `spec`'s size; see
+/// [`connect_latency`].
+pub fn connect_bandwidth<'a>(
     kind: TransportKind,
     spec: &EndpointSpec,
     link: &mut dyn PeerLink,
-) -> Result<Box<dyn BandwidthEndpoint>> {
+    conn: &'a mut Connection,
+) -> Result<(Box<dyn BandwidthEndpoint + 'a>, Setup)> {
     check_supported(kind, spec.op)?;
     match kind {
-        TransportKind::Tcp => Ok(Box::new(tcp::TcpBandwidth::connect(spec, link)?)),
+        TransportKind::Tcp => timed(|| {
+            let ep: Box<dyn BandwidthEndpoint> = Box::new(tcp::TcpBandwidth::connect(spec, link)?);
+            Ok((ep, true))
+        }),
         #[cfg(feature = "verbs")]
-        TransportKind::Verbs => Ok(Box::new(verbs::VerbsBandwidth::connect(spec, link)?)),
+        TransportKind::Verbs => timed(|| {
+            let (ep, connected) = verbs::VerbsBandwidth::connect(spec, link, &mut conn.verbs)?;
+            let ep: Box<dyn BandwidthEndpoint + 'a> = Box::new(ep);
+            Ok((ep, connected))
+        }),
         #[cfg(not(feature = "verbs"))]
-        TransportKind::Verbs => verbs_available().map(|_| unreachable!()),
+        TransportKind::Verbs => {
+            let _ = conn;
+            verbs_available().map(|_| unreachable!())
+        }
     }
 }

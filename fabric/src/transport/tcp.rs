@@ -553,6 +553,7 @@ mod tests {
             op: Op::Send,
             role,
             size,
+            largest: size,
             streams,
             tx_depth: 1,
             bidirectional,

@@ -20,7 +20,7 @@ use rdma_sys::*;
 
 use super::cq;
 use super::qp::SendOp;
-use super::session::{Session, Shape, CTRL_WR};
+use super::session::{self, Session, Shape, CTRL_WR};
 use super::RdmaOp;
 use crate::bootstrap::PeerLink;
 use crate::transport::{BandwidthEndpoint, EndpointSpec, Op, Role, SideReport};
@@ -54,8 +54,8 @@ fn recv_and_repost(s: &Session, wcs: &mut [ibv_wc]) -> Result<u64> {
     Ok(bytes)
 }
 
-pub struct VerbsBandwidth {
-    s: Session,
+pub struct VerbsBandwidth<'a> {
+    s: &'a mut Session,
     op: RdmaOp,
     role: Role,
     bidirectional: bool,
@@ -81,12 +81,19 @@ pub struct VerbsBandwidth {
     wcs: [ibv_wc; BATCH],
 }
 
-impl VerbsBandwidth {
-    pub fn connect(spec: &EndpointSpec, link: &mut dyn PeerLink) -> Result<Self> {
+impl<'a> VerbsBandwidth<'a> {
+    /// The pair's session, kept in `kept` from size to size, ready for `spec`; also says
+    /// whether it connected anew.
+    pub fn connect(
+        spec: &EndpointSpec,
+        link: &mut dyn PeerLink,
+        kept: &'a mut Option<Session>,
+    ) -> Result<(Self, bool)> {
         let receives = spec.op == Op::Send && (spec.role == Role::Responder || spec.bidirectional);
         let depth = u64::from(spec.tx_depth.max(1));
         let one_sided = spec.op != Op::Send && !spec.bidirectional;
-        let s = Session::establish(
+        let (s, connected) = session::open(
+            kept,
             spec,
             Shape {
                 qps: spec.streams,
@@ -99,7 +106,7 @@ impl VerbsBandwidth {
             link,
         )?;
         let n = s.qps.len();
-        Ok(Self {
+        let me = Self {
             s,
             op: RdmaOp::of(spec.op)?,
             role: spec.role,
@@ -123,7 +130,8 @@ impl VerbsBandwidth {
             idle: 0,
             idle_since: None,
             wcs: std::array::from_fn(|_| cq::empty_wc()),
-        })
+        };
+        Ok((me, connected))
     }
 
     fn what(&self) -> &'static str {
@@ -178,7 +186,7 @@ impl VerbsBandwidth {
     /// Polls the receive CQ once and reposts what it consumed; returns bytes received.
     #[inline(always)]
     fn service_recv(&mut self) -> Result<u64> {
-        recv_and_repost(&self.s, &mut self.wcs)
+        recv_and_repost(self.s, &mut self.wcs)
     }
 
     fn receives(&self) -> bool {
@@ -236,7 +244,7 @@ impl VerbsBandwidth {
     }
 }
 
-impl BandwidthEndpoint for VerbsBandwidth {
+impl BandwidthEndpoint for VerbsBandwidth<'_> {
     #[inline]
     fn step(&mut self) -> Result<u64> {
         self.steps += 1;

@@ -21,7 +21,7 @@ use rdma_sys::*;
 
 use super::cq;
 use super::qp::SendOp;
-use super::session::{Session, Shape};
+use super::session::{self, Session, Shape};
 use super::RdmaOp;
 use crate::bootstrap::PeerLink;
 use crate::transport::{EndpointSpec, LatencyEndpoint, Op, Role, SideReport};
@@ -39,8 +39,8 @@ const RX_DEPTH: u32 = 64;
 /// Inline by default for small messages (perftest's default for latency tests).
 const DEFAULT_INLINE: u32 = 220;
 
-pub struct VerbsLatency {
-    s: Session,
+pub struct VerbsLatency<'a> {
+    s: &'a mut Session,
     op: RdmaOp,
     size: usize,
     seq: u64,
@@ -50,9 +50,16 @@ pub struct VerbsLatency {
     wcs: [ibv_wc; 8],
 }
 
-impl VerbsLatency {
-    pub fn connect(spec: &EndpointSpec, link: &mut dyn PeerLink) -> Result<Self> {
-        let s = Session::establish(
+impl<'a> VerbsLatency<'a> {
+    /// The pair's session, kept in `kept` from size to size, ready for `spec`; also says
+    /// whether it connected anew.
+    pub fn connect(
+        spec: &EndpointSpec,
+        link: &mut dyn PeerLink,
+        kept: &'a mut Option<Session>,
+    ) -> Result<(Self, bool)> {
+        let (s, connected) = session::open(
+            kept,
             spec,
             Shape {
                 qps: 1,
@@ -64,7 +71,7 @@ impl VerbsLatency {
             },
             link,
         )?;
-        Ok(Self {
+        let me = Self {
             size: s.size,
             s,
             op: RdmaOp::of(spec.op)?,
@@ -72,7 +79,8 @@ impl VerbsLatency {
             posted: 0,
             unreaped: 0,
             wcs: std::array::from_fn(|_| cq::empty_wc()),
-        })
+        };
+        Ok((me, connected))
     }
 
     /// The value the last byte carries in round `seq` (never 0, never equal to the last).
@@ -136,6 +144,8 @@ impl VerbsLatency {
             // SAFETY: with IBV_WC_WITH_IMM set, the union holds the immediate data.
             && u32::from_be(unsafe { wc.imm_data_invalidated_rkey_union.imm_data }) == END
         {
+            // The test is over: the receive goes back for the pair's next size.
+            self.s.post_recv(0)?;
             return Ok(false);
         }
         self.s.post_recv(0)?;
@@ -168,7 +178,7 @@ impl VerbsLatency {
     }
 }
 
-impl LatencyEndpoint for VerbsLatency {
+impl LatencyEndpoint for VerbsLatency<'_> {
     #[inline]
     fn ping(&mut self) -> Result<()> {
         match self.op {

@@ -1,6 +1,13 @@
 //! One side of a verbs test: device, memory, queues and queue pairs, connected to the
 //! peer's over the bootstrap's [`PeerLink`] (the standalone TCP handshake or MPI).
 //!
+//! A pair connects once and keeps the connection for every size it measures, as perftest
+//! does with `-a`: opening the device, pinning and registering memory, and creating and
+//! connecting queue pairs are firmware commands that cost milliseconds each on a real
+//! adapter, paid once per pair per round instead of once per size. The memory is sized
+//! for the largest message of the sweep; between sizes [`Session::rearm`] only settles the
+//! queues, clears the words the peer writes and moves the message views.
+//!
 //! Two registered regions per side, the same layout on both:
 //!
 //! ```text
@@ -48,6 +55,8 @@ const OUT_STOP: usize = 64;
 const OUT_BEAT: usize = 96;
 /// wr_id of control writes (never a data message).
 pub const CTRL_WR: u64 = 1 << 62;
+/// wr_id of the writes that settle the queues between sizes.
+const SETTLE_WR: u64 = (1 << 62) | 1;
 
 /// What the peer needs to reach our queue pairs and memory.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -66,6 +75,7 @@ struct PeerInfo {
 }
 
 /// Queue sizes an endpoint asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Shape {
     pub qps: u32,
     /// Send work requests in flight per QP (data, not counting control writes).
@@ -98,14 +108,22 @@ pub struct Session {
     dst: Vec<Local>,
     remote_src: Vec<Remote>,
     remote_dst: Vec<Remote>,
+    /// Per QP: our dst slot whole, where receives land (posted at the slot's full length,
+    /// so a receive posted for one size takes a message of any later size).
+    recv_dst: Vec<Local>,
+    /// The peer's data region, to view its slots at each size.
+    peer_data: RemoteRegion,
     /// Control writes: our staging words, the peer's stop and heartbeat words.
     out_stop: Local,
     out_stop_send: Local,
     out_beat: Local,
     in_stop: Remote,
     in_beat: Remote,
-    /// Bytes per slot (the message size rounded up to 64).
+    /// Bytes per slot (the largest message size rounded up to 64).
     pub slot: usize,
+    /// The largest message the memory holds.
+    capacity: usize,
+    /// The message size of the current test.
     pub size: usize,
     /// Inline limit in effect (0: never inline).
     pub inline: u32,
@@ -113,6 +131,7 @@ pub struct Session {
     pub role: Role,
     port: u8,
     peer_passive: bool,
+    shape: Shape,
     before: Snapshot,
     /// This side's memory record for the result (`None`: plain host memory).
     pub memory: Option<MemorySide>,
@@ -200,6 +219,33 @@ fn gpu_region(
     bail!("this binary was built without CUDA support (cargo feature `cuda`): leave out --use-cuda")
 }
 
+/// The pair's session for `spec`: the one kept from its last size, re-armed, or a new one
+/// when there is none yet (or it cannot hold this size). Returns whether it connected.
+pub fn open<'a>(
+    kept: &'a mut Option<Session>,
+    spec: &EndpointSpec,
+    shape: Shape,
+    link: &mut dyn PeerLink,
+) -> Result<(&'a mut Session, bool)> {
+    let connected = match kept.take() {
+        Some(mut s) if s.fits(spec, &shape) => {
+            s.rearm(spec, link)?;
+            *kept = Some(s);
+            false
+        }
+        old => {
+            // The old session (if any) is released before the new one registers memory.
+            drop(old);
+            *kept = Some(Session::establish(spec, shape, link)?);
+            true
+        }
+    };
+    let s = kept
+        .as_mut()
+        .ok_or_else(|| anyhow!("internal error: no verbs session"))?;
+    Ok((s, connected))
+}
+
 impl Session {
     pub fn establish(spec: &EndpointSpec, shape: Shape, link: &mut dyn PeerLink) -> Result<Self> {
         let opts = &spec.verbs;
@@ -213,7 +259,8 @@ impl Session {
 
         let qps_n = shape.qps.max(1) as usize;
         let size = spec.size.max(1) as usize;
-        let slot = size.div_ceil(64) * 64;
+        let capacity = spec.largest.max(spec.size).max(1) as usize;
+        let slot = capacity.div_ceil(64) * 64;
         let data_len = 2 * qps_n * slot;
         let pd = ProtectionDomain::new(&ctx)?;
         if opts.gpu.is_none() && !opts.host_dmabuf {
@@ -222,9 +269,6 @@ impl Session {
         }
         let ctrl = MemoryRegion::host(&pd, CTRL)?;
         let (data, memory) = data_region(&pd, spec, data_len)?;
-        for q in 0..qps_n {
-            data.write_bytes(q * slot, &pattern_bytes(q, size))?;
-        }
         let channel = if opts.events || shape.passive {
             Some(Channel::new(&ctx)?)
         } else {
@@ -294,7 +338,8 @@ impl Session {
         if peer.qpns.len() != qps_n || peer.slot != slot as u64 {
             bail!(
                 "the peer set up {} queue pair(s) of {}-byte slots, this side {qps_n} of {slot}: \
-                 both sides must run the same version with the same -q and sizes",
+                 both sides must run the same version with the same -q and sizes (the slot \
+                 holds the largest)",
                 peer.qpns.len(),
                 peer.slot
             );
@@ -333,16 +378,10 @@ impl Session {
                 rd_atomic: rd_atomic.min(peer.rd_atomic) as u8,
             })?;
         }
-        let (mut src, mut dst, mut remote_src, mut remote_dst) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for q in 0..qps_n {
-            let (s_off, d_off) = (q * slot, (qps_n + q) * slot);
-            src.push(data.local(s_off, size)?);
-            dst.push(data.local(d_off, size)?);
-            remote_src.push(peer.data.at(s_off, size)?);
-            remote_dst.push(peer.data.at(d_off, size)?);
-        }
-        let me = Self {
+        let recv_dst = (0..qps_n)
+            .map(|q| data.local((qps_n + q) * slot, slot))
+            .collect::<Result<Vec<_>>>()?;
+        let mut me = Self {
             out_stop: ctrl.local(OUT_STOP, 16)?,
             out_stop_send: ctrl.local(OUT_STOP, 0)?,
             out_beat: ctrl.local(OUT_BEAT, 8)?,
@@ -354,11 +393,14 @@ impl Session {
             ctrl,
             data,
             ctx,
-            src,
-            dst,
-            remote_src,
-            remote_dst,
+            src: Vec::new(),
+            dst: Vec::new(),
+            remote_src: Vec::new(),
+            remote_dst: Vec::new(),
+            recv_dst,
+            peer_data: peer.data,
             slot,
+            capacity,
             size,
             inline,
             timeout: spec.timeout,
@@ -367,18 +409,113 @@ impl Session {
             peer_passive: shape.peer_passive,
             before: Snapshot::default(),
             memory,
+            shape,
         };
-        if shape.recv_depth > 0 || shape.passive {
+        me.set_size(size)?;
+        if me.shape.recv_depth > 0 || me.shape.passive {
             for q in 0..qps_n {
                 for _ in 0..recv_wr {
                     me.post_recv(q)?;
                 }
             }
         }
-        // Both sides' receives are posted and QPs in RTS before anyone sends.
-        let _: bool = exchange(spec.role, link, &true)?;
-        let before = counters::read(&me.ctx.name, u32::from(me.port));
-        Ok(Self { before, ..me })
+        me.ready(spec.role, link)?;
+        Ok(me)
+    }
+
+    /// Whether this session can run `spec` with `shape` (the same queues, a message that
+    /// fits its memory). Both sides decide alike: they share the plan and the slot size.
+    pub fn fits(&self, spec: &EndpointSpec, shape: &Shape) -> bool {
+        self.shape == *shape && spec.size.max(1) as usize <= self.capacity && spec.role == self.role
+    }
+
+    /// Makes the connected pair ready for the next size, both sides in step:
+    ///
+    /// 1. a signaled 8-byte write on every QP (into the peer's heartbeat word): RC completes
+    ///    a queue's requests in order, so once it completes, every request of the last
+    ///    size has, and its completion has been polled here and checked;
+    /// 2. receives the last size consumed without reposting (the closing send, the peer's
+    ///    end marker) are reposted, so each QP again has its full receive depth;
+    /// 3. the words the peer writes (stop, count) are cleared, the message views moved to
+    ///    the new size, the source pattern written and the destination slots zeroed (a
+    ///    ping-pong by RDMA write watches the last byte, which must not hold a stale mark);
+    /// 4. the two sides meet over the control link before anyone sends, and the counters
+    ///    start again from here.
+    ///
+    /// Everything the peer sent in the last size completed before the sizes' reports were
+    /// exchanged, so nothing of it is still on the wire.
+    pub fn rearm(&mut self, spec: &EndpointSpec, link: &mut dyn PeerLink) -> Result<()> {
+        self.settle_sends()?;
+        self.repost_consumed()?;
+        self.ctrl.write_u64(IN_STOP, 0);
+        self.ctrl.write_u64(IN_COUNT, 0);
+        self.set_size(spec.size.max(1) as usize)?;
+        self.timeout = spec.timeout;
+        self.ready(spec.role, link)
+    }
+
+    /// Step 1 of [`rearm`](Self::rearm).
+    fn settle_sends(&mut self) -> Result<()> {
+        let what = "settling the queues between sizes";
+        for q in 0..self.qps.len() {
+            self.post_fence(q, SETTLE_WR)?;
+        }
+        let mut left = self.qps.len();
+        let mut wcs: [ibv_wc; 8] = std::array::from_fn(|_| cq::empty_wc());
+        while left > 0 {
+            let n = self.send_cq.wait(&mut wcs, self.timeout, what)?;
+            for wc in &wcs[..n] {
+                cq::check(wc, what)?;
+                if wc.wr_id == SETTLE_WR {
+                    left -= 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Step 2 of [`rearm`](Self::rearm).
+    fn repost_consumed(&mut self) -> Result<()> {
+        let mut wcs: [ibv_wc; 8] = std::array::from_fn(|_| cq::empty_wc());
+        loop {
+            let n = self.recv_cq.poll(&mut wcs)?;
+            if n == 0 {
+                return Ok(());
+            }
+            for wc in &wcs[..n] {
+                cq::check(wc, "settling the receive queue between sizes")?;
+                self.post_recv(wc.wr_id as usize)?;
+            }
+        }
+    }
+
+    /// Points the message views at the first `size` bytes of each slot, writes the source
+    /// pattern for that size and zeroes as much of each destination slot.
+    fn set_size(&mut self, size: usize) -> Result<()> {
+        let qps_n = self.qps.len();
+        let (mut src, mut dst, mut remote_src, mut remote_dst) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let zero = vec![0u8; size];
+        for q in 0..qps_n {
+            let (s_off, d_off) = (q * self.slot, (qps_n + q) * self.slot);
+            self.data.write_bytes(s_off, &pattern_bytes(q, size))?;
+            self.data.write_bytes(d_off, &zero)?;
+            src.push(self.data.local(s_off, size)?);
+            dst.push(self.data.local(d_off, size)?);
+            remote_src.push(self.peer_data.at(s_off, size)?);
+            remote_dst.push(self.peer_data.at(d_off, size)?);
+        }
+        (self.src, self.dst, self.remote_src, self.remote_dst) = (src, dst, remote_src, remote_dst);
+        self.size = size;
+        Ok(())
+    }
+
+    /// Both sides' receives are posted and QPs in RTS before anyone sends; the counter
+    /// deltas of the test start here.
+    fn ready(&mut self, role: Role, link: &mut dyn PeerLink) -> Result<()> {
+        let _: bool = exchange(role, link, &true)?;
+        self.before = counters::read(&self.ctx.name, u32::from(self.port));
+        Ok(())
     }
 
     pub fn device(&self) -> &str {
@@ -427,10 +564,10 @@ impl Session {
         may_inline && self.size as u32 <= self.inline
     }
 
-    /// Posts one receive into dst slot `q` (wr_id = q).
+    /// Posts one receive into dst slot `q` (wr_id = q), the whole slot.
     #[inline(always)]
     pub fn post_recv(&self, q: usize) -> Result<()> {
-        self.qps[q].post_recv(&self.dst[q], q as u64)
+        self.qps[q].post_recv(&self.recv_dst[q], q as u64)
     }
 
     /// A harmless 8-byte write on QP `q`: our heartbeat staging word into the peer's
@@ -528,6 +665,8 @@ impl Session {
             let n = self.recv_cq.poll(&mut wcs)?;
             for wc in &wcs[..n] {
                 cq::check(wc, "waiting for the end of the test")?;
+                // The closing send took a receive: put it back for the next size.
+                self.post_recv(wc.wr_id as usize)?;
             }
             if n == 0 && beat.elapsed() >= Duration::from_secs(1) {
                 self.heartbeat()?;
