@@ -227,23 +227,17 @@ pub fn open<'a>(
     shape: Shape,
     link: &mut dyn PeerLink,
 ) -> Result<(&'a mut Session, bool)> {
-    let connected = match kept.take() {
+    match kept.take() {
         Some(mut s) if s.fits(spec, &shape) => {
             s.rearm(spec, link)?;
-            *kept = Some(s);
-            false
+            Ok((kept.insert(s), false))
         }
         old => {
             // The old session (if any) is released before the new one registers memory.
             drop(old);
-            *kept = Some(Session::establish(spec, shape, link)?);
-            true
+            Ok((kept.insert(Session::establish(spec, shape, link)?), true))
         }
-    };
-    let s = kept
-        .as_mut()
-        .ok_or_else(|| anyhow!("internal error: no verbs session"))?;
-    Ok((s, connected))
+    }
 }
 
 impl Session {
@@ -492,12 +486,11 @@ impl Session {
     /// Points the message views at the first `size` bytes of each slot, writes the source
     /// pattern for that size and zeroes as much of each destination slot.
     fn set_size(&mut self, size: usize) -> Result<()> {
-        let qps_n = self.qps.len();
         let (mut src, mut dst, mut remote_src, mut remote_dst) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let zero = vec![0u8; size];
-        for q in 0..qps_n {
-            let (s_off, d_off) = (q * self.slot, (qps_n + q) * self.slot);
+        for q in 0..self.qps.len() {
+            let (s_off, d_off) = (self.src_off(q), self.dst_off(q));
             self.data.write_bytes(s_off, &pattern_bytes(q, size))?;
             self.data.write_bytes(d_off, &zero)?;
             src.push(self.data.local(s_off, size)?);
