@@ -8,7 +8,7 @@
 //! a number (some mlx5 files are write-only or need privileges) is skipped.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use results::PortCounters;
 
@@ -57,7 +57,9 @@ pub fn read(device: &str, port: u32) -> Snapshot {
     read_at(Path::new(SYSFS_ROOT), device, port)
 }
 
-fn read_dir(dir: &PathBuf) -> BTreeMap<String, i64> {
+/// Every readable number in a counters directory, by file name (some mlx5 files are
+/// write-only or need privileges; those and non-numbers are skipped).
+pub(crate) fn read_dir(dir: &Path) -> BTreeMap<String, i64> {
     let mut out = BTreeMap::new();
     let Ok(entries) = std::fs::read_dir(dir) else {
         return out;

@@ -12,7 +12,6 @@
 //! Plain file reads under a root that tests point at fixture trees; a fact that cannot be
 //! read is left empty, never an error.
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -115,23 +114,8 @@ fn port(root: &SysRoot, pd: &Path, port: u32) -> RdmaPort {
             .filter(|&v| v > 0)
             .map(|v| v as u64),
         netdev,
-        counters: counters(&pd.join("counters")),
+        counters: crate::counters::read_dir(&pd.join("counters")),
     }
-}
-
-/// Every readable number in a counters directory (some mlx5 files need privileges).
-fn counters(dir: &Path) -> BTreeMap<String, i64> {
-    dir_names(dir)
-        .into_iter()
-        .filter_map(|n| {
-            let v = read_trim(dir.join(&n))?;
-            let v = v
-                .parse::<i64>()
-                .ok()
-                .or_else(|| v.parse::<u64>().ok().map(|u| u as i64))?;
-            Some((n, v))
-        })
-        .collect()
 }
 
 /// `100 Gb/sec (4X EDR)` -> (`4X`, `EDR`). RoCE ports print the same shape.
