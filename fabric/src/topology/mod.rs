@@ -21,6 +21,8 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use crate::inventory::{dir_names, read_trim};
+
 pub mod acs;
 #[cfg(test)]
 pub(crate) mod fixtures;
@@ -163,13 +165,6 @@ pub fn normalize_bus_id(s: &str) -> Option<String> {
     Some(format!("{dom:04x}:{bus:02x}:{dev:02x}.{func:x}"))
 }
 
-fn read_trim(p: &Path) -> Option<String> {
-    fs::read_to_string(p)
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-}
-
 fn read_hex(p: &Path) -> Option<u32> {
     let s = read_trim(p)?;
     u32::from_str_radix(s.trim_start_matches("0x"), 16).ok()
@@ -220,15 +215,7 @@ impl Topology {
             })
             .collect();
         let ib = root.join("sys/class/infiniband");
-        let mut names: Vec<String> = fs::read_dir(&ib)
-            .map(|rd| {
-                rd.flatten()
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
-        names.sort();
-        for name in names {
+        for name in dir_names(&ib) {
             let dir = ib.join(&name);
             let bus_id = fs::canonicalize(dir.join("device"))
                 .ok()
