@@ -534,8 +534,7 @@ pub fn run_rank(
 }
 
 fn rec_failure_reason(rec: &record::Recorder) -> Option<String> {
-    let doc = rec.document(&[], None);
-    doc.failed_pairs.first().map(|f| {
+    rec.first_failure().map(|f| {
         let size = f
             .size_bytes
             .map_or(String::new(), |s| format!(" at {s} bytes"));

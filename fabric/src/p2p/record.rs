@@ -200,6 +200,11 @@ impl<'a> Recorder<'a> {
         self.failures.len()
     }
 
+    /// The first failed pair in the document's order (`failed_pairs[0]` of [`Self::document`]).
+    pub fn first_failure(&self) -> Option<&FailedPair> {
+        self.failures.values().next()
+    }
+
     /// The document as it stands, with `extra` (the root's pair of the current round)
     /// appended.
     pub fn document(&self, extra: &[TestResult], stopped: Option<String>) -> Document {
@@ -385,6 +390,7 @@ mod tests {
         assert_eq!(f.initiator_error.as_deref(), Some("IBV_WC_RETRY_EXC_ERR"));
         assert_eq!(f.responder_error.as_deref(), Some("the peer gave up"));
         assert_eq!(f.initiator_port_state.as_deref(), Some("1: DOWN"));
+        assert_eq!(rec.first_failure(), doc.failed_pairs.first());
     }
 
     #[test]
