@@ -269,7 +269,6 @@ impl<'a> Recorder<'a> {
 /// environment error (2: the one peer died or could not connect); under a launcher a
 /// failed pair is a finding about the fabric (1), the rest of the sweep having run.
 pub fn exit_code(doc: &Document, standalone: bool) -> i32 {
-    use crate::exit::Outcome;
     let wrong = doc
         .results
         .iter()
@@ -278,18 +277,10 @@ pub fn exit_code(doc: &Document, standalone: bool) -> i32 {
         eprintln!("check failed: some bytes arrived wrong (see check_wrong_bytes)");
     }
     let failed_pairs = !doc.failed_pairs.is_empty();
-    crate::exit::code(
-        [
-            failed_pairs.then_some(if standalone {
-                Outcome::Error
-            } else {
-                Outcome::CheckFailed
-            }),
-            wrong.then_some(Outcome::CheckFailed),
-            (!doc.complete).then_some(Outcome::Interrupted),
-        ]
-        .into_iter()
-        .flatten(),
+    crate::exit::code_for(
+        failed_pairs && standalone,
+        (failed_pairs && !standalone) || wrong,
+        !doc.complete,
     )
 }
 
@@ -433,6 +424,41 @@ mod tests {
             crate::exit::ERROR,
             "the standalone pair's dead peer: 2"
         );
+    }
+
+    #[test]
+    fn the_exit_code_of_every_combination() {
+        let p = plan();
+        let rec = recorder(&p);
+        for failed in [false, true] {
+            for standalone in [false, true] {
+                for wrong in [false, true] {
+                    for interrupted in [false, true] {
+                        let mut doc = rec.document(
+                            &[bw(Some(if wrong { 3 } else { 0 }))],
+                            interrupted.then(|| "interrupted".into()),
+                        );
+                        if failed {
+                            doc.failed_pairs.push(FailedPair::default());
+                        }
+                        let want = if failed && standalone {
+                            crate::exit::ERROR
+                        } else if failed || wrong {
+                            crate::exit::CHECK_FAILED
+                        } else if interrupted {
+                            crate::exit::INTERRUPTED
+                        } else {
+                            crate::exit::OK
+                        };
+                        assert_eq!(
+                            exit_code(&doc, standalone),
+                            want,
+                            "failed {failed} standalone {standalone} wrong {wrong} interrupted {interrupted}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]
