@@ -127,16 +127,8 @@ impl<'a> Recorder<'a> {
 
     /// Takes in what the background decoder has finished.
     fn absorb(&mut self) {
-        let ready: Vec<_> = match &self.decoder {
-            Some(d) => d
-                .done
-                .lock()
-                .map(|mut v| std::mem::take(&mut *v))
-                .unwrap_or_default(),
-            None => return,
-        };
-        for (reports, secs) in ready {
-            self.add_round(reports, secs);
+        if let Some(done) = self.decoder.as_ref().map(|d| Arc::clone(&d.done)) {
+            self.add_decoded(&done);
         }
     }
 
@@ -145,14 +137,18 @@ impl<'a> Recorder<'a> {
         if let Some(d) = self.decoder.take() {
             drop(d.tx);
             let _ = d.handle.join();
-            let ready = d
-                .done
-                .lock()
-                .map(|mut v| std::mem::take(&mut *v))
-                .unwrap_or_default();
-            for (reports, secs) in ready {
-                self.add_round(reports, secs);
-            }
+            self.add_decoded(&d.done);
+        }
+    }
+
+    /// Takes the rounds decoded so far out of `done` and adds them in order.
+    fn add_decoded(&mut self, done: &Decoded) {
+        let ready = done
+            .lock()
+            .map(|mut v| std::mem::take(&mut *v))
+            .unwrap_or_default();
+        for (reports, secs) in ready {
+            self.add_round(reports, secs);
         }
     }
 
