@@ -122,13 +122,7 @@ fn opt(v: f64) -> Option<f64> {
 
 /// Whether a check's selector takes group `g` (matrix metrics select whole groups).
 fn selects(sel: &Selector, g: &Group) -> bool {
-    let k = &g.key;
-    sel.tool.as_deref().is_none_or(|t| t == k.tool)
-        && sel.test.as_deref().is_none_or(|t| t == k.test)
-        && sel.transport.as_deref().is_none_or(|t| t == k.transport)
-        && sel.size_ok(k.size)
-        && sel.collective.is_none()
-        && sel.backend.is_none()
+    crate::judge::group_selected(sel, &g.key)
 }
 
 /// Analyses the sweeps of `docs` for `profile`.
@@ -616,11 +610,15 @@ max = 0
 "#;
 
     fn verdict(docs: &[results::Document]) -> (Verdict, Cluster) {
+        verdict_with(PROFILE, docs)
+    }
+
+    fn verdict_with(profile: &str, docs: &[results::Document]) -> (Verdict, Cluster) {
         let loaded: Vec<Loaded> = docs
             .iter()
             .map(|d| Loaded::from_text("s.json", &serde_json::to_string(d).unwrap()).unwrap())
             .collect();
-        let p = crate::profile::parse(PROFILE, "t.toml").unwrap();
+        let p = crate::profile::parse(profile, "t.toml").unwrap();
         let t = crate::tables::build(&loaded, None);
         let mut v = crate::judge::judge(&p, &loaded, &t);
         let c = build(&p, &loaded);
@@ -643,6 +641,29 @@ max = 0
         assert_eq!(c.groups[0].rails.len(), 2);
         assert!(c.groups[0].rails[0].markdown.is_some());
         assert_eq!(c.heatmaps.len(), 2);
+    }
+
+    #[test]
+    fn a_pair_bound_for_gpu_memory_or_both_directions_leaves_host_one_way_cells_alone() {
+        // Per-pair bounds select groups by the judge's rule: a GPUDirect bound (memory
+        // "cuda") or a bidirectional one does not judge host rows measured one way. Applied
+        // to them, every cell of this healthy sweep was bad and every node a suspect.
+        for extra in ["memory = \"cuda\"", "bidirectional = true"] {
+            let profile = format!(
+                "{PROFILE}[[check]]\nid = \"other\"\ndescription = \"out of reach\"\n\
+                 metric = \"bw_avg\"\nunit = \"Gb/s\"\nmin = 1000000.0\n\
+                 test = \"write_bw\"\n{extra}\neach_pair = true\n"
+            );
+            let (v, c) = verdict_with(&profile, &[sweep_doc(&SweepSpec::bandwidth(6, 1))]);
+            assert!(c.suspects.is_empty(), "{extra}: {:?}", c.summary_lines());
+            assert_eq!(status(&v, "suspects").0, Status::Pass, "{extra}");
+            assert_eq!(status(&v, "bw").0, Status::Pass, "{extra}");
+            assert_eq!(
+                status(&v, "other").0,
+                Status::Missing,
+                "{extra}: no such rows"
+            );
+        }
     }
 
     #[test]

@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::input::{LatKey, Loaded};
 use crate::metric::{Metric, RowKind};
 use crate::profile::{Bound, Check, Profile, Selector};
-use crate::rows::{P2pRow, P2pRows, RowStats};
+use crate::rows::{GroupKey, P2pRow, P2pRows, RowStats};
 use crate::tables::Tables;
 use results::quality::{Mark, Marks};
 
@@ -127,26 +127,28 @@ fn matches(sel: &Selector, tool: &str, r: &TestResult) -> bool {
     }
 }
 
+/// Whether the selector takes the point-to-point rows of group `g` (all but `pair`, which
+/// is per row): [`matches`] decided once per group. The one rule for every place that
+/// selects groups: compact rows here, the matrix's per-pair bounds and its checks.
+pub(crate) fn group_selected(sel: &Selector, g: &GroupKey) -> bool {
+    sel.tool.as_deref().is_none_or(|t| t == g.tool)
+        && sel.test.as_deref().is_none_or(|t| t == g.test)
+        && sel.size_ok(g.size)
+        && sel.collective.is_none()
+        && sel.backend.is_none()
+        && sel.transport.as_deref().is_none_or(|t| t == g.transport)
+        && memory_ok(sel, &g.transport, &g.memory)
+        && if g.latency {
+            sel.bidirectional != Some(true)
+        } else {
+            sel.bidirectional.is_none_or(|d| d == g.bidirectional)
+        }
+}
+
 /// [`matches`] for the compact rows of a streamed document: which of its groups the
 /// selector takes (decided once per group, not per row of millions).
 fn groups_matching(sel: &Selector, rows: &P2pRows) -> Vec<bool> {
-    rows.groups
-        .iter()
-        .map(|g| {
-            sel.tool.as_deref().is_none_or(|t| t == g.tool)
-                && sel.test.as_deref().is_none_or(|t| t == g.test)
-                && sel.size_ok(g.size)
-                && sel.collective.is_none()
-                && sel.backend.is_none()
-                && sel.transport.as_deref().is_none_or(|t| t == g.transport)
-                && memory_ok(sel, &g.transport, &g.memory)
-                && if g.latency {
-                    sel.bidirectional != Some(true)
-                } else {
-                    sel.bidirectional.is_none_or(|d| d == g.bidirectional)
-                }
-        })
-        .collect()
+    rows.groups.iter().map(|g| group_selected(sel, g)).collect()
 }
 
 /// Whether compact row `r` is selected, given its groups' [`groups_matching`].

@@ -399,12 +399,7 @@ fn pair_bound(profile: &Profile, key: &GroupKey) -> Vec<PairBound> {
             let s = &c.select;
             s.each_pair
                 && s.pair.is_none()
-                && s.collective.is_none()
-                && s.backend.is_none()
-                && s.tool.as_deref().is_none_or(|t| t == key.tool)
-                && s.test.as_deref().is_none_or(|t| t == key.test)
-                && s.transport.as_deref().is_none_or(|t| t == key.transport)
-                && s.size_ok(key.size)
+                && crate::judge::group_selected(s, key)
                 && match c.metric.rows() {
                     RowKind::Latency => key.latency,
                     RowKind::Bandwidth => !key.latency,
