@@ -195,7 +195,7 @@ fn conduct(launch: &Launch, mut plan: Plan, tool: &mut dyn PairTool) -> Result<i
         for (ri, round) in schedule.rounds.iter().enumerate() {
             let ri = ri as u32;
             if interrupt::interrupted() {
-                stopped = Some("interrupted (Ctrl-C or SIGTERM)".to_string());
+                stopped = Some(interrupt::REASON.to_string());
                 let stop = frame(&Command::Stop {
                     reason: "the coordinator was interrupted".into(),
                 })?;
@@ -265,7 +265,7 @@ fn conduct(launch: &Launch, mut plan: Plan, tool: &mut dyn PairTool) -> Result<i
         }
         done_all(&mut agents).await;
         if stopped.is_none() && rec.interrupted {
-            stopped = Some("interrupted (Ctrl-C or SIGTERM)".to_string());
+            stopped = Some(interrupt::REASON.to_string());
         }
         let doc = rec.document(&[], stopped);
         progress.summary(&doc);

@@ -385,7 +385,7 @@ pub fn run_rank(
         let ri = ri as u32;
         let round_start = std::time::Instant::now();
         if !coord.begin_round(ri, limit) {
-            stopped = Some("interrupted (Ctrl-C or SIGTERM)".to_string());
+            stopped = Some(interrupt::REASON.to_string());
             break;
         }
         let mut report = RoundReport::default();
@@ -490,7 +490,7 @@ pub fn run_rank(
     }
     rec.drain();
     if stopped.is_none() && rec.interrupted {
-        stopped = Some("interrupted (Ctrl-C or SIGTERM)".to_string());
+        stopped = Some(interrupt::REASON.to_string());
     }
     if rec.failed_pairs() > 0 && stopped.is_none() && standalone {
         stopped = rec_failure_reason(&rec);

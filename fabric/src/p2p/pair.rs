@@ -39,8 +39,6 @@ pub struct PairOutcome {
     pub interrupted: bool,
 }
 
-const INTERRUPTED: &str = "interrupted (Ctrl-C or SIGTERM)";
-
 /// What one pair runs with.
 pub struct PairCtx<'a> {
     pub plan: &'a Plan,
@@ -95,7 +93,7 @@ fn sizes(
         let size = match role {
             Role::Initiator => {
                 let step = match (next_sizes.next(), interrupt::interrupted()) {
-                    (_, true) => Step::Stop(INTERRUPTED.into()),
+                    (_, true) => Step::Stop(interrupt::REASON.into()),
                     (Some(s), false) => Step::Size(s),
                     (None, false) => Step::Stop(String::new()),
                 };
@@ -148,7 +146,7 @@ fn sizes(
             if partial {
                 // Ctrl-C cut the loop short: tell the responder nothing more is coming.
                 out.interrupted = true;
-                let _ = send_json(link, &Step::Stop(INTERRUPTED.into()));
+                let _ = send_json(link, &Step::Stop(interrupt::REASON.into()));
                 return Ok(());
             }
         }
