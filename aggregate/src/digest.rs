@@ -14,6 +14,7 @@ pub fn sha256_hex_of(mut r: impl std::io::Read) -> std::io::Result<String> {
     Ok(hex(&h.finalize()))
 }
 
-fn hex(d: &[u8]) -> String {
+/// Lower-case hex of a finished digest.
+pub(crate) fn hex(d: &[u8]) -> String {
     d.iter().map(|b| format!("{b:02x}")).collect()
 }

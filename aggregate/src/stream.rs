@@ -28,6 +28,7 @@ use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
+use crate::digest::hex;
 use crate::input::{self, BadInput, LatKey, LatencyGroups, Loaded};
 use crate::metric::LossTally;
 use crate::rows::{BwStats, LatStats, P2pRow, P2pRows, RowStats, NO_ROUND};
@@ -507,10 +508,6 @@ fn fast(mut src: Source, max_groups: usize) -> Result<Streamed, Fallback> {
     })
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Parses a block of whole rows: it starts at a row's `{` and ends after a row (and its
 /// comma, unless it is the last row of all).
 fn parse_block(block: &[u8], max_groups: usize) -> Result<Chunk, Fallback> {
@@ -851,7 +848,8 @@ impl<'de> Visitor<'de> for RowsSeed<'_> {
 
 /// One row of the slow path: parsed in full, exactly as a whole read parses it.
 fn gather_row(g: &mut Gathered, row: &serde_json::Value, i: usize) {
-    let parsed: Result<TestResult, _> = serde_json::from_value(row.clone());
+    // Deserialized from the borrowed value: no copy of the row.
+    let parsed = TestResult::deserialize(row);
     let r = match parsed {
         Ok(r) => r,
         Err(e) => {
