@@ -226,7 +226,7 @@ impl Topology {
                     rd.flatten()
                         .filter_map(|e| e.file_name().to_string_lossy().parse::<u8>().ok())
                         .filter(|p| {
-                            read_trim(&dir.join(format!("ports/{p}/state")))
+                            read_trim(dir.join(format!("ports/{p}/state")))
                                 .is_some_and(|s| s.contains("ACTIVE"))
                         })
                         .collect()
@@ -249,10 +249,10 @@ impl Topology {
                 else {
                     continue;
                 };
-                let socket = read_trim(&e.path().join("cpulist"))
+                let socket = read_trim(e.path().join("cpulist"))
                     .and_then(|l| first_cpu(&l))
                     .and_then(|cpu| {
-                        read_trim(&root.join(format!(
+                        read_trim(root.join(format!(
                             "sys/devices/system/cpu/cpu{cpu}/topology/physical_package_id"
                         )))
                     })
@@ -286,7 +286,7 @@ impl Topology {
             bus_id: me.clone(),
             host_bridge: host_bridge.clone(),
             upstream: upstream.to_vec(),
-            numa_node: read_trim(&real.join("numa_node"))
+            numa_node: read_trim(real.join("numa_node"))
                 .and_then(|s| s.parse::<i64>().ok())
                 .filter(|n| *n >= 0)
                 .map(|n| n as u32),
