@@ -32,6 +32,8 @@ pub struct Site<'a, 't> {
     pub corrupt: bool,
 }
 
+/// Measures `coll` at `size` bytes. The caller has prepared `backend` for at least
+/// [`buffer_bytes`] of this size (`harness::on_team` prepares the team's largest once).
 pub fn size(
     plan: &Plan,
     site: &Site,
@@ -49,7 +51,6 @@ pub fn size(
     let alg_bytes = coll.alg_bytes(counts.param, ts, ranks);
     let op = coll.reduces.then_some(plan.op);
     let root = plan.root as usize;
-    backend.prepare(buffer_bytes(plan, coll, size, ranks))?;
     let input = data::fill_input(dt, op, rank, counts.send);
     let ctx = Ctx {
         ranks,
@@ -98,7 +99,9 @@ pub fn size(
             backend.timed(&step, plan.iters, &progress)?
         };
         let wrong = if plan.check && step.layout.defined {
-            backend.fill(Buf::Recv, POISON)?;
+            // The bytes this size uses (`buffer_bytes`), not the whole buffer prepared
+            // for the sweep's largest size: what the per-size buffers held.
+            backend.fill(Buf::Recv, POISON, (size_bytes as usize).max(1))?;
             backend.write(input_buf, input_at * ts, &input)?;
             {
                 let _g = team

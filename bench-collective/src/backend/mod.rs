@@ -95,8 +95,10 @@ pub trait Backend {
     fn prepare(&mut self, bytes: usize) -> Result<()>;
     fn write(&mut self, buf: Buf, offset: usize, data: &[u8]) -> Result<()>;
     fn read(&mut self, buf: Buf, offset: usize, out: &mut [u8]) -> Result<()>;
-    /// Sets every byte of `buf` to `byte` (poison before a checked call).
-    fn fill(&mut self, buf: Buf, byte: u8) -> Result<()>;
+    /// Sets the first `len` bytes of `buf` to `byte` (poison before a checked call: the
+    /// bytes the size at hand uses, not the whole buffer prepared for the largest size).
+    /// An error if `len` exceeds the buffer.
+    fn fill(&mut self, buf: Buf, byte: u8, len: usize) -> Result<()>;
     /// Runs `n` untimed calls and waits until they are done (warm-up, the checked call).
     fn calls(&mut self, step: &Step, n: u64) -> Result<()>;
     /// Runs `iters` timed calls; bumps `progress` as calls complete (for the watchdog).

@@ -94,8 +94,14 @@ impl Backend for MpiBackend<'_> {
         Ok(())
     }
 
-    fn fill(&mut self, buf: Buf, byte: u8) -> Result<()> {
-        self.buf(buf).fill(byte);
+    fn fill(&mut self, buf: Buf, byte: u8, len: usize) -> Result<()> {
+        let v = self.buf(buf);
+        anyhow::ensure!(
+            len <= v.len(),
+            "internal error: filling {len} bytes of a {}-byte host buffer",
+            v.len()
+        );
+        v[..len].fill(byte);
         Ok(())
     }
 

@@ -6,7 +6,8 @@
 //! back-to-back launches and the final stream synchronisation: `time_us`), then the
 //! per-iteration view, each launch between two CUDA events on the stream. Two passes
 //! because recording and reading events costs host time between launches that
-//! nccl-tests' loop does not spend; on host memory one pass does both (see `mpi`).
+//! nccl-tests' loop does not spend; the MPI backend on host memory runs the same two
+//! passes for its own reason, the clock reads and stores per iteration (see `mpi`).
 
 use std::sync::atomic::AtomicU64;
 
@@ -116,8 +117,17 @@ impl Backend for NcclBackend {
         self.buf(buf)?.read(offset, out)
     }
 
-    fn fill(&mut self, buf: Buf, byte: u8) -> Result<()> {
-        self.buf_mut(buf)?.fill(byte)
+    fn fill(&mut self, buf: Buf, byte: u8, len: usize) -> Result<()> {
+        let b = self.buf_mut(buf)?;
+        anyhow::ensure!(
+            len <= b.len(),
+            "internal error: filling {len} bytes of a {}-byte GPU buffer",
+            b.len()
+        );
+        // `DeviceBuffer` has no ranged memset, and copying `len` poison bytes from the
+        // host would cost far more than the device memset of the whole allocation (well
+        // under a millisecond even at 1 GiB); bytes past `len` are never read.
+        b.fill(byte)
     }
 
     fn calls(&mut self, step: &Step, n: u64) -> Result<()> {
