@@ -206,7 +206,7 @@ fn setup(plan: &Plan, job: &MpiJob) -> Result<Result<Setup, i32>> {
 
     let mut host = fabric::host::collect();
     host.rank = Some(rank);
-    host.gpus.extend(gpu);
+    add_rank_gpu(&mut host.gpus, gpu);
     let info = RankInfo {
         host,
         pid: std::process::id(),
@@ -283,6 +283,30 @@ fn sweep_teams(
         }
     }
     Ok(Ok(()))
+}
+
+/// Adds the rank's own GPU (`Gpu::info`, NCCL runs) to the GPUs the host facts listed
+/// from sysfs (`fabric::host::collect`), unless one of them has its PCI bus id already,
+/// so a GPU is counted once (the aggregate counts GPUs by name). Both sides write
+/// `0000:18:00.0` today; the ids are compared normalised (domain width, case), as CUDA's
+/// own `00000000:18:00.0` would read. Where it is listed, only what sysfs lacks (the
+/// memory size) is taken from it; a GPU without a bus id, or one sysfs did not list, is
+/// added.
+fn add_rank_gpu(gpus: &mut Vec<results::GpuInfo>, gpu: Option<results::GpuInfo>) {
+    let Some(gpu) = gpu else { return };
+    let key = |id: &str| {
+        fabric::topology::normalize_bus_id(id).unwrap_or_else(|| id.trim().to_ascii_lowercase())
+    };
+    let listed = gpu.pci_bus_id.as_deref().map(key).and_then(|id| {
+        gpus.iter_mut()
+            .find(|g| g.pci_bus_id.as_deref().map(key).as_ref() == Some(&id))
+    });
+    match listed {
+        Some(g) => {
+            g.memory_bytes = g.memory_bytes.or(gpu.memory_bytes);
+        }
+        None => gpus.push(gpu),
+    }
 }
 
 /// Refuses what cannot run on this job before anything starts.
@@ -521,6 +545,54 @@ fn print_preamble(plan: &Plan, infos: &[RankInfo]) {
 mod tests {
     use super::*;
     use crate::report::tests::result;
+
+    fn gpu(index: u32, name: &str, bus: Option<&str>) -> results::GpuInfo {
+        results::GpuInfo {
+            index,
+            name: name.into(),
+            pci_bus_id: bus.map(Into::into),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_ranks_gpu_is_listed_once() {
+        // sysfs listed the node's GPUs; CUDA names one of them, in its own spelling.
+        let sysfs = vec![
+            gpu(0, "NVIDIA H100", Some("0000:18:00.0")),
+            gpu(1, "NVIDIA H100", Some("0000:2a:00.0")),
+        ];
+        for bus in ["0000:2a:00.0", "00000000:2A:00.0", " 0000:2A:00.0"] {
+            let mut gpus = sysfs.clone();
+            let mut cuda = gpu(1, "NVIDIA H100 80GB HBM3", Some(bus));
+            cuda.memory_bytes = Some(80 << 30);
+            add_rank_gpu(&mut gpus, Some(cuda));
+            assert_eq!(gpus.len(), 2, "{bus}: {gpus:?}");
+            assert_eq!(gpus[1].name, "NVIDIA H100", "sysfs's entry stays");
+            assert_eq!(
+                gpus[1].memory_bytes,
+                Some(80 << 30),
+                "what sysfs lacks is kept"
+            );
+        }
+        // A GPU sysfs did not list (or no sysfs at all), or one without a bus id: added.
+        for (cuda, want) in [
+            (gpu(0, "NVIDIA A100", Some("0000:c1:00.0")), 3),
+            (gpu(0, "NVIDIA A100", None), 3),
+        ] {
+            let mut gpus = sysfs.clone();
+            add_rank_gpu(&mut gpus, Some(cuda.clone()));
+            assert_eq!(gpus.len(), want);
+            assert_eq!(gpus.last(), Some(&cuda));
+        }
+        let mut gpus = Vec::new();
+        add_rank_gpu(&mut gpus, Some(gpu(0, "NVIDIA A100", Some("0000:c1:00.0"))));
+        assert_eq!(gpus.len(), 1);
+        // MPI runs have no GPU of their own.
+        let mut gpus = sysfs.clone();
+        add_rank_gpu(&mut gpus, None);
+        assert_eq!(gpus, sysfs);
+    }
 
     #[test]
     fn nccl_busbw_above_the_link_rate_is_named() {
