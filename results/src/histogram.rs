@@ -319,7 +319,8 @@ mod wire {
         let layout = Layout::of(low, high, digits)?;
         if layout.counts_len > super::MAX_COUNTS {
             return Err(format!(
-                "declares {} buckets (lowest {low}, highest {high}, {digits} digits); at most {}                  are read (fabcheck's own layout)",
+                "declares {} buckets (lowest {low}, highest {high}, {digits} digits); at most {} \
+                 are read (fabcheck's own layout)",
                 layout.counts_len,
                 super::MAX_COUNTS
             ));
@@ -327,7 +328,8 @@ mod wire {
         let max_payload = layout.counts_len * MAX_VARINT_BYTES;
         if payload_len > max_payload {
             return Err(format!(
-                "declares a payload of {payload_len} bytes; its {} buckets take at most                  {max_payload}",
+                "declares a payload of {payload_len} bytes; its {} buckets take at most \
+                 {max_payload}",
                 layout.counts_len
             ));
         }
@@ -524,6 +526,7 @@ mod tests {
         let zeros = vec![0u8; 4 << 20];
         let e = LatencyHistogram::decode(&blob(400 << 20, 3, 1, MAX_NS, &zeros)).unwrap_err();
         assert!(e.to_string().contains("declares a payload of"), "{e}");
+        assert!(!e.to_string().contains("  "), "{e}");
         // A payload within the bound that counts past the last bucket.
         let e =
             LatencyHistogram::decode(&blob(300_000, 3, 1, MAX_NS, &zeros[..300_000])).unwrap_err();
@@ -534,6 +537,7 @@ mod tests {
         // A range and precision whose counts array is bigger than ours.
         let e = LatencyHistogram::decode(&blob(2, 5, 1, u64::MAX / 2, &[2, 2])).unwrap_err();
         assert!(e.to_string().contains("buckets"), "{e}");
+        assert!(!e.to_string().contains("  "), "{e}");
         // A negative run of 2^62 buckets.
         let run = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f];
         let e = LatencyHistogram::decode(&blob(9, 3, 1, MAX_NS, &run)).unwrap_err();
