@@ -158,7 +158,9 @@ pub fn build(profile: &Profile, docs: &[Loaded]) -> Cluster {
     }
     let groups = views(&a);
     let (heatmaps, left_out) = draw(&a, &loc);
-    let failed_pairs: Vec<String> = distinct_failures(&a, |_| true)
+    let all_failures = a.distinct_failures(|_| true);
+    let failed_total = all_failures.len();
+    let failed_pairs: Vec<String> = all_failures
         .into_iter()
         .take(FAILED_LISTED)
         .map(|f| suspects::describe_failure(&a, f))
@@ -168,7 +170,7 @@ pub fn build(profile: &Profile, docs: &[Loaded]) -> Cluster {
         settings: a.settings.clone(),
         nodes: matrix_nodes(&a),
         groups,
-        failed_total: distinct_failures(&a, |_| true).len(),
+        failed_total,
         failed_pairs,
         retest_file: (!loc.retest.is_empty()).then_some(RETEST_FILE),
         retest: loc.retest.clone(),
@@ -186,16 +188,6 @@ pub fn build(profile: &Profile, docs: &[Loaded]) -> Cluster {
         analysis: a,
         outcomes,
     }
-}
-
-/// One failure per recorded failed pair (a record can fail several sizes).
-fn distinct_failures(a: &Analysis, keep: impl Fn(&Group) -> bool) -> Vec<&matrix::Failure> {
-    let mut seen = BTreeSet::new();
-    a.failures
-        .iter()
-        .filter(|f| keep(&a.groups[a.matrices[f.matrix as usize].group as usize]))
-        .filter(|f| seen.insert((f.doc, f.index)))
-        .collect()
 }
 
 /// The outcome of a matrix check (`None` for the other metrics).
@@ -242,7 +234,7 @@ fn judge_check(c: &crate::profile::Check, a: &Analysis, loc: &Localised) -> Opti
             if chosen.is_empty() {
                 return Some(no_sweep());
             }
-            let fails = distinct_failures(a, |g| selects(&c.select, g));
+            let fails = a.distinct_failures(|g| selects(&c.select, g));
             let links: usize = chosen
                 .iter()
                 .flat_map(|&g| &a.groups[g as usize].matrices)

@@ -19,7 +19,7 @@
 
 use std::borrow::Cow;
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use results::FailedPair;
 use serde::Serialize;
@@ -951,6 +951,17 @@ pub struct Coverage {
 pub const MISSING_LISTED: usize = 50;
 
 impl Analysis {
+    /// One failure per recorded failed pair of the groups `keep` takes: a record that
+    /// failed before its last size sits in the matrix of every size from there on.
+    pub fn distinct_failures(&self, keep: impl Fn(&Group) -> bool) -> Vec<&Failure> {
+        let mut seen = BTreeSet::new();
+        self.failures
+            .iter()
+            .filter(|f| keep(&self.groups[self.matrices[f.matrix as usize].group as usize]))
+            .filter(|f| seen.insert((f.doc, f.index)))
+            .collect()
+    }
+
     /// Name of an end: `node0003:mlx5_1`, or the node alone without a device.
     pub fn end_name(&self, e: End) -> String {
         match e.dev {

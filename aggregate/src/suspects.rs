@@ -449,6 +449,7 @@ fn finish(
     let mut lines: Vec<(String, String)> = Vec::new();
     let mut rotate = 0usize;
     let mut partner_cache: HashMap<u32, Vec<u32>> = HashMap::new();
+    let failures = a.distinct_failures(|_| true);
     for ((kind, key_ends, rail), d) in drafts {
         let host = |n: u32| host_of(&a.nodes[n as usize], inv);
         let (node, device, ends) = match kind {
@@ -490,7 +491,7 @@ fn finish(
         let mine = |x: &End| {
             d.ends.contains(x) || (kind == Kind::Node && d.ends.iter().any(|e| e.node == x.node))
         };
-        for f in &a.failures {
+        for &f in &failures {
             let hit = match kind {
                 Kind::Link => mine(&f.a) && mine(&f.b),
                 Kind::Rail => rail.is_some() && (f.a.dev == rail || f.b.dev == rail),
@@ -857,6 +858,38 @@ each_pair = true
             "{:?}",
             ev.failures
         );
+    }
+
+    #[test]
+    fn a_failed_pair_counts_once_in_the_evidence_whatever_sizes_it_spans() {
+        // Failed before its first size, a pair sits in the matrix of every size planned;
+        // the suspect's evidence still names each failed pair once.
+        let mut s = SweepSpec::bandwidth(6, 1);
+        s.faults = (0..6)
+            .filter(|&n| n != 4)
+            .map(|n| Fault::Failed {
+                a: 4,
+                b: n,
+                rail: 0,
+            })
+            .collect();
+        let mut doc = sweep_doc(&s);
+        doc.options
+            .insert("sizes".into(), serde_json::json!([s.size, s.size * 2]));
+        for r in &mut doc.failed_pairs {
+            r.size_bytes = None;
+        }
+        let (a, l) = run_docs(&[doc]);
+        assert_eq!(
+            a.failures.len(),
+            10,
+            "each failed pair in both sizes' matrices"
+        );
+        assert_eq!(names(&l), ["node node0004"]);
+        let ev = &l.suspects[0].evidence;
+        assert_eq!(ev.failures_total, 5);
+        let distinct: BTreeSet<&String> = ev.failures.iter().collect();
+        assert_eq!(distinct.len(), ev.failures.len(), "{:?}", ev.failures);
     }
 
     #[test]
