@@ -447,21 +447,14 @@ impl Coordinator for AgentSide<'_> {
         }
     }
     fn pair_link(&mut self, round: u32, pair: RankPair, seed: u64) -> Result<&mut dyn PeerLink> {
-        let ticket = Ticket {
-            job: seed,
-            round,
-            initiator: pair.initiator,
-            responder: pair.responder,
-        };
-        let link = if pair.initiator == self.rank {
-            let to = coordinator::reach(
-                &self.members[self.rank as usize],
-                &self.members[pair.responder as usize],
-            )?;
-            pairlink::connect(to, self.bind, ticket, self.timeout)?
-        } else {
-            self.listener.accept(ticket, self.timeout)?
-        };
+        let link = pairlink::open(
+            Ticket::new(seed, round, pair),
+            self.rank,
+            &self.members,
+            self.listener,
+            self.bind,
+            self.timeout,
+        )?;
         Ok(self.link.insert(link))
     }
     fn end_round(&mut self, report: RoundReport, _limit: Duration) -> Result<Option<Vec<Vec<u8>>>> {

@@ -553,20 +553,14 @@ mod mpi_impl {
             pair: RankPair,
             seed: u64,
         ) -> Result<&mut dyn PeerLink> {
-            let ticket = Ticket {
-                job: seed,
-                round,
-                initiator: pair.initiator,
-                responder: pair.responder,
-            };
-            let me = self.job.rank();
-            let link = if pair.initiator == me {
-                let peer = &self.members[pair.responder as usize];
-                let to = reach(&self.members[me as usize], peer)?;
-                pairlink::connect(to, self.bind, ticket, self.timeout)?
-            } else {
-                self.listener.accept(ticket, self.timeout)?
-            };
+            let link = pairlink::open(
+                Ticket::new(seed, round, pair),
+                self.job.rank(),
+                &self.members,
+                &self.listener,
+                self.bind,
+                self.timeout,
+            )?;
             Ok(self.link.insert(link))
         }
         fn end_round(

@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+use super::coordinator::{reach, Member};
+use super::pattern::RankPair;
 use crate::bootstrap::standalone::TcpLink;
 use crate::wire;
 
@@ -24,6 +26,18 @@ pub struct Ticket {
     pub round: u32,
     pub initiator: u32,
     pub responder: u32,
+}
+
+impl Ticket {
+    /// The ticket of `pair` in `round` of the run `job`.
+    pub fn new(job: u64, round: u32, pair: RankPair) -> Self {
+        Self {
+            job,
+            round,
+            initiator: pair.initiator,
+            responder: pair.responder,
+        }
+    }
 }
 
 /// A rank's control listener.
@@ -135,6 +149,25 @@ pub fn connect(
         );
     }
     Ok(TcpLink::new(stream, timeout))
+}
+
+/// Rank `me`'s control link for the pair of `ticket`: as its initiator it connects (from
+/// `bind` when given) to the responder's listener, where [`reach`] finds it in `members`;
+/// as its responder it waits on `listener`. Either waits up to `timeout`.
+pub fn open(
+    ticket: Ticket,
+    me: u32,
+    members: &[Member],
+    listener: &ControlListener,
+    bind: Option<IpAddr>,
+    timeout: Duration,
+) -> Result<TcpLink> {
+    if ticket.initiator == me {
+        let to = reach(&members[me as usize], &members[ticket.responder as usize])?;
+        connect(to, bind, ticket, timeout)
+    } else {
+        listener.accept(ticket, timeout)
+    }
 }
 
 #[cfg(test)]
