@@ -526,15 +526,7 @@ impl Cluster {
                 _ => v.checks.push(o.clone()),
             }
         }
-        let count = |s: Status| v.checks.iter().filter(|c| c.status == s).count();
-        v.passed = count(Status::Pass);
-        v.failed = count(Status::Fail);
-        v.missing = count(Status::Missing);
-        v.overall = if v.failed == 0 && v.missing == 0 {
-            "PASS"
-        } else {
-            "FAIL"
-        };
+        v.recount();
     }
 
     /// `suspects.pairs`: the retest list in the format `--pattern file:PATH` reads.

@@ -72,6 +72,22 @@ impl Verdict {
     pub fn pass(&self) -> bool {
         self.overall == "PASS"
     }
+
+    /// Counts the checks again and sets `overall` from them: PASS only when none failed
+    /// and none is missing.
+    pub fn recount(&mut self) {
+        let count = |s: Status| self.checks.iter().filter(|c| c.status == s).count();
+        (self.passed, self.failed, self.missing) = (
+            count(Status::Pass),
+            count(Status::Fail),
+            count(Status::Missing),
+        );
+        self.overall = if self.failed == 0 && self.missing == 0 {
+            "PASS"
+        } else {
+            "FAIL"
+        };
+    }
 }
 
 /// One judged value. Where it came from is formatted only for the deciding one: at 1024
@@ -535,24 +551,16 @@ pub fn judge(profile: &Profile, docs: &[Loaded], tables: &Tables) -> Verdict {
         .iter()
         .map(|c| judge_check(c, docs, tables, profile.line_rate_gbit_s))
         .collect();
-    let count = |s: Status| checks.iter().filter(|c| c.status == s).count();
-    let (passed, failed, missing) = (
-        count(Status::Pass),
-        count(Status::Fail),
-        count(Status::Missing),
-    );
-    Verdict {
+    let mut v = Verdict {
         profile: profile.name.clone(),
-        overall: if failed == 0 && missing == 0 {
-            "PASS"
-        } else {
-            "FAIL"
-        },
-        passed,
-        failed,
-        missing,
+        overall: "FAIL",
+        passed: 0,
+        failed: 0,
+        missing: 0,
         checks,
-    }
+    };
+    v.recount();
+    v
 }
 
 #[cfg(test)]
