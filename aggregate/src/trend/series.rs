@@ -87,7 +87,8 @@ pub struct PairKey {
 }
 
 /// Every pair's figures of one night: latency p99 and bandwidth average per pair, test,
-/// transport and size, the mean where a pair was measured more than once.
+/// transport (GPU buffers apart: `verbs+cuda`, as the tables label them) and size, the
+/// mean where a pair was measured more than once.
 pub fn pair_values(docs: &[Loaded]) -> BTreeMap<PairKey, f64> {
     let mut acc: BTreeMap<PairKey, (f64, u32)> = BTreeMap::new();
     for d in docs {
@@ -98,7 +99,7 @@ pub fn pair_values(docs: &[Loaded]) -> BTreeMap<PairKey, f64> {
                     format!(
                         "{} {} {} p99",
                         l.test,
-                        l.transport,
+                        results::transport_label(&l.transport, l.memory.as_ref()),
                         size_label(l.size_bytes)
                     ),
                     false,
@@ -109,7 +110,7 @@ pub fn pair_values(docs: &[Loaded]) -> BTreeMap<PairKey, f64> {
                     format!(
                         "{} {}{} {} bw avg",
                         b.test,
-                        b.transport,
+                        results::transport_label(&b.transport, b.memory.as_ref()),
                         if b.bidirectional { " bidir" } else { "" },
                         size_label(b.size_bytes)
                     ),
@@ -136,4 +137,37 @@ pub fn pair_values(docs: &[Loaded]) -> BTreeMap<PairKey, f64> {
     acc.into_iter()
         .map(|(k, (sum, n))| (k, sum / f64::from(n)))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use results::{MemorySide, MemoryUse};
+
+    #[test]
+    fn gpu_and_host_figures_of_a_pair_are_kept_apart() {
+        let mut doc = synth::bandwidth_doc("a", "b", &[65536], 90.0, 1);
+        let mut gpu = doc.results[0].clone();
+        if let TestResult::Bandwidth(b) = &mut gpu {
+            let side = || MemorySide {
+                kind: "cuda".into(),
+                path: "dmabuf".into(),
+                ..Default::default()
+            };
+            b.memory = Some(MemoryUse {
+                initiator: Some(side()),
+                responder: Some(side()),
+            });
+            b.bw_gbit_s.avg = 10.0;
+        }
+        doc.results.push(gpu);
+        let loaded = Loaded::from_text("n.json", &serde_json::to_string(&doc).unwrap()).unwrap();
+        let v = pair_values(&[loaded]);
+        assert_eq!(v.len(), 2, "{v:?}");
+        assert!(v.keys().any(|k| k.metric.contains("+cuda")), "{v:?}");
+        assert!(
+            v.values().any(|&x| x == 10.0),
+            "not averaged with host: {v:?}"
+        );
+    }
 }
