@@ -152,7 +152,7 @@ mod imp {
         'sizes: for size in &sizes {
             for (src, dst) in &routes {
                 if fabric::interrupt::interrupted() {
-                    stopped = Some("interrupted (Ctrl-C or SIGTERM)".to_string());
+                    stopped = Some(fabric::interrupt::REASON.to_string());
                     break 'sizes;
                 }
                 let cpu = CpuMeter::start();

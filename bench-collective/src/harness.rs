@@ -278,7 +278,7 @@ fn sweep_teams(
         if job.any(outcome == TeamEnd::Stopped || interrupt::interrupted()) {
             sweep
                 .stopped
-                .get_or_insert_with(|| "interrupted (Ctrl-C or SIGTERM)".into());
+                .get_or_insert_with(|| fabric::interrupt::REASON.into());
             break;
         }
     }

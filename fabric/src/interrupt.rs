@@ -7,7 +7,7 @@ static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 /// Why a run that stopped on Ctrl-C or SIGTERM stopped: the `stopped` text of its document
 /// and of the pair's stop message.
-pub(crate) const REASON: &str = "interrupted (Ctrl-C or SIGTERM)";
+pub const REASON: &str = "interrupted (Ctrl-C or SIGTERM)";
 
 /// Installs the SIGINT/SIGTERM handler. Safe to call more than once.
 pub fn install() {
