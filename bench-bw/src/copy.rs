@@ -238,6 +238,8 @@ mod imp {
                         responder: Some(to),
                     }),
                     setup: None,
+                    directions: Vec::new(),
+                    flows: Vec::new(),
                 }));
             }
         }

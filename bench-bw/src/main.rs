@@ -189,6 +189,8 @@ impl PairTool for Bandwidth {
             check_wrong_bytes: transport::check_wrong_bytes(&report, &theirs),
             memory: transport::memory_use(&report, &theirs),
             setup: Some(setup),
+            directions: Vec::new(),
+            flows: Vec::new(),
         })))
     }
 

@@ -134,6 +134,8 @@ fn row(pair: results::Pair) -> TestResult {
         check_wrong_bytes: None,
         memory: None,
         setup: None,
+        directions: Vec::new(),
+        flows: Vec::new(),
     })
 }
 

@@ -75,6 +75,8 @@ fn row(i: u32) -> TestResult {
         check_wrong_bytes: None,
         memory: None,
         setup: None,
+        directions: Vec::new(),
+        flows: Vec::new(),
     })
 }
 

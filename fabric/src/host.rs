@@ -49,6 +49,7 @@ pub fn collect() -> HostInfo {
         device: None,
         gpu_driver: None,
         nvidia_peermem: None,
+        neighbors: Vec::new(),
     };
     add_gpu_facts(&mut h, Path::new("/"));
     h

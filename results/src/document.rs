@@ -33,6 +33,7 @@ impl Document {
             quality: None,
             sweep: None,
             failed_pairs: Vec::new(),
+            fabric: None,
         }
     }
 

@@ -584,6 +584,8 @@ mod tests {
             check_wrong_bytes: None,
             memory: None,
             setup: None,
+            directions: Vec::new(),
+            flows: Vec::new(),
         })
     }
 

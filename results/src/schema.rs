@@ -63,6 +63,10 @@ pub struct Document {
     /// completions, a peer that missed the timeout); the sweep went on without them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed_pairs: Vec<FailedPair>,
+    /// The switch-to-switch links of the whole fabric, discovered by one rank
+    /// (InfiniBand: `ibnetdiscover`); absent when not asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fabric: Option<crate::discovery::FabricDiscovery>,
 }
 
 /// The schedule of a point-to-point sweep: which pattern, over which nodes, in how many
@@ -151,6 +155,10 @@ pub struct HostInfo {
     /// memory) is loaded; present only on hosts with NVIDIA GPUs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nvidia_peermem: Option<bool>,
+    /// What each of this rank's ports is plugged into (LLDP or SMPs); empty when not
+    /// discovered (older documents, or discovery not asked for).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub neighbors: Vec<crate::discovery::Neighbor>,
 }
 
 /// A kernel network interface (`/sys/class/net`).
@@ -403,6 +411,49 @@ pub struct BandwidthResult {
     /// before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub setup: Option<Setup>,
+    /// A bidirectional run measured both directions at once and counted each on its own:
+    /// one entry per direction (data from `from` to `to`), so a matrix can keep what a node
+    /// sends apart from what it receives. Empty for one-way runs, where the data direction
+    /// follows the test (send/write: initiator to responder; read: responder to initiator).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub directions: Vec<DirectionFigures>,
+    /// Per-flow figures when the pair ran several streams with distinct, recorded flow
+    /// identities (verbs: QP number and GRH flow label; TCP: source port): on RoCE each
+    /// flow may hash onto a different ECMP path, so some slow flows mean a bad path, every
+    /// flow slow a bad end. Empty when not recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flows: Vec<FlowFigures>,
+}
+
+/// One direction of a bidirectional pair, measured at the same time as the other.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct DirectionFigures {
+    /// The end that sent this direction's data.
+    pub from: Peer,
+    /// The end that received it.
+    pub to: Peer,
+    pub bw_gbit_s: BandwidthSummary,
+    pub msg_rate_mpps: f64,
+}
+
+/// One stream of a multi-stream pair, with what decides its path through the fabric.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct FlowFigures {
+    /// Stream index within the pair (0-based).
+    pub index: u32,
+    /// RoCE: the GRH flow label that went into the UDP source-port hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow_label: Option<u32>,
+    /// Verbs: the initiator's QP number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qp_num: Option<u32>,
+    /// TCP: the source port of the data connection (what an L4 ECMP hash sees).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub src_port: Option<u16>,
+    /// The data direction of this flow, when the pair ran both ways.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<Peer>,
+    pub bw_gbit_s: f64,
 }
 
 /// How a pair's endpoints were made ready for one size, outside the timed loop.
@@ -656,6 +707,7 @@ mod tests {
             options: Map::new(),
             sweep: None,
             failed_pairs: vec![],
+            fabric: None,
             results: vec![TestResult::Latency(LatencyResult {
                 test: "send_lat".into(),
                 transport: "tcp".into(),

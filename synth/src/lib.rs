@@ -76,6 +76,7 @@ pub fn document(
         quality: None,
         sweep: None,
         failed_pairs: vec![],
+        fabric: None,
     }
 }
 
@@ -217,6 +218,8 @@ pub fn bandwidth_row(
         counters,
         check_wrong_bytes: None,
         setup: None,
+        directions: Vec::new(),
+        flows: Vec::new(),
         memory: None,
     })
 }

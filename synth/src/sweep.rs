@@ -427,6 +427,8 @@ fn row(
             complete: true,
             check_wrong_bytes: None,
             setup: None,
+            directions: Vec::new(),
+            flows: Vec::new(),
             memory: None,
         }))
     }
