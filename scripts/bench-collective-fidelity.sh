@@ -55,7 +55,7 @@ echo "# $(date -u +%FT%TZ) $(uname -n): $(nproc) cores, load average $(load) (1,
 
 echo "# building (cargo $PROFILE, mpicc -O2)" >&2
 cargo build --quiet --profile "$PROFILE" -p bench-collective
-cargo build --quiet --profile "$PROFILE" -p fabric --example collective_stamp_cost
+cargo build --quiet --profile "$PROFILE" -p transport --features mpi --example collective_stamp_cost
 OURS="$ROOT/target/$PROFILE/bench-collective"
 STAMPS="$ROOT/target/$PROFILE/examples/collective_stamp_cost"
 if [ -n "${OUT:-}" ]; then

@@ -84,7 +84,7 @@ if [[ -z "${BIN:-}" ]]; then
     say "building (release): bench-bw bench-lat bench-collective aggregate gpudirect_probe"
     if ! cargo build --release -p bench-bw -p bench-lat -p bench-collective -p aggregate 2>&1 |
         tail -3 | tee -a "$OUT/summary.txt" ||
-        ! cargo build --release -p fabric --example gpudirect_probe 2>&1 | tail -1; then
+        ! cargo build --release -p transport --features cuda,verbs --example gpudirect_probe 2>&1 | tail -1; then
         say "FAILED: build"
         exit 1
     fi

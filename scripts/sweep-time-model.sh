@@ -34,7 +34,7 @@ for ((i = 0; i < REPEATS; i++)); do
       echo "warning: the bandwidth sweep at $np ranks failed" >&2
   done
 done
-root_cost=$(cargo run --release -q --example round_cost -p fabric 4096 2>/dev/null | sed -n 1p)
+root_cost=$(cargo run --release -q --example round_cost -p p2p 4096 2>/dev/null | sed -n 1p)
 python3 - "$work" "$BUDGET" "$root_cost" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
 import glob, json, math, os, statistics as st, sys
 work, budget, root_cost, cores, load = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]

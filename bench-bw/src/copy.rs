@@ -11,12 +11,12 @@ use p2p_cli::{GpuArgs, P2pArgs};
 
 /// Runs the copy test the options name and returns the exit code.
 pub fn run(args: &P2pArgs, gpu: &GpuArgs, interval_ms: u64) -> i32 {
-    fabric::interrupt::install();
+    base::interrupt::install();
     match imp::run(args, gpu, interval_ms) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("bench-bw: error: {e:#}");
-            fabric::exit::ERROR
+            base::exit::ERROR
         }
     }
 }
@@ -39,16 +39,16 @@ mod imp {
     use anyhow::{bail, Result};
     use serde_json::json;
 
-    use fabric::cpu::CpuMeter;
-    use fabric::cuda::copy::{CopyBench, CopyKind};
-    use fabric::cuda::facts::{self, GpuFacts};
-    use fabric::gpu::GpuSelector;
-    use fabric::transport::Op;
+    use base::cpu::CpuMeter;
     use results::units::{gbit_s, mpps};
     use results::{
         BandwidthResult, BandwidthSummary, CpuUse, Document, MemorySide, MemoryUse, Pair, Peer,
         TestResult,
     };
+    use transport::cuda::copy::{CopyBench, CopyKind};
+    use transport::cuda::facts::{self, GpuFacts};
+    use transport::gpu::GpuSelector;
+    use transport::Op;
 
     use super::*;
 
@@ -85,7 +85,7 @@ mod imp {
                 kind.name()
             );
         }
-        if fabric::bootstrap::resolve_launcher(args.launcher) == fabric::bootstrap::Launcher::Mpi {
+        if base::launcher::resolve_launcher(args.launcher) == base::launcher::Launcher::Mpi {
             bail!(
                 "--test {} runs in one process per host, not under mpirun/srun: start it \
                  directly on each host (e.g. `srun -N 8 --ntasks-per-node 1 bench-bw --test {} \
@@ -102,7 +102,7 @@ mod imp {
                 "--host-dmabuf is a NIC registration path; the copy tests use pinned host memory"
             );
         }
-        fabric::output::check_writable(args.json.as_deref())?;
+        base::output::check_writable(args.json.as_deref())?;
         let sel = gpu
             .gpu_options()
             .map(|g| g.gpu)
@@ -129,7 +129,7 @@ mod imp {
         let iters = args.iters.unwrap_or(100);
         let warmup = args.warmup.unwrap_or(10);
         let started = results::provenance::now_rfc3339();
-        let host = fabric::host::hostname();
+        let host = probe::host::hostname();
         // Every direction measured: for p2p both ways between the chosen GPU and each peer.
         let mut routes: Vec<(u32, Option<u32>)> = Vec::new();
         for p in &peers {
@@ -151,8 +151,8 @@ mod imp {
         let mut stopped = None;
         'sizes: for size in &sizes {
             for (src, dst) in &routes {
-                if fabric::interrupt::interrupted() {
-                    stopped = Some(fabric::interrupt::REASON.to_string());
+                if base::interrupt::interrupted() {
+                    stopped = Some(base::interrupt::REASON.to_string());
                     break 'sizes;
                 }
                 let cpu = CpuMeter::start();
@@ -244,7 +244,7 @@ mod imp {
             }
         }
         let mut doc = Document::new("bench-bw", "standalone", 1, started);
-        doc.hosts = vec![fabric::host::collect()];
+        doc.hosts = vec![probe::host::collect()];
         let opts = json!({
             "test": test,
             "transport": "cuda",
@@ -259,11 +259,11 @@ mod imp {
         doc.results = rows;
         let interrupted = stopped.is_some();
         doc.finish(stopped);
-        fabric::output::write_document(args.json.as_deref(), &doc)?;
+        base::output::write_document(args.json.as_deref(), &doc)?;
         Ok(if interrupted {
-            fabric::exit::INTERRUPTED
+            base::exit::INTERRUPTED
         } else {
-            fabric::exit::OK
+            base::exit::OK
         })
     }
 }

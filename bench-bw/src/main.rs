@@ -11,15 +11,15 @@ mod copy;
 use anyhow::Result;
 use clap::Parser;
 
-use fabric::bootstrap::{recv_json, send_json};
-use fabric::clock::LoopClock;
-use fabric::cpu::CpuMeter;
-use fabric::interrupt;
-use fabric::p2p::{self, PairTool, Plan, SizeRun};
-use fabric::transport::{self, BandwidthEndpoint, Op, Role, SideReport};
+use base::clock::LoopClock;
+use base::cpu::CpuMeter;
+use base::interrupt;
+use base::link::{recv_json, send_json};
+use p2p::{self, PairTool, Plan, SizeRun};
 use p2p_cli::{GpuArgs, P2pArgs};
 use results::units::{gbit_s, mpps};
 use results::{BandwidthResult, BandwidthSummary, CpuUse, TestResult};
+use transport::{self, BandwidthEndpoint, Op, Role, SideReport};
 
 /// Streaming bandwidth benchmark (perftest-compatible options).
 #[derive(Parser, Debug)]
@@ -213,7 +213,7 @@ impl PairTool for Bandwidth {
                     "{d} s per size"
                 )),
         );
-        if let Some(m) = fabric::gpu::describe(&plan.verbs) {
+        if let Some(m) = transport::gpudirect::describe(&plan.verbs) {
             println!(" buffers: {m}");
         }
         println!("{line}");
@@ -257,16 +257,16 @@ fn plan(cli: &Cli) -> Result<Plan> {
              delivered into GPU memory)"
         );
     }
-    fabric::gpu::plan::prepare(
+    transport::gpudirect::prepare(
         transport,
         a.op,
-        fabric::gpu::plan::Bench::Bandwidth,
+        transport::gpudirect::Bench::Bandwidth,
         &mut verbs,
     )?;
     a.check_verbs(transport, &verbs)?;
     let mut local = serde_json::Map::new();
     local.insert("interval_ms".into(), cli.interval_ms.into());
-    local.extend(fabric::gpu::recorded_options(&verbs));
+    local.extend(transport::gpudirect::recorded_options(&verbs));
     let mut extra = serde_json::Map::new();
     if transport == transport::TransportKind::Tcp && cli.check {
         // Staged TCP checks on the receiving side: both sides must stage and check.
@@ -305,7 +305,7 @@ fn main() {
         std::process::exit(copy::run(&cli.p2p, &cli.gpu, cli.interval_ms));
     }
     let code = match plan(&cli) {
-        Ok(plan) => p2p::run(
+        Ok(plan) => p2p_cli::launch::run(
             &cli.p2p.launch(),
             plan,
             &mut Bandwidth {
@@ -314,7 +314,7 @@ fn main() {
         ),
         Err(e) => {
             eprintln!("bench-bw: error: {e:#}");
-            fabric::exit::ERROR
+            base::exit::ERROR
         }
     };
     std::process::exit(code);

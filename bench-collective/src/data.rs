@@ -8,8 +8,8 @@
 //! results wrap exactly as the hardware wraps them: the expected value is computed in
 //! 64 bits and truncated to the type.
 
-use fabric::collective::{DataType, RedOp};
 use half::{bf16, f16};
+use transport::collective::{DataType, RedOp};
 
 /// Element `i` of `rank`'s input for a collective with reduction `op` (`None`: data
 /// movement, where values should differ between ranks and positions so that a block in the

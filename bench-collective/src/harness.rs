@@ -8,15 +8,15 @@
 //! that the watchdog watches, so a rank that dies or never arrives ends the run on the
 //! others within `--timeout` with a message, instead of a hang. Ctrl-C stops at the next
 //! size, agreed by all ranks, and the document is written marked incomplete. The exit
-//! code follows the suite's one policy (`fabric::exit`).
+//! code follows the suite's one policy (`base::exit`).
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use fabric::bootstrap::mpi::{MpiJob, Team};
-use fabric::clock::LoopClock;
-use fabric::exit::{self, Outcome};
-use fabric::interrupt;
+use base::clock::LoopClock;
+use base::exit::{self, Outcome};
+use base::interrupt;
+use bootstrap::mpi::{MpiJob, Team};
 use results::{CollectiveResult, Document, HostInfo, TestResult};
 
 use crate::backend::mpi::MpiBackend;
@@ -98,7 +98,7 @@ fn run_job(plan: &Plan, job: &MpiJob) -> Result<i32> {
     let me = job.rank() == 0;
     let (link, link_source) = match plan.link_gbit_s {
         Some(l) => (Some(l), Some("--link-gbit-s".to_string())),
-        None => match fabric::host::link_rate_gbit_s(&setup.info.host) {
+        None => match probe::host::link_rate_gbit_s(&setup.info.host) {
             Some((l, src)) => (Some(l), Some(src)),
             None => (None, None),
         },
@@ -114,12 +114,12 @@ fn run_job(plan: &Plan, job: &MpiJob) -> Result<i32> {
     if me {
         print_preamble(plan, setup.infos.as_deref().unwrap_or_default());
     }
-    // What else ran on the hosts while they measured (fabric::quality).
-    let probe = fabric::quality::Probe::start();
+    // What else ran on the hosts while they measured (probe::quality).
+    let probe = probe::quality::Probe::start();
     if let Err(code) = sweep_teams(plan, job, &setup.teams, link, &mut sweep)? {
         return Ok(code);
     }
-    let quality = fabric::quality::gather(job, &probe.finish(&setup.info.host))?;
+    let quality = job.gather_quality(&probe.finish(&setup.info.host))?;
     let wrong: u64 = sweep
         .rows
         .iter()
@@ -152,7 +152,7 @@ fn run_job(plan: &Plan, job: &MpiJob) -> Result<i32> {
         doc.warnings = sweep.warnings;
         doc.attach_quality(quality.unwrap_or_default());
         doc.finish(sweep.stopped.clone());
-        fabric::output::write_document(plan.json.as_deref(), &doc)?;
+        base::output::write_document(plan.json.as_deref(), &doc)?;
         if wrong > 0 {
             eprintln!("bench-collective: {wrong} wrong element(s) found by --check: the results are not correct");
         }
@@ -184,7 +184,7 @@ fn setup(plan: &Plan, job: &MpiJob) -> Result<Result<Setup, i32>> {
         return Ok(Err(code));
     }
     let out_ok = if me {
-        fabric::output::check_writable(plan.json.as_deref())
+        base::output::check_writable(plan.json.as_deref())
     } else {
         Ok(())
     };
@@ -204,7 +204,7 @@ fn setup(plan: &Plan, job: &MpiJob) -> Result<Result<Setup, i32>> {
     let overhead_ns =
         (plan.backend == BackendKind::Mpi).then(|| LoopClock::new().loop_overhead_ns());
 
-    let mut host = fabric::host::collect();
+    let mut host = probe::host::collect();
     host.rank = Some(rank);
     add_rank_gpu(&mut host.gpus, gpu);
     let info = RankInfo {
@@ -216,7 +216,7 @@ fn setup(plan: &Plan, job: &MpiJob) -> Result<Result<Setup, i32>> {
         .gather_to_root(&serde_json::to_vec(&info)?)
         .map(|all| {
             all.iter()
-                .map(|b| fabric::wire::decode_json(b).context("a rank sent unreadable host facts"))
+                .map(|b| base::wire::decode_json(b).context("a rank sent unreadable host facts"))
                 .collect::<Result<_>>()
         })
         .transpose()?;
@@ -227,7 +227,7 @@ fn setup(plan: &Plan, job: &MpiJob) -> Result<Result<Setup, i32>> {
         }
         None => None,
     };
-    let teams = fabric::wire::decode_json(&job.broadcast_bytes(teams_json, "the team plan"))
+    let teams = base::wire::decode_json(&job.broadcast_bytes(teams_json, "the team plan"))
         .context("rank 0 sent an unreadable team plan")?;
     Ok(Ok(Setup {
         started_at,
@@ -278,7 +278,7 @@ fn sweep_teams(
         if job.any(outcome == TeamEnd::Stopped || interrupt::interrupted()) {
             sweep
                 .stopped
-                .get_or_insert_with(|| fabric::interrupt::REASON.into());
+                .get_or_insert_with(|| base::interrupt::REASON.into());
             break;
         }
     }
@@ -286,7 +286,7 @@ fn sweep_teams(
 }
 
 /// Adds the rank's own GPU (`Gpu::info`, NCCL runs) to the GPUs the host facts listed
-/// from sysfs (`fabric::host::collect`), unless one of them has its PCI bus id already,
+/// from sysfs (`probe::host::collect`), unless one of them has its PCI bus id already,
 /// so a GPU is counted once (the aggregate counts GPUs by name). Both sides write
 /// `0000:18:00.0` today; the ids are compared normalised (domain width, case), as CUDA's
 /// own `00000000:18:00.0` would read. Where it is listed, only what sysfs lacks (the
@@ -295,7 +295,7 @@ fn sweep_teams(
 fn add_rank_gpu(gpus: &mut Vec<results::GpuInfo>, gpu: Option<results::GpuInfo>) {
     let Some(gpu) = gpu else { return };
     let key = |id: &str| {
-        fabric::topology::normalize_bus_id(id).unwrap_or_else(|| id.trim().to_ascii_lowercase())
+        probe::topology::normalize_bus_id(id).unwrap_or_else(|| id.trim().to_ascii_lowercase())
     };
     let listed = gpu.pci_bus_id.as_deref().map(key).and_then(|id| {
         gpus.iter_mut()
@@ -339,7 +339,7 @@ fn device_facts(kind: BackendKind) -> Result<(Option<results::GpuInfo>, String)>
 
 #[cfg(feature = "cuda")]
 fn nccl_device() -> Result<(Option<results::GpuInfo>, String)> {
-    fabric::cuda::check_available()?;
+    transport::cuda::check_available()?;
     let (gpu, line) = crate::backend::nccl::device_facts()?;
     Ok((Some(gpu), line))
 }

@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Parser, ValueEnum};
 
-use fabric::collective::{DataType, RedOp};
+use transport::collective::{DataType, RedOp};
 
 mod backend;
 mod colls;
@@ -172,10 +172,10 @@ fn main() {
     let code = match plan::resolve(cli) {
         Ok(plan) => run(&plan),
         Err(e) => {
-            if fabric::bootstrap::is_reporting_process() {
+            if base::launcher::is_reporting_process() {
                 eprintln!("bench-collective: error: {e:#}");
             }
-            fabric::exit::ERROR
+            base::exit::ERROR
         }
     };
     std::process::exit(code);
@@ -189,7 +189,7 @@ fn run(plan: &Plan) -> i32 {
 #[cfg(not(feature = "mpi"))]
 fn run(_: &Plan) -> i32 {
     eprintln!("bench-collective: error: built without MPI (feature `mpi`); rebuild with it");
-    fabric::exit::ERROR
+    base::exit::ERROR
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use anyhow::Result;
 use mpi::collective::SystemOperation;
 use mpi::traits::*;
 
-use fabric::bootstrap::mpi::Team;
+use bootstrap::mpi::Team;
 use results::{CollectiveResult, CollectiveTiming, LatencyHistogram};
 
 use crate::backend::{layout, Backend, Buf, Step, Timed};

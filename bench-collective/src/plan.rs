@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
-use fabric::collective::{DataType, RedOp};
 use serde_json::{json, Map, Value};
+use transport::collective::{DataType, RedOp};
 
 use crate::colls::{self, Collective};
 use crate::timing::Average;
@@ -127,7 +127,7 @@ pub fn resolve(r: Cli) -> Result<Plan> {
     }
     if r.backend == BackendArg::Mpi {
         for c in &collectives {
-            fabric::collective::mpi_supports(r.datatype, c.coll.reduces.then_some(r.op))?;
+            transport::collective::mpi_supports(r.datatype, c.coll.reduces.then_some(r.op))?;
         }
     }
     Ok(Plan {

@@ -2,19 +2,19 @@
 //! `ib_read_lat` over verbs, and the same ping-pong over TCP as the baseline.
 //!
 //! `bench-lat` alone is the server, `bench-lat HOST` the client; under `mpirun`/`srun` ranks
-//! pair up (0,1), (2,3), ... and measure at the same time. The harness (`fabric::p2p`)
+//! pair up (0,1), (2,3), ... and measure at the same time. The harness (the `p2p` crate)
 //! pairs, sweeps sizes and writes JSON; this file holds the loop and the table.
 
 use anyhow::Result;
 use clap::Parser;
 
-use fabric::bootstrap::{recv_json, send_json};
-use fabric::clock::{BlockStamps, LoopClock, BLOCK};
-use fabric::interrupt;
-use fabric::p2p::{self, PairTool, Plan, SizeRun};
-use fabric::transport::{self, LatencyEndpoint, Op, Role, SideReport};
+use base::clock::{BlockStamps, LoopClock, BLOCK};
+use base::interrupt;
+use base::link::{recv_json, send_json};
+use p2p::{self, PairTool, Plan, SizeRun};
 use p2p_cli::{GpuArgs, P2pArgs};
 use results::{LatencyHistogram, LatencyResult, TestResult};
+use transport::{self, LatencyEndpoint, Op, Role, SideReport};
 
 /// Ping-pong latency benchmark (perftest-compatible options).
 #[derive(Parser, Debug)]
@@ -133,7 +133,7 @@ impl PairTool for Latency {
                 String::new()
             },
         );
-        if let Some(m) = fabric::gpu::describe(&plan.verbs) {
+        if let Some(m) = transport::gpudirect::describe(&plan.verbs) {
             println!(" buffers: {m}");
         }
         println!("{line}");
@@ -174,10 +174,10 @@ fn plan(cli: &Cli) -> Result<Plan> {
     let transport = a.transport_kind()?;
     let mut verbs = a.verbs_options();
     cli.gpu.apply(&mut verbs);
-    fabric::gpu::plan::prepare(
+    transport::gpudirect::prepare(
         transport,
         a.op,
-        fabric::gpu::plan::Bench::Latency,
+        transport::gpudirect::Bench::Latency,
         &mut verbs,
     )?;
     a.check_verbs(transport, &verbs)?;
@@ -194,7 +194,7 @@ fn plan(cli: &Cli) -> Result<Plan> {
         tx_depth: 1,
         bidirectional: false,
         timeout: a.timeout(),
-        local: fabric::gpu::recorded_options(&verbs),
+        local: transport::gpudirect::recorded_options(&verbs),
         verbs,
         extra: Default::default(),
     })
@@ -203,10 +203,10 @@ fn plan(cli: &Cli) -> Result<Plan> {
 fn main() {
     let cli = Cli::parse();
     let code = match plan(&cli) {
-        Ok(plan) => p2p::run(&cli.p2p.launch(), plan, &mut Latency),
+        Ok(plan) => p2p_cli::launch::run(&cli.p2p.launch(), plan, &mut Latency),
         Err(e) => {
             eprintln!("bench-lat: error: {e:#}");
-            fabric::exit::ERROR
+            base::exit::ERROR
         }
     };
     std::process::exit(code);

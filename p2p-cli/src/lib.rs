@@ -1,9 +1,12 @@
 //! The command line of the point-to-point benchmarks (`bench-lat`, `bench-bw`), named as
 //! perftest names its options so habits and scripts carry over (`-d -i -x -s -a -n -D -m
 //! -I -e -R`, no host = server). The binaries own their CLI: this crate is theirs, and it
-//! resolves the options at the edge into what the `fabric` library takes (a
-//! [`Launch`](fabric::p2p::Launch) and the parts of a [`Plan`](fabric::p2p::Plan)); the
-//! library never sees a clap type. Options that belong to one tool live in that tool.
+//! resolves the options at the edge into what the `p2p` library takes (a
+//! [`Launch`](p2p::Launch) and the parts of a [`Plan`](p2p::Plan)); the
+//! libraries never see a clap type. Options that belong to one tool live in that tool.
+//! [`launch::run`] then picks the coordinator (standalone, MPI or the agents) and runs.
+
+pub mod launch;
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -11,10 +14,10 @@ use std::path::PathBuf;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::Args;
 
-use fabric::bootstrap::Launcher;
-use fabric::p2p::pattern::{PatternSpec, RailMode};
-use fabric::p2p::{DeviceChoice, Launch};
-use fabric::transport::{Op, TransportChoice};
+use base::launcher::Launcher;
+use p2p::pattern::{PatternSpec, RailMode};
+use p2p::{DeviceChoice, Launch};
+use transport::{Op, TransportChoice};
 
 /// Default port of the standalone handshake. perftest uses 18515; ours differs so both
 /// can run side by side on the same hosts.
@@ -179,8 +182,8 @@ impl P2pArgs {
     }
 
     /// The verbs settings of these options (`check` is bench-bw's and starts false).
-    pub fn verbs_options(&self) -> fabric::transport::VerbsOptions {
-        fabric::transport::VerbsOptions {
+    pub fn verbs_options(&self) -> transport::VerbsOptions {
+        transport::VerbsOptions {
             // A per-rank list or `auto` is settled once the rank knows its place.
             device: match &self.ib_dev {
                 Some(DeviceChoice::One(d)) => Some(d.clone()),
@@ -205,8 +208,8 @@ impl P2pArgs {
     /// says what `auto` chose. The agents' coordinator (`--hosts`) may run where no NIC is:
     /// there the agents resolve `auto` and check their devices, and the plan's transport
     /// is settled once they have answered.
-    pub fn transport_kind(&self) -> anyhow::Result<fabric::transport::TransportKind> {
-        use fabric::transport::{self, TransportKind};
+    pub fn transport_kind(&self) -> anyhow::Result<transport::TransportKind> {
+        use transport::{self, TransportKind};
         if self.hosts.is_some() {
             return Ok(match self.transport {
                 TransportChoice::Verbs => TransportKind::Verbs,
@@ -215,7 +218,7 @@ impl P2pArgs {
         }
         let (kind, why) = transport::resolve(self.transport)?;
         transport::check_supported(kind, self.op)?;
-        if self.transport == TransportChoice::Auto && fabric::bootstrap::is_reporting_process() {
+        if self.transport == TransportChoice::Auto && base::launcher::is_reporting_process() {
             eprintln!("transport: {why}");
         }
         Ok(kind)
@@ -225,13 +228,13 @@ impl P2pArgs {
     /// coordinator, which has none to check).
     pub fn check_verbs(
         &self,
-        kind: fabric::transport::TransportKind,
-        verbs: &fabric::transport::VerbsOptions,
+        kind: transport::TransportKind,
+        verbs: &transport::VerbsOptions,
     ) -> anyhow::Result<()> {
         if self.hosts.is_some() {
             return Ok(());
         }
-        fabric::transport::check_verbs_options(kind, verbs)
+        transport::check_verbs_options(kind, verbs)
     }
 
     /// Where the peers are and how to pair them.
@@ -255,12 +258,12 @@ impl P2pArgs {
 }
 
 /// `--use-cuda` values: a CUDA device ordinal, or `auto` for the node-local rank's GPU.
-fn parse_gpu(s: &str) -> Result<fabric::gpu::GpuSelector, String> {
+fn parse_gpu(s: &str) -> Result<transport::gpu::GpuSelector, String> {
     if s.eq_ignore_ascii_case("auto") {
-        return Ok(fabric::gpu::GpuSelector::LocalRank);
+        return Ok(transport::gpu::GpuSelector::LocalRank);
     }
     s.parse()
-        .map(fabric::gpu::GpuSelector::Ordinal)
+        .map(transport::gpu::GpuSelector::Ordinal)
         .map_err(|_| format!("'{s}' is not a GPU number (0, 1, ...) or `auto`"))
 }
 
@@ -271,7 +274,7 @@ pub struct GpuArgs {
     /// Buffers in GPU N's memory (`auto`: the node-local rank's GPU under mpirun/srun).
     /// Over verbs: GPUDirect RDMA; over tcp: staged through pinned host memory.
     #[arg(long = "use-cuda", alias = "use_cuda", value_name = "N|auto", value_parser = parse_gpu)]
-    pub use_cuda: Option<fabric::gpu::GpuSelector>,
+    pub use_cuda: Option<transport::gpu::GpuSelector>,
 
     /// Buffers in the memory of the GPU at this PCI bus id (e.g. 0000:18:00.0).
     #[arg(
@@ -285,8 +288,8 @@ pub struct GpuArgs {
     /// How GPU memory is registered with the NIC: dmabuf (cuMemGetHandleForAddressRange +
     /// ibv_reg_dmabuf_mr), peermem (ibv_reg_mr through nvidia_peermem), auto (dmabuf where
     /// the GPU supports it, then peermem).
-    #[arg(long = "cuda-mem", default_value = "auto", value_parser = one_of::<fabric::gpu::CudaMem>(fabric::gpu::CudaMem::NAMES))]
-    pub cuda_mem: fabric::gpu::CudaMem,
+    #[arg(long = "cuda-mem", default_value = "auto", value_parser = one_of::<transport::gpu::CudaMem>(transport::gpu::CudaMem::NAMES))]
+    pub cuda_mem: transport::gpu::CudaMem,
 
     /// perftest's spelling of `--cuda-mem dmabuf`.
     #[arg(long = "use_cuda_dmabuf", hide = true)]
@@ -304,16 +307,16 @@ pub struct GpuArgs {
 
 impl GpuArgs {
     /// The GPU options these flags ask for (`None`: host memory).
-    pub fn gpu_options(&self) -> Option<fabric::gpu::GpuOptions> {
+    pub fn gpu_options(&self) -> Option<transport::gpu::GpuOptions> {
         let gpu = match (&self.use_cuda, &self.use_cuda_bus_id) {
             (Some(g), _) => g.clone(),
-            (None, Some(b)) => fabric::gpu::GpuSelector::BusId(b.clone()),
+            (None, Some(b)) => transport::gpu::GpuSelector::BusId(b.clone()),
             (None, None) => return None,
         };
-        Some(fabric::gpu::GpuOptions {
+        Some(transport::gpu::GpuOptions {
             gpu,
             mem: if self.use_cuda_dmabuf {
-                fabric::gpu::CudaMem::Dmabuf
+                transport::gpu::CudaMem::Dmabuf
             } else {
                 self.cuda_mem
             },
@@ -323,7 +326,7 @@ impl GpuArgs {
     }
 
     /// Puts the memory choice into the plan's verbs options.
-    pub fn apply(&self, verbs: &mut fabric::transport::VerbsOptions) {
+    pub fn apply(&self, verbs: &mut transport::VerbsOptions) {
         verbs.gpu = self.gpu_options();
         verbs.host_dmabuf = self.host_dmabuf;
     }

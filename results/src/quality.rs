@@ -11,7 +11,7 @@
 //! the writer and again in `aggregate`, so both always agree and a document cannot claim to
 //! be clean when its own figures say otherwise.
 //!
-//! The probe that measures a host lives in `fabric::quality`; this module has no system
+//! The probe that measures a host lives in `probe::quality`; this module has no system
 //! dependency, so `aggregate` judges documents anywhere.
 
 use serde::{Deserialize, Serialize};

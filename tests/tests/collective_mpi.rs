@@ -702,7 +702,7 @@ fn interrupt_writes_what_was_measured_marked_incomplete() {
     );
 }
 
-/// The suite's exit policy (fabric::exit): wrong data found before an interrupt is still
+/// The suite's exit policy (base::exit): wrong data found before an interrupt is still
 /// wrong data, and outranks the interrupt.
 #[test]
 fn wrong_data_outranks_an_interrupt() {

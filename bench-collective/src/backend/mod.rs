@@ -10,7 +10,7 @@
 use std::sync::atomic::AtomicU64;
 
 use anyhow::Result;
-use fabric::collective::{DataType, InPlaceRules, Primitive, RedOp};
+use transport::collective::{DataType, InPlaceRules, Primitive, RedOp};
 
 use crate::colls::Collective;
 

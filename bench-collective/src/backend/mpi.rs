@@ -1,10 +1,10 @@
 //! The MPI backend: host memory, MPI's own collectives (`MPI_Allreduce`, ...) through
-//! `fabric::collective::mpi`, timed with the loop clock (the CPU cycle counter where it
+//! `transport::collective::mpi`, timed with the loop clock (the CPU cycle counter where it
 //! is invariant). The call is checked once per step (`Collectives::prepare`), so a timed
 //! loop holds the MPI call alone.
 //!
 //! Two passes per step, as on GPUs: nccl-tests' loop (one clock read before the loop
-//! and one after: `time_us`), then the per-iteration view (`fabric::clock::LoopStamps`:
+//! and one after: `time_us`), then the per-iteration view (`base::clock::LoopStamps`:
 //! one clock read and a store per iteration). The stamps cost 4.4-6.5 ns per iteration
 //! here (`fabric/examples/collective_stamp_cost.rs`), 2-3% of a 0.22 us shared-memory
 //! AllReduce of 8 B: more than the 2% allowed in the loop that makes `time_us`.
@@ -12,10 +12,10 @@
 use std::sync::atomic::AtomicU64;
 
 use anyhow::Result;
-use fabric::clock::{LoopClock, LoopStamps};
-use fabric::collective::mpi::{Buffers, Call, Collectives, Prepared};
-use fabric::collective::InPlaceRules;
+use base::clock::{LoopClock, LoopStamps};
 use mpi::topology::SimpleCommunicator;
+use transport::collective::mpi::{Buffers, Call, Collectives, Prepared};
+use transport::collective::InPlaceRules;
 
 use super::{Backend, Buf, Step, Timed};
 

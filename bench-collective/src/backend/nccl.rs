@@ -12,10 +12,10 @@
 use std::sync::atomic::AtomicU64;
 
 use anyhow::{Context, Result};
-use fabric::bootstrap::mpi::Team;
-use fabric::collective::InPlaceRules;
-use fabric::cuda::{self, DeviceBuffer, Gpu, NcclCall, NcclComm};
+use bootstrap::mpi::Team;
 use mpi::traits::*;
+use transport::collective::InPlaceRules;
+use transport::cuda::{self, DeviceBuffer, Gpu, NcclCall, NcclComm};
 
 use super::{Backend, Buf, Step, Timed};
 

@@ -2,8 +2,8 @@
 //! whole output (n blocks), and each link carries (n-1)/n of it.
 
 use super::{shape, Collective, Ctx};
-use fabric::collective::Primitive;
 use results::collective as kind;
+use transport::collective::Primitive;
 
 pub const ALL_GATHER: Collective = Collective {
     name: kind::ALL_GATHER.name,

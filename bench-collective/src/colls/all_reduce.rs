@@ -2,8 +2,8 @@
 //! A ring moves 2(n-1)/n of the buffer over each link (reduce-scatter, then all-gather).
 
 use super::{shape, Collective, Ctx};
-use fabric::collective::Primitive;
 use results::collective as kind;
+use transport::collective::Primitive;
 
 pub const ALL_REDUCE: Collective = Collective {
     name: kind::ALL_REDUCE.name,

@@ -2,8 +2,8 @@
 //! of expert-parallel training). The size is the whole buffer; (n-1)/n of it crosses links.
 
 use super::{shape, Collective, Ctx};
-use fabric::collective::Primitive;
 use results::collective as kind;
+use transport::collective::Primitive;
 
 pub const ALLTOALL: Collective = Collective {
     name: kind::ALLTOALL.name,

@@ -2,8 +2,8 @@
 //! chain sends the whole buffer over each link once.
 
 use super::{shape, Collective, Ctx};
-use fabric::collective::Primitive;
 use results::collective as kind;
+use transport::collective::Primitive;
 
 pub const BROADCAST: Collective = Collective {
     name: kind::BROADCAST.name,

@@ -2,8 +2,8 @@
 //! size is the root's whole buffer; (n-1)/n of it arrives over the fabric.
 
 use super::{shape, Collective, Ctx};
-use fabric::collective::Primitive;
 use results::collective as kind;
+use transport::collective::Primitive;
 
 pub const GATHER: Collective = Collective {
     name: kind::GATHER.name,

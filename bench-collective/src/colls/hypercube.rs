@@ -5,8 +5,8 @@
 //! algbw counts the n-1 blocks a rank receives; busbw = algbw.
 
 use super::{Collective, Ctx};
-use fabric::collective::Primitive;
 use results::collective as kind;
+use transport::collective::Primitive;
 
 /// Blocks are whole multiples of this many elements (nccl-tests' alignment).
 const ALIGN: usize = 4;

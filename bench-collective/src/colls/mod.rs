@@ -5,18 +5,18 @@
 //! `getCollByteCount`), how many of those blocks algbw counts and the bus-bandwidth factor
 //! (`getBw`), and what every output element must be after one call (for `--check`). What
 //! the call reads and writes for a count, and where an in-place call finds its input, are
-//! the library's and live with the primitive (`fabric::collective`); each backend has one
+//! the library's and live with the primitive (`transport::collective`); each backend has one
 //! arm per primitive. The harness does the rest.
 //!
 //! Adding a collective: a file here with its row, a line in [`ALL`] (and an alias in
 //! `plan.rs` if users know it by another name), its name, bus factor and flags in
 //! `results::collective` (shared with everything that reads results), and, for a new
 //! library call, a
-//! `fabric::collective::Primitive` variant with its shape and one arm per backend
-//! (`fabric/src/collective/mpi.rs`, `fabric/src/cuda/mod.rs`). docs/collective.md walks
+//! `transport::collective::Primitive` variant with its shape and one arm per backend
+//! (`transport/src/collective/mpi.rs`, `transport/src/cuda/mod.rs`). docs/collective.md walks
 //! through it.
 
-use fabric::collective::{Primitive, RedOp};
+use transport::collective::{Primitive, RedOp};
 
 use crate::data;
 

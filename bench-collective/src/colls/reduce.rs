@@ -2,8 +2,8 @@
 //! busbw = algbw, as for Broadcast (the same chain, run backwards).
 
 use super::{shape, Collective, Ctx};
-use fabric::collective::Primitive;
 use results::collective as kind;
+use transport::collective::Primitive;
 
 pub const REDUCE: Collective = Collective {
     name: kind::REDUCE.name,

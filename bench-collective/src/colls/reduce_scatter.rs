@@ -2,8 +2,8 @@
 //! The size is the whole input; each link carries (n-1)/n of it.
 
 use super::{shape, Collective, Ctx};
-use fabric::collective::Primitive;
 use results::collective as kind;
+use transport::collective::Primitive;
 
 pub const REDUCE_SCATTER: Collective = Collective {
     name: kind::REDUCE_SCATTER.name,

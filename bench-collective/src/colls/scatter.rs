@@ -2,8 +2,8 @@
 //! buffer; (n-1)/n of it leaves the root.
 
 use super::{shape, Collective, Ctx};
-use fabric::collective::Primitive;
 use results::collective as kind;
+use transport::collective::Primitive;
 
 pub const SCATTER: Collective = Collective {
     name: kind::SCATTER.name,

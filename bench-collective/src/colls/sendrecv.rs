@@ -3,8 +3,8 @@
 //! busbw = algbw = size / time, the point-to-point bandwidth under full load.
 
 use super::{shape, Collective, Ctx};
-use fabric::collective::Primitive;
 use results::collective as kind;
+use transport::collective::Primitive;
 
 pub const SENDRECV: Collective = Collective {
     name: kind::SENDRECV.name,

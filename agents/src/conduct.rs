@@ -1,0 +1,635 @@
+//! The agents' coordinator (`bench-bw --hosts FILE ...`): drives a sweep over agents
+//! without MPI.
+//!
+//! tokio lives here and only here: at a thousand nodes the coordinator holds a thousand
+//! control connections that all wait at once, each with its own deadline (the handshake,
+//! the sweep order, each round's report). The measuring happens in the agents, each on
+//! its own thread, never under this runtime.
+//!
+//! The run, like an MPI sweep's rank 0: connect to every agent and authenticate both ways;
+//! refuse to start when agents run other versions or options (naming them); build the
+//! roster and the schedule (the same patterns, the same code); send each agent the sweep;
+//! then round by round tell every agent to go, wait for every report, and record. An agent
+//! that does not answer or drops is named, its pairs are recorded as failed (its peers are
+//! told not to wait for it), and the sweep goes on. The document has the same schema as an
+//! MPI sweep's, with `launcher: "agents"`.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::task::JoinSet;
+
+use results::HostInfo;
+
+use crate::proto::{
+    self, AgentHello, AgentMsg, AuthReply, Command, CoordAuth, CoordHello, SweepOrder, Welcome,
+};
+use crate::secret::{self, Secret};
+use crate::AgentAddr;
+use base::wire::{MAGIC, MAX_FRAME};
+use base::{exit, interrupt};
+use p2p::coordinator::{Member, RoundReport, SideFailure};
+use p2p::{record, Launch, PairTool, Plan};
+use transport::{Role, TransportChoice, TransportKind};
+
+/// Runs a sweep over the agents of `launch.hosts`; returns the exit code.
+pub fn run(launch: &Launch, plan: Plan, tool: &mut dyn PairTool) -> i32 {
+    interrupt::install();
+    match conduct(launch, plan, tool) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("{}: error: {e:#}", base::output::tool_name());
+            exit::ERROR
+        }
+    }
+}
+
+/// One agent as the coordinator knows it.
+struct Agent {
+    addr: AgentAddr,
+    conn: Option<TcpStream>,
+    welcome: Option<Welcome>,
+    /// The address the coordinator reached it at.
+    reached: Option<SocketAddr>,
+    /// Why it no longer takes part (it never answered, or dropped).
+    gone: Option<String>,
+}
+
+impl Agent {
+    fn live(&self) -> bool {
+        self.gone.is_none() && self.conn.is_some()
+    }
+    fn drop_out(&mut self, why: String) {
+        eprintln!("agent {} dropped out: {why}", self.addr.name);
+        self.conn = None;
+        self.gone = Some(why);
+    }
+}
+
+/// Why an agent could not be enlisted.
+enum Fault {
+    /// It did not answer: it takes no part, and its pairs are recorded as failed.
+    Silent(String),
+    /// It answered and refused (protocol, tool, secret) or is busy: a set-up error.
+    Refused(String),
+}
+
+fn conduct(launch: &Launch, mut plan: Plan, tool: &mut dyn PairTool) -> Result<i32> {
+    let path = launch.hosts.as_ref().expect("--hosts");
+    let addrs = super::read_hosts(path, launch.port)?;
+    let secret = Secret::load(launch.secret_file.as_deref())?;
+    base::output::check_writable(launch.json.as_deref())?;
+    let started_at = results::provenance::now_rfc3339();
+    let clock = base::clock::LoopClock::new();
+    let overhead_ns = clock.loop_overhead_ns();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the coordinator's runtime")?;
+    rt.block_on(async {
+        let t0 = Instant::now();
+        let mut agents = enlist(addrs, &secret, plan.tool, plan.timeout).await?;
+        let live = agents.iter().filter(|a| a.live()).count();
+        eprintln!(
+            "coordinator: {live} of {} agents answered and authenticated in {:.2} s",
+            agents.len(),
+            t0.elapsed().as_secs_f64()
+        );
+        if live < 2 {
+            bail!(
+                "{live} agent(s) answered: a sweep needs two; {}",
+                agents
+                    .iter()
+                    .filter_map(|a| a.gone.as_ref().map(|g| format!("{}: {g}", a.addr.name)))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            );
+        }
+        agree(&agents)?;
+        settle_transport(&agents, launch.transport, &mut plan)?;
+        let members = roster(&agents);
+        let shared = p2p::driver::root_inputs(launch);
+        if let Some(e) = &shared.error {
+            bail!("{e}");
+        }
+        let schedule = p2p::driver::schedule_for(launch, &members, &shared)?;
+        // Every agent gets the roster, the plan and its rank.
+        let frames: Vec<Option<Vec<u8>>> = (0..agents.len())
+            .map(|i| {
+                frame(&Command::Sweep(Box::new(SweepOrder {
+                    rank: i as u32,
+                    members: members.clone(),
+                    shared: shared.clone(),
+                    plan: plan.clone(),
+                    pattern: launch.pattern.to_string(),
+                    include_local: launch.include_local,
+                    rails: launch.rail_mode.name().into(),
+                })))
+                .ok()
+            })
+            .collect();
+        let replies = round_trip(&mut agents, frames, plan.timeout).await;
+        let mut refused = Vec::new();
+        for (a, r) in agents.iter_mut().zip(replies) {
+            match r {
+                Some(Ok(bytes)) => match base::wire::decode_json::<AgentMsg>(&bytes) {
+                    Ok(AgentMsg::Ready) => {}
+                    Ok(AgentMsg::Refused(why)) => refused.push(format!("{}: {why}", a.addr.name)),
+                    _ => a.drop_out("it answered the sweep order with something else".into()),
+                },
+                Some(Err(e)) => a.drop_out(e),
+                None => {}
+            }
+        }
+        if !refused.is_empty() {
+            done_all(&mut agents).await;
+            bail!("agents refused the sweep: {}", refused.join("; "));
+        }
+
+        let hosts: Vec<HostInfo> = agents
+            .iter()
+            .zip(&members)
+            .map(|(a, m)| {
+                let mut h = a
+                    .welcome
+                    .as_ref()
+                    .map(|w| w.host.clone())
+                    .unwrap_or_else(|| HostInfo {
+                        hostname: m.host.clone(),
+                        ..Default::default()
+                    });
+                h.rank = Some(m.rank);
+                h.local_rank = Some(m.local_rank);
+                h
+            })
+            .collect();
+        let mut options = p2p::driver::sweep_options(&plan, launch);
+        options.insert(
+            "agents".into(),
+            serde_json::json!(agents
+                .iter()
+                .map(|a| a.addr.name.clone())
+                .collect::<Vec<_>>()),
+        );
+        let mut rec = record::Recorder::new(
+            launch.json.as_deref(),
+            &plan,
+            "agents",
+            members.len() as u32,
+            hosts,
+            started_at,
+            overhead_ns,
+            options,
+        );
+        rec.sweep = Some(p2p::driver::sweep_info(&schedule));
+        tool.print_header(&plan);
+        let mut progress = p2p::progress::Progress::new(true, &schedule);
+        let limit = plan.round_limit() + plan.timeout;
+        let mut stopped = None;
+        for (ri, round) in schedule.rounds.iter().enumerate() {
+            let ri = ri as u32;
+            if interrupt::interrupted() {
+                stopped = Some(interrupt::REASON.to_string());
+                let stop = frame(&Command::Stop {
+                    reason: "the coordinator was interrupted".into(),
+                })?;
+                send_all(&mut agents, &stop).await;
+                break;
+            }
+            let started = Instant::now();
+            let gone: Vec<(u32, String)> = agents
+                .iter()
+                .enumerate()
+                .filter_map(|(i, a)| {
+                    a.gone
+                        .clone()
+                        .map(|g| (i as u32, format!("agent {} {g}", a.addr.name)))
+                })
+                .collect();
+            let go = frame(&Command::Round { round: ri, gone })?;
+            let frames = agents.iter().map(|_| Some(go.clone())).collect();
+            let replies = round_trip(&mut agents, frames, limit).await;
+            let mut reports = Vec::new();
+            for (a, r) in agents.iter_mut().zip(replies) {
+                match r {
+                    Some(Ok(bytes)) => match base::wire::decode_json::<AgentMsg>(&bytes) {
+                        Ok(AgentMsg::Report(rep)) => reports.push(rep),
+                        Ok(_) => a.drop_out(format!("it did not report round {ri}")),
+                        Err(e) => {
+                            a.drop_out(format!("its report of round {ri} is unreadable ({e})"))
+                        }
+                    },
+                    Some(Err(e)) => a.drop_out(format!("during round {ri}: {e}")),
+                    None => {}
+                }
+            }
+            // The side of a gone agent in this round's pairs: recorded here, since it
+            // cannot speak for itself.
+            let mut missing = RoundReport::default();
+            for rp in round {
+                for (rank, role) in [
+                    (rp.initiator, Role::Initiator),
+                    (rp.responder, Role::Responder),
+                ] {
+                    let a = &agents[rank as usize];
+                    if let Some(g) = &a.gone {
+                        missing.failures.push(SideFailure {
+                            round: ri,
+                            pair: p2p::driver::pair_of_members(
+                                &members,
+                                true,
+                                *rp,
+                                (schedule.rounds.len() > 1).then_some(ri),
+                            ),
+                            role,
+                            size_bytes: None,
+                            error: format!("agent {} {g}", a.addr.name),
+                            port_state: None,
+                        });
+                    }
+                }
+            }
+            reports.push(missing);
+            if round.len() <= p2p::tool::ROWS_PER_ROUND {
+                p2p::tool::print_others(tool, &reports, u32::MAX);
+            }
+            rec.add_round(reports, started.elapsed().as_secs_f64());
+            rec.checkpoint(&[], false);
+            progress.round_done(ri, round.len(), rec.failed_pairs());
+        }
+        done_all(&mut agents).await;
+        if stopped.is_none() && rec.interrupted {
+            stopped = Some(interrupt::REASON.to_string());
+        }
+        let doc = rec.document(&[], stopped);
+        progress.summary(&doc);
+        base::output::write_document(launch.json.as_deref(), &doc)?;
+        Ok(record::exit_code(&doc, false))
+    })
+}
+
+/// Connects to every agent at once, each within `timeout`, and authenticates both ways.
+/// Agents that do not answer are kept (their pairs will fail); agents that refuse, or that
+/// serve another coordinator, make the sweep a set-up error, all of them named.
+async fn enlist(
+    addrs: Vec<AgentAddr>,
+    secret: &Secret,
+    tool: &str,
+    timeout: Duration,
+) -> Result<Vec<Agent>> {
+    let mut set = JoinSet::new();
+    for (i, addr) in addrs.iter().enumerate() {
+        let (addr, secret, tool) = (addr.clone(), secret.clone(), tool.to_string());
+        set.spawn(async move {
+            let r = match tokio::time::timeout(timeout, handshake(&addr, &secret, &tool)).await {
+                Ok(r) => r,
+                Err(_) => Err(Fault::Silent(format!(
+                    "did not answer within {} s",
+                    timeout.as_secs_f64()
+                ))),
+            };
+            (i, r)
+        });
+    }
+    let mut agents: Vec<Agent> = addrs
+        .into_iter()
+        .map(|addr| Agent {
+            addr,
+            conn: None,
+            welcome: None,
+            reached: None,
+            gone: None,
+        })
+        .collect();
+    let mut refusals = Vec::new();
+    while let Some(joined) = set.join_next().await {
+        let (i, r) = joined.map_err(|e| anyhow!("an agent's handshake task failed: {e}"))?;
+        let a = &mut agents[i];
+        match r {
+            Ok((conn, welcome, reached)) => {
+                a.conn = Some(conn);
+                a.welcome = Some(welcome);
+                a.reached = Some(reached);
+            }
+            Err(Fault::Silent(why)) => {
+                eprintln!(
+                    "agent {}: {why}; its pairs will be recorded as failed",
+                    a.addr.name
+                );
+                a.gone = Some(why);
+            }
+            Err(Fault::Refused(why)) => refusals.push(format!("{}: {why}", a.addr.name)),
+        }
+    }
+    if !refusals.is_empty() {
+        refusals.sort();
+        bail!("agents refused this coordinator: {}", refusals.join("; "));
+    }
+    Ok(agents)
+}
+
+async fn handshake(
+    addr: &AgentAddr,
+    secret: &Secret,
+    tool: &str,
+) -> Result<(TcpStream, Welcome, SocketAddr), Fault> {
+    let silent = |e: String| Fault::Silent(e);
+    let targets = addr.resolve().map_err(|e| silent(format!("{e:#}")))?;
+    let mut last = String::from("no address");
+    let mut conn = None;
+    for t in targets {
+        match TcpStream::connect(t).await {
+            Ok(c) => {
+                conn = Some((c, t));
+                break;
+            }
+            Err(e) => last = format!("cannot connect to {t}: {e}"),
+        }
+    }
+    let (mut conn, reached) = conn.ok_or_else(|| silent(last))?;
+    let _ = conn.set_nodelay(true);
+    let mine = secret::nonce();
+    send(
+        &mut conn,
+        &CoordHello {
+            protocol: proto::PROTOCOL,
+            tool: tool.into(),
+            version: results::provenance::TOOL_VERSION.into(),
+            nonce: mine,
+        },
+    )
+    .await
+    .map_err(silent)?;
+    let (theirs, proof) = match recv::<AgentHello>(&mut conn)
+        .await
+        .map_err(|e| silent(format!("not a fabcheck agent? {e}")))?
+    {
+        AgentHello::Challenge {
+            protocol,
+            tool: their_tool,
+            version,
+            nonce,
+            proof,
+        } => {
+            if protocol != proto::PROTOCOL || their_tool != tool {
+                return Err(Fault::Refused(format!(
+                    "it runs {their_tool} (fabcheck {version}, agents' protocol {protocol}); this coordinator is {tool} \
+                     (fabcheck {}, protocol {})",
+                    results::provenance::TOOL_VERSION,
+                    proto::PROTOCOL
+                )));
+            }
+            (nonce, proof)
+        }
+        AgentHello::Refused(why) => return Err(Fault::Refused(why)),
+    };
+    let agent_proved = secret.verify("agent", &theirs, &mine, &proof);
+    // Our proof goes out either way, so an agent of another secret logs the failure too.
+    send(
+        &mut conn,
+        &CoordAuth {
+            proof: secret.proof("coordinator", &mine, &theirs),
+        },
+    )
+    .await
+    .map_err(silent)?;
+    if !agent_proved {
+        return Err(Fault::Refused(
+            "it could not prove it holds the shared secret (another secret, or not our agent)"
+                .into(),
+        ));
+    }
+    match recv::<AuthReply>(&mut conn).await.map_err(silent)? {
+        AuthReply::Welcome(w) => Ok((conn, *w, reached)),
+        AuthReply::Refused(why) => Err(Fault::Refused(why)),
+        AuthReply::Busy(why) => Err(Fault::Refused(format!("busy: {why}"))),
+    }
+}
+
+/// Agents of one sweep must run the same options; names every option that differs and
+/// which agents hold which value.
+fn agree(agents: &[Agent]) -> Result<()> {
+    let live: Vec<&Agent> = agents.iter().filter(|a| a.live()).collect();
+    let mut keys: Vec<&String> = live
+        .iter()
+        .filter_map(|a| a.welcome.as_ref())
+        .flat_map(|w| w.options.keys())
+        .collect();
+    keys.sort();
+    keys.dedup();
+    let mut diffs = Vec::new();
+    for k in keys {
+        let mut by_value: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+        for a in &live {
+            let v = a
+                .welcome
+                .as_ref()
+                .and_then(|w| w.options.get(k))
+                .map_or("(unset)".to_string(), |v| v.to_string());
+            by_value.entry(v).or_default().push(&a.addr.name);
+        }
+        if by_value.len() > 1 {
+            let parts: Vec<String> = by_value
+                .iter()
+                .map(|(v, who)| {
+                    if who.len() > 4 {
+                        format!("{v} on {} agents ({}, ...)", who.len(), who[..3].join(", "))
+                    } else {
+                        format!("{v} on {}", who.join(", "))
+                    }
+                })
+                .collect();
+            diffs.push(format!("{k}: {}", parts.join(" vs ")));
+        }
+    }
+    if !diffs.is_empty() {
+        bail!(
+            "the agents run different options, so their figures would not compare: {}. Restart them alike",
+            diffs.join("; ")
+        );
+    }
+    Ok(())
+}
+
+/// The sweep's transport is the agents' (they resolved `auto` where the NICs are); a
+/// transport asked for here must match it.
+fn settle_transport(agents: &[Agent], asked: TransportChoice, plan: &mut Plan) -> Result<()> {
+    let theirs = agents
+        .iter()
+        .filter_map(|a| a.welcome.as_ref())
+        .filter_map(|w| w.options.get("transport").and_then(|t| t.as_str()))
+        .next()
+        .unwrap_or("tcp");
+    let kind = if theirs == "verbs" {
+        TransportKind::Verbs
+    } else {
+        TransportKind::Tcp
+    };
+    let wanted = match asked {
+        TransportChoice::Auto => kind,
+        TransportChoice::Tcp => TransportKind::Tcp,
+        TransportChoice::Verbs => TransportKind::Verbs,
+    };
+    if wanted != kind {
+        bail!(
+            "--transport {} asked, and the agents run {}: restart the agents with --transport {}, or leave --transport out here",
+            wanted.name(),
+            kind.name(),
+            wanted.name()
+        );
+    }
+    transport::check_supported(kind, plan.op)?;
+    plan.transport = kind;
+    Ok(())
+}
+
+/// The roster: one member per agent in host-file order; the local rank of an agent is its
+/// place among the agents of its host (one agent per NIC gives the rails).
+fn roster(agents: &[Agent]) -> Vec<Member> {
+    let mut seen: BTreeMap<String, u32> = BTreeMap::new();
+    agents
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let host = a
+                .welcome
+                .as_ref()
+                .map_or_else(|| a.addr.host.clone(), |w| w.host.hostname.clone());
+            let local = seen.entry(host.clone()).or_default();
+            let local_rank = *local;
+            *local += 1;
+            let ctrl = a.welcome.as_ref().map(|w| {
+                let ip: IpAddr = if w.pair_addr.ip().is_unspecified() {
+                    a.reached.map_or(w.pair_addr.ip(), |r| r.ip())
+                } else {
+                    w.pair_addr.ip()
+                };
+                SocketAddr::new(ip, w.pair_addr.port())
+            });
+            Member {
+                rank: i as u32,
+                host,
+                local_rank,
+                device: a.welcome.as_ref().and_then(|w| w.device.clone()),
+                port: a.welcome.as_ref().and_then(|w| w.port),
+                ctrl,
+            }
+        })
+        .collect()
+}
+
+fn frame<T: Serialize>(v: &T) -> Result<Vec<u8>> {
+    let payload = serde_json::to_vec(v)?;
+    if payload.len() > MAX_FRAME {
+        bail!(
+            "a control message of {} bytes exceeds the {MAX_FRAME}-byte limit",
+            payload.len()
+        );
+    }
+    let mut f = Vec::with_capacity(8 + payload.len());
+    f.extend_from_slice(MAGIC);
+    f.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+    f.extend_from_slice(&payload);
+    Ok(f)
+}
+
+async fn send<T: Serialize>(s: &mut TcpStream, v: &T) -> Result<(), String> {
+    let f = frame(v).map_err(|e| format!("{e:#}"))?;
+    s.write_all(&f)
+        .await
+        .map_err(|e| format!("sending to it: {e}"))
+}
+
+async fn recv_frame(s: &mut TcpStream) -> Result<Vec<u8>, String> {
+    let mut h = [0u8; 8];
+    s.read_exact(&mut h).await.map_err(|e| match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => {
+            "it closed the connection (exited or was killed)".to_string()
+        }
+        _ => format!("reading from it: {e}"),
+    })?;
+    if &h[..4] != MAGIC {
+        return Err(format!(
+            "it sent bytes that are not a fabcheck message ({:02x?})",
+            &h[..4]
+        ));
+    }
+    let len = u32::from_be_bytes([h[4], h[5], h[6], h[7]]) as usize;
+    if len > MAX_FRAME {
+        return Err(format!(
+            "it announced a {len}-byte message, over the {MAX_FRAME}-byte limit"
+        ));
+    }
+    let mut p = vec![0u8; len];
+    s.read_exact(&mut p)
+        .await
+        .map_err(|e| format!("reading from it: {e}"))?;
+    Ok(p)
+}
+
+async fn recv<T: DeserializeOwned>(s: &mut TcpStream) -> Result<T, String> {
+    let p = recv_frame(s).await?;
+    base::wire::decode_json(&p).map_err(|e| format!("{e:#}"))
+}
+
+/// Sends each live agent its frame and waits for one frame back from each, all at once,
+/// each within `limit`. An agent whose exchange fails is dropped (its answer is the error);
+/// agents already gone, or without a frame, get `None`.
+async fn round_trip(
+    agents: &mut [Agent],
+    frames: Vec<Option<Vec<u8>>>,
+    limit: Duration,
+) -> Vec<Option<Result<Vec<u8>, String>>> {
+    let mut set = JoinSet::new();
+    for (i, (a, f)) in agents.iter_mut().zip(frames).enumerate() {
+        let (Some(f), true) = (f, a.live()) else {
+            continue;
+        };
+        let mut conn = a.conn.take().expect("live agents have a connection");
+        set.spawn(async move {
+            let r = tokio::time::timeout(limit, async {
+                conn.write_all(&f)
+                    .await
+                    .map_err(|e| format!("sending to it: {e}"))?;
+                recv_frame(&mut conn).await
+            })
+            .await
+            .unwrap_or_else(|_| Err(format!("no answer within {} s", limit.as_secs_f64())));
+            (i, conn, r)
+        });
+    }
+    let mut out: Vec<Option<Result<Vec<u8>, String>>> = agents.iter().map(|_| None).collect();
+    while let Some(joined) = set.join_next().await {
+        let Ok((i, conn, r)) = joined else { continue };
+        if r.is_ok() {
+            agents[i].conn = Some(conn);
+        }
+        out[i] = Some(r);
+    }
+    out
+}
+
+/// Sends one frame to every live agent (best effort, briefly).
+async fn send_all(agents: &mut [Agent], f: &[u8]) {
+    for a in agents.iter_mut().filter(|a| a.live()) {
+        if let Some(c) = a.conn.as_mut() {
+            let _ = tokio::time::timeout(Duration::from_secs(2), c.write_all(f)).await;
+        }
+    }
+}
+
+/// Tells every live agent the sweep is over, so it waits for the next.
+async fn done_all(agents: &mut [Agent]) {
+    if let Ok(f) = frame(&Command::Done) {
+        send_all(agents, &f).await;
+    }
+    for a in agents.iter_mut() {
+        a.conn = None;
+    }
+}

@@ -1,0 +1,122 @@
+//! The messages between the agents' coordinator and an agent, in the order they flow.
+//! Frames are the control protocol's (`wire`: `FBCK`, length, JSON), capped in size.
+//!
+//! ```text
+//! coordinator                          agent
+//! CoordHello {nonce_c}        ->
+//!                             <-       AgentHello {nonce_a, proof_a}   (or Refused)
+//! CoordAuth {proof_c}         ->
+//!                             <-       Welcome {host facts, options}   (or Refused, Busy)
+//! Sweep {roster, plan, ...}   ->
+//!                             <-       Ready                           (or Refused)
+//! Round {k, gone}             ->       ... the agent measures its pair of round k ...
+//!                             <-       Report {results, failures}
+//! ... every round ...
+//! Done                        ->       (back to waiting for the next sweep)
+//! ```
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use results::HostInfo;
+
+use p2p::coordinator::{Member, RoundReport, Shared};
+use p2p::Plan;
+
+/// Bumped whenever these messages change; both sides must agree.
+pub const PROTOCOL: u32 = 1;
+
+/// Opens a connection: who is asking, and a fresh nonce the agent must answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CoordHello {
+    pub protocol: u32,
+    pub tool: String,
+    pub version: String,
+    pub nonce: [u8; 32],
+}
+
+/// The agent's first answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum AgentHello {
+    /// Its nonce and its proof of the secret over both nonces.
+    Challenge {
+        protocol: u32,
+        tool: String,
+        version: String,
+        nonce: [u8; 32],
+        proof: [u8; 32],
+    },
+    /// It will not talk to this coordinator (another protocol or tool), and why.
+    Refused(String),
+}
+
+/// The coordinator's proof of the secret.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CoordAuth {
+    pub proof: [u8; 32],
+}
+
+/// What an authenticated agent tells about itself.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Welcome {
+    pub host: HostInfo,
+    /// The agent's own options that every agent of a sweep must share (transport, MTU,
+    /// GID index, inline size, events, port), by name.
+    pub options: serde_json::Map<String, Value>,
+    /// Its RDMA device and port (verbs).
+    pub device: Option<String>,
+    pub port: Option<u32>,
+    /// Where peers reach its pair listener (an unspecified IP: the address the
+    /// coordinator reached the agent at).
+    pub pair_addr: std::net::SocketAddr,
+}
+
+/// The agent's answer to the coordinator's proof.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum AuthReply {
+    Welcome(Box<Welcome>),
+    /// Wrong secret, or a bad message.
+    Refused(String),
+    /// It is taking part in another coordinator's sweep (told only to an authenticated
+    /// coordinator).
+    Busy(String),
+}
+
+/// Everything an agent needs to take part in a sweep as rank `rank`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SweepOrder {
+    pub rank: u32,
+    pub members: Vec<Member>,
+    pub shared: Shared,
+    pub plan: Plan,
+    /// `--pattern`, `--include-local`, `--rails` as on the command line.
+    pub pattern: String,
+    pub include_local: bool,
+    pub rails: String,
+}
+
+/// Coordinator to agent, once authenticated.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Command {
+    Sweep(Box<SweepOrder>),
+    /// Go on with round `round`; the ranks in `gone` no longer answer (their pairs are not
+    /// attempted), with why.
+    Round {
+        round: u32,
+        gone: Vec<(u32, String)>,
+    },
+    /// Stop the sweep now (the coordinator was interrupted).
+    Stop {
+        reason: String,
+    },
+    /// The sweep is over: back to waiting.
+    Done,
+}
+
+/// Agent to coordinator, once authenticated.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum AgentMsg {
+    Ready,
+    Refused(String),
+    Report(RoundReport),
+}

@@ -1,0 +1,15 @@
+//! How the processes of a job come up and reach each other outside the measured path.
+//!
+//! - [`standalone`]: perftest's handshake, a server and a client over one TCP control
+//!   connection ([`standalone::TcpLink`] is a `base::link::PeerLink`).
+//! - [`mpi`] (feature `mpi`): the MPI job (`mpirun`/`srun`): roster, barriers, gathers with
+//!   size bounds, and `Team`s of it for a collective scaling sweep.
+//! - [`watchdog`]: every wait on a peer ends, with a message, when its deadline passes.
+//!
+//! The control link's trait and the launcher's environment live in `base` (the transports
+//! use them too); the pairing of ranks into rounds is the `p2p` crate's.
+
+#[cfg(feature = "mpi")]
+pub mod mpi;
+pub mod standalone;
+pub mod watchdog;

@@ -1,0 +1,366 @@
+//! One process's part of a run once its coordinator is up ([`run_rank`]): agree on the
+//! schedule, take part in every round, and on the root gather, print and write the
+//! document. Launch modes differ only in the coordinator handed in, patterns only in the
+//! schedule they produce, transports only behind the endpoint traits.
+
+use std::net::Ipv4Addr;
+
+use anyhow::Result;
+use serde_json::{json, Map, Value};
+
+use base::clock::LoopClock;
+use base::{exit, interrupt};
+use results::{Pair, Peer, SweepInfo, TestResult};
+use transport::Role;
+
+use crate::coordinator::{self, Coordinator, RoundReport, Shared, SideFailure};
+use crate::pair;
+use crate::pattern::{self, PatternSpec, RankPair, Schedule};
+use crate::plan::{Launch, Plan};
+use crate::progress;
+use crate::record;
+use crate::tool::{print_others, PairTool, ROWS_PER_ROUND};
+
+/// What every process of a run shares: the loop clock and the run's start.
+pub struct RunCtx<'a> {
+    pub clock: &'a LoopClock,
+    pub started_at: String,
+    pub overhead_ns: f64,
+}
+
+/// The schedule of a run from its roster: every process computes the same rounds from
+/// the same members and the root's shared inputs.
+pub fn schedule_for(
+    launch: &Launch,
+    members: &[coordinator::Member],
+    shared: &Shared,
+) -> Result<Schedule> {
+    let slots: Vec<_> = members.iter().map(|m| m.slot()).collect();
+    pattern::schedule(&pattern::Request {
+        pattern: &launch.pattern,
+        slots: &slots,
+        rail_mode: launch.rail_mode,
+        include_local: launch.include_local,
+        fallback_seed: shared.seed,
+        file_text: shared.file_text.as_deref(),
+    })
+}
+
+/// The document's `options` of a sweep: the plan's, and how pairs were scheduled.
+pub fn sweep_options(plan: &Plan, launch: &Launch) -> Map<String, Value> {
+    let mut options = plan.options();
+    options.insert("pattern".into(), json!(launch.pattern.to_string()));
+    options.insert("include_local".into(), json!(launch.include_local));
+    options.insert("rails".into(), json!(launch.rail_mode.name()));
+    options
+}
+
+/// One process's part of a run once its coordinator is up (standalone side, MPI rank,
+/// or agent): agree on the schedule, take part in every round, and on the root gather,
+/// print and write the document. Returns the exit code.
+pub fn run_rank(
+    coord: &mut dyn Coordinator,
+    launch: &Launch,
+    plan: &Plan,
+    tool: &mut dyn PairTool,
+    ctx: RunCtx,
+) -> Result<i32> {
+    let RunCtx {
+        clock,
+        started_at,
+        overhead_ns,
+    } = ctx;
+    let standalone = coord.launcher() == "standalone";
+    let mpi = !standalone;
+    let root = coord.is_root();
+    let me = coord.rank();
+
+    // The schedule: the root decides what only it can (seed, the pair list), every rank
+    // computes the same rounds from the same roster.
+    let shared = coord.share(if root {
+        root_inputs(launch)
+    } else {
+        Shared::default()
+    })?;
+    if let Some(e) = &shared.error {
+        if root {
+            eprintln!("{}: error: {e}", plan.tool);
+        }
+        return Ok(exit::ERROR);
+    }
+    let schedule = match schedule_for(launch, coord.members(), &shared) {
+        Ok(s) => s,
+        Err(e) => {
+            if root {
+                eprintln!("{}: error: {e:#}", plan.tool);
+            }
+            return Ok(exit::ERROR);
+        }
+    };
+    let sweeping = mpi;
+    let options = if sweeping {
+        sweep_options(plan, launch)
+    } else {
+        plan.options()
+    };
+    let mut rec = record::Recorder::new(
+        launch.json.as_deref(),
+        plan,
+        coord.launcher(),
+        coord.members().len() as u32,
+        coord.hosts(),
+        started_at,
+        overhead_ns,
+        options,
+    );
+    rec.sweep = sweeping.then(|| sweep_info(&schedule));
+    if root {
+        tool.print_header(plan);
+    }
+    let mut progress = progress::Progress::new(root && schedule.rounds.len() > 1, &schedule);
+    let mut stopped = None;
+    // Whether this rank's own pair failed (the root learns of every pair from the reports).
+    let mut my_pair_failed = false;
+    let limit = plan.round_limit();
+    // What disturbs the run (load, steal, preemptions of this, the measuring, thread) is
+    // read before the first round and after the last; it travels with the last report.
+    let mut probe = Some(probe::quality::Probe::start());
+    for (ri, round) in schedule.rounds.iter().enumerate() {
+        let ri = ri as u32;
+        let round_start = std::time::Instant::now();
+        if !coord.begin_round(ri, limit) {
+            stopped = Some(interrupt::REASON.to_string());
+            break;
+        }
+        let mut report = RoundReport::default();
+        if let Some(rp) = schedule.pair_of(ri as usize, me) {
+            let pair = pair_record(&*coord, rp, (schedule.rounds.len() > 1).then_some(ri));
+            let role = if rp.initiator == me {
+                Role::Initiator
+            } else {
+                Role::Responder
+            };
+            let live = root && role == Role::Initiator;
+            if live && schedule.rounds.len() > 1 {
+                println!("# pair round {ri}: {}", pair.label());
+            }
+            let out = {
+                let mut checkpoint = |done: &[TestResult]| {
+                    if live {
+                        rec.checkpoint(done, false);
+                    }
+                };
+                let peer = if role == Role::Initiator {
+                    rp.responder
+                } else {
+                    rp.initiator
+                };
+                let link = match coord.peer_gone(peer) {
+                    Some(why) => Err(anyhow::anyhow!("the peer is gone: {why}")),
+                    None => coord.pair_link(ri, rp, shared.seed),
+                };
+                match link {
+                    Ok(link) => {
+                        let local_ip = launch
+                            .bind_addr
+                            .or(link.local_ip())
+                            .unwrap_or(Ipv4Addr::LOCALHOST.into());
+                        let ctx = pair::PairCtx {
+                            plan,
+                            role,
+                            clock,
+                            pair: &pair,
+                            local_ip,
+                            print_live: live,
+                        };
+                        pair::run(&ctx, link, tool, &mut checkpoint)
+                    }
+                    Err(e) => pair::PairOutcome {
+                        failure: Some((None, format!("{e:#}"))),
+                        ..Default::default()
+                    },
+                }
+            };
+            if let Some((size, error)) = out.failure {
+                my_pair_failed = true;
+                eprintln!(
+                    "{}pair {} failed{}: {error}",
+                    if mpi {
+                        format!("rank {me}: ")
+                    } else {
+                        String::new()
+                    },
+                    pair.label(),
+                    size.map_or(String::new(), |s| format!(" at {s} bytes"))
+                );
+                let dev = if role == Role::Initiator {
+                    &pair.initiator
+                } else {
+                    &pair.responder
+                };
+                report.failures.push(SideFailure {
+                    round: ri,
+                    pair: pair.clone(),
+                    role,
+                    size_bytes: size,
+                    port_state: dev
+                        .device
+                        .as_deref()
+                        .and_then(|d| probe::inventory::port_state(d, dev.port.unwrap_or(1))),
+                    error,
+                });
+            }
+            report.results = out.results;
+            report.interrupted = out.interrupted;
+        }
+        if ri as usize + 1 == schedule.rounds.len() {
+            let host = coord.members()[me as usize].host.clone();
+            report.quality = probe
+                .take()
+                .map(|p| p.finish_as(&host, coord.ranks_in_results().then_some(me)));
+        }
+        if let Some(raw) = coord.end_round(report, limit)? {
+            let seconds = round_start.elapsed().as_secs_f64();
+            if round.len() <= ROWS_PER_ROUND {
+                let all = record::decode_round(&raw);
+                print_others(tool, &all, me);
+                rec.add_round(all, seconds);
+            } else {
+                rec.add_round_raw(raw, seconds);
+            }
+            rec.checkpoint(&[], false);
+            progress.round_done(ri, round.len(), rec.failed_pairs());
+        }
+    }
+    rec.drain();
+    if stopped.is_none() && rec.interrupted {
+        stopped = Some(interrupt::REASON.to_string());
+    }
+    if rec.failed_pairs() > 0 && stopped.is_none() && standalone {
+        stopped = rec_failure_reason(&rec);
+    }
+    if root {
+        let doc = rec.document(&[], stopped.clone());
+        let code = record::exit_code(&doc, standalone);
+        if sweeping
+            && doc
+                .sweep
+                .as_ref()
+                .is_some_and(|s| s.rounds > 1 || rec.failed_pairs() > 0)
+        {
+            progress.summary(&doc);
+        }
+        if doc.failed_pairs.is_empty() || !standalone {
+            coord.finish(Some(&doc))?;
+        }
+        base::output::write_document(launch.json.as_deref(), &doc)?;
+        Ok(code)
+    } else if standalone {
+        // The server prints the client's document (and keeps it with --json).
+        if !my_pair_failed {
+            if let Some(doc) = coord.finish(None)? {
+                tool.print_header(plan);
+                for r in &doc.results {
+                    tool.print_row(r);
+                }
+                base::output::write_document(launch.json.as_deref(), &doc)?;
+                return Ok(record::exit_code(&doc, true));
+            }
+        }
+        Ok(if my_pair_failed {
+            exit::ERROR
+        } else {
+            exit::OK
+        })
+    } else {
+        Ok(exit::OK)
+    }
+}
+
+fn rec_failure_reason(rec: &record::Recorder) -> Option<String> {
+    rec.first_failure().map(|f| {
+        let size = f
+            .size_bytes
+            .map_or(String::new(), |s| format!(" at {s} bytes"));
+        let why = f
+            .initiator_error
+            .clone()
+            .or_else(|| f.responder_error.clone())
+            .unwrap_or_default();
+        format!("failed{size}: {why}")
+    })
+}
+
+/// What only the root decides: the seed (also the job nonce of pair tickets) and the
+/// pair list's text.
+pub fn root_inputs(launch: &Launch) -> Shared {
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+        ^ (u64::from(std::process::id()) << 20);
+    let mut shared = Shared {
+        seed,
+        ..Default::default()
+    };
+    if let PatternSpec::File(path) = &launch.pattern {
+        match std::fs::read_to_string(path) {
+            Ok(t) => shared.file_text = Some(t),
+            Err(e) => {
+                shared.error = Some(format!(
+                    "cannot read the pair list {}: {e} (write one `hostA hostB` per line; \
+                     `aggregate report` writes suspects.pairs)",
+                    path.display()
+                ))
+            }
+        }
+    }
+    shared
+}
+
+pub fn sweep_info(s: &Schedule) -> SweepInfo {
+    SweepInfo {
+        pattern: s.pattern.name().into(),
+        seed: s.seed,
+        file: match &s.pattern {
+            PatternSpec::File(p) => Some(p.display().to_string()),
+            _ => None,
+        },
+        nodes: s.nodes.clone(),
+        rails: s.rails,
+        rail_mode: s.rail_mode.name().into(),
+        include_local: s.include_local,
+        rounds: s.rounds.len() as u32,
+        rounds_done: 0,
+        planned_pairs: s.planned_pairs(),
+        round_seconds: Vec::new(),
+    }
+}
+
+/// Both ends of a scheduled pair as results name them.
+fn pair_record(coord: &dyn Coordinator, rp: RankPair, round: Option<u32>) -> Pair {
+    pair_of_members(coord.members(), coord.ranks_in_results(), rp, round)
+}
+
+/// Both ends of a scheduled pair from the roster; ranks only where the launcher has them.
+pub fn pair_of_members(
+    members: &[coordinator::Member],
+    ranks: bool,
+    rp: RankPair,
+    round: Option<u32>,
+) -> Pair {
+    let peer = |r: u32| {
+        let m = &members[r as usize];
+        Peer {
+            rank: ranks.then_some(r),
+            host: m.host.clone(),
+            device: m.device.clone(),
+            port: m.port,
+        }
+    };
+    Pair {
+        initiator: peer(rp.initiator),
+        responder: peer(rp.responder),
+        round,
+    }
+}

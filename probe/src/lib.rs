@@ -1,0 +1,19 @@
+//! What the machine is: read-only probes of sysfs, procfs and the system's tools, no verbs
+//! calls and no peers.
+//!
+//! - [`host`]: the facts every document records per rank (kernel, CPUs, NICs, GPUs from
+//!   sysfs, the driver and peermem).
+//! - [`inventory`]: RDMA devices and ports (state, rate, width, MTU, PCIe link, counters);
+//!   [`counters`]: port counters read and differenced around a measurement.
+//! - [`topology`]: the PCIe tree (which GPU sits next to which NIC, ACS on the switches).
+//! - [`quality`]: what disturbed a run (load, steal, preemptions), read before and after.
+//! - [`sysfs`]: how every probe reads sysfs.
+//!
+//! No `unsafe` here.
+
+pub mod counters;
+pub mod host;
+pub mod inventory;
+pub mod quality;
+pub mod sysfs;
+pub mod topology;

@@ -1,0 +1,245 @@
+//! Endpoints: the types every transport shares (options, ops, roles, what a side reports)
+//! and the two traits the measured loops are written against.
+//!
+//! The benchmarks' loops are written once against two small traits, [`LatencyEndpoint`]
+//! (ping-pong) and [`BandwidthEndpoint`] (streaming with messages in flight); each transport
+//! implements them. Endpoints are made ready per test size by [`connect_latency`] /
+//! [`connect_bandwidth`], which exchange endpoint info over the control link (`base::link::PeerLink`)
+//! and return a ready, connected endpoint, so nothing but the measured operation remains
+//! for the loop. What a transport can keep from one size to the next lives in the pair's
+//! [`Connection`]: verbs connects once per pair and re-arms between sizes.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+
+use crate::gpu::GpuOptions;
+use results::{CounterDeltas, MemorySide, MemoryUse, PortCounters};
+
+/// Verbs settings from the command line (perftest's `-d -i -x -m -I -e -R` and bench-bw's
+/// `--check`), and the buffers' memory (`--use-cuda`, `--host-dmabuf`). Carried by every
+/// plan; the TCP transport uses only `check` and `gpu` (staging through pinned memory).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerbsOptions {
+    /// RDMA device name (`-d`); `None`: the first with an ACTIVE port.
+    pub device: Option<String>,
+    /// Device port (`-i`), counted from 1.
+    pub port: u8,
+    /// GID index (`-x`); `None`: the RoCE v2 GID with an IPv4-mapped address.
+    pub gid_index: Option<u32>,
+    /// Path MTU in bytes (`-m`); `None`: the port's active MTU.
+    pub mtu: Option<u32>,
+    /// Largest message put inline in the work request (`-I`); `None`: the default.
+    pub inline_size: Option<u32>,
+    /// Sleep on completion events instead of busy polling (`-e`).
+    pub events: bool,
+    /// Connect through rdma_cm (`-R`).
+    pub rdma_cm: bool,
+    /// Fill the source with a pattern and count wrong bytes at the end (bench-bw `--check`).
+    pub check: bool,
+    /// GPU buffers (`--use-cuda`): verbs registers GPU memory with the NIC (GPUDirect
+    /// RDMA), TCP stages every message through pinned host memory. Resolved at start-up
+    /// by `gpudirect::prepare`.
+    #[serde(default)]
+    pub gpu: Option<GpuOptions>,
+    /// Host buffers exported as a dma-buf and registered with `ibv_reg_dmabuf_mr`
+    /// (`--host-dmabuf`): the dma-buf path without a GPU.
+    #[serde(default)]
+    pub host_dmabuf: bool,
+}
+
+/// What one side reports after a size: its device counter deltas and, with `--check`, the
+/// bytes it found wrong. The responder sends its report to the initiator over the
+/// control link after the timed loop, so nothing of this happens inside it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SideReport {
+    pub counters: Option<PortCounters>,
+    pub check_wrong_bytes: Option<u64>,
+    /// Where this side's buffers lived (`None`: plain host memory).
+    #[serde(default)]
+    pub memory: Option<MemorySide>,
+}
+
+/// Initiator: both sides' counters as the result's `counters` field (`None` when neither
+/// side has any, e.g. over TCP).
+pub fn counter_deltas(mine: &SideReport, theirs: &SideReport) -> Option<CounterDeltas> {
+    if mine.counters.is_none() && theirs.counters.is_none() {
+        return None;
+    }
+    Some(CounterDeltas {
+        initiator: mine.counters.clone(),
+        responder: theirs.counters.clone(),
+    })
+}
+
+/// Initiator: both sides' buffers as the result's `memory` field (`None` when both used
+/// plain host memory, so host-memory documents stay as they were).
+pub fn memory_use(mine: &SideReport, theirs: &SideReport) -> Option<MemoryUse> {
+    if mine.memory.is_none() && theirs.memory.is_none() {
+        return None;
+    }
+    let host = || MemorySide {
+        kind: "host".into(),
+        path: "host".into(),
+        ..Default::default()
+    };
+    Some(MemoryUse {
+        initiator: Some(mine.memory.clone().unwrap_or_else(host)),
+        responder: Some(theirs.memory.clone().unwrap_or_else(host)),
+    })
+}
+
+/// Initiator: wrong bytes found by either side (`None` when nobody checked).
+pub fn check_wrong_bytes(mine: &SideReport, theirs: &SideReport) -> Option<u64> {
+    match (mine.check_wrong_bytes, theirs.check_wrong_bytes) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+    }
+}
+
+/// Transport the user asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TransportChoice {
+    /// verbs when an RDMA device is present, tcp otherwise (and say which).
+    Auto,
+    Tcp,
+    Verbs,
+}
+
+base::named_enum!(TransportChoice { Auto => "auto", Tcp => "tcp", Verbs => "verbs" });
+
+/// Transport actually used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TransportKind {
+    Tcp,
+    Verbs,
+}
+
+impl TransportKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            TransportKind::Tcp => "tcp",
+            TransportKind::Verbs => "verbs",
+        }
+    }
+}
+
+/// The operation under test, as perftest names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Op {
+    /// Two-sided send/receive (TCP: write/read on a socket).
+    Send,
+    /// One-sided RDMA write (verbs only).
+    Write,
+    /// One-sided RDMA read (verbs only).
+    Read,
+    /// GPU copy baseline (bench-bw): pinned host memory to the GPU (`--use-cuda N`).
+    H2d,
+    /// GPU copy baseline: the GPU to pinned host memory.
+    D2h,
+    /// GPU copy baseline: within one GPU's memory.
+    D2d,
+    /// GPU copy baseline: from the GPU to every other GPU and back.
+    P2p,
+}
+
+base::named_enum!(Op {
+    Send => "send",
+    Write => "write",
+    Read => "read",
+    H2d => "h2d",
+    D2h => "d2h",
+    D2d => "d2d",
+    P2p => "p2p",
+});
+
+impl Op {
+    /// A GPU copy baseline (one process, no peer, no transport).
+    pub fn is_copy(self) -> bool {
+        matches!(self, Op::H2d | Op::D2h | Op::D2d | Op::P2p)
+    }
+}
+
+/// Which end of the pair this process is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// perftest's client: drives the loop and owns the clock.
+    Initiator,
+    /// perftest's server: answers pings, receives streams, exposes memory.
+    Responder,
+}
+
+/// Settings an endpoint needs, fixed for one test size.
+#[derive(Debug, Clone)]
+pub struct EndpointSpec {
+    pub op: Op,
+    pub role: Role,
+    pub size: u64,
+    /// The largest size the pair will measure: verbs registers its memory once, for it.
+    pub largest: u64,
+    /// Parallel streams (TCP connections, queue pairs).
+    pub streams: u32,
+    /// Messages in flight per stream.
+    pub tx_depth: u32,
+    pub bidirectional: bool,
+    /// Longest wait for the peer anywhere (connection set-up, a reply, a completion).
+    pub timeout: Duration,
+    /// Address to listen on / advertise for data connections.
+    pub local_ip: IpAddr,
+    /// Verbs settings (device, port, GID, MTU, inline, events, check).
+    pub verbs: VerbsOptions,
+    /// Timed messages to send (`None` in duration mode): a streaming endpoint that keeps
+    /// many in flight stops posting there, so the count is exact as in perftest.
+    pub iterations: Option<u64>,
+}
+
+/// Ping-pong, driven by the initiator.
+pub trait LatencyEndpoint {
+    /// Initiator: one round trip (send `size` bytes, wait for the peer's `size` bytes).
+    fn ping(&mut self) -> Result<()>;
+    /// Responder: wait for one message and answer it. `Ok(false)` when the initiator has
+    /// finished (after its [`finish`](Self::finish)).
+    fn pong(&mut self) -> Result<bool>;
+    /// Initiator, after the timed loop: tell the responder the test is over.
+    fn finish(&mut self) -> Result<()>;
+    /// After the test (both sides): counter deltas since the endpoint was connected.
+    fn side_report(&mut self) -> Result<SideReport> {
+        Ok(SideReport::default())
+    }
+}
+
+/// Streaming transfer with messages in flight.
+pub trait BandwidthEndpoint {
+    /// Sender: advance the transfer by posting what fits and reaping completions; returns
+    /// how many messages completed. Called in the timed loop, so it does nothing else.
+    fn step(&mut self) -> Result<u64>;
+    /// Sender, after the timed loop: wait until every message posted has arrived at the
+    /// peer (and, when bidirectional, until the peer's stream has ended). Returns messages
+    /// received from the peer (0 unless bidirectional).
+    fn finish(&mut self) -> Result<u64>;
+    /// Passive responder (unidirectional tests): take part until the sender finishes.
+    /// Returns the bytes received.
+    fn serve(&mut self) -> Result<u64>;
+    /// Sender, after the warm-up: wait until every warm-up message has completed, so the
+    /// timed loop starts with an empty pipe (perftest's iteration mode).
+    fn quiesce(&mut self) -> Result<()> {
+        Ok(())
+    }
+    /// Sender, after [`finish`](Self::finish): messages of its own that completed inside
+    /// `finish` (posted in the loop, still in flight when it ended). Their time is in the
+    /// measured interval, so they count.
+    fn drained(&self) -> u64 {
+        0
+    }
+    /// After the test (both sides): counter deltas since the endpoint was connected and,
+    /// with `--check`, the wrong bytes this side found in what it received.
+    fn side_report(&mut self) -> Result<SideReport> {
+        Ok(SideReport::default())
+    }
+}

@@ -1,0 +1,814 @@
+//! TCP, the baseline RDMA is sold against: one kernel socket per stream, `TCP_NODELAY` so a
+//! ping leaves at once (as sockperf does), blocking calls with a timeout so a dead peer is
+//! an error, not a hang.
+//!
+//! Each test size gets fresh data connections to a listener the responder opens on an
+//! ephemeral port and announces over the control link. A connection must open with a
+//! token from that announcement, so a stray client on the port cannot join a measurement.
+//!
+//! With `--use-cuda` the messages live in GPU memory and every one is staged through pinned
+//! host memory: copied device-to-host before the socket sends it and host-to-device after
+//! the socket received it ([`StagedBuffer`]). That is what moving GPU data costs on a
+//! fabric without GPUDirect, the baseline a GPUDirect result is put beside.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::{BandwidthEndpoint, EndpointSpec, LatencyEndpoint, Role, SideReport};
+use crate::gpu::{pattern_bytes, wrong_bytes, StageMaker, StagedBuffer};
+use base::link::{recv_json, send_json, PeerLink};
+use results::MemorySide;
+
+const DATA_MAGIC: &[u8; 4] = b"FBDT";
+/// Receive buffer for streams: large reads keep the receiver from being the bottleneck
+/// whatever the message size (TCP has no message boundaries).
+const RECV_CHUNK: usize = 256 << 10;
+
+#[derive(Debug, Serialize, Deserialize)]
+struct DataListener {
+    addr: SocketAddr,
+    token: u64,
+}
+
+fn token() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    t ^ (u64::from(std::process::id()) << 32) ^ 0x9e37_79b9_7f4a_7c15
+}
+
+/// The staging buffers `spec` asks for: GPU memory through pinned host memory with
+/// `--use-cuda`, none otherwise.
+fn stage_maker(spec: &EndpointSpec) -> Result<Option<Box<dyn StageMaker>>> {
+    match &spec.verbs.gpu {
+        None => Ok(None),
+        Some(g) => cuda_stage_maker(g).map(Some),
+    }
+}
+
+#[cfg(feature = "cuda")]
+fn cuda_stage_maker(g: &crate::gpu::GpuOptions) -> Result<Box<dyn StageMaker>> {
+    let r = g
+        .resolved
+        .as_ref()
+        .ok_or_else(|| anyhow!("internal error: GPU options were not resolved at start-up"))?;
+    Ok(Box::new(crate::cuda::memory::CudaStageMaker::new(
+        r.ordinal,
+        g.side(Some("staged")),
+    )?))
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_stage_maker(_: &crate::gpu::GpuOptions) -> Result<Box<dyn StageMaker>> {
+    bail!("this binary was built without CUDA support (cargo feature `cuda`): leave out --use-cuda")
+}
+
+/// A source stage holding stream 0's `--check` pattern in device memory.
+fn source_stage(maker: &dyn StageMaker, size: usize) -> Result<Box<dyn StagedBuffer>> {
+    let mut st = maker.make(size)?;
+    st.write_device(&pattern_bytes(0, size))?;
+    Ok(st)
+}
+
+/// Wrong bytes in a stage's device memory against stream 0's pattern.
+fn stage_wrong(st: &mut dyn StagedBuffer, size: usize) -> Result<u64> {
+    let mut got = vec![0u8; size];
+    st.read_device(&mut got)?;
+    Ok(wrong_bytes(0, &got))
+}
+
+fn io_err(e: anyhow::Error) -> std::io::Error {
+    std::io::Error::other(format!("{e:#}"))
+}
+
+/// Opens `spec.streams` data connections between the pair.
+fn establish(spec: &EndpointSpec, link: &mut dyn PeerLink) -> Result<Vec<TcpStream>> {
+    let n = spec.streams.max(1) as usize;
+    let streams = match spec.role {
+        Role::Responder => {
+            let listener = TcpListener::bind(SocketAddr::new(spec.local_ip, 0))
+                .with_context(|| format!("opening a data listener on {}", spec.local_ip))?;
+            let info = DataListener {
+                addr: listener.local_addr()?,
+                token: token(),
+            };
+            send_json(link, &info)?;
+            accept_streams(&listener, n, info.token, spec.timeout)?
+        }
+        Role::Initiator => {
+            let info: DataListener = recv_json(link)?;
+            (0..n)
+                .map(|_| {
+                    let mut s = base::sockets::connect_from(info.addr, Some(spec.local_ip), spec.timeout).with_context(|| {
+                        format!(
+                            "connecting the data stream to the peer at {} (firewall? wrong --bind-addr?)",
+                            info.addr
+                        )
+                    })?;
+                    let mut hello = DATA_MAGIC.to_vec();
+                    hello.extend_from_slice(&info.token.to_be_bytes());
+                    s.write_all(&hello)?;
+                    Ok(s)
+                })
+                .collect::<Result<Vec<_>>>()?
+        }
+    };
+    for s in &streams {
+        s.set_nodelay(true)?;
+        s.set_read_timeout(Some(spec.timeout))?;
+        s.set_write_timeout(Some(spec.timeout))?;
+    }
+    Ok(streams)
+}
+
+fn accept_streams(
+    listener: &TcpListener,
+    n: usize,
+    token: u64,
+    timeout: Duration,
+) -> Result<Vec<TcpStream>> {
+    listener.set_nonblocking(true)?;
+    let deadline = Instant::now() + timeout;
+    let mut streams = Vec::with_capacity(n);
+    while streams.len() < n {
+        match listener.accept() {
+            Ok((mut s, from)) => {
+                s.set_nonblocking(false)?;
+                s.set_read_timeout(Some(timeout.min(Duration::from_secs(5))))?;
+                let mut hello = [0u8; 12];
+                let ok = s.read_exact(&mut hello).is_ok()
+                    && &hello[..4] == DATA_MAGIC
+                    && hello[4..] == token.to_be_bytes();
+                if ok {
+                    streams.push(s);
+                } else {
+                    eprintln!("ignored a data connection from {from} without the session token");
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                if Instant::now() > deadline {
+                    bail!(
+                        "the peer opened {} of {n} data connections within {} s",
+                        streams.len(),
+                        timeout.as_secs_f64()
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err(e) => return Err(e).context("accepting a data connection"),
+        }
+    }
+    Ok(streams)
+}
+
+/// Turns a socket error inside a test into a sentence about the peer.
+fn peer_error(e: std::io::Error, timeout: Duration, doing: &str) -> anyhow::Error {
+    match e.kind() {
+        ErrorKind::WouldBlock | ErrorKind::TimedOut => anyhow!(
+            "no progress from the peer for {} s while {doing}: it died or hangs (raise --timeout if it is only slow)",
+            timeout.as_secs_f64()
+        ),
+        ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset | ErrorKind::BrokenPipe => {
+            anyhow!("the peer closed the connection while {doing}: it exited or was killed")
+        }
+        _ => anyhow!("{doing}: {e}"),
+    }
+}
+
+/// The bytes a message lives in on the host: the stage's pinned memory, or `buf`.
+#[inline(always)]
+fn message<'a>(stage: &'a mut Option<Box<dyn StagedBuffer>>, buf: &'a mut [u8]) -> &'a mut [u8] {
+    match stage {
+        Some(st) => st.host(),
+        None => buf,
+    }
+}
+
+/// Reads one whole message into `msg`; `Ok(false)` at a clean end (EOF at a message
+/// boundary, which the first read tells apart from a message).
+#[inline(always)]
+fn read_message(s: &mut TcpStream, msg: &mut [u8]) -> std::io::Result<bool> {
+    let got = loop {
+        match s.read(msg) {
+            Ok(n) => break n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    };
+    if got == 0 {
+        return Ok(false);
+    }
+    s.read_exact(&mut msg[got..])?;
+    Ok(true)
+}
+
+/// Ping-pong over one TCP connection.
+pub struct TcpLatency {
+    stream: TcpStream,
+    buf: Vec<u8>,
+    timeout: Duration,
+    /// `--use-cuda`: the message lives in GPU memory, staged through pinned host memory
+    /// (then `buf` is unused).
+    stage: Option<Box<dyn StagedBuffer>>,
+    memory: Option<MemorySide>,
+}
+
+impl TcpLatency {
+    pub fn connect(spec: &EndpointSpec, link: &mut dyn PeerLink) -> Result<Self> {
+        let maker = stage_maker(spec)?;
+        Self::connect_with(spec, link, maker.as_deref())
+    }
+
+    /// Connects with staging buffers from `maker` (`None`: plain host memory).
+    pub fn connect_with(
+        spec: &EndpointSpec,
+        link: &mut dyn PeerLink,
+        maker: Option<&dyn StageMaker>,
+    ) -> Result<Self> {
+        let single = EndpointSpec {
+            streams: 1,
+            ..spec.clone()
+        };
+        let size = spec.size.max(1) as usize;
+        let stage = maker.map(|m| source_stage(m, size)).transpose()?;
+        let stream = establish(&single, link)?.pop().expect("one stream");
+        Ok(Self {
+            stream,
+            buf: vec![0xa5; if stage.is_some() { 0 } else { size }],
+            timeout: spec.timeout,
+            stage,
+            memory: maker.map(|m| m.side()),
+        })
+    }
+}
+
+impl LatencyEndpoint for TcpLatency {
+    #[inline]
+    fn ping(&mut self) -> Result<()> {
+        let Self {
+            stream,
+            buf,
+            stage,
+            timeout,
+            ..
+        } = self;
+        if let Some(st) = stage.as_mut() {
+            st.download()?;
+        }
+        let msg = message(stage, buf);
+        stream
+            .write_all(msg)
+            .and_then(|_| stream.read_exact(msg))
+            .map_err(|e| peer_error(e, *timeout, "waiting for a pong"))?;
+        if let Some(st) = stage.as_mut() {
+            st.upload()?;
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn pong(&mut self) -> Result<bool> {
+        let Self {
+            stream,
+            buf,
+            stage,
+            timeout,
+            ..
+        } = self;
+        if !read_message(stream, message(stage, buf))
+            .map_err(|e| peer_error(e, *timeout, "waiting for a ping"))?
+        {
+            return Ok(false);
+        }
+        if let Some(st) = stage.as_mut() {
+            // The echo goes back out through the GPU, as a staged fabric would move it.
+            st.upload()?;
+            st.download()?;
+        }
+        stream
+            .write_all(message(stage, buf))
+            .map_err(|e| peer_error(e, *timeout, "answering a ping"))?;
+        Ok(true)
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        self.stream.shutdown(Shutdown::Write)?;
+        // Wait for the responder to see the end and close: the next test then starts clean.
+        let mut rest = Vec::new();
+        self.stream
+            .read_to_end(&mut rest)
+            .map_err(|e| peer_error(e, self.timeout, "closing the ping-pong"))?;
+        Ok(())
+    }
+
+    fn side_report(&mut self) -> Result<SideReport> {
+        Ok(SideReport {
+            memory: self.memory.clone(),
+            ..Default::default()
+        })
+    }
+}
+
+/// Streams of `size`-byte messages over one or more connections.
+pub struct TcpBandwidth {
+    streams: Vec<TcpStream>,
+    next: usize,
+    buf: Vec<u8>,
+    size: usize,
+    timeout: Duration,
+    bidirectional: bool,
+    /// Bidirectional: threads counting what the peer sends, until its end of stream.
+    receivers: Vec<JoinHandle<std::io::Result<Drained>>>,
+    /// `--use-cuda`: the sending side's message in GPU memory, staged out before each send.
+    source: Option<Box<dyn StagedBuffer>>,
+    maker: Option<Box<dyn StageMaker>>,
+    /// Receiving side's stages after the stream ended (for `--check`).
+    received: Vec<Box<dyn StagedBuffer>>,
+    check: bool,
+}
+
+/// What a receiving thread hands back.
+struct Drained {
+    bytes: u64,
+    stream: TcpStream,
+    stage: Option<Box<dyn StagedBuffer>>,
+}
+
+/// Reads a stream to its end, counting bytes. With a stage, reads whole messages into its
+/// pinned host memory and copies each into the GPU, as a staged receiver must.
+fn drain(mut s: TcpStream, mut stage: Option<Box<dyn StagedBuffer>>) -> std::io::Result<Drained> {
+    let mut total = 0u64;
+    match stage.as_mut() {
+        None => {
+            let mut buf = vec![0u8; RECV_CHUNK];
+            loop {
+                match s.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => total += n as u64,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Some(st) => {
+            while read_message(&mut s, st.host())? {
+                total += st.host().len() as u64;
+                st.upload().map_err(io_err)?;
+            }
+        }
+    }
+    Ok(Drained {
+        bytes: total,
+        stream: s,
+        stage,
+    })
+}
+
+impl TcpBandwidth {
+    pub fn connect(spec: &EndpointSpec, link: &mut dyn PeerLink) -> Result<Self> {
+        let maker = stage_maker(spec)?;
+        Self::connect_with(spec, link, maker)
+    }
+
+    /// Connects with staging buffers from `maker` (`None`: plain host memory).
+    pub fn connect_with(
+        spec: &EndpointSpec,
+        link: &mut dyn PeerLink,
+        maker: Option<Box<dyn StageMaker>>,
+    ) -> Result<Self> {
+        let size = spec.size.max(1) as usize;
+        let sends = spec.role == Role::Initiator || spec.bidirectional;
+        let source = match (&maker, sends) {
+            (Some(m), true) => Some(source_stage(m.as_ref(), size)?),
+            _ => None,
+        };
+        let streams = establish(spec, link)?;
+        let mut receivers = Vec::new();
+        if spec.bidirectional {
+            for s in &streams {
+                let r = s.try_clone()?;
+                let stage = maker.as_ref().map(|m| m.make(size)).transpose()?;
+                receivers.push(std::thread::spawn(move || drain(r, stage)));
+            }
+        }
+        Ok(Self {
+            streams,
+            next: 0,
+            buf: vec![0x5a; if source.is_some() { 0 } else { size }],
+            size,
+            timeout: spec.timeout,
+            bidirectional: spec.bidirectional,
+            receivers,
+            source,
+            maker,
+            received: Vec::new(),
+            check: spec.verbs.check,
+        })
+    }
+}
+
+impl BandwidthEndpoint for TcpBandwidth {
+    #[inline]
+    fn step(&mut self) -> Result<u64> {
+        let s = &mut self.streams[self.next];
+        let msg = match self.source.as_mut() {
+            Some(st) => {
+                st.download()?;
+                st.host()
+            }
+            None => &mut self.buf[..],
+        };
+        s.write_all(msg)
+            .map_err(|e| peer_error(e, self.timeout, "streaming to the peer"))?;
+        self.next += 1;
+        if self.next == self.streams.len() {
+            self.next = 0;
+        }
+        Ok(1)
+    }
+
+    fn finish(&mut self) -> Result<u64> {
+        for s in &self.streams {
+            s.shutdown(Shutdown::Write)?;
+        }
+        if self.bidirectional {
+            let mut bytes = 0;
+            for h in self.receivers.drain(..) {
+                let d = h
+                    .join()
+                    .map_err(|_| anyhow!("receiver thread panicked"))?
+                    .map_err(|e| peer_error(e, self.timeout, "receiving the peer's stream"))?;
+                bytes += d.bytes;
+                self.received.extend(d.stage);
+            }
+            return Ok(bytes / self.size as u64);
+        }
+        // The receiver acknowledges with its byte count once it has read everything, so
+        // the sender's clock stops when the data has arrived, not when it left.
+        for s in &mut self.streams {
+            let mut ack = [0u8; 8];
+            s.read_exact(&mut ack).map_err(|e| {
+                peer_error(
+                    e,
+                    self.timeout,
+                    "waiting for the receiver's acknowledgement",
+                )
+            })?;
+        }
+        Ok(0)
+    }
+
+    fn serve(&mut self) -> Result<u64> {
+        let mut handles = Vec::new();
+        for s in &self.streams {
+            let s = s.try_clone()?;
+            let stage = self.maker.as_ref().map(|m| m.make(self.size)).transpose()?;
+            handles.push(std::thread::spawn(move || drain(s, stage)));
+        }
+        let mut total = 0;
+        for h in handles {
+            let mut d = h
+                .join()
+                .map_err(|_| anyhow!("receiver thread panicked"))?
+                .map_err(|e| peer_error(e, self.timeout, "receiving the stream"))?;
+            d.stream
+                .write_all(&d.bytes.to_be_bytes())
+                .map_err(|e| peer_error(e, self.timeout, "acknowledging the stream"))?;
+            total += d.bytes;
+            self.received.extend(d.stage);
+        }
+        Ok(total)
+    }
+
+    fn side_report(&mut self) -> Result<SideReport> {
+        let mut wrong = None;
+        if self.check && !self.received.is_empty() {
+            let mut n = 0;
+            for st in &mut self.received {
+                n += stage_wrong(st.as_mut(), self.size)?;
+            }
+            wrong = Some(n);
+        }
+        Ok(SideReport {
+            check_wrong_bytes: wrong,
+            memory: self.maker.as_ref().map(|m| m.side()),
+            ..Default::default()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The staging path over real loopback sockets, with host memory standing in for the
+    //! GPU behind the same [`StagedBuffer`] interface (the CUDA implementation only swaps
+    //! the copies for cuMemcpy between device and pinned memory).
+    use std::net::Ipv4Addr;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::mpsc::{channel, Receiver, Sender};
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::endpoint::{Op, VerbsOptions};
+    use crate::gpu::{HostStage, HostStageMaker};
+
+    /// A control link between two threads of one test.
+    struct ChannelLink {
+        tx: Sender<Vec<u8>>,
+        rx: Receiver<Vec<u8>>,
+    }
+
+    impl PeerLink for ChannelLink {
+        fn send(&mut self, payload: &[u8]) -> Result<()> {
+            self.tx
+                .send(payload.to_vec())
+                .map_err(|_| anyhow!("peer gone"))
+        }
+        fn recv(&mut self) -> Result<Vec<u8>> {
+            self.rx
+                .recv_timeout(Duration::from_secs(20))
+                .map_err(|_| anyhow!("no message from the peer"))
+        }
+        fn local_ip(&self) -> Option<std::net::IpAddr> {
+            None
+        }
+    }
+
+    fn links() -> (ChannelLink, ChannelLink) {
+        let (a_tx, b_rx) = channel();
+        let (b_tx, a_rx) = channel();
+        (
+            ChannelLink { tx: a_tx, rx: a_rx },
+            ChannelLink { tx: b_tx, rx: b_rx },
+        )
+    }
+
+    fn spec(role: Role, size: u64, streams: u32, bidirectional: bool) -> EndpointSpec {
+        EndpointSpec {
+            op: Op::Send,
+            role,
+            size,
+            largest: size,
+            streams,
+            tx_depth: 1,
+            bidirectional,
+            timeout: Duration::from_secs(20),
+            local_ip: Ipv4Addr::LOCALHOST.into(),
+            verbs: VerbsOptions {
+                check: true,
+                ..Default::default()
+            },
+            iterations: None,
+        }
+    }
+
+    /// Host staging that counts its copies; `broken` skips the device-to-host copy, as a
+    /// staging bug would.
+    struct Counting {
+        inner: HostStage,
+        downloads: Arc<AtomicUsize>,
+        uploads: Arc<AtomicUsize>,
+        broken: bool,
+    }
+
+    impl StagedBuffer for Counting {
+        fn host(&mut self) -> &mut [u8] {
+            self.inner.host()
+        }
+        fn download(&mut self) -> Result<()> {
+            self.downloads.fetch_add(1, Ordering::Relaxed);
+            if self.broken {
+                return Ok(());
+            }
+            self.inner.download()
+        }
+        fn upload(&mut self) -> Result<()> {
+            self.uploads.fetch_add(1, Ordering::Relaxed);
+            self.inner.upload()
+        }
+        fn write_device(&mut self, data: &[u8]) -> Result<()> {
+            self.inner.write_device(data)
+        }
+        fn read_device(&mut self, out: &mut [u8]) -> Result<()> {
+            self.inner.read_device(out)
+        }
+    }
+
+    #[derive(Clone, Default)]
+    struct CountingMaker {
+        downloads: Arc<AtomicUsize>,
+        uploads: Arc<AtomicUsize>,
+        broken: bool,
+    }
+
+    impl StageMaker for CountingMaker {
+        fn make(&self, size: usize) -> Result<Box<dyn StagedBuffer>> {
+            Ok(Box::new(Counting {
+                inner: HostStage::new(size),
+                downloads: self.downloads.clone(),
+                uploads: self.uploads.clone(),
+                broken: self.broken,
+            }))
+        }
+        fn side(&self) -> MemorySide {
+            HostStageMaker.side()
+        }
+    }
+
+    /// Streams `n` messages of `size` bytes over `streams` connections, both sides
+    /// staging; returns (responder's bytes, responder's report, initiator's report).
+    fn stream(
+        size: u64,
+        streams: u32,
+        n: u64,
+        sender: CountingMaker,
+        receiver: CountingMaker,
+    ) -> (u64, SideReport, SideReport) {
+        let (mut a, mut b) = links();
+        let server = std::thread::spawn(move || {
+            let mut ep = TcpBandwidth::connect_with(
+                &spec(Role::Responder, size, streams, false),
+                &mut b,
+                Some(Box::new(receiver)),
+            )
+            .unwrap();
+            let bytes = ep.serve().unwrap();
+            (bytes, ep.side_report().unwrap())
+        });
+        let mut ep = TcpBandwidth::connect_with(
+            &spec(Role::Initiator, size, streams, false),
+            &mut a,
+            Some(Box::new(sender)),
+        )
+        .unwrap();
+        for _ in 0..n {
+            ep.step().unwrap();
+        }
+        ep.finish().unwrap();
+        let mine = ep.side_report().unwrap();
+        let (bytes, theirs) = server.join().unwrap();
+        (bytes, theirs, mine)
+    }
+
+    #[test]
+    fn staged_stream_copies_every_message_and_checks_clean() {
+        let (send, recv) = (CountingMaker::default(), CountingMaker::default());
+        let (bytes, theirs, mine) = stream(100_000, 2, 50, send.clone(), recv.clone());
+        assert_eq!(bytes, 50 * 100_000);
+        assert_eq!(
+            send.downloads.load(Ordering::Relaxed),
+            50,
+            "one D2H per message sent"
+        );
+        assert_eq!(
+            recv.uploads.load(Ordering::Relaxed),
+            50,
+            "one H2D per message received"
+        );
+        assert_eq!(theirs.check_wrong_bytes, Some(0));
+        assert_eq!(
+            mine.check_wrong_bytes, None,
+            "the sender has nothing to check"
+        );
+        let m = theirs.memory.unwrap();
+        assert_eq!(m.path, "staged");
+    }
+
+    #[test]
+    fn a_stage_that_skips_its_copy_is_caught_by_the_check() {
+        let broken = CountingMaker {
+            broken: true,
+            ..Default::default()
+        };
+        let (_, theirs, _) = stream(4096, 1, 10, broken, CountingMaker::default());
+        assert_eq!(
+            theirs.check_wrong_bytes,
+            Some(4096),
+            "zeros arrived, not the pattern"
+        );
+    }
+
+    #[test]
+    fn staged_ping_pong_goes_through_both_gpus_each_round() {
+        let (mut a, mut b) = links();
+        let (cli, srv) = (CountingMaker::default(), CountingMaker::default());
+        let srv2 = srv.clone();
+        let server = std::thread::spawn(move || {
+            let mut ep = TcpLatency::connect_with(
+                &spec(Role::Responder, 1000, 1, false),
+                &mut b,
+                Some(&srv2),
+            )
+            .unwrap();
+            let mut pongs = 0;
+            while ep.pong().unwrap() {
+                pongs += 1;
+            }
+            pongs
+        });
+        let mut ep =
+            TcpLatency::connect_with(&spec(Role::Initiator, 1000, 1, false), &mut a, Some(&cli))
+                .unwrap();
+        for _ in 0..20 {
+            ep.ping().unwrap();
+        }
+        ep.finish().unwrap();
+        assert_eq!(server.join().unwrap(), 20);
+        for m in [&cli, &srv] {
+            assert_eq!(m.downloads.load(Ordering::Relaxed), 20);
+            assert_eq!(m.uploads.load(Ordering::Relaxed), 20);
+        }
+        assert_eq!(ep.side_report().unwrap().memory.unwrap().path, "staged");
+    }
+
+    #[test]
+    fn staged_bidirectional_checks_both_directions() {
+        let (mut a, mut b) = links();
+        let server = std::thread::spawn(move || {
+            let mut ep = TcpBandwidth::connect_with(
+                &spec(Role::Responder, 8192, 1, true),
+                &mut b,
+                Some(Box::new(HostStageMaker)),
+            )
+            .unwrap();
+            for _ in 0..30 {
+                ep.step().unwrap();
+            }
+            let got = ep.finish().unwrap();
+            (got, ep.side_report().unwrap())
+        });
+        let mut ep = TcpBandwidth::connect_with(
+            &spec(Role::Initiator, 8192, 1, true),
+            &mut a,
+            Some(Box::new(HostStageMaker)),
+        )
+        .unwrap();
+        for _ in 0..30 {
+            ep.step().unwrap();
+        }
+        assert_eq!(ep.finish().unwrap(), 30);
+        assert_eq!(ep.side_report().unwrap().check_wrong_bytes, Some(0));
+        let (got, report) = server.join().unwrap();
+        assert_eq!(got, 30);
+        assert_eq!(report.check_wrong_bytes, Some(0));
+    }
+
+    #[test]
+    fn ping_pong_and_a_stream_over_loopback() {
+        // Latency: three round trips, then the initiator's end reaches the responder.
+        let (mut a, mut b) = links();
+        let resp = std::thread::spawn(move || {
+            let mut ep = TcpLatency::connect(&spec(Role::Responder, 64, 1, false), &mut b).unwrap();
+            let mut pongs = 0;
+            while ep.pong().unwrap() {
+                pongs += 1;
+            }
+            pongs
+        });
+        let mut ep = TcpLatency::connect(&spec(Role::Initiator, 64, 1, false), &mut a).unwrap();
+        for _ in 0..3 {
+            ep.ping().unwrap();
+        }
+        ep.finish().unwrap();
+        assert_eq!(resp.join().unwrap(), 3);
+
+        // Bandwidth over two streams: everything the sender counts, the receiver received.
+        let (mut a, mut b) = links();
+        let plain = |role| {
+            let mut sp = spec(role, 4096, 2, false);
+            sp.verbs.check = false;
+            sp
+        };
+        let (si, sr) = (plain(Role::Initiator), plain(Role::Responder));
+        let resp = std::thread::spawn(move || {
+            let mut ep = TcpBandwidth::connect(&sr, &mut b).unwrap();
+            ep.serve().unwrap()
+        });
+        let mut ep = TcpBandwidth::connect(&si, &mut a).unwrap();
+        let mut sent = 0;
+        for _ in 0..100 {
+            sent += ep.step().unwrap();
+        }
+        ep.finish().unwrap();
+        assert_eq!(sent, 100);
+        assert_eq!(resp.join().unwrap(), 100 * 4096, "bytes received");
+    }
+
+    #[test]
+    fn a_peer_that_goes_away_is_an_error_not_a_hang() {
+        let (mut a, mut b) = links();
+        let resp = std::thread::spawn(move || {
+            // Connects, then leaves without answering a single ping.
+            TcpLatency::connect(&spec(Role::Responder, 8, 1, false), &mut b).map(|_| ())
+        });
+        let mut ep = TcpLatency::connect(&spec(Role::Initiator, 8, 1, false), &mut a).unwrap();
+        resp.join().unwrap().unwrap();
+        let e = ep.ping().unwrap_err().to_string();
+        assert!(e.contains("closed the connection"), "{e}");
+    }
+}
