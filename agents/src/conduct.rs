@@ -34,7 +34,8 @@ use crate::secret::{self, Secret};
 use crate::AgentAddr;
 use base::wire::{MAGIC, MAX_FRAME};
 use base::{exit, interrupt};
-use p2p::coordinator::{Member, RoundReport, SideFailure};
+use p2p::coordinator::{Member, RoundReport, Shared, SideFailure};
+use p2p::pattern::Schedule;
 use p2p::{record, Launch, PairTool, Plan};
 use transport::{Role, TransportChoice, TransportKind};
 
@@ -119,75 +120,17 @@ fn conduct(launch: &Launch, mut plan: Plan, tool: &mut dyn PairTool) -> Result<i
             bail!("{e}");
         }
         let schedule = p2p::driver::schedule_for(launch, &members, &shared)?;
-        // Every agent gets the roster, the plan and its rank.
-        let frames: Vec<Option<Vec<u8>>> = (0..agents.len())
-            .map(|i| {
-                frame(&Command::Sweep(Box::new(SweepOrder {
-                    rank: i as u32,
-                    members: members.clone(),
-                    shared: shared.clone(),
-                    plan: plan.clone(),
-                    pattern: launch.pattern.to_string(),
-                    include_local: launch.include_local,
-                    rails: launch.rail_mode.name().into(),
-                })))
-                .ok()
-            })
-            .collect();
-        let replies = round_trip(&mut agents, frames, plan.timeout).await;
-        let mut refused = Vec::new();
-        for (a, r) in agents.iter_mut().zip(replies) {
-            match r {
-                Some(Ok(bytes)) => match base::wire::decode_json::<AgentMsg>(&bytes) {
-                    Ok(AgentMsg::Ready) => {}
-                    Ok(AgentMsg::Refused(why)) => refused.push(format!("{}: {why}", a.addr.name)),
-                    _ => a.drop_out("it answered the sweep order with something else".into()),
-                },
-                Some(Err(e)) => a.drop_out(e),
-                None => {}
-            }
-        }
-        if !refused.is_empty() {
-            done_all(&mut agents).await;
-            bail!("agents refused the sweep: {}", refused.join("; "));
-        }
+        order_sweep(&mut agents, &members, &shared, &plan, launch).await?;
 
-        let hosts: Vec<HostInfo> = agents
-            .iter()
-            .zip(&members)
-            .map(|(a, m)| {
-                let mut h = a
-                    .welcome
-                    .as_ref()
-                    .map(|w| w.host.clone())
-                    .unwrap_or_else(|| HostInfo {
-                        hostname: m.host.clone(),
-                        ..Default::default()
-                    });
-                h.rank = Some(m.rank);
-                h.local_rank = Some(m.local_rank);
-                h
-            })
-            .collect();
-        let mut options = p2p::driver::sweep_options(&plan, launch);
-        options.insert(
-            "agents".into(),
-            serde_json::json!(agents
-                .iter()
-                .map(|a| a.addr.name.clone())
-                .collect::<Vec<_>>()),
-        );
-        let mut rec = record::Recorder::new(
-            launch.json.as_deref(),
+        let mut rec = sweep_recorder(
+            launch,
             &plan,
-            "agents",
-            members.len() as u32,
-            hosts,
+            &agents,
+            &members,
+            &schedule,
             started_at,
             overhead_ns,
-            options,
         );
-        rec.sweep = Some(p2p::driver::sweep_info(&schedule));
         tool.print_header(&plan);
         let mut progress = p2p::progress::Progress::new(true, &schedule);
         let limit = plan.round_limit() + plan.timeout;
@@ -203,59 +146,7 @@ fn conduct(launch: &Launch, mut plan: Plan, tool: &mut dyn PairTool) -> Result<i
                 break;
             }
             let started = Instant::now();
-            let gone: Vec<(u32, String)> = agents
-                .iter()
-                .enumerate()
-                .filter_map(|(i, a)| {
-                    a.gone
-                        .clone()
-                        .map(|g| (i as u32, format!("agent {} {g}", a.addr.name)))
-                })
-                .collect();
-            let go = frame(&Command::Round { round: ri, gone })?;
-            let frames = agents.iter().map(|_| Some(go.clone())).collect();
-            let replies = round_trip(&mut agents, frames, limit).await;
-            let mut reports = Vec::new();
-            for (a, r) in agents.iter_mut().zip(replies) {
-                match r {
-                    Some(Ok(bytes)) => match base::wire::decode_json::<AgentMsg>(&bytes) {
-                        Ok(AgentMsg::Report(rep)) => reports.push(rep),
-                        Ok(_) => a.drop_out(format!("it did not report round {ri}")),
-                        Err(e) => {
-                            a.drop_out(format!("its report of round {ri} is unreadable ({e})"))
-                        }
-                    },
-                    Some(Err(e)) => a.drop_out(format!("during round {ri}: {e}")),
-                    None => {}
-                }
-            }
-            // The side of a gone agent in this round's pairs: recorded here, since it
-            // cannot speak for itself.
-            let mut missing = RoundReport::default();
-            for rp in round {
-                for (rank, role) in [
-                    (rp.initiator, Role::Initiator),
-                    (rp.responder, Role::Responder),
-                ] {
-                    let a = &agents[rank as usize];
-                    if let Some(g) = &a.gone {
-                        missing.failures.push(SideFailure {
-                            round: ri,
-                            pair: p2p::driver::pair_of_members(
-                                &members,
-                                true,
-                                *rp,
-                                (schedule.rounds.len() > 1).then_some(ri),
-                            ),
-                            role,
-                            size_bytes: None,
-                            error: format!("agent {} {g}", a.addr.name),
-                            port_state: None,
-                        });
-                    }
-                }
-            }
-            reports.push(missing);
+            let reports = conduct_round(&mut agents, &members, &schedule, ri, limit).await?;
             if round.len() <= p2p::tool::ROWS_PER_ROUND {
                 p2p::tool::print_others(tool, &reports, u32::MAX);
             }
@@ -272,6 +163,168 @@ fn conduct(launch: &Launch, mut plan: Plan, tool: &mut dyn PairTool) -> Result<i
         base::output::write_document(launch.json.as_deref(), &doc)?;
         Ok(record::exit_code(&doc, false))
     })
+}
+
+/// The sweep's recorder: the agents' hosts, the sweep's options with the agents named.
+fn sweep_recorder<'a>(
+    launch: &'a Launch,
+    plan: &'a Plan,
+    agents: &[Agent],
+    members: &[Member],
+    schedule: &Schedule,
+    started_at: String,
+    overhead_ns: f64,
+) -> record::Recorder<'a> {
+    let hosts = hosts_of(agents, members);
+    let mut options = p2p::driver::sweep_options(plan, launch);
+    options.insert(
+        "agents".into(),
+        serde_json::json!(agents
+            .iter()
+            .map(|a| a.addr.name.clone())
+            .collect::<Vec<_>>()),
+    );
+    let mut rec = record::Recorder::new(
+        launch.json.as_deref(),
+        plan,
+        "agents",
+        members.len() as u32,
+        hosts,
+        started_at,
+        overhead_ns,
+        options,
+    );
+    rec.sweep = Some(p2p::driver::sweep_info(schedule));
+    rec
+}
+
+/// Sends every agent the roster, the plan and its rank, and waits for each to be ready;
+/// an agent that refuses ends the sweep before it starts.
+async fn order_sweep(
+    agents: &mut [Agent],
+    members: &[Member],
+    shared: &Shared,
+    plan: &Plan,
+    launch: &Launch,
+) -> Result<()> {
+    let frames: Vec<Option<Vec<u8>>> = (0..agents.len())
+        .map(|i| {
+            frame(&Command::Sweep(Box::new(SweepOrder {
+                rank: i as u32,
+                members: members.to_vec(),
+                shared: shared.clone(),
+                plan: plan.clone(),
+                pattern: launch.pattern.to_string(),
+                include_local: launch.include_local,
+                rails: launch.rail_mode.name().into(),
+            })))
+            .ok()
+        })
+        .collect();
+    let replies = round_trip(agents, frames, plan.timeout).await;
+    let mut refused = Vec::new();
+    for (a, r) in agents.iter_mut().zip(replies) {
+        match r {
+            Some(Ok(bytes)) => match base::wire::decode_json::<AgentMsg>(&bytes) {
+                Ok(AgentMsg::Ready) => {}
+                Ok(AgentMsg::Refused(why)) => refused.push(format!("{}: {why}", a.addr.name)),
+                _ => a.drop_out("it answered the sweep order with something else".into()),
+            },
+            Some(Err(e)) => a.drop_out(e),
+            None => {}
+        }
+    }
+    if !refused.is_empty() {
+        done_all(agents).await;
+        bail!("agents refused the sweep: {}", refused.join("; "));
+    }
+    Ok(())
+}
+
+/// The host facts of every rank, as each agent described its host when it enlisted (a
+/// bare name for an agent that never answered).
+fn hosts_of(agents: &[Agent], members: &[Member]) -> Vec<HostInfo> {
+    agents
+        .iter()
+        .zip(members)
+        .map(|(a, m)| {
+            let mut h = a
+                .welcome
+                .as_ref()
+                .map(|w| w.host.clone())
+                .unwrap_or_else(|| HostInfo {
+                    hostname: m.host.clone(),
+                    ..Default::default()
+                });
+            h.rank = Some(m.rank);
+            h.local_rank = Some(m.local_rank);
+            h
+        })
+        .collect()
+}
+
+/// Runs round `ri` on every agent and collects their reports, plus a report for the side
+/// of every pair whose agent is gone (it cannot speak for itself).
+async fn conduct_round(
+    agents: &mut [Agent],
+    members: &[Member],
+    schedule: &Schedule,
+    ri: u32,
+    limit: Duration,
+) -> Result<Vec<RoundReport>> {
+    let round = &schedule.rounds[ri as usize];
+    let gone: Vec<(u32, String)> = agents
+        .iter()
+        .enumerate()
+        .filter_map(|(i, a)| {
+            a.gone
+                .clone()
+                .map(|g| (i as u32, format!("agent {} {g}", a.addr.name)))
+        })
+        .collect();
+    let go = frame(&Command::Round { round: ri, gone })?;
+    let frames = agents.iter().map(|_| Some(go.clone())).collect();
+    let replies = round_trip(agents, frames, limit).await;
+    let mut reports = Vec::new();
+    for (a, r) in agents.iter_mut().zip(replies) {
+        match r {
+            Some(Ok(bytes)) => match base::wire::decode_json::<AgentMsg>(&bytes) {
+                Ok(AgentMsg::Report(rep)) => reports.push(rep),
+                Ok(_) => a.drop_out(format!("it did not report round {ri}")),
+                Err(e) => a.drop_out(format!("its report of round {ri} is unreadable ({e})")),
+            },
+            Some(Err(e)) => a.drop_out(format!("during round {ri}: {e}")),
+            None => {}
+        }
+    }
+    // The side of a gone agent in this round's pairs: recorded here, since it
+    // cannot speak for itself.
+    let mut missing = RoundReport::default();
+    for rp in round {
+        for (rank, role) in [
+            (rp.initiator, Role::Initiator),
+            (rp.responder, Role::Responder),
+        ] {
+            let a = &agents[rank as usize];
+            if let Some(g) = &a.gone {
+                missing.failures.push(SideFailure {
+                    round: ri,
+                    pair: p2p::driver::pair_of_members(
+                        members,
+                        true,
+                        *rp,
+                        (schedule.rounds.len() > 1).then_some(ri),
+                    ),
+                    role,
+                    size_bytes: None,
+                    error: format!("agent {} {g}", a.addr.name),
+                    port_state: None,
+                });
+            }
+        }
+    }
+    reports.push(missing);
+    Ok(reports)
 }
 
 /// Connects to every agent at once, each within `timeout`, and authenticates both ways.

@@ -56,8 +56,8 @@ pub fn sweep_options(plan: &Plan, launch: &Launch) -> Map<String, Value> {
 }
 
 /// One process's part of a run once its coordinator is up (standalone side, MPI rank,
-/// or agent): agree on the schedule, take part in every round, and on the root gather,
-/// print and write the document. Returns the exit code.
+/// or agent): meet the peers and agree on the schedule, take part in every round, and on
+/// the root gather, print and write the document. Returns the exit code.
 pub fn run_rank(
     coord: &mut dyn Coordinator,
     launch: &Launch,
@@ -65,18 +65,40 @@ pub fn run_rank(
     tool: &mut dyn PairTool,
     ctx: RunCtx,
 ) -> Result<i32> {
-    let RunCtx {
-        clock,
-        started_at,
-        overhead_ns,
-    } = ctx;
-    let standalone = coord.launcher() == "standalone";
-    let mpi = !standalone;
-    let root = coord.is_root();
-    let me = coord.rank();
+    let Some((shared, schedule)) = agree_schedule(coord, launch, plan)? else {
+        return Ok(exit::ERROR);
+    };
+    let mut rec = recorder(
+        &*coord,
+        launch,
+        plan,
+        &schedule,
+        ctx.started_at,
+        ctx.overhead_ns,
+    );
+    if coord.is_root() {
+        tool.print_header(plan);
+    }
+    let rank = RankRun {
+        launch,
+        plan,
+        clock: ctx.clock,
+        seed: shared.seed,
+        schedule: &schedule,
+    };
+    let done = rank.run_rounds(coord, tool, &mut rec)?;
+    finish_document(coord, launch, plan, tool, rec, done)
+}
 
-    // The schedule: the root decides what only it can (seed, the pair list), every rank
-    // computes the same rounds from the same roster.
+/// Meets the peers: the root decides what only it can (seed, the pair list), every rank
+/// computes the same rounds from the same roster. `None` after printing (on the root) why
+/// there is no schedule.
+fn agree_schedule(
+    coord: &mut dyn Coordinator,
+    launch: &Launch,
+    plan: &Plan,
+) -> Result<Option<(Shared, Schedule)>> {
+    let root = coord.is_root();
     let shared = coord.share(if root {
         root_inputs(launch)
     } else {
@@ -86,18 +108,30 @@ pub fn run_rank(
         if root {
             eprintln!("{}: error: {e}", plan.tool);
         }
-        return Ok(exit::ERROR);
+        return Ok(None);
     }
-    let schedule = match schedule_for(launch, coord.members(), &shared) {
-        Ok(s) => s,
+    match schedule_for(launch, coord.members(), &shared) {
+        Ok(s) => Ok(Some((shared, s))),
         Err(e) => {
             if root {
                 eprintln!("{}: error: {e:#}", plan.tool);
             }
-            return Ok(exit::ERROR);
+            Ok(None)
         }
-    };
-    let sweeping = mpi;
+    }
+}
+
+/// The document's recorder: a sweep's options and schedule under MPI, the plan's alone
+/// for a standalone pair.
+fn recorder<'a>(
+    coord: &dyn Coordinator,
+    launch: &'a Launch,
+    plan: &'a Plan,
+    schedule: &Schedule,
+    started_at: String,
+    overhead_ns: f64,
+) -> record::Recorder<'a> {
+    let sweeping = coord.launcher() != "standalone";
     let options = if sweeping {
         sweep_options(plan, launch)
     } else {
@@ -113,125 +147,213 @@ pub fn run_rank(
         overhead_ns,
         options,
     );
-    rec.sweep = sweeping.then(|| sweep_info(&schedule));
-    if root {
-        tool.print_header(plan);
-    }
-    let mut progress = progress::Progress::new(root && schedule.rounds.len() > 1, &schedule);
-    let mut stopped = None;
-    // Whether this rank's own pair failed (the root learns of every pair from the reports).
-    let mut my_pair_failed = false;
-    let limit = plan.round_limit();
-    // What disturbs the run (load, steal, preemptions of this, the measuring, thread) is
-    // read before the first round and after the last; it travels with the last report.
-    let mut probe = Some(probe::quality::Probe::start());
-    for (ri, round) in schedule.rounds.iter().enumerate() {
-        let ri = ri as u32;
-        let round_start = std::time::Instant::now();
-        if !coord.begin_round(ri, limit) {
-            stopped = Some(interrupt::REASON.to_string());
-            break;
-        }
-        let mut report = RoundReport::default();
-        if let Some(rp) = schedule.pair_of(ri as usize, me) {
-            let pair = pair_record(&*coord, rp, (schedule.rounds.len() > 1).then_some(ri));
-            let role = if rp.initiator == me {
-                Role::Initiator
-            } else {
-                Role::Responder
-            };
-            let live = root && role == Role::Initiator;
-            if live && schedule.rounds.len() > 1 {
-                println!("# pair round {ri}: {}", pair.label());
+    rec.sweep = sweeping.then(|| sweep_info(schedule));
+    rec
+}
+
+/// What a rank's rounds leave for the document.
+struct RoundsDone {
+    /// Why the run stopped early (an interrupt), if it did.
+    stopped: Option<String>,
+    /// Whether this rank's own pair failed (the root learns of every pair from the reports).
+    my_pair_failed: bool,
+    progress: progress::Progress,
+}
+
+/// What every round of one rank shares.
+struct RankRun<'a> {
+    launch: &'a Launch,
+    plan: &'a Plan,
+    clock: &'a LoopClock,
+    seed: u64,
+    schedule: &'a Schedule,
+}
+
+impl RankRun<'_> {
+    /// Takes part in every round: this rank's pair, if it has one, then the round's
+    /// barrier and gather (the root records and prints what came back).
+    fn run_rounds(
+        &self,
+        coord: &mut dyn Coordinator,
+        tool: &mut dyn PairTool,
+        rec: &mut record::Recorder,
+    ) -> Result<RoundsDone> {
+        let schedule = self.schedule;
+        let root = coord.is_root();
+        let me = coord.rank();
+        let mut done = RoundsDone {
+            stopped: None,
+            my_pair_failed: false,
+            progress: progress::Progress::new(root && schedule.rounds.len() > 1, schedule),
+        };
+        let limit = self.plan.round_limit();
+        // What disturbs the run (load, steal, preemptions of this, the measuring, thread) is
+        // read before the first round and after the last; it travels with the last report.
+        let mut probe = Some(probe::quality::Probe::start());
+        for (ri, round) in schedule.rounds.iter().enumerate() {
+            let ri = ri as u32;
+            let round_start = std::time::Instant::now();
+            if !coord.begin_round(ri, limit) {
+                done.stopped = Some(interrupt::REASON.to_string());
+                break;
             }
-            let out = {
-                let mut checkpoint = |done: &[TestResult]| {
-                    if live {
-                        rec.checkpoint(done, false);
-                    }
-                };
-                let peer = if role == Role::Initiator {
-                    rp.responder
+            let mut report = RoundReport::default();
+            if let Some(rp) = schedule.pair_of(ri as usize, me) {
+                self.run_my_pair(coord, tool, rec, ri, rp, &mut report);
+                done.my_pair_failed |= !report.failures.is_empty();
+            }
+            if ri as usize + 1 == schedule.rounds.len() {
+                let host = coord.members()[me as usize].host.clone();
+                report.quality = probe
+                    .take()
+                    .map(|p| p.finish_as(&host, coord.ranks_in_results().then_some(me)));
+            }
+            if let Some(raw) = coord.end_round(report, limit)? {
+                let seconds = round_start.elapsed().as_secs_f64();
+                if round.len() <= ROWS_PER_ROUND {
+                    let all = record::decode_round(&raw);
+                    print_others(tool, &all, me);
+                    rec.add_round(all, seconds);
                 } else {
-                    rp.initiator
-                };
-                let link = match coord.peer_gone(peer) {
-                    Some(why) => Err(anyhow::anyhow!("the peer is gone: {why}")),
-                    None => coord.pair_link(ri, rp, shared.seed),
-                };
-                match link {
-                    Ok(link) => {
-                        let local_ip = launch
-                            .bind_addr
-                            .or(link.local_ip())
-                            .unwrap_or(Ipv4Addr::LOCALHOST.into());
-                        let ctx = pair::PairCtx {
-                            plan,
-                            role,
-                            clock,
-                            pair: &pair,
-                            local_ip,
-                            print_live: live,
-                        };
-                        pair::run(&ctx, link, tool, &mut checkpoint)
-                    }
-                    Err(e) => pair::PairOutcome {
-                        failure: Some((None, format!("{e:#}"))),
-                        ..Default::default()
-                    },
+                    rec.add_round_raw(raw, seconds);
+                }
+                rec.checkpoint(&[], false);
+                done.progress
+                    .round_done(ri, round.len(), rec.failed_pairs());
+            }
+        }
+        Ok(done)
+    }
+
+    /// Measures this rank's pair of round `ri` into `report`: its results, or its failure
+    /// with this side's port state.
+    fn run_my_pair(
+        &self,
+        coord: &mut dyn Coordinator,
+        tool: &mut dyn PairTool,
+        rec: &mut record::Recorder,
+        ri: u32,
+        rp: RankPair,
+        report: &mut RoundReport,
+    ) {
+        let rounds = self.schedule.rounds.len();
+        let me = coord.rank();
+        let pair = pair_record(&*coord, rp, (rounds > 1).then_some(ri));
+        let role = if rp.initiator == me {
+            Role::Initiator
+        } else {
+            Role::Responder
+        };
+        let live = coord.is_root() && role == Role::Initiator;
+        if live && rounds > 1 {
+            println!("# pair round {ri}: {}", pair.label());
+        }
+        let out = {
+            let mut checkpoint = |done: &[TestResult]| {
+                if live {
+                    rec.checkpoint(done, false);
                 }
             };
-            if let Some((size, error)) = out.failure {
-                my_pair_failed = true;
-                eprintln!(
-                    "{}pair {} failed{}: {error}",
-                    if mpi {
-                        format!("rank {me}: ")
-                    } else {
-                        String::new()
-                    },
-                    pair.label(),
-                    size.map_or(String::new(), |s| format!(" at {s} bytes"))
-                );
-                let dev = if role == Role::Initiator {
-                    &pair.initiator
-                } else {
-                    &pair.responder
-                };
-                report.failures.push(SideFailure {
-                    round: ri,
-                    pair: pair.clone(),
-                    role,
-                    size_bytes: size,
-                    port_state: dev
-                        .device
-                        .as_deref()
-                        .and_then(|d| probe::inventory::port_state(d, dev.port.unwrap_or(1))),
-                    error,
-                });
-            }
-            report.results = out.results;
-            report.interrupted = out.interrupted;
-        }
-        if ri as usize + 1 == schedule.rounds.len() {
-            let host = coord.members()[me as usize].host.clone();
-            report.quality = probe
-                .take()
-                .map(|p| p.finish_as(&host, coord.ranks_in_results().then_some(me)));
-        }
-        if let Some(raw) = coord.end_round(report, limit)? {
-            let seconds = round_start.elapsed().as_secs_f64();
-            if round.len() <= ROWS_PER_ROUND {
-                let all = record::decode_round(&raw);
-                print_others(tool, &all, me);
-                rec.add_round(all, seconds);
+            let peer = if role == Role::Initiator {
+                rp.responder
             } else {
-                rec.add_round_raw(raw, seconds);
+                rp.initiator
+            };
+            let link = match coord.peer_gone(peer) {
+                Some(why) => Err(anyhow::anyhow!("the peer is gone: {why}")),
+                None => coord.pair_link(ri, rp, self.seed),
+            };
+            match link {
+                Ok(link) => {
+                    let local_ip = self
+                        .launch
+                        .bind_addr
+                        .or(link.local_ip())
+                        .unwrap_or(Ipv4Addr::LOCALHOST.into());
+                    let ctx = pair::PairCtx {
+                        plan: self.plan,
+                        role,
+                        clock: self.clock,
+                        pair: &pair,
+                        local_ip,
+                        print_live: live,
+                    };
+                    pair::run(&ctx, link, tool, &mut checkpoint)
+                }
+                Err(e) => pair::PairOutcome {
+                    failure: Some((None, format!("{e:#}"))),
+                    ..Default::default()
+                },
             }
-            rec.checkpoint(&[], false);
-            progress.round_done(ri, round.len(), rec.failed_pairs());
+        };
+        if let Some((size, error)) = out.failure {
+            report
+                .failures
+                .push(side_failure(&*coord, pair, role, ri, size, error));
         }
+        report.results = out.results;
+        report.interrupted = out.interrupted;
     }
+}
+
+/// This side's record of its failed pair, printed as it happens: the error, the size it
+/// failed at, and the state of this side's port.
+fn side_failure(
+    coord: &dyn Coordinator,
+    pair: Pair,
+    role: Role,
+    ri: u32,
+    size: Option<u64>,
+    error: String,
+) -> SideFailure {
+    let me = coord.rank();
+    let standalone = coord.launcher() == "standalone";
+    eprintln!(
+        "{}pair {} failed{}: {error}",
+        if standalone {
+            String::new()
+        } else {
+            format!("rank {me}: ")
+        },
+        pair.label(),
+        size.map_or(String::new(), |s| format!(" at {s} bytes"))
+    );
+    let dev = if role == Role::Initiator {
+        &pair.initiator
+    } else {
+        &pair.responder
+    };
+    let port_state = dev
+        .device
+        .as_deref()
+        .and_then(|d| probe::inventory::port_state(d, dev.port.unwrap_or(1)));
+    SideFailure {
+        round: ri,
+        pair,
+        role,
+        size_bytes: size,
+        port_state,
+        error,
+    }
+}
+
+/// Finishes the document: the root writes it (and tells the coordinator), a standalone
+/// server prints and keeps the client's, other ranks are done. Returns the exit code.
+fn finish_document(
+    coord: &mut dyn Coordinator,
+    launch: &Launch,
+    plan: &Plan,
+    tool: &mut dyn PairTool,
+    mut rec: record::Recorder,
+    done: RoundsDone,
+) -> Result<i32> {
+    let standalone = coord.launcher() == "standalone";
+    let sweeping = !standalone;
+    let RoundsDone {
+        mut stopped,
+        my_pair_failed,
+        progress,
+    } = done;
     rec.drain();
     if stopped.is_none() && rec.interrupted {
         stopped = Some(interrupt::REASON.to_string());
@@ -239,7 +361,7 @@ pub fn run_rank(
     if rec.failed_pairs() > 0 && stopped.is_none() && standalone {
         stopped = rec_failure_reason(&rec);
     }
-    if root {
+    if coord.is_root() {
         let doc = rec.document(&[], stopped.clone());
         let code = record::exit_code(&doc, standalone);
         if sweeping
