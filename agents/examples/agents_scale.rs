@@ -155,6 +155,7 @@ fn launch(pattern: p2p::pattern::PatternSpec) -> p2p::Launch {
         serve: false,
         hosts: None,
         secret_file: None,
+        metrics: None,
         transport: transport::TransportChoice::Auto,
     }
 }

@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
@@ -20,6 +21,7 @@ use serde_json::json;
 
 use results::{Document, HostInfo};
 
+use crate::metrics;
 use crate::proto::{
     self, AgentHello, AgentMsg, AuthReply, Command, CoordAuth, CoordHello, SweepOrder, Welcome,
 };
@@ -59,6 +61,8 @@ struct Agent {
     host: HostInfo,
     options: serde_json::Map<String, serde_json::Value>,
     clock: LoopClock,
+    /// The last sweep's results, for `--metrics` scrapes.
+    last: metrics::Shared,
 }
 
 /// The agent's own options that every agent of a sweep must share.
@@ -112,8 +116,17 @@ fn start(launch: &Launch, plan: &mut Plan) -> Result<Agent> {
         plan.transport.name(),
         host.device.as_ref().map_or(String::new(), |d| format!(", device {d}")),
     );
+    let last = metrics::Shared::default();
+    if let Some(addr) = launch.metrics {
+        let bound = metrics::serve(addr, host.hostname.clone(), last.clone(), Path::new("/"))?;
+        eprintln!(
+            "{} agent {}: metrics on http://{bound}/metrics",
+            plan.tool, host.hostname
+        );
+    }
     Ok(Agent {
         secret,
+        last,
         listener: Arc::new(listener),
         pairs,
         host,
@@ -216,7 +229,11 @@ impl Agent {
                         link: None,
                         timeout: sweep_plan.timeout,
                         lost: None,
+                        last: &self.last,
                     };
+                    if let Ok(mut l) = self.last.lock() {
+                        l.results.clear();
+                    }
                     let ctx = RunCtx {
                         clock: &self.clock,
                         started_at: results::provenance::now_rfc3339(),
@@ -281,6 +298,7 @@ impl Agent {
             serve: false,
             hosts: None,
             secret_file: None,
+            metrics: None,
             transport: launch.transport,
         };
         Ok((sweep_launch, plan))
@@ -396,6 +414,8 @@ struct AgentSide<'a> {
     timeout: Duration,
     /// The coordinator's connection broke: why.
     lost: Option<String>,
+    /// Where this agent's results of the sweep are kept for `--metrics`.
+    last: &'a metrics::Shared,
 }
 
 impl Coordinator for AgentSide<'_> {
@@ -460,6 +480,13 @@ impl Coordinator for AgentSide<'_> {
     }
     fn end_round(&mut self, report: RoundReport, _limit: Duration) -> Result<Option<Vec<Vec<u8>>>> {
         self.link = None;
+        if let Ok(mut l) = self.last.lock() {
+            l.results.extend(report.results.iter().cloned());
+            l.finished_unix_s = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .ok()
+                .map(|d| d.as_secs_f64());
+        }
         if let Err(e) = wire::send_json(self.conn, &AgentMsg::Report(report)) {
             self.lost = Some(format!("{e:#}"));
         }

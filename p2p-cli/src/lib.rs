@@ -141,6 +141,11 @@ pub struct P2pArgs {
     #[arg(long, value_name = "FILE")]
     pub secret_file: Option<PathBuf>,
 
+    /// As an agent (--serve), also answer Prometheus scrapes (HTTP GET /metrics) on
+    /// ADDR:PORT with this node's live port and driver counters and the last sweep's results.
+    #[arg(long, value_name = "ADDR:PORT", requires = "serve")]
+    pub metrics: Option<std::net::SocketAddr>,
+
     /// With several ranks per node (one per NIC): aligned pairs local rank r with local
     /// rank r on the other node (rail-optimised wiring); all crosses every rail with every rail.
     #[arg(long, default_value = "aligned", value_name = "aligned|all")]
@@ -252,6 +257,7 @@ impl P2pArgs {
             serve: self.serve,
             hosts: self.hosts.clone(),
             secret_file: self.secret_file.clone(),
+            metrics: self.metrics,
             transport: self.transport,
         }
     }

@@ -185,6 +185,8 @@ pub struct Launch {
     pub hosts: Option<PathBuf>,
     /// The agents' shared secret (else `FABCHECK_SECRET`).
     pub secret_file: Option<PathBuf>,
+    /// As an agent, answer Prometheus scrapes (`GET /metrics`) here (`--metrics`).
+    pub metrics: Option<std::net::SocketAddr>,
     /// `--transport` as asked (the agents' coordinator checks it against the agents').
     pub transport: transport::TransportChoice,
 }

@@ -59,7 +59,7 @@ pub fn read(device: &str, port: u32) -> Snapshot {
 
 /// Every readable number in a counters directory, by file name (some mlx5 files are
 /// write-only or need privileges; those and non-numbers are skipped).
-pub(crate) fn read_dir(dir: &Path) -> BTreeMap<String, i64> {
+pub fn read_dir(dir: &Path) -> BTreeMap<String, i64> {
     let mut out = BTreeMap::new();
     let Ok(entries) = std::fs::read_dir(dir) else {
         return out;

@@ -198,3 +198,17 @@ pub fn wait_for_json(
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Fails the test, naming the Debian package, when a reference tool the test needs is
+/// missing (the test command installs them all; a silent skip would hide a lost check).
+pub fn require(tool: &str, package: &str) {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    assert!(
+        found,
+        "{tool} is needed by this test: apt-get install -y {package}"
+    );
+}

@@ -371,3 +371,103 @@ fn agents_survive_garbage_and_an_interrupted_coordinator() {
         agents.log(0)
     );
 }
+
+/// One HTTP request to an agent's metrics port: (status line, body).
+fn scrape(port: u16, request: &str) -> (String, String) {
+    use std::io::Read;
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut all = String::new();
+    s.read_to_string(&mut all).unwrap();
+    let (head, body) = all.split_once("\r\n\r\n").expect("an HTTP answer");
+    (
+        head.lines().next().unwrap_or("").to_string(),
+        body.to_string(),
+    )
+}
+
+#[test]
+fn agents_answer_prometheus_scrapes_with_live_counters_and_the_last_sweep() {
+    let m: Vec<u16> = (0..2).map(|_| free_port()).collect();
+    let flags: Vec<Vec<String>> = m
+        .iter()
+        .map(|p| vec!["--metrics".to_string(), format!("127.0.0.1:{p}")])
+        .collect();
+    let flags: Vec<Vec<&str>> = flags
+        .iter()
+        .map(|f| f.iter().map(String::as_str).collect())
+        .collect();
+    let extra: Vec<&[&str]> = flags.iter().map(Vec::as_slice).collect();
+    let agents = Agents::start("bench-bw", 2, &extra);
+    for p in &m {
+        wait_listening(*p);
+    }
+    let get = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+    let (status, before) = scrape(m[0], get);
+    assert_eq!(status, "HTTP/1.1 200 OK", "{before}");
+    // Loopback is always there: its state, statistics and flaps come from sysfs.
+    assert!(before.contains("fabcheck_netdev_up{host="), "{before}");
+    assert!(
+        before.contains("interface=\"lo\",statistic=\"rx_bytes\""),
+        "{before}"
+    );
+    assert!(before.contains("fabcheck_node_source_up{"), "{before}");
+    assert!(
+        !before.contains("fabcheck_agent_pair_bw_gbit_s"),
+        "no sweep yet"
+    );
+    // Anything but GET /metrics is refused with the right status.
+    assert!(scrape(m[0], "GET / HTTP/1.1\r\n\r\n").0.contains("404"));
+    assert!(scrape(m[0], "POST /metrics HTTP/1.1\r\n\r\n")
+        .0
+        .contains("405"));
+
+    let hosts = agents.hosts(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("sweep.json");
+    let out = run(
+        &mut coordinator("bench-bw", &hosts, &["-s", "16K", "-n", "200"], &json),
+        LIMIT,
+    );
+    let (o, e) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{o}\n{e}");
+    // The initiator of the one pair reports its figure; whichever agent it was.
+    let after: Vec<String> = m.iter().map(|p| scrape(*p, get).1).collect();
+    let with_pair: Vec<&String> = after
+        .iter()
+        .filter(|t| t.contains("fabcheck_agent_pair_bw_gbit_s{"))
+        .collect();
+    assert_eq!(with_pair.len(), 1, "one initiator: {after:?}");
+    assert!(
+        with_pair[0].contains("size_bytes=\"16384\""),
+        "{}",
+        with_pair[0]
+    );
+    assert!(after
+        .iter()
+        .all(|t| t.contains("fabcheck_agent_last_sweep_timestamp_seconds{")));
+
+    // The exposition passes the real promtool, and promtool does reject a broken one.
+    {
+        integration::require("promtool", "prometheus");
+        let f = dir.path().join("agent.prom");
+        for (text_, ok) in [
+            (with_pair[0].clone(), true),
+            ("fabcheck_x{a=\"1\" 2\n".to_string(), false),
+        ] {
+            std::fs::write(&f, &text_).unwrap();
+            let out = run(
+                Command::new("sh")
+                    .arg("-c")
+                    .arg(format!("promtool check metrics < {}", f.display())),
+                Duration::from_secs(60),
+            );
+            let (o, e) = text(&out);
+            assert_eq!(out.status.success(), ok, "promtool on {text_}:\n{o}{e}");
+            if ok {
+                assert!(o.trim().is_empty() && e.trim().is_empty(), "lint: {o}{e}");
+            }
+        }
+    }
+}

@@ -95,6 +95,11 @@ fn alert_rules_parse_and_their_unit_tests_pass_and_can_fail() {
         "FabcheckResultsStale",
         "FabcheckResultsMissing",
         "FabcheckRunDisturbed",
+        "FabcheckPortDown",
+        "FabcheckLinkFlapping",
+        "FabcheckPauseStorm",
+        "FabcheckLosslessDiscards",
+        "FabcheckPreFecBerHigh",
     ] {
         assert!(
             names.iter().any(|n| n == want),

@@ -134,17 +134,7 @@ pub fn flip_middle_byte(path: &Path) {
 }
 
 /// Whether a tool is on PATH; tests that need it fail with how to install it.
-pub fn require(tool: &str, package: &str) {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    assert!(
-        found,
-        "{tool} is needed by this test: apt-get install -y {package}"
-    );
-}
+pub use integration::require;
 
 /// Runs Chromium with its output going to files: a dumped DOM is larger than a pipe's
 /// buffer, and a child blocked on a full pipe that nobody reads until it exits never exits.

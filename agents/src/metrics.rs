@@ -1,0 +1,458 @@
+//! The agent's live view for Prometheus (`--serve --metrics ADDR:PORT`): HTTP `GET
+//! /metrics` answers, in the text exposition format (version 0.0.4), what this node's ports
+//! say right now and what the agent's last sweep measured.
+//!
+//! Between acceptance runs the fabric is still worth watching: a port that flaps, a PFC
+//! storm (pause frames rising while nothing is measured), discards on the lossless
+//! priority, CNPs, retransmissions, FEC corrections. Every figure is read at scrape time:
+//!
+//! - RDMA ports (`/sys/class/infiniband`): state, rate, and every counter the driver exposes
+//!   (`counters/` and `hw_counters/`, read as the inventory reads them);
+//! - kernel interfaces (`/sys/class/net`): operstate, speed, carrier changes (link flaps
+//!   since boot) and the standard statistics;
+//! - the driver's own counters (`ethtool -S IF`, text: ethtool 6.1 has no JSON for it):
+//!   per-priority pause frames and durations, discards, ECN marks, CNPs, FEC corrections,
+//!   whatever the NIC names them (mlx5: `rx_prio3_pause`, `rx_discards_phy`,
+//!   `np_cnp_sent`...). Only numeric lines; `ethtool` missing or refusing is a metric too
+//!   (`fabcheck_node_source_up{source="ethtool"} 0`), never an error;
+//! - the last sweep: each of this agent's measured pairs, its bandwidth or latency.
+//!
+//! The server is a plain thread: a scrape every few seconds is no load, and it never
+//! touches the measuring thread. Each connection has a 2 s read and write deadline, one
+//! request, then close; anything but `GET /metrics` gets 404 or 405.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Result};
+
+use results::TestResult;
+
+/// How long a scrape may take to send its request and read the answer.
+const DEADLINE: Duration = Duration::from_secs(2);
+/// How long one `ethtool -S` may take before it is given up.
+const TOOL_DEADLINE: Duration = Duration::from_secs(2);
+/// Longest request head read (a scrape's is a few hundred bytes).
+const MAX_REQUEST: usize = 8 * 1024;
+
+/// What the agent measured in its last sweep, kept for scrapes.
+#[derive(Debug, Default, Clone)]
+pub struct LastSweep {
+    /// Unix time the last round of the sweep was reported.
+    pub finished_unix_s: Option<f64>,
+    pub results: Vec<TestResult>,
+}
+
+/// Shared between the agent's thread (which records) and the metrics thread.
+pub type Shared = Arc<Mutex<LastSweep>>;
+
+/// Listens on `addr` and answers scrapes on a thread of its own, for as long as the process
+/// lives. The sysfs root is `/` on a real host (tests pass another tree).
+pub fn serve(addr: SocketAddr, host: String, last: Shared, root: &Path) -> Result<SocketAddr> {
+    let listener = TcpListener::bind(addr).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AddrInUse {
+            anyhow!("--metrics {addr}: the port is already in use: pick another")
+        } else {
+            anyhow!("--metrics {addr}: cannot listen: {e}")
+        }
+    })?;
+    let bound = listener.local_addr()?;
+    let root = root.to_path_buf();
+    std::thread::spawn(move || {
+        for s in listener.incoming().flatten() {
+            let (host, last, root) = (host.clone(), Arc::clone(&last), root.clone());
+            std::thread::spawn(move || {
+                let _ = answer(s, &host, &last, &root);
+            });
+        }
+    });
+    Ok(bound)
+}
+
+fn answer(mut s: TcpStream, host: &str, last: &Shared, root: &Path) -> std::io::Result<()> {
+    s.set_read_timeout(Some(DEADLINE))?;
+    s.set_write_timeout(Some(DEADLINE))?;
+    let mut head = String::new();
+    let mut r = BufReader::new(s.try_clone()?).take(MAX_REQUEST as u64);
+    r.read_line(&mut head)?;
+    // The rest of the head, up to the blank line (bounded by `take`).
+    let mut line = String::new();
+    while r.read_line(&mut line)? > 0 && line.trim_end() != "" {
+        line.clear();
+    }
+    let mut parts = head.split_whitespace();
+    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let (status, body) = match (method, path.split('?').next().unwrap_or("")) {
+        ("GET", "/metrics") => ("200 OK", exposition(host, last, root)),
+        ("GET", _) => (
+            "404 Not Found",
+            "only /metrics is served here\n".to_string(),
+        ),
+        _ => ("405 Method Not Allowed", "use GET /metrics\n".to_string()),
+    };
+    write!(
+        s,
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    s.flush()
+}
+
+/// One metric family: its help, type, and samples (labels, value).
+struct Family {
+    name: &'static str,
+    help: &'static str,
+    kind: &'static str,
+    samples: Vec<(Vec<(&'static str, String)>, f64)>,
+}
+
+impl Family {
+    fn new(name: &'static str, kind: &'static str, help: &'static str) -> Self {
+        Self {
+            name,
+            help,
+            kind,
+            samples: Vec::new(),
+        }
+    }
+    fn add(&mut self, labels: Vec<(&'static str, String)>, v: f64) {
+        self.samples.push((labels, v));
+    }
+    fn write(&self, out: &mut String) {
+        if self.samples.is_empty() {
+            return;
+        }
+        out.push_str(&format!(
+            "# HELP {} {}\n# TYPE {} {}\n",
+            self.name, self.help, self.name, self.kind
+        ));
+        for (labels, v) in &self.samples {
+            let l: Vec<String> = labels
+                .iter()
+                .map(|(k, v)| format!("{k}=\"{}\"", label_escape(v)))
+                .collect();
+            out.push_str(&format!(
+                "{}{{{}}} {}\n",
+                self.name,
+                l.join(","),
+                number(*v)
+            ));
+        }
+    }
+}
+
+/// A label value as the exposition format wants it: backslash, quote and newline escaped.
+fn label_escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+fn number(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v}")
+    } else if v.is_nan() {
+        "NaN".into()
+    } else if v > 0.0 {
+        "+Inf".into()
+    } else {
+        "-Inf".into()
+    }
+}
+
+/// The whole exposition of one scrape.
+pub fn exposition(host: &str, last: &Shared, root: &Path) -> String {
+    let h = || ("host", host.to_string());
+    let mut up = Family::new(
+        "fabcheck_node_source_up",
+        "gauge",
+        "1 when the source answered this scrape (sysfs_rdma, sysfs_net, ethtool), 0 when it is missing or refused.",
+    );
+    let mut state = Family::new(
+        "fabcheck_rdma_port_active",
+        "gauge",
+        "1 when the RDMA port's state is ACTIVE.",
+    );
+    let mut rate = Family::new(
+        "fabcheck_rdma_port_rate_gbit_s",
+        "gauge",
+        "The RDMA port's rate as trained, Gb/s.",
+    );
+    let mut rctr = Family::new(
+        "fabcheck_rdma_port_counter",
+        "counter",
+        "An RDMA port counter as the driver exposes it (counters/ and hw_counters/).",
+    );
+    let mut oper = Family::new(
+        "fabcheck_netdev_up",
+        "gauge",
+        "1 when the interface's operstate is up.",
+    );
+    let mut speed = Family::new(
+        "fabcheck_netdev_speed_mbit_s",
+        "gauge",
+        "The interface's link speed, Mb/s.",
+    );
+    let mut flaps = Family::new(
+        "fabcheck_netdev_carrier_changes_total",
+        "counter",
+        "Carrier changes since boot (two per link flap).",
+    );
+    let mut stats = Family::new(
+        "fabcheck_netdev_statistic",
+        "counter",
+        "A kernel interface statistic (/sys/class/net/IF/statistics).",
+    );
+    let mut drv = Family::new(
+        "fabcheck_netdev_driver_counter",
+        "counter",
+        "A driver counter from ethtool -S: per-priority pause, discards, ECN marks, CNPs, FEC corrections as the NIC names them.",
+    );
+
+    let sys = root.join("sys/class");
+    let rdma = probe::inventory::rdma_devices(&probe::inventory::SysRoot::under(root));
+    up.add(
+        vec![h(), ("source", "sysfs_rdma".into())],
+        f64::from(u8::from(sys.join("infiniband").is_dir())),
+    );
+    for d in &rdma {
+        for p in &d.ports {
+            let l = || {
+                vec![
+                    h(),
+                    ("device", d.name.clone()),
+                    ("port", p.port.to_string()),
+                ]
+            };
+            state.add(l(), f64::from(u8::from(p.state.contains("ACTIVE"))));
+            if let Some(r) = p.rate_gbit_s {
+                rate.add(l(), r);
+            }
+            let hw = probe::counters::read_dir(
+                &sys.join("infiniband")
+                    .join(&d.name)
+                    .join("ports")
+                    .join(p.port.to_string())
+                    .join("hw_counters"),
+            );
+            for (c, v) in p.counters.iter().chain(&hw) {
+                let mut labels = l();
+                labels.push(("counter", c.clone()));
+                rctr.add(labels, *v as f64);
+            }
+        }
+    }
+    let nets = probe::sysfs::dir_names(sys.join("net"));
+    up.add(
+        vec![h(), ("source", "sysfs_net".into())],
+        f64::from(u8::from(!nets.is_empty())),
+    );
+    let mut ethtool_ok = false;
+    for ifname in &nets {
+        let dir = sys.join("net").join(ifname);
+        let l = || vec![h(), ("interface", ifname.clone())];
+        let read = |f: &str| probe::sysfs::read_trim(dir.join(f));
+        if let Some(s) = read("operstate") {
+            oper.add(l(), f64::from(u8::from(s == "up")));
+        }
+        if let Some(v) = read("speed")
+            .and_then(|v| v.parse::<f64>().ok())
+            .filter(|v| *v >= 0.0)
+        {
+            speed.add(l(), v);
+        }
+        if let Some(v) = read("carrier_changes").and_then(|v| v.parse::<f64>().ok()) {
+            flaps.add(l(), v);
+        }
+        for st in probe::sysfs::dir_names(dir.join("statistics")) {
+            if let Some(v) = probe::sysfs::read_trim(dir.join("statistics").join(&st))
+                .and_then(|v| v.parse::<f64>().ok())
+            {
+                let mut labels = l();
+                labels.push(("statistic", st));
+                stats.add(labels, v);
+            }
+        }
+        if root == Path::new("/") {
+            if let Some(counters) = ethtool_stats(ifname) {
+                ethtool_ok = true;
+                for (c, v) in counters {
+                    let mut labels = l();
+                    labels.push(("counter", c));
+                    drv.add(labels, v);
+                }
+            }
+        }
+    }
+    up.add(
+        vec![h(), ("source", "ethtool".into())],
+        f64::from(u8::from(ethtool_ok)),
+    );
+
+    let mut sweep_t = Family::new(
+        "fabcheck_agent_last_sweep_timestamp_seconds",
+        "gauge",
+        "Unix time the agent reported the last round of its last sweep.",
+    );
+    let mut bw = Family::new(
+        "fabcheck_agent_pair_bw_gbit_s",
+        "gauge",
+        "Average bandwidth of a pair this agent initiated in its last sweep, Gb/s.",
+    );
+    let mut lat = Family::new(
+        "fabcheck_agent_pair_latency_p50_us",
+        "gauge",
+        "Median one-way latency of a pair this agent initiated in its last sweep, us.",
+    );
+    if let Ok(l) = last.lock() {
+        if let Some(t) = l.finished_unix_s {
+            sweep_t.add(vec![h()], t);
+        }
+        for r in &l.results {
+            match r {
+                TestResult::Bandwidth(b) => bw.add(
+                    pair_labels(host, &b.pair, &b.test, &b.transport, b.size_bytes),
+                    b.bw_gbit_s.avg,
+                ),
+                TestResult::Latency(x) => lat.add(
+                    pair_labels(host, &x.pair, &x.test, &x.transport, x.size_bytes),
+                    x.latency_us.p50,
+                ),
+                TestResult::Collective(_) => {}
+            }
+        }
+    }
+    let mut out = String::new();
+    for f in [
+        &up, &state, &rate, &rctr, &oper, &speed, &flaps, &stats, &drv, &sweep_t, &bw, &lat,
+    ] {
+        f.write(&mut out);
+    }
+    out
+}
+
+fn pair_labels(
+    host: &str,
+    pair: &results::Pair,
+    test: &str,
+    transport: &str,
+    size: u64,
+) -> Vec<(&'static str, String)> {
+    vec![
+        ("host", host.to_string()),
+        ("peer", pair.responder.host.clone()),
+        ("device", pair.initiator.device.clone().unwrap_or_default()),
+        ("test", test.to_string()),
+        ("transport", transport.to_string()),
+        ("size_bytes", size.to_string()),
+    ]
+}
+
+/// `ethtool -S IF`'s numeric counters; `None` when ethtool is missing, refuses the
+/// interface (virtual ones have no statistics) or does not answer in time.
+fn ethtool_stats(ifname: &str) -> Option<Vec<(String, f64)>> {
+    let mut child = Command::new("ethtool")
+        .args(["-S", ifname])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let start = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(st)) if st.success() => break,
+            Ok(Some(_)) | Err(_) => return None,
+            Ok(None) if start.elapsed() > TOOL_DEADLINE => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+        }
+    }
+    let mut text = String::new();
+    child.stdout.take()?.read_to_string(&mut text).ok()?;
+    Some(parse_ethtool_stats(&text))
+}
+
+/// The `name: value` lines of `ethtool -S` (ethtool 5.x-6.x text: a `NIC statistics:`
+/// heading, then one indented counter per line; per-queue blocks of newer drivers are
+/// indented the same way). Lines whose value is not a number are skipped.
+pub fn parse_ethtool_stats(text: &str) -> Vec<(String, f64)> {
+    text.lines()
+        .filter_map(|l| {
+            let (k, v) = l.trim().split_once(':')?;
+            let v: f64 = v.trim().parse().ok()?;
+            let k = k.trim();
+            (!k.is_empty() && !k.contains(' ')).then(|| (k.to_string(), v))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ethtool_text_parses_to_counters() {
+        // mlx5 as ethtool 6.1 prints it (abridged), with a heading and a non-numeric line.
+        let text = "NIC statistics:\n     rx_packets: 1024\n     rx_prio3_pause: 17\n     \
+                    rx_prio3_pause_duration: 3400\n     np_cnp_sent: 5\n     \
+                    rx_discards_phy: 0\n     link_state: up\n";
+        let c = parse_ethtool_stats(text);
+        assert_eq!(
+            c,
+            [
+                ("rx_packets".to_string(), 1024.0),
+                ("rx_prio3_pause".into(), 17.0),
+                ("rx_prio3_pause_duration".into(), 3400.0),
+                ("np_cnp_sent".into(), 5.0),
+                ("rx_discards_phy".into(), 0.0),
+            ]
+        );
+        assert!(parse_ethtool_stats("no stats available\n").is_empty());
+    }
+
+    #[test]
+    fn labels_are_escaped_for_the_exposition() {
+        assert_eq!(label_escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+
+    #[test]
+    fn a_fixture_tree_exposes_ports_counters_and_flaps() {
+        let t = tempfile::tempdir().unwrap();
+        let port = t.path().join("sys/class/infiniband/mlx5_0/ports/1");
+        std::fs::create_dir_all(port.join("counters")).unwrap();
+        std::fs::create_dir_all(port.join("hw_counters")).unwrap();
+        std::fs::write(port.join("state"), "4: ACTIVE\n").unwrap();
+        std::fs::write(port.join("rate"), "100 Gb/sec (4X EDR)\n").unwrap();
+        std::fs::write(port.join("link_layer"), "Ethernet\n").unwrap();
+        std::fs::write(port.join("counters/port_rcv_errors"), "3\n").unwrap();
+        std::fs::write(port.join("hw_counters/np_cnp_sent"), "9\n").unwrap();
+        let net = t.path().join("sys/class/net/eth0");
+        std::fs::create_dir_all(net.join("statistics")).unwrap();
+        std::fs::write(net.join("operstate"), "up\n").unwrap();
+        std::fs::write(net.join("carrier_changes"), "6\n").unwrap();
+        std::fs::write(net.join("statistics/rx_dropped"), "2\n").unwrap();
+        let last: Shared = Arc::default();
+        let text = exposition("node\"1", &last, t.path());
+        for want in [
+            "fabcheck_rdma_port_active{host=\"node\\\"1\",device=\"mlx5_0\",port=\"1\"} 1",
+            "fabcheck_rdma_port_rate_gbit_s{host=\"node\\\"1\",device=\"mlx5_0\",port=\"1\"} 100",
+            "counter=\"port_rcv_errors\"} 3",
+            "counter=\"np_cnp_sent\"} 9",
+            "fabcheck_netdev_carrier_changes_total{host=\"node\\\"1\",interface=\"eth0\"} 6",
+            "statistic=\"rx_dropped\"} 2",
+            "source=\"ethtool\"} 0",
+        ] {
+            assert!(text.contains(want), "{want} missing from\n{text}");
+        }
+        assert!(!text.contains("fabcheck_agent_last_sweep"), "no sweep yet");
+    }
+}
