@@ -179,12 +179,12 @@ pub fn exposition(host: &str, last: &Shared, root: &Path) -> String {
         "1 when the RDMA port's state is ACTIVE.",
     );
     let mut rate = Family::new(
-        "fabcheck_rdma_port_rate_gbit_s",
+        "fabcheck_rdma_port_rate_bytes_per_second",
         "gauge",
-        "The RDMA port's rate as trained, Gb/s.",
+        "The RDMA port's rate as trained.",
     );
     let mut rctr = Family::new(
-        "fabcheck_rdma_port_counter",
+        "fabcheck_rdma_port_stat_total",
         "counter",
         "An RDMA port counter as the driver exposes it (counters/ and hw_counters/).",
     );
@@ -194,9 +194,9 @@ pub fn exposition(host: &str, last: &Shared, root: &Path) -> String {
         "1 when the interface's operstate is up.",
     );
     let mut speed = Family::new(
-        "fabcheck_netdev_speed_mbit_s",
+        "fabcheck_netdev_speed_bytes_per_second",
         "gauge",
-        "The interface's link speed, Mb/s.",
+        "The interface's link speed.",
     );
     let mut flaps = Family::new(
         "fabcheck_netdev_carrier_changes_total",
@@ -204,12 +204,12 @@ pub fn exposition(host: &str, last: &Shared, root: &Path) -> String {
         "Carrier changes since boot (two per link flap).",
     );
     let mut stats = Family::new(
-        "fabcheck_netdev_statistic",
+        "fabcheck_netdev_statistic_total",
         "counter",
         "A kernel interface statistic (/sys/class/net/IF/statistics).",
     );
     let mut drv = Family::new(
-        "fabcheck_netdev_driver_counter",
+        "fabcheck_netdev_driver_stat_total",
         "counter",
         "A driver counter from ethtool -S: per-priority pause, discards, ECN marks, CNPs, FEC corrections as the NIC names them.",
     );
@@ -231,7 +231,7 @@ pub fn exposition(host: &str, last: &Shared, root: &Path) -> String {
             };
             state.add(l(), f64::from(u8::from(p.state.contains("ACTIVE"))));
             if let Some(r) = p.rate_gbit_s {
-                rate.add(l(), r);
+                rate.add(l(), r * 1e9 / 8.0);
             }
             let hw = probe::counters::read_dir(
                 &sys.join("infiniband")
@@ -264,7 +264,7 @@ pub fn exposition(host: &str, last: &Shared, root: &Path) -> String {
             .and_then(|v| v.parse::<f64>().ok())
             .filter(|v| *v >= 0.0)
         {
-            speed.add(l(), v);
+            speed.add(l(), v * 1e6 / 8.0);
         }
         if let Some(v) = read("carrier_changes").and_then(|v| v.parse::<f64>().ok()) {
             flaps.add(l(), v);
@@ -300,14 +300,14 @@ pub fn exposition(host: &str, last: &Shared, root: &Path) -> String {
         "Unix time the agent reported the last round of its last sweep.",
     );
     let mut bw = Family::new(
-        "fabcheck_agent_pair_bw_gbit_s",
+        "fabcheck_agent_pair_bandwidth_bytes_per_second",
         "gauge",
-        "Average bandwidth of a pair this agent initiated in its last sweep, Gb/s.",
+        "Average bandwidth of a pair this agent initiated in its last sweep.",
     );
     let mut lat = Family::new(
-        "fabcheck_agent_pair_latency_p50_us",
+        "fabcheck_agent_pair_latency_p50_seconds",
         "gauge",
-        "Median one-way latency of a pair this agent initiated in its last sweep, us.",
+        "Median one-way latency of a pair this agent initiated in its last sweep.",
     );
     if let Ok(l) = last.lock() {
         if let Some(t) = l.finished_unix_s {
@@ -317,11 +317,11 @@ pub fn exposition(host: &str, last: &Shared, root: &Path) -> String {
             match r {
                 TestResult::Bandwidth(b) => bw.add(
                     pair_labels(host, &b.pair, &b.test, &b.transport, b.size_bytes),
-                    b.bw_gbit_s.avg,
+                    b.bw_gbit_s.avg * 1e9 / 8.0,
                 ),
                 TestResult::Latency(x) => lat.add(
                     pair_labels(host, &x.pair, &x.test, &x.transport, x.size_bytes),
-                    x.latency_us.p50,
+                    x.latency_us.p50 * 1e-6,
                 ),
                 TestResult::Collective(_) => {}
             }
@@ -444,7 +444,7 @@ mod tests {
         let text = exposition("node\"1", &last, t.path());
         for want in [
             "fabcheck_rdma_port_active{host=\"node\\\"1\",device=\"mlx5_0\",port=\"1\"} 1",
-            "fabcheck_rdma_port_rate_gbit_s{host=\"node\\\"1\",device=\"mlx5_0\",port=\"1\"} 100",
+            "fabcheck_rdma_port_rate_bytes_per_second{host=\"node\\\"1\",device=\"mlx5_0\",port=\"1\"} 12500000000",
             "counter=\"port_rcv_errors\"} 3",
             "counter=\"np_cnp_sent\"} 9",
             "fabcheck_netdev_carrier_changes_total{host=\"node\\\"1\",interface=\"eth0\"} 6",

@@ -414,7 +414,7 @@ fn agents_answer_prometheus_scrapes_with_live_counters_and_the_last_sweep() {
     );
     assert!(before.contains("fabcheck_node_source_up{"), "{before}");
     assert!(
-        !before.contains("fabcheck_agent_pair_bw_gbit_s"),
+        !before.contains("fabcheck_agent_pair_bandwidth_bytes_per_second"),
         "no sweep yet"
     );
     // Anything but GET /metrics is refused with the right status.
@@ -436,7 +436,7 @@ fn agents_answer_prometheus_scrapes_with_live_counters_and_the_last_sweep() {
     let after: Vec<String> = m.iter().map(|p| scrape(*p, get).1).collect();
     let with_pair: Vec<&String> = after
         .iter()
-        .filter(|t| t.contains("fabcheck_agent_pair_bw_gbit_s{"))
+        .filter(|t| t.contains("fabcheck_agent_pair_bandwidth_bytes_per_second{"))
         .collect();
     assert_eq!(with_pair.len(), 1, "one initiator: {after:?}");
     assert!(
