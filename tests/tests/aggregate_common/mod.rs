@@ -134,6 +134,7 @@ pub fn flip_middle_byte(path: &Path) {
 }
 
 /// Whether a tool is on PATH; tests that need it fail with how to install it.
+#[allow(unused_imports)]
 pub use integration::require;
 
 /// Runs Chromium with its output going to files: a dumped DOM is larger than a pipe's
