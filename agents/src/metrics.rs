@@ -10,7 +10,7 @@
 //!   (`counters/` and `hw_counters/`, read as the inventory reads them);
 //! - kernel interfaces (`/sys/class/net`): operstate, speed, carrier changes (link flaps
 //!   since boot) and the standard statistics;
-//! - the driver's own counters (`ethtool -S IF`, text: ethtool 6.1 has no JSON for it):
+//! - the driver's own counters (`ethtool -S IF` through `probe::ethtool`, with its deadline):
 //!   per-priority pause frames and durations, discards, ECN marks, CNPs, FEC corrections,
 //!   whatever the NIC names them (mlx5: `rx_prio3_pause`, `rx_discards_phy`,
 //!   `np_cnp_sent`...). Only numeric lines; `ethtool` missing or refusing is a metric too
@@ -24,9 +24,8 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{anyhow, Result};
 
@@ -34,8 +33,6 @@ use results::TestResult;
 
 /// How long a scrape may take to send its request and read the answer.
 const DEADLINE: Duration = Duration::from_secs(2);
-/// How long one `ethtool -S` may take before it is given up.
-const TOOL_DEADLINE: Duration = Duration::from_secs(2);
 /// Longest request head read (a scrape's is a few hundred bytes).
 const MAX_REQUEST: usize = 8 * 1024;
 
@@ -279,12 +276,12 @@ pub fn exposition(host: &str, last: &Shared, root: &Path) -> String {
             }
         }
         if root == Path::new("/") {
-            if let Some(counters) = ethtool_stats(ifname) {
+            if let Ok(counters) = probe::ethtool::stats(ifname) {
                 ethtool_ok = true;
                 for (c, v) in counters {
                     let mut labels = l();
                     labels.push(("counter", c));
-                    drv.add(labels, v);
+                    drv.add(labels, v as f64);
                 }
             }
         }
@@ -353,71 +350,9 @@ fn pair_labels(
     ]
 }
 
-/// `ethtool -S IF`'s numeric counters; `None` when ethtool is missing, refuses the
-/// interface (virtual ones have no statistics) or does not answer in time.
-fn ethtool_stats(ifname: &str) -> Option<Vec<(String, f64)>> {
-    let mut child = Command::new("ethtool")
-        .args(["-S", ifname])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    let start = Instant::now();
-    loop {
-        match child.try_wait() {
-            Ok(Some(st)) if st.success() => break,
-            Ok(Some(_)) | Err(_) => return None,
-            Ok(None) if start.elapsed() > TOOL_DEADLINE => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return None;
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-        }
-    }
-    let mut text = String::new();
-    child.stdout.take()?.read_to_string(&mut text).ok()?;
-    Some(parse_ethtool_stats(&text))
-}
-
-/// The `name: value` lines of `ethtool -S` (ethtool 5.x-6.x text: a `NIC statistics:`
-/// heading, then one indented counter per line; per-queue blocks of newer drivers are
-/// indented the same way). Lines whose value is not a number are skipped.
-pub fn parse_ethtool_stats(text: &str) -> Vec<(String, f64)> {
-    text.lines()
-        .filter_map(|l| {
-            let (k, v) = l.trim().split_once(':')?;
-            let v: f64 = v.trim().parse().ok()?;
-            let k = k.trim();
-            (!k.is_empty() && !k.contains(' ')).then(|| (k.to_string(), v))
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ethtool_text_parses_to_counters() {
-        // mlx5 as ethtool 6.1 prints it (abridged), with a heading and a non-numeric line.
-        let text = "NIC statistics:\n     rx_packets: 1024\n     rx_prio3_pause: 17\n     \
-                    rx_prio3_pause_duration: 3400\n     np_cnp_sent: 5\n     \
-                    rx_discards_phy: 0\n     link_state: up\n";
-        let c = parse_ethtool_stats(text);
-        assert_eq!(
-            c,
-            [
-                ("rx_packets".to_string(), 1024.0),
-                ("rx_prio3_pause".into(), 17.0),
-                ("rx_prio3_pause_duration".into(), 3400.0),
-                ("np_cnp_sent".into(), 5.0),
-                ("rx_discards_phy".into(), 0.0),
-            ]
-        );
-        assert!(parse_ethtool_stats("no stats available\n").is_empty());
-    }
 
     #[test]
     fn labels_are_escaped_for_the_exposition() {

@@ -31,6 +31,7 @@ fn row(i: u32) -> TestResult {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect(),
+        ..Default::default()
     };
     TestResult::Bandwidth(BandwidthResult {
         test: "write_bw".into(),

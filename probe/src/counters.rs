@@ -22,6 +22,10 @@ pub struct Snapshot {
     pub port: u32,
     pub counters: BTreeMap<String, i64>,
     pub hw_counters: BTreeMap<String, i64>,
+    /// The port's netdev (RoCE) and its driver's counters (`ethtool -S`); empty on
+    /// InfiniBand and where ethtool is missing.
+    pub netdev: Option<String>,
+    pub driver: BTreeMap<String, i64>,
 }
 
 /// Reads every counter of `device` port `port` under `root` (normally [`SYSFS_ROOT`]).
@@ -32,7 +36,15 @@ pub fn read_at(root: &Path, device: &str, port: u32) -> Snapshot {
         port,
         counters: read_dir(&dir.join("counters")),
         hw_counters: read_dir(&dir.join("hw_counters")),
+        netdev: netdev_of(&dir),
+        driver: BTreeMap::new(),
     }
+}
+
+/// The kernel interface behind a RoCE port: the netdev of its first GID
+/// (`gid_attrs/ndevs/0`); `None` on InfiniBand.
+fn netdev_of(port_dir: &Path) -> Option<String> {
+    crate::sysfs::read_trim(port_dir.join("gid_attrs/ndevs/0"))
 }
 
 /// Reads every counter of `device` port `port` from sysfs.
@@ -54,7 +66,11 @@ pub fn read(device: &str, port: u32) -> Snapshot {
             ms.clamp(0, 1000) as u64 + 1,
         ));
     }
-    read_at(Path::new(SYSFS_ROOT), device, port)
+    let mut s = read_at(Path::new(SYSFS_ROOT), device, port);
+    if let Some(nd) = &s.netdev {
+        s.driver = crate::ethtool::stats(nd).unwrap_or_default();
+    }
+    s
 }
 
 /// Every readable number in a counters directory, by file name (some mlx5 files are
@@ -99,6 +115,8 @@ pub fn delta(before: &Snapshot, after: &Snapshot) -> PortCounters {
         port: after.port,
         counters: sub(&before.counters, &after.counters),
         hw_counters: sub(&before.hw_counters, &after.hw_counters),
+        driver_counters: sub(&before.driver, &after.driver),
+        netdev: after.netdev.clone(),
     }
 }
 
@@ -119,6 +137,7 @@ mod tests {
         write(&port.join("hw_counters"), "lifespan", "10\n");
         write(&port.join("hw_counters"), "garbage", "n/a\n");
         write(&port.join("counters"), "port_xmit_data", "  7\n");
+        write(&port.join("gid_attrs/ndevs"), "0", "eth1\n");
         let before = read_at(root.path(), "rxe0", 1);
         assert_eq!(before.hw_counters.len(), 2, "{before:?}");
         assert_eq!(before.counters["port_xmit_data"], 7);
@@ -131,6 +150,15 @@ mod tests {
         assert_eq!(d.hw_counters["lifespan"], 0);
         assert!(!d.hw_counters.contains_key("rcvd_seq_err"));
         assert_eq!(d.counters["port_xmit_data"], 0);
+        assert_eq!(d.netdev.as_deref(), Some("eth1"));
+        // Driver counters (ethtool -S) are differenced like the others.
+        let (mut b, mut a) = (before.clone(), after.clone());
+        b.driver.insert("rx_prio3_pause".into(), 10);
+        a.driver.insert("rx_prio3_pause".into(), 25);
+        a.driver.insert("np_cnp_sent".into(), 4);
+        let d = delta(&b, &a);
+        assert_eq!(d.driver_counters["rx_prio3_pause"], 15);
+        assert!(!d.driver_counters.contains_key("np_cnp_sent"));
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! - [`host`]: the facts every document records per rank (kernel, CPUs, NICs, GPUs from
 //!   sysfs, the driver and peermem).
 //! - [`inventory`]: RDMA devices and ports (state, rate, width, MTU, PCIe link, counters);
-//!   [`counters`]: port counters read and differenced around a measurement.
+//!   [`counters`]: port counters (and the port netdev's driver counters, [`ethtool`])
+//!   read and differenced around a measurement.
 //! - [`topology`]: the PCIe tree (which GPU sits next to which NIC, ACS on the switches).
 //! - [`quality`]: what disturbed a run (load, steal, preemptions), read before and after.
 //! - [`sysfs`]: how every probe reads sysfs.
@@ -12,6 +13,7 @@
 //! No `unsafe` here.
 
 pub mod counters;
+pub mod ethtool;
 pub mod host;
 pub mod inventory;
 pub mod quality;

@@ -595,6 +595,7 @@ mod tests {
             port: 1,
             counters: counters.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
             hw_counters: hw.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            ..Default::default()
         })
     }
 

@@ -586,6 +586,14 @@ pub struct PortCounters {
     pub counters: BTreeMap<String, i64>,
     #[serde(default)]
     pub hw_counters: BTreeMap<String, i64>,
+    /// The Ethernet driver's counters of the port's netdev (`ethtool -S`, RoCE): per-priority
+    /// pause frames and duration, discards, ECN marks, CNPs, FEC corrections, by the
+    /// driver's names; empty on InfiniBand, where the port has no netdev, or without ethtool.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub driver_counters: BTreeMap<String, i64>,
+    /// The netdev those driver counters are of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netdev: Option<String>,
 }
 
 /// One size of one collective (a row of the nccl-tests table).

@@ -236,6 +236,7 @@ pub fn counters(sent: i64, lost: i64) -> CounterDeltas {
         ]
         .into_iter()
         .collect(),
+        ..Default::default()
     };
     CounterDeltas {
         initiator: Some(side(sent, lost)),

@@ -340,6 +340,7 @@ fn counter_deltas(spec: &SweepSpec, p: &Pair, sent: i64, lost: i64) -> Option<Co
             ]
             .into_iter()
             .collect(),
+            ..Default::default()
         })
     };
     Some(CounterDeltas {
