@@ -383,6 +383,7 @@ impl BandwidthEndpoint for VerbsBandwidth<'_> {
                 None
             },
             memory: self.s.memory.clone(),
+            ..Default::default()
         })
     }
 }
