@@ -71,8 +71,13 @@ mod tests {
         let probe = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = probe.local_addr().unwrap().port();
         drop(probe);
-        let c = connect_from_port(to, "127.0.0.1".parse().unwrap(), port, Duration::from_secs(2))
-            .unwrap();
+        let c = connect_from_port(
+            to,
+            "127.0.0.1".parse().unwrap(),
+            port,
+            Duration::from_secs(2),
+        )
+        .unwrap();
         assert_eq!(c.local_addr().unwrap().port(), port);
         let (_, from) = l.accept().unwrap();
         assert_eq!(from.port(), port);

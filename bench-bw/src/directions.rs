@@ -80,8 +80,18 @@ pub fn directions(
         }
     };
     vec![
-        one(&pair.initiator, &pair.responder, initiator_loop, at_responder),
-        one(&pair.responder, &pair.initiator, responder_loop, at_initiator),
+        one(
+            &pair.initiator,
+            &pair.responder,
+            initiator_loop,
+            at_responder,
+        ),
+        one(
+            &pair.responder,
+            &pair.initiator,
+            responder_loop,
+            at_initiator,
+        ),
     ]
 }
 
@@ -179,7 +189,10 @@ mod tests {
         assert!((d[0].bw_gbit_s.avg - 32.768).abs() < 1e-9, "{:?}", d[0]);
         assert_eq!(d[0].bw_gbit_s.peak, 70.0);
         assert!((d[1].bw_gbit_s.avg - 3.2768).abs() < 1e-9, "{:?}", d[1]);
-        assert_eq!(d[1].bw_gbit_s.peak, d[1].bw_gbit_s.avg, "peak never below avg");
+        assert_eq!(
+            d[1].bw_gbit_s.peak, d[1].bw_gbit_s.avg,
+            "peak never below avg"
+        );
         assert_eq!(d[1].from.host, "b");
     }
 

@@ -16,11 +16,11 @@ use base::clock::LoopClock;
 use base::cpu::CpuMeter;
 use base::interrupt;
 use base::link::{recv_json, send_json};
+use directions::LoopFigures;
 use p2p::{self, PairTool, Plan, SizeRun};
 use p2p_cli::{GpuArgs, P2pArgs};
 use results::units::{gbit_s, mpps};
 use results::{BandwidthResult, BandwidthSummary, CpuUse, TestResult};
-use directions::LoopFigures;
 use transport::{self, BandwidthEndpoint, Op, Role, SideReport};
 
 /// Streaming bandwidth benchmark (perftest-compatible options).
@@ -41,7 +41,11 @@ struct Cli {
 
     /// Measure one direction only (initiator to responder), also in sweeps: today's
     /// perftest behaviour without -b.
-    #[arg(long = "one-way", alias = "no-bidirectional", conflicts_with = "bidirectional")]
+    #[arg(
+        long = "one-way",
+        alias = "no-bidirectional",
+        conflicts_with = "bidirectional"
+    )]
     one_way: bool,
 
     /// TCP: stream i leaves from source port PORT+i, so each flow's ECMP path is chosen

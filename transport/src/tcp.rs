@@ -446,15 +446,31 @@ impl TcpBandwidth {
             (Some(m), true) => Some(source_stage(m.as_ref(), size)?),
             _ => None,
         };
-        let streams = establish(spec, link)?;
         let mut receivers = Vec::new();
-        if spec.bidirectional {
-            for s in &streams {
-                let r = s.try_clone()?;
+        let streams = if spec.bidirectional {
+            // Each direction on connections of its own, as iperf3 --bidir does: data both
+            // ways on one connection would carry one direction's acknowledgements behind
+            // the other's data, so a slow direction would slow the other too. The first
+            // `streams` connections carry the initiator's data, the rest the responder's.
+            let n = spec.streams.max(1) as usize;
+            let both = EndpointSpec {
+                streams: 2 * n as u32,
+                ..spec.clone()
+            };
+            let mut all = establish(&both, link)?;
+            let theirs = all.split_off(n);
+            let (send, recv) = match spec.role {
+                Role::Initiator => (all, theirs),
+                Role::Responder => (theirs, all),
+            };
+            for r in recv {
                 let stage = maker.as_ref().map(|m| m.make(size)).transpose()?;
                 receivers.push(std::thread::spawn(move || drain(r, stage)));
             }
-        }
+            send
+        } else {
+            establish(spec, link)?
+        };
         Ok(Self {
             streams,
             next: 0,
