@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use results::units::{gbit_s, mpps};
 use results::{BandwidthSummary, DirectionFigures, FlowFigures, Pair, Peer};
-use transport::StreamReceipt;
+use transport::{QpSent, StreamReceipt};
 
 /// What one side's timed loop sent, as the responder reports it over the control link
 /// after a bidirectional size (the initiator has its own).
@@ -122,6 +122,40 @@ pub fn tcp_flows(
         .collect()
 }
 
+/// Per-QP figures of a multi-QP verbs pair, from each sending side's completions per
+/// QP over its own loop: one-way, the initiator's QPs (`from` left out); bidirectional,
+/// both sides' QPs, each with its sender. Each flow carries the sender's QP number and the
+/// GRH flow label its packets carried.
+pub fn verbs_flows(
+    pair: &Pair,
+    size: u64,
+    bidirectional: bool,
+    mine: (&[QpSent], f64),
+    theirs: (&[QpSent], f64),
+) -> Vec<FlowFigures> {
+    let flow = |q: &QpSent, seconds: f64, from: Option<&Peer>| FlowFigures {
+        index: q.index,
+        flow_label: q.flow_label,
+        qp_num: Some(q.qp_num),
+        src_port: None,
+        from: from.cloned(),
+        bw_gbit_s: gbit_s(q.messages * size, seconds),
+    };
+    if !bidirectional {
+        return mine.0.iter().map(|q| flow(q, mine.1, None)).collect();
+    }
+    mine.0
+        .iter()
+        .map(|q| flow(q, mine.1, Some(&pair.initiator)))
+        .chain(
+            theirs
+                .0
+                .iter()
+                .map(|q| flow(q, theirs.1, Some(&pair.responder))),
+        )
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -213,5 +247,31 @@ mod tests {
         assert_eq!(both[2].from.as_ref().unwrap().host, "b");
         assert_eq!(both[2].src_port, Some(6000));
         assert!((both[2].bw_gbit_s - 2.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn verbs_flows_carry_qp_number_and_flow_label_per_sender() {
+        let p = pair();
+        let qp = |index, qp_num, messages| QpSent {
+            index,
+            qp_num,
+            flow_label: Some(index + 1),
+            messages,
+        };
+        let mine = [qp(0, 17, 1000), qp(1, 18, 250)];
+        let theirs = [qp(0, 90, 500), qp(1, 91, 500)];
+        let one = verbs_flows(&p, 1000, false, (&mine, 1.0), (&theirs, 2.0));
+        assert_eq!(one.len(), 2);
+        assert_eq!((one[1].qp_num, one[1].flow_label), (Some(18), Some(2)));
+        assert!((one[0].bw_gbit_s - 8e-3).abs() < 1e-12 && (one[1].bw_gbit_s - 2e-3).abs() < 1e-12);
+        assert!(one.iter().all(|f| f.from.is_none() && f.src_port.is_none()));
+        let both = verbs_flows(&p, 1000, true, (&mine, 1.0), (&theirs, 2.0));
+        assert_eq!(both.len(), 4);
+        assert_eq!(both[2].from.as_ref().unwrap().host, "b");
+        assert_eq!(both[2].qp_num, Some(90));
+        assert!(
+            (both[3].bw_gbit_s - 2e-3).abs() < 1e-12,
+            "their own loop time"
+        );
     }
 }

@@ -199,15 +199,23 @@ impl PairTool for Bandwidth {
             ),
             None => Vec::new(),
         };
-        let flows = if plan.streams > 1 || plan.verbs.src_port.is_some() {
+        let flows = if plan.streams <= 1 && plan.verbs.src_port.is_none() {
+            Vec::new()
+        } else if plan.transport == transport::TransportKind::Verbs {
+            directions::verbs_flows(
+                run.pair,
+                size,
+                plan.bidirectional,
+                (&report.sent, t.seconds),
+                (&theirs.sent, their_loop.as_ref().map_or(0.0, |l| l.seconds)),
+            )
+        } else {
             directions::tcp_flows(
                 run.pair,
                 plan.bidirectional,
                 &report.received,
                 &theirs.received,
             )
-        } else {
-            Vec::new()
         };
         // The peer's warm-up messages reach our receiver too; they are not part of the run.
         let messages = t.sent + t.received.saturating_sub(plan.warmup);

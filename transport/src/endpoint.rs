@@ -69,6 +69,23 @@ pub struct SideReport {
     /// transport does not count per stream (verbs counts its own completions instead).
     #[serde(default)]
     pub received: Vec<StreamReceipt>,
+    /// What this side's timed loop sent on each queue pair (verbs), with the identity that
+    /// picks its ECMP path; the loop's time is the side's own.
+    #[serde(default)]
+    pub sent: Vec<QpSent>,
+}
+
+/// One queue pair's share of a side's timed loop (verbs).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct QpSent {
+    /// QP index within the pair (0-based).
+    pub index: u32,
+    /// This side's QP number.
+    pub qp_num: u32,
+    /// The GRH flow label its packets carried (RoCE); `None` when routed by LID.
+    pub flow_label: Option<u32>,
+    /// Messages of this QP completed in the timed loop.
+    pub messages: u64,
 }
 
 /// One data stream as its receiver counted it: the bytes that arrived and how long they
