@@ -26,6 +26,22 @@ pub fn connect_from(
     Ok(s.into())
 }
 
+/// Connects to `to` from `from`:`port`, a chosen source port (what an L4 ECMP hash sees,
+/// so a test can steer a flow). `SO_REUSEADDR` lets the port be bound again while an
+/// earlier connection from it sits in TIME_WAIT (the next size of the same pair).
+pub fn connect_from_port(
+    to: SocketAddr,
+    from: IpAddr,
+    port: u16,
+    timeout: Duration,
+) -> io::Result<TcpStream> {
+    let s = Socket::new(Domain::for_address(to), Type::STREAM, None)?;
+    s.set_reuse_address(true)?;
+    s.bind(&SocketAddr::new(from, port).into())?;
+    s.connect_timeout(&to.into(), timeout)?;
+    Ok(s.into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -46,5 +62,24 @@ mod tests {
         assert_eq!(from.ip().to_string(), "127.0.0.7");
         let c = connect_from(to, None, Duration::from_secs(2)).unwrap();
         assert!(c.local_addr().unwrap().ip().is_loopback());
+    }
+
+    #[test]
+    fn the_connection_leaves_from_the_given_port() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let to = l.local_addr().unwrap();
+        let probe = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = probe.local_addr().unwrap().port();
+        drop(probe);
+        let c = connect_from_port(
+            to,
+            "127.0.0.1".parse().unwrap(),
+            port,
+            Duration::from_secs(2),
+        )
+        .unwrap();
+        assert_eq!(c.local_addr().unwrap().port(), port);
+        let (_, from) = l.accept().unwrap();
+        assert_eq!(from.port(), port);
     }
 }

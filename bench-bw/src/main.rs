@@ -7,6 +7,7 @@
 //! the GPU copy baselines instead (`copy.rs`).
 
 mod copy;
+mod directions;
 
 use anyhow::Result;
 use clap::Parser;
@@ -15,6 +16,7 @@ use base::clock::LoopClock;
 use base::cpu::CpuMeter;
 use base::interrupt;
 use base::link::{recv_json, send_json};
+use directions::LoopFigures;
 use p2p::{self, PairTool, Plan, SizeRun};
 use p2p_cli::{GpuArgs, P2pArgs};
 use results::units::{gbit_s, mpps};
@@ -31,9 +33,25 @@ struct Cli {
     #[command(flatten)]
     gpu: GpuArgs,
 
-    /// Measure both directions at once (figures are the sum, as perftest -b).
+    /// Measure both directions at once: bw is the sum, as perftest -b, and the JSON keeps
+    /// each direction apart (`directions`). Sweeps (mpirun/srun or --hosts with a
+    /// --pattern other than pairs) do this by default; see docs/directions.md.
     #[arg(short = 'b', long)]
     bidirectional: bool,
+
+    /// Measure one direction only (initiator to responder), also in sweeps: today's
+    /// perftest behaviour without -b.
+    #[arg(
+        long = "one-way",
+        alias = "no-bidirectional",
+        conflicts_with = "bidirectional"
+    )]
+    one_way: bool,
+
+    /// TCP: stream i leaves from source port PORT+i, so each flow's ECMP path is chosen
+    /// (and recorded in `flows`); default: the kernel picks.
+    #[arg(long = "src-port", value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    src_port: Option<u16>,
 
     /// Parallel streams: queue pairs (verbs) or connections (tcp).
     #[arg(short = 'q', long = "qps", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
@@ -148,18 +166,61 @@ impl PairTool for Bandwidth {
         let t = mine.expect("active side measured");
         let report = ep.side_report()?;
         drop(ep);
+        let interval_s = interval_ns as f64 / 1e9;
+        let my_loop = LoopFigures {
+            sent: t.sent,
+            seconds: t.seconds,
+            peak_gbit_s: t
+                .samples
+                .iter()
+                .map(|&m| gbit_s(m * size, interval_s))
+                .fold(0.0, f64::max),
+        };
         if run.spec.role == Role::Responder {
             send_json(run.link, &t.cores)?;
             send_json(run.link, &report)?;
+            // Bidirectional only: this side's own direction, for the per-direction figures.
+            send_json(run.link, &my_loop)?;
             return Ok(None);
         }
         let responder_cores: f64 = recv_json(run.link)?;
         let theirs: SideReport = recv_json(run.link)?;
+        let their_loop: Option<LoopFigures> = if plan.bidirectional {
+            Some(recv_json(run.link)?)
+        } else {
+            None
+        };
+        let directions = match &their_loop {
+            Some(tl) => directions::directions(
+                run.pair,
+                size,
+                [&my_loop, tl],
+                [&report.received, &theirs.received],
+            ),
+            None => Vec::new(),
+        };
+        let flows = if plan.streams <= 1 && plan.verbs.src_port.is_none() {
+            Vec::new()
+        } else if plan.transport == transport::TransportKind::Verbs {
+            directions::verbs_flows(
+                run.pair,
+                size,
+                plan.bidirectional,
+                (&report.sent, t.seconds),
+                (&theirs.sent, their_loop.as_ref().map_or(0.0, |l| l.seconds)),
+            )
+        } else {
+            directions::tcp_flows(
+                run.pair,
+                plan.bidirectional,
+                &report.received,
+                &theirs.received,
+            )
+        };
         // The peer's warm-up messages reach our receiver too; they are not part of the run.
         let messages = t.sent + t.received.saturating_sub(plan.warmup);
         let bytes = messages * size;
         let avg = gbit_s(bytes, t.seconds);
-        let interval_s = interval_ns as f64 / 1e9;
         let interval_gbit_s: Vec<f64> = t
             .samples
             .iter()
@@ -189,8 +250,8 @@ impl PairTool for Bandwidth {
             check_wrong_bytes: transport::check_wrong_bytes(&report, &theirs),
             memory: transport::memory_use(&report, &theirs),
             setup: Some(setup),
-            directions: Vec::new(),
-            flows: Vec::new(),
+            directions,
+            flows,
         })))
     }
 
@@ -249,6 +310,13 @@ fn plan(cli: &Cli) -> Result<Plan> {
     let transport = a.transport_kind()?;
     let mut verbs = a.verbs_options();
     verbs.check = cli.check;
+    verbs.src_port = cli.src_port;
+    if cli.src_port.is_some() && transport != transport::TransportKind::Tcp {
+        anyhow::bail!(
+            "--src-port picks TCP source ports: use it with --transport tcp (verbs flows are \
+             told apart by their QP numbers)"
+        );
+    }
     cli.gpu.apply(&mut verbs);
     if cli.check && a.op == Op::Send && verbs.gpu.is_none() {
         anyhow::bail!(
@@ -291,12 +359,23 @@ fn plan(cli: &Cli) -> Result<Plan> {
             }),
         streams: cli.qps,
         tx_depth: cli.tx_depth,
-        bidirectional: cli.bidirectional,
+        bidirectional: bidirectional(cli),
         timeout: a.timeout(),
         verbs,
         extra,
         local,
     })
+}
+
+/// Both directions at once: with `-b`, and by default in a sweep (several ranks or the
+/// agents paired by a pattern other than `pairs`), where a one-way figure would miss a
+/// bad transmitter on the side that never sent; `--one-way` keeps one direction.
+fn bidirectional(cli: &Cli) -> bool {
+    let a = &cli.p2p;
+    let launched = a.hosts.is_some()
+        || base::launcher::resolve_launcher(a.launcher) == base::launcher::Launcher::Mpi;
+    let sweep = launched && !matches!(a.pattern, p2p::pattern::PatternSpec::Pairs);
+    cli.bidirectional || (sweep && !cli.one_way)
 }
 
 fn main() {

@@ -6,13 +6,15 @@
 # destination addresses). Any one link or node can be degraded on its own:
 #
 #   simcluster.sh [--nodes N] [--rate RATE] [--slow-link A-B[:RATE]]... [--slow-node A[:RATE]]...
-#                 -- COMMAND [ARGS...]
+#                 [--slow-dir A>B[:RATE]]... -- COMMAND [ARGS...]
 #
 # runs `mpirun -np N COMMAND ARGS... --bind-addr 127.0.1.<rank+1>` in the namespace, every
 # rank as host sim-node<rank>. Healthy links get RATE each way (default 1gbit: steady
 # figures on a busy 2-core machine), a slow node's traffic in and out and a slow link's
-# traffic both ways get their own rate (default 50mbit: a link that trained low). The
-# namespace is removed on exit; the exit code is the command's.
+# traffic both ways get their own rate (default 50mbit: a link that trained low), and a
+# slow direction only the traffic from node A to node B (a bad transmitter or receiver:
+# B to A stays healthy; quote it, `>` is the shell's). The namespace is removed on exit;
+# the exit code is the command's.
 #
 # Why this shape: OpenMPI's launcher reaches its ranks over loopback, so ranks in other
 # network namespaces do not start (design.md); here the launcher and every rank share one
@@ -30,14 +32,15 @@ if [ "${1:-}" = "__node" ]; then
     --bind-addr "127.0.1.$((r + 1))"
 fi
 
-nodes=6 rate=1gbit slow_links=() slow_nodes=()
-usage() { sed -n '2,20p' "$0" >&2; exit 2; }
+nodes=6 rate=1gbit slow_links=() slow_nodes=() slow_dirs=()
+usage() { sed -n '2,22p' "$0" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --nodes) nodes=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
     --slow-link) slow_links+=("$2"); shift 2 ;;
     --slow-node) slow_nodes+=("$2"); shift 2 ;;
+    --slow-dir) slow_dirs+=("$2"); shift 2 ;;
     --) shift; break ;;
     -h|--help) usage ;;
     *) echo "simcluster: unknown option $1" >&2; usage ;;
@@ -77,24 +80,39 @@ for spec in "${slow_links[@]}"; do
   check_node "$a"; check_node "$b"
   [ "$a" != "$b" ] || { echo "simcluster: --slow-link $spec joins a node to itself" >&2; exit 2; }
   class=$((class + 1)); shape $class "$r"
-  match 1 $class match ip src "$(ip_of "$a")/32" match ip dst "$(ip_of "$b")/32"
+  match 2 $class match ip src "$(ip_of "$a")/32" match ip dst "$(ip_of "$b")/32"
   class=$((class + 1)); shape $class "$r"
-  match 1 $class match ip src "$(ip_of "$b")/32" match ip dst "$(ip_of "$a")/32"
+  match 2 $class match ip src "$(ip_of "$b")/32" match ip dst "$(ip_of "$a")/32"
   echo "simcluster: link sim-node$a <-> sim-node$b limited to $r" >&2
+done
+for spec in "${slow_dirs[@]}"; do
+  pair=${spec%%:*} r=50mbit; [ "$pair" != "$spec" ] && r=${spec#*:}
+  [[ "$pair" == *">"* ]] || { echo "simcluster: --slow-dir $spec is not A>B" >&2; exit 2; }
+  a=${pair%%>*} b=${pair#*>}
+  check_node "$a"; check_node "$b"
+  [ "$a" != "$b" ] || { echo "simcluster: --slow-dir $spec joins a node to itself" >&2; exit 2; }
+  # Only what A sends to B; B's traffic to A keeps the healthy rate. A shallow queue, as
+  # a switch port has: HTB's default leaf holds 1000 of loopback's 64 KiB packets, seconds
+  # at 50 Mbit/s, and the acknowledgements of B's data to A, which pass here, would wait
+  # behind them and slow B -> A too.
+  class=$((class + 1)); shape $class "$r"
+  inns tc qdisc add dev lo parent "1:$class" handle "$class:" bfifo limit 128kb
+  match 2 $class match ip src "$(ip_of "$a")/32" match ip dst "$(ip_of "$b")/32"
+  echo "simcluster: direction sim-node$a -> sim-node$b limited to $r" >&2
 done
 for spec in "${slow_nodes[@]}"; do
   n=${spec%%:*} r=50mbit; [ "$n" != "$spec" ] && r=${spec#*:}
   check_node "$n"
   # Everything the node receives, whoever sends it, shares its slow ingress class.
   class=$((class + 1)); shape $class "$r"
-  match 2 $class match ip dst "$(ip_of "$n")/32"
+  match 3 $class match ip dst "$(ip_of "$n")/32"
   class=$((class + 1)); shape $class "$r"
-  match 2 $class match ip src "$(ip_of "$n")/32"
+  match 3 $class match ip src "$(ip_of "$n")/32"
   echo "simcluster: node sim-node$n limited to $r in and out" >&2
 done
 for ((i = 0; i < nodes; i++)); do
   class=$((class + 1)); shape $class "$rate"
-  match 3 $class match ip src "$(ip_of $i)/32"
+  match 4 $class match ip src "$(ip_of $i)/32"
 done
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

@@ -48,6 +48,10 @@ pub struct VerbsOptions {
     /// (`--host-dmabuf`): the dma-buf path without a GPU.
     #[serde(default)]
     pub host_dmabuf: bool,
+    /// TCP (`--src-port`): stream i of a pair leaves from source port `src_port + i`, so a
+    /// test can pick which ECMP path each flow hashes onto; `None`: the kernel's choice.
+    #[serde(default)]
+    pub src_port: Option<u16>,
 }
 
 /// What one side reports after a size: its device counter deltas and, with `--check`, the
@@ -60,6 +64,44 @@ pub struct SideReport {
     /// Where this side's buffers lived (`None`: plain host memory).
     #[serde(default)]
     pub memory: Option<MemorySide>,
+    /// What this side received on each data stream, counted where it arrived (TCP): the
+    /// figures of the direction toward this side and of each flow. Empty where the
+    /// transport does not count per stream (verbs counts its own completions instead).
+    #[serde(default)]
+    pub received: Vec<StreamReceipt>,
+    /// What this side's timed loop sent on each queue pair (verbs), with the identity that
+    /// picks its ECMP path; the loop's time is the side's own.
+    #[serde(default)]
+    pub sent: Vec<QpSent>,
+}
+
+/// One queue pair's share of a side's timed loop (verbs).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct QpSent {
+    /// QP index within the pair (0-based).
+    pub index: u32,
+    /// This side's QP number.
+    pub qp_num: u32,
+    /// The GRH flow label its packets carried (RoCE); `None` when routed by LID.
+    pub flow_label: Option<u32>,
+    /// Messages of this QP completed in the timed loop.
+    pub messages: u64,
+}
+
+/// One data stream as its receiver counted it: the bytes that arrived and how long they
+/// took, from the first byte to the end of the stream, on the receiver's clock. Counting
+/// at the receiver keeps bytes still queued in the sender's socket buffer out of the
+/// figure (on a slow direction they are megabytes, seconds of wire time).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StreamReceipt {
+    /// Stream index within the pair (0-based, the initiator's connection order).
+    pub index: u32,
+    /// The sender's source port: with the addresses, what an L4 ECMP hash sees.
+    pub sender_port: u16,
+    /// Bytes received, warm-up included (the time covers them too).
+    pub bytes: u64,
+    /// First byte to end of stream.
+    pub seconds: f64,
 }
 
 /// Initiator: both sides' counters as the result's `counters` field (`None` when neither

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::{BandwidthEndpoint, EndpointSpec, LatencyEndpoint, Role, SideReport};
+use super::{BandwidthEndpoint, EndpointSpec, LatencyEndpoint, Role, SideReport, StreamReceipt};
 use crate::gpu::{pattern_bytes, wrong_bytes, StageMaker, StagedBuffer};
 use base::link::{recv_json, send_json, PeerLink};
 use results::MemorySide;
@@ -87,7 +87,39 @@ fn io_err(e: anyhow::Error) -> std::io::Error {
     std::io::Error::other(format!("{e:#}"))
 }
 
-/// Opens `spec.streams` data connections between the pair.
+/// The initiator's data connection number `i`: from the kernel's choice of source port,
+/// or from `--src-port` + i so each flow's 5-tuple, and with it its ECMP path, is chosen.
+fn connect_stream(spec: &EndpointSpec, to: SocketAddr, i: usize) -> Result<TcpStream> {
+    let hint = "(firewall? wrong --bind-addr?)";
+    match spec.verbs.src_port {
+        None => base::sockets::connect_from(to, Some(spec.local_ip), spec.timeout)
+            .with_context(|| format!("connecting the data stream to the peer at {to} {hint}")),
+        Some(base) => {
+            let port = flow_port(base, i)?;
+            base::sockets::connect_from_port(to, spec.local_ip, port, spec.timeout).with_context(
+                || {
+                    format!(
+                        "connecting data stream {i} from source port {port} to the peer at {to} \
+                         (another process or pair holds that port? pick another --src-port) {hint}"
+                    )
+                },
+            )
+        }
+    }
+}
+
+/// Source port of stream `i` under `--src-port BASE`: BASE + i, which must stay a port.
+pub fn flow_port(base: u16, i: usize) -> Result<u16> {
+    u16::try_from(usize::from(base) + i)
+        .ok()
+        .filter(|&p| p != 0)
+        .ok_or_else(|| {
+            anyhow!("--src-port {base} with stream {i} passes port 65535: pick a lower --src-port")
+        })
+}
+
+/// Opens `spec.streams` data connections between the pair, in the initiator's order on
+/// both sides (each connection's hello carries its index).
 fn establish(spec: &EndpointSpec, link: &mut dyn PeerLink) -> Result<Vec<TcpStream>> {
     let n = spec.streams.max(1) as usize;
     let streams = match spec.role {
@@ -104,15 +136,11 @@ fn establish(spec: &EndpointSpec, link: &mut dyn PeerLink) -> Result<Vec<TcpStre
         Role::Initiator => {
             let info: DataListener = recv_json(link)?;
             (0..n)
-                .map(|_| {
-                    let mut s = base::sockets::connect_from(info.addr, Some(spec.local_ip), spec.timeout).with_context(|| {
-                        format!(
-                            "connecting the data stream to the peer at {} (firewall? wrong --bind-addr?)",
-                            info.addr
-                        )
-                    })?;
+                .map(|i| {
+                    let mut s = connect_stream(spec, info.addr, i)?;
                     let mut hello = DATA_MAGIC.to_vec();
                     hello.extend_from_slice(&info.token.to_be_bytes());
+                    hello.extend_from_slice(&(i as u32).to_be_bytes());
                     s.write_all(&hello)?;
                     Ok(s)
                 })
@@ -135,18 +163,19 @@ fn accept_streams(
 ) -> Result<Vec<TcpStream>> {
     listener.set_nonblocking(true)?;
     let deadline = Instant::now() + timeout;
-    let mut streams = Vec::with_capacity(n);
+    let mut streams: Vec<(u32, TcpStream)> = Vec::with_capacity(n);
     while streams.len() < n {
         match listener.accept() {
             Ok((mut s, from)) => {
                 s.set_nonblocking(false)?;
                 s.set_read_timeout(Some(timeout.min(Duration::from_secs(5))))?;
-                let mut hello = [0u8; 12];
+                let mut hello = [0u8; 16];
                 let ok = s.read_exact(&mut hello).is_ok()
                     && &hello[..4] == DATA_MAGIC
-                    && hello[4..] == token.to_be_bytes();
-                if ok {
-                    streams.push(s);
+                    && hello[4..12] == token.to_be_bytes();
+                let index = u32::from_be_bytes([hello[12], hello[13], hello[14], hello[15]]);
+                if ok && (index as usize) < n && !streams.iter().any(|(i, _)| *i == index) {
+                    streams.push((index, s));
                 } else {
                     eprintln!("ignored a data connection from {from} without the session token");
                 }
@@ -164,7 +193,8 @@ fn accept_streams(
             Err(e) => return Err(e).context("accepting a data connection"),
         }
     }
-    Ok(streams)
+    streams.sort_by_key(|(i, _)| *i);
+    Ok(streams.into_iter().map(|(_, s)| s).collect())
 }
 
 /// Turns a socket error inside a test into a sentence about the peer.
@@ -330,27 +360,52 @@ pub struct TcpBandwidth {
     maker: Option<Box<dyn StageMaker>>,
     /// Receiving side's stages after the stream ended (for `--check`).
     received: Vec<Box<dyn StagedBuffer>>,
+    /// What arrived on each stream, counted here (for the direction and flow figures).
+    receipts: Vec<StreamReceipt>,
     check: bool,
 }
 
 /// What a receiving thread hands back.
 struct Drained {
     bytes: u64,
+    /// First byte to end of stream, on this side's clock.
+    seconds: f64,
+    /// The sender's port, read while the connection was up (after both ends closed the
+    /// kernel no longer answers for the peer).
+    sender_port: u16,
     stream: TcpStream,
     stage: Option<Box<dyn StagedBuffer>>,
 }
 
-/// Reads a stream to its end, counting bytes. With a stage, reads whole messages into its
-/// pinned host memory and copies each into the GPU, as a staged receiver must.
+impl Drained {
+    /// This stream as its receiver counted it (stream `index` of the pair).
+    fn receipt(&self, index: usize) -> StreamReceipt {
+        StreamReceipt {
+            index: index as u32,
+            sender_port: self.sender_port,
+            bytes: self.bytes,
+            seconds: self.seconds,
+        }
+    }
+}
+
+/// Reads a stream to its end, counting bytes and timing them from the first byte. With a
+/// stage, reads whole messages into its pinned host memory and copies each into the GPU,
+/// as a staged receiver must.
 fn drain(mut s: TcpStream, mut stage: Option<Box<dyn StagedBuffer>>) -> std::io::Result<Drained> {
+    let sender_port = s.peer_addr()?.port();
     let mut total = 0u64;
+    let mut first: Option<Instant> = None;
     match stage.as_mut() {
         None => {
             let mut buf = vec![0u8; RECV_CHUNK];
             loop {
                 match s.read(&mut buf) {
                     Ok(0) => break,
-                    Ok(n) => total += n as u64,
+                    Ok(n) => {
+                        first.get_or_insert_with(Instant::now);
+                        total += n as u64;
+                    }
                     Err(e) if e.kind() == ErrorKind::Interrupted => {}
                     Err(e) => return Err(e),
                 }
@@ -358,6 +413,7 @@ fn drain(mut s: TcpStream, mut stage: Option<Box<dyn StagedBuffer>>) -> std::io:
         }
         Some(st) => {
             while read_message(&mut s, st.host())? {
+                first.get_or_insert_with(Instant::now);
                 total += st.host().len() as u64;
                 st.upload().map_err(io_err)?;
             }
@@ -365,6 +421,8 @@ fn drain(mut s: TcpStream, mut stage: Option<Box<dyn StagedBuffer>>) -> std::io:
     }
     Ok(Drained {
         bytes: total,
+        seconds: first.map_or(0.0, |t| t.elapsed().as_secs_f64()),
+        sender_port,
         stream: s,
         stage,
     })
@@ -388,15 +446,31 @@ impl TcpBandwidth {
             (Some(m), true) => Some(source_stage(m.as_ref(), size)?),
             _ => None,
         };
-        let streams = establish(spec, link)?;
         let mut receivers = Vec::new();
-        if spec.bidirectional {
-            for s in &streams {
-                let r = s.try_clone()?;
+        let streams = if spec.bidirectional {
+            // Each direction on connections of its own, as iperf3 --bidir does: data both
+            // ways on one connection would carry one direction's acknowledgements behind
+            // the other's data, so a slow direction would slow the other too. The first
+            // `streams` connections carry the initiator's data, the rest the responder's.
+            let n = spec.streams.max(1) as usize;
+            let both = EndpointSpec {
+                streams: 2 * n as u32,
+                ..spec.clone()
+            };
+            let mut all = establish(&both, link)?;
+            let theirs = all.split_off(n);
+            let (send, recv) = match spec.role {
+                Role::Initiator => (all, theirs),
+                Role::Responder => (theirs, all),
+            };
+            for r in recv {
                 let stage = maker.as_ref().map(|m| m.make(size)).transpose()?;
                 receivers.push(std::thread::spawn(move || drain(r, stage)));
             }
-        }
+            send
+        } else {
+            establish(spec, link)?
+        };
         Ok(Self {
             streams,
             next: 0,
@@ -408,6 +482,7 @@ impl TcpBandwidth {
             source,
             maker,
             received: Vec::new(),
+            receipts: Vec::new(),
             check: spec.verbs.check,
         })
     }
@@ -439,12 +514,13 @@ impl BandwidthEndpoint for TcpBandwidth {
         }
         if self.bidirectional {
             let mut bytes = 0;
-            for h in self.receivers.drain(..) {
+            for (i, h) in self.receivers.drain(..).enumerate() {
                 let d = h
                     .join()
                     .map_err(|_| anyhow!("receiver thread panicked"))?
                     .map_err(|e| peer_error(e, self.timeout, "receiving the peer's stream"))?;
                 bytes += d.bytes;
+                self.receipts.push(d.receipt(i));
                 self.received.extend(d.stage);
             }
             return Ok(bytes / self.size as u64);
@@ -472,7 +548,7 @@ impl BandwidthEndpoint for TcpBandwidth {
             handles.push(std::thread::spawn(move || drain(s, stage)));
         }
         let mut total = 0;
-        for h in handles {
+        for (i, h) in handles.into_iter().enumerate() {
             let mut d = h
                 .join()
                 .map_err(|_| anyhow!("receiver thread panicked"))?
@@ -481,6 +557,7 @@ impl BandwidthEndpoint for TcpBandwidth {
                 .write_all(&d.bytes.to_be_bytes())
                 .map_err(|e| peer_error(e, self.timeout, "acknowledging the stream"))?;
             total += d.bytes;
+            self.receipts.push(d.receipt(i));
             self.received.extend(d.stage);
         }
         Ok(total)
@@ -498,6 +575,7 @@ impl BandwidthEndpoint for TcpBandwidth {
         Ok(SideReport {
             check_wrong_bytes: wrong,
             memory: self.maker.as_ref().map(|m| m.side()),
+            received: self.receipts.clone(),
             ..Default::default()
         })
     }

@@ -22,7 +22,7 @@ use super::cq;
 use super::qp::SendOp;
 use super::session::{self, Session, Shape, CTRL_WR};
 use super::RdmaOp;
-use crate::endpoint::{BandwidthEndpoint, EndpointSpec, Op, Role, SideReport};
+use crate::endpoint::{BandwidthEndpoint, EndpointSpec, Op, QpSent, Role, SideReport};
 use base::link::PeerLink;
 
 /// perftest's default completion moderation: one signaled request in 100.
@@ -67,6 +67,8 @@ pub struct VerbsBandwidth<'a> {
     completed: Vec<u64>,
     /// Sum of `completed` when the timed loop started.
     base: u64,
+    /// Per QP: `completed` when the timed loop started.
+    base_per_qp: Vec<u64>,
     /// Messages the timed loop may post (`u64::MAX` before it and in duration mode), and
     /// how many it has.
     budget: u64,
@@ -120,6 +122,7 @@ impl<'a> VerbsBandwidth<'a> {
             },
             posted: vec![0; n],
             completed: vec![0; n],
+            base_per_qp: vec![0; n],
             base: 0,
             budget: u64::MAX,
             limit: spec.iterations.unwrap_or(u64::MAX),
@@ -286,6 +289,7 @@ impl BandwidthEndpoint for VerbsBandwidth<'_> {
     fn quiesce(&mut self) -> Result<()> {
         self.drain()?;
         self.base = self.total_completed();
+        self.base_per_qp = self.completed.clone();
         self.warmup_steps = self.steps;
         self.timed_posted = 0;
         self.budget = self.limit;
@@ -383,6 +387,19 @@ impl BandwidthEndpoint for VerbsBandwidth<'_> {
                 None
             },
             memory: self.s.memory.clone(),
+            sent: self
+                .completed
+                .iter()
+                .zip(&self.base_per_qp)
+                .enumerate()
+                .map(|(q, (c, b))| QpSent {
+                    index: q as u32,
+                    qp_num: self.s.qps[q].qpn,
+                    flow_label: self.s.flow_labels.get(q).copied().flatten(),
+                    messages: c.saturating_sub(*b),
+                })
+                .collect(),
+            ..Default::default()
         })
     }
 }

@@ -275,6 +275,7 @@ impl LatencyEndpoint for VerbsLatency<'_> {
             counters: self.s.counters(),
             check_wrong_bytes: None,
             memory: self.s.memory.clone(),
+            ..Default::default()
         })
     }
 }

@@ -51,6 +51,17 @@ pub struct Path {
     pub remote_qpn: u32,
     /// RDMA reads in flight, each way.
     pub rd_atomic: u8,
+    /// GRH flow label (20 bits) of this QP's packets. RoCE v2 NICs derive the UDP source
+    /// port from it when it is non-zero, and switches hash that port onto an ECMP path, so
+    /// distinct labels spread a pair's QPs over paths (0: the NIC's own choice, from the
+    /// QP numbers).
+    pub flow_label: u32,
+}
+
+/// The GRH flow label of a pair's QP number `i`: distinct per QP, never 0 (0 hands the
+/// choice back to the NIC), within the field's 20 bits.
+pub fn flow_label(i: usize) -> u32 {
+    (i as u32 % 0xF_FFFF) + 1
 }
 
 /// What a send work request does.
@@ -213,7 +224,7 @@ impl QueuePair {
             a.ah_attr.grh.sgid_index = sgid;
             a.ah_attr.grh.hop_limit = 64;
             a.ah_attr.grh.traffic_class = 0;
-            a.ah_attr.grh.flow_label = 0;
+            a.ah_attr.grh.flow_label = p.flow_label & 0xF_FFFF;
         }
         self.modify(
             &mut a,
@@ -229,7 +240,11 @@ impl QueuePair {
                  max dest rd atomic {}: a wrong GID index (-x), an MTU above the port's, or a \
                  peer on another port type usually causes this)",
                 match p.sgid_index {
-                    Some(i) => format!("sgid index {i}, dgid {}", std::net::Ipv6Addr::from(p.dgid)),
+                    Some(i) => format!(
+                        "sgid index {i}, dgid {}, flow label {}",
+                        std::net::Ipv6Addr::from(p.dgid),
+                        p.flow_label
+                    ),
                     None => format!("dlid {}", p.dlid),
                 },
                 super::device::mtu_bytes(p.mtu),

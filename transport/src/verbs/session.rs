@@ -119,6 +119,8 @@ pub struct Session {
     out_beat: Local,
     in_stop: Remote,
     in_beat: Remote,
+    /// Per QP: the GRH flow label its packets carry (RoCE; `None` when routed by LID).
+    pub flow_labels: Vec<Option<u32>>,
     /// Bytes per slot (the largest message size rounded up to 64).
     pub slot: usize,
     /// The largest message the memory holds.
@@ -370,12 +372,17 @@ impl Session {
                 remote_psn: peer.psns[i],
                 remote_qpn: peer.qpns[i],
                 rd_atomic: rd_atomic.min(peer.rd_atomic) as u8,
+                flow_label: super::qp::flow_label(i),
             })?;
         }
         let recv_dst = (0..qps_n)
             .map(|q| data.local((qps_n + q) * slot, slot))
             .collect::<Result<Vec<_>>>()?;
+        let flow_labels = (0..qps.len())
+            .map(|i| sgid_index.map(|_| super::qp::flow_label(i)))
+            .collect();
         let mut me = Self {
+            flow_labels,
             out_stop: ctrl.local(OUT_STOP, 16)?,
             out_stop_send: ctrl.local(OUT_STOP, 0)?,
             out_beat: ctrl.local(OUT_BEAT, 8)?,
