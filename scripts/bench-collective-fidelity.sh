@@ -56,8 +56,9 @@ echo "# $(date -u +%FT%TZ) $(uname -n): $(nproc) cores, load average $(load) (1,
 echo "# building (cargo $PROFILE, mpicc -O2)" >&2
 cargo build --quiet --profile "$PROFILE" -p bench-collective
 cargo build --quiet --profile "$PROFILE" -p fabric --example collective_stamp_cost
-OURS="$ROOT/target/$PROFILE/bench-collective"
-STAMPS="$ROOT/target/$PROFILE/examples/collective_stamp_cost"
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+OURS=${OURS:-"$TARGET/$PROFILE/bench-collective"}
+STAMPS="$TARGET/$PROFILE/examples/collective_stamp_cost"
 if [ -n "${OUT:-}" ]; then
     WORK=$OUT
     mkdir -p "$WORK"

@@ -19,6 +19,9 @@ use mpi::topology::SimpleCommunicator;
 
 use super::{Backend, Buf, Step, Timed};
 
+/// What fresh buffers hold until a size writes its input.
+const POISON_FILL: u8 = 0x5a;
+
 pub struct MpiBackend<'a> {
     colls: Collectives<'a>,
     clock: LoopClock,
@@ -77,7 +80,11 @@ impl Backend for MpiBackend<'_> {
         for b in [Buf::Send, Buf::Recv] {
             let v = self.buf(b);
             if v.len() < bytes {
-                *v = vec![0u8; bytes];
+                // Written, not `vec![0; n]`: a zeroed allocation is lazily mapped zero
+                // pages, and the first call to touch each page would pay its fault
+                // inside a timed loop (the reference's buffers are written before it
+                // times anything).
+                *v = vec![POISON_FILL; bytes];
             }
         }
         Ok(())
