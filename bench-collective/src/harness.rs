@@ -367,6 +367,9 @@ fn on_team(
 ) -> Result<TeamEnd> {
     let team = site.team;
     let me = team.rank() == 0;
+    if let Some(ep) = &plan.ep {
+        return on_team_ep(plan, ep, site, sweep);
+    }
     let mut backend = match make_backend(plan.backend, team) {
         Ok(b) => b,
         Err(_) => return Ok(TeamEnd::Failed),
@@ -442,6 +445,59 @@ fn on_team(
         }
         if me {
             println!("{}", report::footer(&rows));
+        }
+        sweep.rows.extend(rows);
+    }
+    Ok(TeamEnd::Done)
+}
+
+/// The expert-parallel collectives on one team, size by size (tokens per rank).
+fn on_team_ep(
+    plan: &Plan,
+    ep: &crate::ep::EpPlan,
+    site: &measure::Site,
+    sweep: &mut Sweep,
+) -> Result<TeamEnd> {
+    let team = site.team;
+    let me = team.rank() == 0;
+    if plan.backend != BackendKind::Mpi {
+        if me {
+            eprintln!(
+                "bench-collective: error: ep_dispatch/ep_combine run on the MPI backend only in \
+                 this build (the NCCL grouped send/recv path is not written yet): use --backend mpi"
+            );
+        }
+        return Ok(TeamEnd::Failed);
+    }
+    let check = crate::ep::run::ranks_per_node(ep, site).and_then(|rpn| {
+        let g = crate::ep::route::Geometry::new(
+            team.size() as usize,
+            rpn,
+            ep.experts as usize,
+            ep.topk as usize,
+        )?;
+        crate::ep::route::check(ep.routing, &g)
+    });
+    if let Err(e) = check {
+        if me {
+            eprintln!("bench-collective: error: {e:#}");
+        }
+        return Ok(TeamEnd::Failed);
+    }
+    if me {
+        println!("{}", report::ep_title(ep, plan.backend.name(), team.size(), site.spec.nodes));
+        println!("{}", report::ep_header());
+    }
+    for &tokens in &ep.tokens {
+        team.barrier("before the next size");
+        if team.any(interrupt::interrupted()) {
+            return Ok(TeamEnd::Stopped);
+        }
+        let rows = crate::ep::run::size(plan, ep, site, tokens)?;
+        if me {
+            for r in &rows {
+                println!("{}", report::ep_row(r));
+            }
         }
         sweep.rows.extend(rows);
     }
