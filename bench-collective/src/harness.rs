@@ -485,7 +485,10 @@ fn on_team_ep(
         return Ok(TeamEnd::Failed);
     }
     if me {
-        println!("{}", report::ep_title(ep, plan.backend.name(), team.size(), site.spec.nodes));
+        println!(
+            "{}",
+            report::ep_title(ep, plan.backend.name(), team.size(), site.spec.nodes)
+        );
         println!("{}", report::ep_header());
     }
     for &tokens in &ep.tokens {
@@ -547,9 +550,10 @@ fn warm_up_largest(plan: &Plan, site: &measure::Site, backend: &mut dyn Backend)
         op: plan.op,
         root,
     };
-    let _g = team
-        .watchdog()
-        .arm(format!("in the warm-up of {} at the largest size", coll.name));
+    let _g = team.watchdog().arm(format!(
+        "in the warm-up of {} at the largest size",
+        coll.name
+    ));
     backend.calls(&step, plan.warmup.max(1))
 }
 

@@ -121,7 +121,9 @@ pub fn resolve(r: Cli) -> Result<Plan> {
     } else {
         128
     };
-    let minbytes = r.minbytes.unwrap_or(r.maxbytes.unwrap_or(default_size).min(default_size));
+    let minbytes = r
+        .minbytes
+        .unwrap_or(r.maxbytes.unwrap_or(default_size).min(default_size));
     let maxbytes = r.maxbytes.unwrap_or(minbytes.max(default_size));
     if minbytes > maxbytes {
         bail!(

@@ -41,7 +41,9 @@ impl Routing {
                 .ok()
                 .filter(|&g| g > 0)
                 .map(Routing::Nodes)
-                .ok_or_else(|| format!("--routing node:G: '{g}' is not a node count of at least 1")),
+                .ok_or_else(|| {
+                    format!("--routing node:G: '{g}' is not a node count of at least 1")
+                }),
             Some(("zipf", v)) => Ok(Routing::Zipf(num(v, "zipf:S")?)),
             Some(("hot", v)) => Ok(Routing::Hot(num(v, "hot:R")?)),
             _ => Err(format!(

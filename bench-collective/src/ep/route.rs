@@ -285,7 +285,10 @@ mod tests {
         let hot = received(Routing::Hot(4.0));
         assert!(hot[0] > hot[1] * 5 / 4, "{hot:?}");
         let uni = received(Routing::Uniform);
-        assert!(uni[0] < uni[1] * 5 / 4 && uni[1] < uni[0] * 5 / 4, "{uni:?}");
+        assert!(
+            uni[0] < uni[1] * 5 / 4 && uni[1] < uni[0] * 5 / 4,
+            "{uni:?}"
+        );
         assert!(check(Routing::Nodes(1), &Geometry::new(8, 4, 8, 8).unwrap()).is_err());
     }
 }

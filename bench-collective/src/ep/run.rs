@@ -288,10 +288,11 @@ fn exchange_counts(
                     dst += k;
                 }
             }
-            let r2: Vec<usize> = all_to_all(rail, &s2.iter().map(|&x| x as u64).collect::<Vec<_>>())
-                .into_iter()
-                .map(|x| x as usize)
-                .collect();
+            let r2: Vec<usize> =
+                all_to_all(rail, &s2.iter().map(|&x| x as u64).collect::<Vec<_>>())
+                    .into_iter()
+                    .map(|x| x as usize)
+                    .collect();
             let off = (0..nodes).filter(|&n| n != my_node).map(|n| s2[n]).sum();
             Counts {
                 order,
@@ -422,10 +423,7 @@ pub fn size(plan: &Plan, ep: &EpPlan, site: &Site, tokens: u64) -> Result<Vec<Co
     };
     let clock = LoopClock::new();
     let progress = Arc::new(AtomicU64::new(0));
-    let guard = |what: String| {
-        team.watchdog()
-            .arm_progress(what, Arc::clone(&progress))
-    };
+    let guard = |what: String| team.watchdog().arm_progress(what, Arc::clone(&progress));
 
     // The count exchange, timed apart (DeepEP's "notify").
     let counts = {
@@ -464,8 +462,22 @@ pub fn size(plan: &Plan, ep: &EpPlan, site: &Site, tokens: u64) -> Result<Vec<Co
     let mut c_send = vec![0x5au8; counts.recv_rows * row_c];
     let mut c_recv = vec![0x5au8; counts.send_rows * row_c];
     fill_dispatch(&mut d_send, me, &to, &counts.order, hidden);
-    let mut dispatch = path(&counts, comm, node_comm.as_ref(), rail_comm.as_ref(), row_d, false)?;
-    let mut combine = path(&counts, comm, node_comm.as_ref(), rail_comm.as_ref(), row_c, true)?;
+    let mut dispatch = path(
+        &counts,
+        comm,
+        node_comm.as_ref(),
+        rail_comm.as_ref(),
+        row_d,
+        false,
+    )?;
+    let mut combine = path(
+        &counts,
+        comm,
+        node_comm.as_ref(),
+        rail_comm.as_ref(),
+        row_c,
+        true,
+    )?;
     // Everyone's routing, for the check (what each rank must receive, and the gates).
     let all: Option<Vec<RankRouting>> = plan.check.then(|| {
         (0..ranks)
@@ -522,14 +534,16 @@ pub fn size(plan: &Plan, ep: &EpPlan, site: &Site, tokens: u64) -> Result<Vec<Co
                 let _g = guard(format!("in the checked call of {}", coll.name));
                 recv.fill(0xff);
                 p.run(send, recv)?;
-                let mut w = if coll.backwards {
+                if site.corrupt {
+                    if let Some(b) = recv.first_mut() {
+                        *b ^= 0x41;
+                    }
+                }
+                let w = if coll.backwards {
                     check_combine(recv, &mine, &to, &counts.order, me, hidden)
                 } else {
                     check_dispatch(recv, rows, hidden)
                 };
-                if site.corrupt && w == 0 {
-                    w = 1;
-                }
                 Some(w)
             }
             _ => None,

@@ -428,7 +428,10 @@ impl<'a> RowExchange<'a> {
         let row = unsafe {
             let mut row: ffi::MPI_Datatype = std::mem::zeroed();
             let rc = ffi::MPI_Type_contiguous(width, ffi::RSMPI_UINT8_T, &mut row);
-            ensure!(rc == 0, "MPI_Type_contiguous failed with MPI error code {rc}");
+            ensure!(
+                rc == 0,
+                "MPI_Type_contiguous failed with MPI error code {rc}"
+            );
             let rc = ffi::MPI_Type_commit(&mut row);
             ensure!(rc == 0, "MPI_Type_commit failed with MPI error code {rc}");
             row
