@@ -25,12 +25,20 @@
 # This is a measurement, not a test: the load of the machine shows in every figure, so
 # the load average is printed at the start and the end. Run it on an idle node, twice.
 #
+# Then (unless A2A_NP is empty) alltoall and the uniform ep_dispatch at A2A_NP ranks
+# (default 8) against benches/mpi_alltoallv.c: MPI_Alltoall at the same sizes, and
+# MPI_Alltoallv at equal counts: the count matrix is computed here, in Python, by a third
+# implementation of the router's specification (docs/load.md), from the same seed; the
+# same three-run rounds, ratios and spreads.
+#
 # Usage: scripts/bench-collective-fidelity.sh [NPS] [ROUNDS]   (defaults "2 4" and 7)
 # Env:   MPIRUN (default: mpirun), MPIRUN_ARGS (default: --bind-to none, plus
 #        --oversubscribe when NP exceeds the cores), CARGO_PROFILE (default: release),
 #        NICE (e.g. "nice -n -5"), MAXBYTES (default 64M, as bytes), SCALE (multiplies
 #        every iteration count, default 1; e.g. 0.2 for a quick look on a loaded machine),
-#        OUT (directory to keep the raw figures in; default a temporary one).
+#        OUT (directory to keep the raw figures in; default a temporary one),
+#        A2A_NP (ranks of the alltoall/EP part, default 8; empty skips it), EP_TOKENS
+#        (default 512), EP_HIDDEN (default 1024), EP_EXPERTS (64), EP_TOPK (8), EP_SEED (1).
 set -euo pipefail
 
 NPS=${1:-"2 4"}
@@ -56,8 +64,9 @@ echo "# $(date -u +%FT%TZ) $(uname -n): $(nproc) cores, load average $(load) (1,
 echo "# building (cargo $PROFILE, mpicc -O2)" >&2
 cargo build --quiet --profile "$PROFILE" -p bench-collective
 cargo build --quiet --profile "$PROFILE" -p transport --features mpi --example collective_stamp_cost
-OURS="$ROOT/target/$PROFILE/bench-collective"
-STAMPS="$ROOT/target/$PROFILE/examples/collective_stamp_cost"
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+OURS=${OURS:-"$TARGET/$PROFILE/bench-collective"}
+STAMPS="$TARGET/$PROFILE/examples/collective_stamp_cost"
 if [ -n "${OUT:-}" ]; then
     WORK=$OUT
     mkdir -p "$WORK"
@@ -66,6 +75,7 @@ else
     trap 'rm -rf "$WORK"' EXIT
 fi
 mpicc -O2 -o "$WORK/mpi_allreduce" benches/mpi_allreduce.c
+mpicc -O2 -o "$WORK/mpi_alltoallv" benches/mpi_alltoallv.c
 
 launch() {
     local np=$1
@@ -163,4 +173,95 @@ for np_ in nps:
     print(f"# {np_} ranks: worst deviation {worst*100:.1f}%")
 print(f"# {total_bad} size(s) outside both 5% and the reference's own spread")
 PY
+
+
+A2A_NP=${A2A_NP-8}
+if [ -n "$A2A_NP" ]; then
+    TOK=${EP_TOKENS:-512} HID=${EP_HIDDEN:-1024} NEXP=${EP_EXPERTS:-64} TOPK=${EP_TOPK:-8} SEED=${EP_SEED:-1}
+    ROW=$((HID + HID / 128 * 4))
+    # The router's specification (docs/load.md), uniform routing, written once more here.
+    python3 - "$A2A_NP" "$TOK" "$NEXP" "$TOPK" "$SEED" >"$WORK/counts.txt" <<'PY'
+import sys
+R, T, E, K, seed = map(int, sys.argv[1:])
+M = (1 << 64) - 1
+counts = []
+for r in range(R):
+    state = (seed ^ (r * 0xD1B54A32D192ED03)) & M
+    def nxt():
+        global state
+        state = (state + 0x9E3779B97F4A7C15) & M
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M
+        return z ^ (z >> 31)
+    row = [0] * R
+    for t in range(T):
+        sel = []
+        while len(sel) < K:
+            x = (nxt() >> 11) * (1.0 / (1 << 53)) * E
+            e = E - 1
+            acc = 0.0
+            for c in range(E):
+                acc += 1.0
+                if acc > x:
+                    e = c
+                    break
+            if e not in sel:
+                sel.append(e)
+        for p in sorted({e // (E // R) for e in sel}):
+            row[p] += 1
+    counts.append(row)
+for row in counts:
+    print(" ".join(map(str, row)))
+PY
+    a2a_iters=$(python3 -c "print(max(10, round(200 * $SCALE)))")
+    ep_iters=$(python3 -c "print(max(10, round(100 * $SCALE)))")
+    for round in $(seq 1 "$ROUNDS"); do
+        echo "# alltoall/ep_dispatch at $A2A_NP ranks, round $round of $ROUNDS (load $(load))" >&2
+        for which in a b; do
+            [ "$which" = b ] && {
+                launch "$A2A_NP" "$OURS" alltoall -b 32K -e 1M -f 4 -n "$a2a_iters" -w 5 -c 0 \
+                    --json "$WORK/a2a.$round.json" >/dev/null 2>"$WORK/ours.err" || { cat "$WORK/ours.err" >&2; exit 1; }
+                launch "$A2A_NP" "$OURS" ep_dispatch -b "$TOK" -e "$TOK" -n "$ep_iters" -w 5 -c 0 \
+                    --routing uniform --seed "$SEED" --hidden "$HID" --experts "$NEXP" --topk "$TOPK" \
+                    --json "$WORK/ep.$round.json" >/dev/null 2>"$WORK/ours.err" || { cat "$WORK/ours.err" >&2; exit 1; }
+            }
+            launch "$A2A_NP" "$WORK/mpi_alltoallv" alltoall 32768 1048576 "$a2a_iters" 5 \
+                | sed "s/^/a2a $round $which /" >>"$WORK/a2a_ref.txt"
+            launch "$A2A_NP" "$WORK/mpi_alltoallv" alltoallv "$ROW" "$ep_iters" 5 "$WORK/counts.txt" \
+                | sed "s/^/ep $round $which /" >>"$WORK/a2a_ref.txt"
+        done
+    done
+    python3 - "$WORK" "$ROUNDS" "$TOK" <<'PY'
+import glob, json, statistics, sys
+work, rounds, tok = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+med = statistics.median
+ref, ours = {}, {}
+for line in open(f"{work}/a2a_ref.txt"):
+    kind, rnd, which, size, us = line.split()
+    key = (kind, int(size) if kind == "a2a" else tok)
+    ref.setdefault(key, {}).setdefault(which, {})[int(rnd)] = float(us)
+for kind, pat in (("a2a", "a2a"), ("ep", "ep")):
+    for path in glob.glob(f"{work}/{pat}.*.json"):
+        rnd = int(path.rsplit("/", 1)[1].split(".")[1])
+        for r in json.load(open(path))["results"]:
+            key = (kind, r["size_bytes"] if kind == "a2a" else r["count"])
+            ours.setdefault(key, {})[rnd] = r["out_of_place"]["time_us"]
+print("# alltoall (MPI_Alltoall float32) and ep_dispatch uniform (MPI_Alltoallv at equal counts)")
+print(f"# {'what':>14} {'ref us':>10} {'ours us':>10} {'ratio':>7} {'spread':>7}  verdict")
+bad = 0
+for key in sorted(ref):
+    a, b, o = ref[key].get("a", {}), ref[key].get("b", {}), ours.get(key, {})
+    if not (a and b and o):
+        continue
+    rm, om = med(list(a.values()) + list(b.values())), med(o.values())
+    spread = abs(med(b.values()) / med(a.values()) - 1)
+    ratio = om / rm
+    ok = abs(ratio - 1) <= max(0.05, spread)
+    bad += not ok
+    name = f"{key[0]} {key[1]}{' B' if key[0] == 'a2a' else ' tok'}"
+    print(f"  {name:>14} {rm:10.2f} {om:10.2f} {ratio:7.3f} {spread:7.3f}  {'ok' if ok else 'OUTSIDE'}")
+print(f"# {bad} row(s) outside both 5% and the reference's own spread")
+PY
+fi
 echo "# load average at the end $(load)"

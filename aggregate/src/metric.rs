@@ -66,6 +66,16 @@ pub enum Metric {
     /// GPU copy baseline bandwidth (`bench-bw --test h2d|d2h|d2d|p2p`), 10^9 byte/s as GPU
     /// tools print it; only copy rows (transport `cuda`) have it.
     CopyBw,
+    /// Expert-parallel rows (`ep_dispatch`, `ep_combine`): payload bytes that left their
+    /// node, per rank, over the slowest rank's median step, 10^9 byte/s (NIC traffic; the
+    /// DeepEP-compatible figure, which counts the own node too, is `ep_deepep_bw`).
+    EpNetworkBw,
+    /// DeepEP's "RDMA GB/s": one copy per token and destination node, own node included.
+    EpDeepepBw,
+    /// The slowest rank's step time per iteration, 99th percentile, microseconds.
+    EpStepP99,
+    /// Copies received by the busiest rank over the mean (1 = even).
+    EpImbalance,
 }
 
 /// A latency percentile.
@@ -135,6 +145,10 @@ pub const ALL: &[(&str, Metric, &str)] = &[
     ("suspects", Metric::Suspects, "suspects"),
     ("disturbed_results", Metric::Disturbed, "results"),
     ("copy_bw", Metric::CopyBw, "GB/s"),
+    ("ep_network_bw", Metric::EpNetworkBw, "GB/s"),
+    ("ep_deepep_bw", Metric::EpDeepepBw, "GB/s"),
+    ("ep_step_p99", Metric::EpStepP99, "us"),
+    ("ep_imbalance", Metric::EpImbalance, "ratio"),
 ];
 
 impl Metric {
@@ -171,7 +185,11 @@ impl Metric {
             | Metric::Algbw
             | Metric::Efficiency
             | Metric::ScalingEfficiency
-            | Metric::CollTime => RowKind::Collective,
+            | Metric::CollTime
+            | Metric::EpNetworkBw
+            | Metric::EpDeepepBw
+            | Metric::EpStepP99
+            | Metric::EpImbalance => RowKind::Collective,
             Metric::Wrong => RowKind::Collective,
             Metric::LinkLoss => RowKind::Counters,
             Metric::FailedPairs | Metric::MatrixCoverage | Metric::Suspects => RowKind::Matrix,
@@ -192,6 +210,8 @@ impl Metric {
                 | Metric::ScalingEfficiency
                 | Metric::MatrixCoverage
                 | Metric::CopyBw
+                | Metric::EpNetworkBw
+                | Metric::EpDeepepBw
         )
     }
 
@@ -232,6 +252,10 @@ impl Metric {
                 (!parts.is_empty()).then(|| parts.iter().map(|&w| w as f64).sum::<f64>())
             }
             Metric::Latency(p) => Some(p.of(&t.latency_us)),
+            Metric::EpNetworkBw => r.ep.as_ref().map(|e| e.network_gbyte_s),
+            Metric::EpDeepepBw => r.ep.as_ref().map(|e| e.deepep_gbyte_s),
+            Metric::EpStepP99 => r.ep.as_ref().map(|e| e.step_p99_us),
+            Metric::EpImbalance => r.ep.as_ref().map(|e| e.imbalance),
             _ => None,
         }
     }
@@ -340,6 +364,30 @@ mod tests {
             assert_eq!(m.name(), *name);
         }
         assert!(Metric::parse("latency").is_none());
+    }
+
+    #[test]
+    fn ep_metrics_read_the_ep_block_only() {
+        let mut r = match synth::collective_doc(8, &[1 << 20], 10.0, 100.0, 1)
+            .results
+            .remove(0)
+        {
+            results::TestResult::Collective(c) => c,
+            _ => unreachable!(),
+        };
+        assert_eq!(Metric::EpNetworkBw.of_collective(&r, None), None);
+        r.ep = Some(results::collective::EpFigures {
+            network_gbyte_s: 12.5,
+            deepep_gbyte_s: 20.0,
+            step_p99_us: 300.0,
+            imbalance: 1.25,
+            ..Default::default()
+        });
+        assert_eq!(Metric::EpNetworkBw.of_collective(&r, None), Some(12.5));
+        assert_eq!(Metric::EpDeepepBw.of_collective(&r, None), Some(20.0));
+        assert_eq!(Metric::EpStepP99.of_collective(&r, None), Some(300.0));
+        assert_eq!(Metric::EpImbalance.of_collective(&r, None), Some(1.25));
+        assert!(Metric::EpNetworkBw.higher_is_better() && !Metric::EpStepP99.higher_is_better());
     }
 
     #[test]

@@ -367,6 +367,9 @@ fn on_team(
 ) -> Result<TeamEnd> {
     let team = site.team;
     let me = team.rank() == 0;
+    if let Some(ep) = &plan.ep {
+        return on_team_ep(plan, ep, site, sweep);
+    }
     let mut backend = match make_backend(plan.backend, team) {
         Ok(b) => b,
         Err(_) => return Ok(TeamEnd::Failed),
@@ -386,6 +389,7 @@ fn on_team(
         .max()
         .unwrap_or(1);
     backend.prepare(largest)?;
+    warm_up_largest(plan, site, &mut *backend)?;
     for sel in &plan.collectives {
         let coll = sel.coll;
         if let Err(why) = coll.primitive.runs_on(team.size() as usize) {
@@ -445,6 +449,112 @@ fn on_team(
         sweep.rows.extend(rows);
     }
     Ok(TeamEnd::Done)
+}
+
+/// The expert-parallel collectives on one team, size by size (tokens per rank).
+fn on_team_ep(
+    plan: &Plan,
+    ep: &crate::ep::EpPlan,
+    site: &measure::Site,
+    sweep: &mut Sweep,
+) -> Result<TeamEnd> {
+    let team = site.team;
+    let me = team.rank() == 0;
+    if plan.backend != BackendKind::Mpi {
+        if me {
+            eprintln!(
+                "bench-collective: error: ep_dispatch/ep_combine run on the MPI backend only in \
+                 this build (the NCCL grouped send/recv path is not written yet): use --backend mpi"
+            );
+        }
+        return Ok(TeamEnd::Failed);
+    }
+    let check = crate::ep::run::ranks_per_node(ep, site).and_then(|rpn| {
+        let g = crate::ep::route::Geometry::new(
+            team.size() as usize,
+            rpn,
+            ep.experts as usize,
+            ep.topk as usize,
+        )?;
+        crate::ep::route::check(ep.routing, &g)
+    });
+    if let Err(e) = check {
+        if me {
+            eprintln!("bench-collective: error: {e:#}");
+        }
+        return Ok(TeamEnd::Failed);
+    }
+    if me {
+        println!(
+            "{}",
+            report::ep_title(ep, plan.backend.name(), team.size(), site.spec.nodes)
+        );
+        println!("{}", report::ep_header());
+    }
+    for &tokens in &ep.tokens {
+        team.barrier("before the next size");
+        if team.any(interrupt::interrupted()) {
+            return Ok(TeamEnd::Stopped);
+        }
+        let rows = crate::ep::run::size(plan, ep, site, tokens)?;
+        if me {
+            for r in &rows {
+                println!("{}", report::ep_row(r));
+            }
+        }
+        sweep.rows.extend(rows);
+    }
+    Ok(TeamEnd::Done)
+}
+
+/// nccl-tests warms up at the largest size before it times any size (`common.cu`: the
+/// warm-up loop runs at `max_bytes` first). Without it the first size measured pays for
+/// what the process had not done yet: the library's first large transfers (its
+/// rendezvous paths, its internal buffers), the first touch of the receive pages, the
+/// caches and branch predictors of the whole call path. Out of place, at the largest
+/// size of the first collective that runs on this team, `plan.warmup` calls (at least
+/// one), untimed and unchecked.
+fn warm_up_largest(plan: &Plan, site: &measure::Site, backend: &mut dyn Backend) -> Result<()> {
+    let team = site.team;
+    let ranks = team.size() as usize;
+    let Some(coll) = plan
+        .collectives
+        .iter()
+        .map(|c| c.coll)
+        .find(|c| c.primitive.runs_on(ranks).is_ok())
+    else {
+        return Ok(());
+    };
+    let Some(&size) = plan.sizes.last() else {
+        return Ok(());
+    };
+    let counts = coll.counts(size as usize / plan.datatype.size(), ranks);
+    if counts.param == 0 {
+        return Ok(());
+    }
+    let rank = team.rank() as usize;
+    let root = plan.root as usize;
+    let step = crate::backend::Step {
+        coll,
+        layout: crate::backend::layout(
+            coll.primitive,
+            backend.rules(),
+            false,
+            rank,
+            root,
+            counts.param,
+        ),
+        in_place: false,
+        count: counts.param,
+        datatype: plan.datatype,
+        op: plan.op,
+        root,
+    };
+    let _g = team.watchdog().arm(format!(
+        "in the warm-up of {} at the largest size",
+        coll.name
+    ));
+    backend.calls(&step, plan.warmup.max(1))
 }
 
 /// `# all_reduce: backend mpi, 4 ranks on 1 node, float32, sum`

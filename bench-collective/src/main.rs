@@ -26,6 +26,7 @@ use transport::collective::{DataType, RedOp};
 mod backend;
 mod colls;
 mod data;
+mod ep;
 #[cfg(feature = "mpi")]
 mod fault;
 #[cfg(feature = "mpi")]
@@ -92,12 +93,14 @@ pub(crate) struct Cli {
     pub(crate) collectives: Vec<String>,
 
     /// Smallest size in bytes (K, M, G suffixes), as nccl-tests' size column.
-    #[arg(short = 'b', long = "minbytes", default_value = "32M", value_parser = parse_size)]
-    pub(crate) minbytes: u64,
+    /// ep_dispatch and ep_combine: tokens per rank (or bytes with --ep-unit bytes);
+    /// default 4096 (--ep-mode ht) or 128 (ll).
+    #[arg(short = 'b', long = "minbytes", value_parser = parse_size)]
+    pub(crate) minbytes: Option<u64>,
 
     /// Largest size in bytes.
-    #[arg(short = 'e', long = "maxbytes", default_value = "32M", value_parser = parse_size)]
-    pub(crate) maxbytes: u64,
+    #[arg(short = 'e', long = "maxbytes", value_parser = parse_size)]
+    pub(crate) maxbytes: Option<u64>,
 
     /// Multiply the size by this factor between steps (default 2).
     #[arg(short = 'f', long = "stepfactor", value_parser = clap::value_parser!(u64).range(2..))]
@@ -165,6 +168,67 @@ pub(crate) struct Cli {
     /// RDMA port's sysfs rate, else the network interface speed).
     #[arg(long = "link-gbit-s", value_parser = parse_positive)]
     pub(crate) link_gbit_s: Option<f64>,
+
+    /// ep_*: how tokens pick experts: uniform, node:G (at most G nodes per token),
+    /// zipf:S (Zipf-skewed expert popularity), hot:R (rank 0 gets R times the traffic).
+    /// Default: node:4 in --ep-mode ht (DeepEP's high-throughput routing), uniform in ll.
+    #[arg(long, value_parser = ep::Routing::parse)]
+    pub(crate) routing: Option<ep::Routing>,
+
+    /// ep_*: seed of the router (every rank's routing follows from it and its rank).
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+
+    /// ep_*: experts each token selects.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) topk: u32,
+
+    /// ep_*: experts in all, spread evenly over the ranks.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) experts: u32,
+
+    /// ep_*: elements of a token's hidden vector (a multiple of 128).
+    #[arg(long, default_value_t = 7168)]
+    pub(crate) hidden: u64,
+
+    /// ep_*: high-throughput (4096 tokens, routing node:4) or low-latency (128 tokens,
+    /// uniform) defaults, as DeepEP's benchmarks.
+    #[arg(long = "ep-mode", value_enum, default_value = "ht")]
+    pub(crate) ep_mode: EpModeArg,
+
+    /// ep_*: -b/-e count tokens per rank, or bytes of FP8 dispatch payload per rank's
+    /// tokens (one copy each).
+    #[arg(long = "ep-unit", value_enum, default_value = "tokens")]
+    pub(crate) ep_unit: EpUnitArg,
+
+    /// ep_* over MPI: flat (one Alltoallv) or two-stage (inside the node, then across
+    /// nodes on the same local rank).
+    #[arg(long = "ep-variant", value_enum, default_value = "flat")]
+    pub(crate) ep_variant: EpVariantArg,
+
+    /// ep_*: ranks per node (default: the job's ranks / its hosts; ranks of a node
+    /// consecutive). Lets one host stand for several nodes.
+    #[arg(long = "ranks-per-node", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) ranks_per_node: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum EpModeArg {
+    Ht,
+    Ll,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum EpUnitArg {
+    Tokens,
+    Bytes,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum EpVariantArg {
+    Flat,
+    #[value(name = "two-stage", alias = "two_stage")]
+    TwoStage,
 }
 
 fn main() {

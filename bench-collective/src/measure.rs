@@ -142,6 +142,7 @@ pub fn size(
         out_of_place,
         in_place,
         complete: true,
+        ep: None,
     })
 }
 
@@ -157,7 +158,7 @@ pub fn buffer_bytes(plan: &Plan, coll: &Collective, size: u64, ranks: usize) -> 
 /// same result): the loop times as nccl-tests' `-a` says, the per-iteration times into
 /// the slowest rank's per iteration, and the wrong-element counts summed. `wrong` is
 /// `None` on every rank or on none (the layout decides, the same everywhere).
-fn combine(
+pub(crate) fn combine(
     plan: &Plan,
     site: &Site,
     timed: &Timed,

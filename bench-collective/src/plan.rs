@@ -66,6 +66,9 @@ pub struct Plan {
     pub json: Option<PathBuf>,
     pub timeout: Duration,
     pub link_gbit_s: Option<f64>,
+    /// Expert-parallel dispatch and combine (then `collectives` is empty: they run in a
+    /// launch of their own, their sizes being tokens).
+    pub ep: Option<crate::ep::EpPlan>,
 }
 
 /// Other names users know the collectives by.
@@ -85,8 +88,13 @@ fn canonical(name: &str) -> &str {
 /// Validates the command line and expands sizes and collectives.
 pub fn resolve(r: Cli) -> Result<Plan> {
     let mut collectives: Vec<Selected> = Vec::new();
+    let mut ep_colls = Vec::new();
     for name in &r.collectives {
         let name = name.replace('-', "_").to_ascii_lowercase();
+        if let Some(c) = crate::ep::by_name(&name) {
+            ep_colls.push(c);
+            continue;
+        }
         if name == "all" {
             collectives.extend(colls::ALL.map(|coll| Selected { coll, named: false }));
             continue;
@@ -99,11 +107,29 @@ pub fn resolve(r: Cli) -> Result<Plan> {
             ),
         }
     }
-    if r.minbytes > r.maxbytes {
+    if !ep_colls.is_empty() && !collectives.is_empty() {
+        bail!(
+            "ep_dispatch and ep_combine count tokens, the other collectives bytes: run them in a \
+             launch of their own"
+        );
+    }
+    let ep_defaults = r.ep_mode == crate::EpModeArg::Ht;
+    let default_size = if ep_colls.is_empty() {
+        32 << 20
+    } else if ep_defaults {
+        4096
+    } else {
+        128
+    };
+    let minbytes = r
+        .minbytes
+        .unwrap_or(r.maxbytes.unwrap_or(default_size).min(default_size));
+    let maxbytes = r.maxbytes.unwrap_or(minbytes.max(default_size));
+    if minbytes > maxbytes {
         bail!(
             "-b/--minbytes {} is larger than -e/--maxbytes {}: the sweep would be empty",
-            r.minbytes,
-            r.maxbytes
+            minbytes,
+            maxbytes
         );
     }
     let stepping = match (r.stepbytes, r.stepfactor) {
@@ -111,8 +137,8 @@ pub fn resolve(r: Cli) -> Result<Plan> {
         (None, f) => Stepping::Factor(f.unwrap_or(2)),
     };
     let mut sizes = Vec::new();
-    let mut s = r.minbytes;
-    while s <= r.maxbytes {
+    let mut s = minbytes;
+    while s <= maxbytes {
         sizes.push(s);
         s = match stepping {
             Stepping::Bytes(step) => s.saturating_add(step),
@@ -130,11 +156,44 @@ pub fn resolve(r: Cli) -> Result<Plan> {
             transport::collective::mpi_supports(r.datatype, c.coll.reduces.then_some(r.op))?;
         }
     }
+    let ep = if ep_colls.is_empty() {
+        None
+    } else {
+        crate::ep::check_hidden(r.hidden)?;
+        if r.backend == BackendArg::Mpi && r.datatype != DataType::Float32 {
+            bail!("-d/--datatype does not apply to ep_dispatch/ep_combine (FP8 dispatch, BF16 combine)");
+        }
+        Some(crate::ep::EpPlan {
+            collectives: ep_colls,
+            tokens: sizes
+                .iter()
+                .map(|&s| match r.ep_unit {
+                    crate::EpUnitArg::Tokens => s,
+                    crate::EpUnitArg::Bytes => crate::ep::tokens_of_bytes(s, r.hidden),
+                })
+                .collect(),
+            routing: r.routing.unwrap_or(if ep_defaults {
+                crate::ep::Routing::Nodes(4)
+            } else {
+                crate::ep::Routing::Uniform
+            }),
+            seed: r.seed,
+            topk: r.topk,
+            experts: r.experts,
+            hidden: r.hidden,
+            ranks_per_node: r.ranks_per_node,
+            variant: match r.ep_variant {
+                crate::EpVariantArg::Flat => crate::ep::Variant::Flat,
+                crate::EpVariantArg::TwoStage => crate::ep::Variant::TwoStage,
+            },
+        })
+    };
     Ok(Plan {
         collectives,
         sizes,
-        minbytes: r.minbytes,
-        maxbytes: r.maxbytes,
+        minbytes,
+        maxbytes,
+        ep,
         stepping,
         iters: r.iters,
         warmup: r.warmup,
@@ -180,6 +239,17 @@ impl Plan {
             "timeout_s": self.timeout.as_secs_f64(),
             "link_gbit_s": link,
             "link_source": link_source,
+            "ep": self.ep.as_ref().map(|e| json!({
+                "collectives": e.collectives.iter().map(|c| c.name).collect::<Vec<_>>(),
+                "tokens": e.tokens,
+                "routing": e.routing.name(),
+                "seed": e.seed,
+                "topk": e.topk,
+                "experts": e.experts,
+                "hidden": e.hidden,
+                "ranks_per_node": e.ranks_per_node,
+                "variant": e.variant.name(),
+            })),
         });
         match v {
             Value::Object(m) => m,

@@ -74,6 +74,54 @@ pub fn footer(rows: &[CollectiveResult]) -> String {
     )
 }
 
+/// `# ep_dispatch, ep_combine: backend mpi (flat), 8 ranks on 2 nodes, routing node:4, ...`
+pub fn ep_title(ep: &crate::ep::EpPlan, backend: &str, ranks: u32, nodes: u32) -> String {
+    format!(
+        "# {}: backend {backend} ({}), {ranks} ranks on {nodes} node{}, routing {} seed {}, top-{} of {} experts, hidden {}",
+        ep.collectives.iter().map(|c| c.name).collect::<Vec<_>>().join(", "),
+        ep.variant.name(),
+        if nodes == 1 { "" } else { "s" },
+        ep.routing.name(),
+        ep.seed,
+        ep.topk,
+        ep.experts,
+        ep.hidden,
+    )
+}
+
+pub fn ep_header() -> String {
+    format!(
+        "#{:>11} {:>8} {:>12} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>7} {:>8}\n#{:>11} {:>8} {:>12} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>7} {:>8}",
+        "collective", "tokens", "net bytes", "p50", "p99", "max", "notify", "net", "deepep", "imbal", "#wrong",
+        "", "", "(all ranks)", "(us)", "(us)", "(us)", "(us)", "(GB/s)", "(GB/s)", "", "",
+    )
+}
+
+pub fn ep_row(r: &CollectiveResult) -> String {
+    let Some(e) = &r.ep else {
+        return String::new();
+    };
+    let wrong = if r.out_of_place.checked {
+        r.out_of_place.wrong.to_string()
+    } else {
+        "N/A".into()
+    };
+    format!(
+        " {:>11} {:>8} {:>12} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>9.3} {:>9.3} {:>7.3} {:>8}",
+        r.collective,
+        e.tokens_per_rank,
+        e.network_bytes,
+        e.step_p50_us,
+        e.step_p99_us,
+        e.step_max_us,
+        e.notify_p50_us,
+        e.network_gbyte_s,
+        e.deepep_gbyte_s,
+        e.imbalance,
+        wrong
+    )
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -112,6 +160,7 @@ pub(crate) mod tests {
             out_of_place: timing(123.456, 8.5, 0),
             in_place: timing(12345.6, 2.0, 3),
             complete: true,
+            ep: None,
         }
     }
 

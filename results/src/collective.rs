@@ -108,6 +108,67 @@ pub fn by_name(name: &str) -> Option<&'static Kind> {
     ALL.iter().copied().find(|k| k.name == name)
 }
 
+/// `bench-collective`'s expert-parallel collectives (not nccl-tests': their rows carry
+/// an [`EpFigures`] block, and their sizes are tokens per rank). Dispatch sends each token
+/// to the ranks holding its top-k experts; combine returns the weighted expert outputs.
+pub const EP_DISPATCH: &str = "ep_dispatch";
+pub const EP_COMBINE: &str = "ep_combine";
+
+/// The byte formulas behind [`EpFigures`], stamped in every block so a reader knows which
+/// definition a figure follows.
+pub const EP_BYTE_FORMULA: &str = "fabcheck-ep-1";
+
+/// What one `ep_dispatch` or `ep_combine` row measured, beside the row's timing (whose
+/// `out_of_place` is the step; an EP step has one mode, so `in_place` repeats it).
+///
+/// Two byte counts, side by side:
+/// - `network_bytes`: payload bytes that left their sender's node (one copy per token and
+///   destination rank on another node): what crossed NICs, own node excluded;
+/// - `deepep_bytes`: DeepEP's "RDMA" count, one copy per token and distinct destination
+///   node *including the sender's own node* (its benchmarks count that copy too, though
+///   it never reaches a NIC), so figures compare with published DeepEP/UCCL-EP numbers.
+///
+/// Both are summed over all ranks; the `_gbyte_s` rates are per rank (the sum / ranks /
+/// the slowest rank's median step), as DeepEP prints them per rank.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct EpFigures {
+    /// [`EP_BYTE_FORMULA`].
+    pub byte_formula: String,
+    /// `flat` (one Alltoallv), `two_stage` (inside the node, then across nodes on the same
+    /// local rank), or `nccl` (grouped send/recv).
+    pub variant: String,
+    /// `uniform`, `node:G`, `zipf:S` or `hot:R`, as given.
+    pub routing: String,
+    pub seed: u64,
+    pub tokens_per_rank: u64,
+    pub hidden: u64,
+    pub topk: u32,
+    pub experts: u32,
+    pub ranks_per_node: u32,
+    /// `fp8` (hidden bytes plus hidden/128 scales of 4 bytes per copy) or `bf16`
+    /// (2 bytes per element).
+    pub payload: String,
+    pub bytes_per_copy: u64,
+    /// (token, destination rank) copies sent by all ranks, own rank included.
+    pub copies: u64,
+    pub network_bytes: u64,
+    pub deepep_bytes: u64,
+    /// The slowest rank's step time per iteration: median, 99th percentile, maximum.
+    pub step_p50_us: f64,
+    pub step_p99_us: f64,
+    pub step_max_us: f64,
+    /// The count exchange (each rank tells every other how many copies it sends),
+    /// timed apart from the step, slowest rank, median and maximum.
+    pub notify_p50_us: f64,
+    pub notify_max_us: f64,
+    pub network_gbyte_s: f64,
+    pub deepep_gbyte_s: f64,
+    /// Copies received by the busiest rank and by the mean rank; imbalance = max / mean.
+    pub received_max_copies: u64,
+    pub received_mean_copies: f64,
+    pub imbalance: f64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

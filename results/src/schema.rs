@@ -628,6 +628,10 @@ pub struct CollectiveResult {
     pub out_of_place: CollectiveTiming,
     pub in_place: CollectiveTiming,
     pub complete: bool,
+    /// Expert-parallel rows (`ep_dispatch`, `ep_combine`) only: routing, byte counts and
+    /// step times (absent on every other row, and in older documents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ep: Option<crate::collective::EpFigures>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

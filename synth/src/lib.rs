@@ -289,6 +289,7 @@ pub fn collective_row(
         out_of_place: timing(rng),
         in_place: timing(rng),
         complete: true,
+        ep: None,
     })
 }
 

@@ -6,7 +6,7 @@
 //! Two passes per step, as on GPUs: nccl-tests' loop (one clock read before the loop
 //! and one after: `time_us`), then the per-iteration view (`base::clock::LoopStamps`:
 //! one clock read and a store per iteration). The stamps cost 4.4-6.5 ns per iteration
-//! here (`fabric/examples/collective_stamp_cost.rs`), 2-3% of a 0.22 us shared-memory
+//! here (`transport/examples/collective_stamp_cost.rs`), 2-3% of a 0.22 us shared-memory
 //! AllReduce of 8 B: more than the 2% allowed in the loop that makes `time_us`.
 
 use std::sync::atomic::AtomicU64;
@@ -18,6 +18,9 @@ use transport::collective::mpi::{Buffers, Call, Collectives, Prepared};
 use transport::collective::InPlaceRules;
 
 use super::{Backend, Buf, Step, Timed};
+
+/// What fresh buffers hold until a size writes its input.
+const POISON_FILL: u8 = 0x5a;
 
 pub struct MpiBackend<'a> {
     colls: Collectives<'a>,
@@ -77,7 +80,11 @@ impl Backend for MpiBackend<'_> {
         for b in [Buf::Send, Buf::Recv] {
             let v = self.buf(b);
             if v.len() < bytes {
-                *v = vec![0u8; bytes];
+                // Written, not `vec![0; n]`: a zeroed allocation is lazily mapped zero
+                // pages, and the first call to touch each page would pay its fault
+                // inside a timed loop (the reference's buffers are written before it
+                // times anything).
+                *v = vec![POISON_FILL; bytes];
             }
         }
         Ok(())

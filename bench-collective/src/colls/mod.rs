@@ -24,6 +24,8 @@ mod all_gather;
 mod all_reduce;
 mod alltoall;
 mod broadcast;
+pub mod ep_combine;
+pub mod ep_dispatch;
 mod gather;
 mod hypercube;
 mod reduce;

@@ -366,3 +366,134 @@ mod tests {
         assert!(e.contains("receive") && e.contains("20 .. 60"), "{e}");
     }
 }
+
+/// An irregular all-to-all of fixed-size rows (`MPI_Alltoallv`): expert-parallel
+/// dispatch and combine send each peer a different number of rows (tokens), each row a
+/// token's hidden vector. Counts and displacements are in rows of a committed
+/// contiguous datatype of `row_bytes` bytes, so a peer's share may exceed 2 GiB while the
+/// counts stay inside `c_int`.
+///
+/// Rows bound for peer p sit contiguously, peers in rank order (row displacements are
+/// the running sums of the counts); received rows are laid out the same way by source.
+pub struct RowExchange<'a> {
+    comm: &'a SimpleCommunicator,
+    row: ffi::MPI_Datatype,
+    row_bytes: usize,
+    send_counts: Vec<c_int>,
+    send_displs: Vec<c_int>,
+    recv_counts: Vec<c_int>,
+    recv_displs: Vec<c_int>,
+    send_rows: usize,
+    recv_rows: usize,
+}
+
+/// Running sums of `counts`, checked against `c_int`; the total comes last.
+fn displacements(counts: &[usize]) -> Result<(Vec<c_int>, Vec<c_int>, usize)> {
+    let mut c = Vec::with_capacity(counts.len());
+    let mut d = Vec::with_capacity(counts.len());
+    let mut at = 0usize;
+    for &n in counts {
+        c.push(c_count(n)?);
+        d.push(c_count(at)?);
+        at += n;
+    }
+    c_count(at)?;
+    Ok((c, d, at))
+}
+
+impl<'a> RowExchange<'a> {
+    /// `send_counts[p]` rows go to rank p, `recv_counts[p]` rows come from it (one entry
+    /// per rank of `comm`; the peers' counts must mirror these, which the count exchange
+    /// that comes before guarantees).
+    pub fn new(
+        comm: &'a SimpleCommunicator,
+        row_bytes: usize,
+        send_counts: &[usize],
+        recv_counts: &[usize],
+    ) -> Result<Self> {
+        let ranks = comm.size() as usize;
+        ensure!(
+            send_counts.len() == ranks && recv_counts.len() == ranks,
+            "internal error: {} send and {} receive counts for {ranks} ranks",
+            send_counts.len(),
+            recv_counts.len()
+        );
+        ensure!(row_bytes > 0, "internal error: rows of 0 bytes");
+        let width = c_count(row_bytes)?;
+        let (sc, sd, send_rows) = displacements(send_counts)?;
+        let (rc, rd, recv_rows) = displacements(recv_counts)?;
+        // SAFETY: MPI_Type_contiguous writes one handle into `row`, which then is
+        // committed; both take only the handle and constant inputs. A zeroed handle is a
+        // valid placeholder for an output argument.
+        let row = unsafe {
+            let mut row: ffi::MPI_Datatype = std::mem::zeroed();
+            let rc = ffi::MPI_Type_contiguous(width, ffi::RSMPI_UINT8_T, &mut row);
+            ensure!(
+                rc == 0,
+                "MPI_Type_contiguous failed with MPI error code {rc}"
+            );
+            let rc = ffi::MPI_Type_commit(&mut row);
+            ensure!(rc == 0, "MPI_Type_commit failed with MPI error code {rc}");
+            row
+        };
+        Ok(Self {
+            comm,
+            row,
+            row_bytes,
+            send_counts: sc,
+            send_displs: sd,
+            recv_counts: rc,
+            recv_displs: rd,
+            send_rows,
+            recv_rows,
+        })
+    }
+
+    /// Bytes the send buffer must hold.
+    pub fn send_bytes(&self) -> usize {
+        self.send_rows * self.row_bytes
+    }
+
+    /// Bytes the receive buffer must hold.
+    pub fn recv_bytes(&self) -> usize {
+        self.recv_rows * self.row_bytes
+    }
+
+    /// One exchange (blocking). `send` and `recv` must hold at least
+    /// [`send_bytes`](Self::send_bytes) and [`recv_bytes`](Self::recv_bytes).
+    #[inline]
+    pub fn run(&self, send: &[u8], recv: &mut [u8]) -> Result<()> {
+        need("send", send.len(), 0, self.send_rows, self.row_bytes)?;
+        need("receive", recv.len(), 0, self.recv_rows, self.row_bytes)?;
+        // SAFETY: the four count and displacement arrays hold one c_int per rank of the
+        // communicator (checked in `new`) and stay alive in `self`; every displacement
+        // plus its count stays inside the row totals, and `send`/`recv` hold at least
+        // those many rows of `row_bytes` (checked just above), so MPI reads and writes
+        // inside the two slices only; `row` is a committed datatype of `row_bytes` bytes.
+        let rc = unsafe {
+            ffi::MPI_Alltoallv(
+                send.as_ptr().cast(),
+                self.send_counts.as_ptr(),
+                self.send_displs.as_ptr(),
+                self.row,
+                recv.as_mut_ptr().cast(),
+                self.recv_counts.as_ptr(),
+                self.recv_displs.as_ptr(),
+                self.row,
+                self.comm.as_raw(),
+            )
+        };
+        ensure!(rc == 0, "MPI_Alltoallv failed with MPI error code {rc}");
+        Ok(())
+    }
+}
+
+impl Drop for RowExchange<'_> {
+    fn drop(&mut self) {
+        // SAFETY: `row` was committed in `new` and is freed once, here; no call that
+        // uses it can be in flight (`run` is blocking and borrows `self`).
+        unsafe {
+            ffi::MPI_Type_free(&mut self.row);
+        }
+    }
+}
