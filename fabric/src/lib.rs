@@ -35,6 +35,7 @@ pub mod counters;
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+pub mod discovery;
 pub mod errno;
 pub mod exit;
 pub mod gpu;

@@ -185,6 +185,15 @@ pub(crate) fn settle_device(plan: &mut Plan, choice: &DeviceChoice, local_rank: 
     Ok(())
 }
 
+/// The rail of this rank's end of a row (contract "Rails in rows"): the RDMA device with
+/// verbs; with TCP the kernel interface holding `--bind-addr` (`rail0`), when bound.
+fn rail_of(plan: &Plan, bind: Option<std::net::IpAddr>) -> Option<String> {
+    match plan.transport {
+        TransportKind::Verbs => plan.verbs.device.clone(),
+        _ => bind.and_then(crate::discovery::interface_of),
+    }
+}
+
 fn port_of(plan: &Plan) -> Option<u32> {
     (plan.transport == TransportKind::Verbs).then_some(u32::from(plan.verbs.port))
 }
@@ -223,11 +232,7 @@ impl Standalone {
             );
         }
         let mut me = crate::host::collect();
-        me.device = plan
-            .verbs
-            .device
-            .clone()
-            .filter(|_| plan.transport == TransportKind::Verbs);
+        me.device = rail_of(plan, launch.bind_addr);
         let (link, role, mut peer) = match &launch.host {
             None => {
                 let (link, hello) = standalone::serve(
@@ -455,11 +460,7 @@ mod mpi_impl {
             if let Err(e) = settle_device(plan, &launch.devices, local_rank) {
                 fail(e);
             }
-            me.device = plan
-                .verbs
-                .device
-                .clone()
-                .filter(|_| plan.transport == TransportKind::Verbs);
+            me.device = rail_of(plan, launch.bind_addr);
             let listener = ControlListener::open(launch.bind_addr).unwrap_or_else(|e| fail(e));
             let bound = listener.addr();
             let ctrl = if bound.ip().is_unspecified() {
