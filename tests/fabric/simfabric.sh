@@ -101,10 +101,6 @@ check_rate() { [[ "$2" =~ ^[0-9]+(\.[0-9]+)?(bit|kbit|mbit|gbit)$ ]] ||
   die "$1 '$2' is not a tc rate (examples: 50mbit, 1gbit)"; }
 check_rate --rate "$rate"
 check_rate --uplink-rate "$uplink_rate"
-[ "$(id -u)" -eq 0 ] || die "needs root (ip netns, veth, tc, lldpd, unshare --uts); CI runs as root"
-for t in ip tc lldpd lldpcli mpirun unshare awk; do
-  command -v "$t" >/dev/null || die "$t not found: install iproute2, lldpd and openmpi-bin (scripts/lib/deps.sh)"
-done
 
 node_ok() { [[ "$1" =~ ^g([0-9]+)n([0-9]+)$ ]] && [ "${BASH_REMATCH[1]}" -lt "$groups" ] &&
   [ "${BASH_REMATCH[2]}" -lt "$npg" ] ||
@@ -232,6 +228,10 @@ for spec in "${slow_dirs[@]}"; do
 done
 
 # --- build ---------------------------------------------------------------------------------
+[ "$(id -u)" -eq 0 ] || die "needs root (ip netns, veth, tc, lldpd, unshare --uts); CI runs as root"
+for t in ip tc lldpd lldpcli mpirun unshare awk; do
+  command -v "$t" >/dev/null || die "$t not found: install iproute2, lldpd and openmpi-bin (scripts/lib/deps.sh)"
+done
 prefix="sf$$"
 run=$(mktemp -d /tmp/simfabric.XXXXXX)
 chmod 755 "$run"
