@@ -68,7 +68,7 @@ fn rows(doc: &Value) -> BTreeMap<((String, String), (String, String)), f64> {
         .map(|r| {
             (
                 (end(&r["pair"]["initiator"]), end(&r["pair"]["responder"])),
-                r["bw_gbit_s"]["mean"].as_f64().unwrap(),
+                r["bw_gbit_s"]["avg"].as_f64().unwrap(),
             )
         })
         .collect()
