@@ -15,7 +15,9 @@ use serde_json::Value;
 const LIMIT: Duration = Duration::from_secs(60);
 
 fn fabric(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fabric/ibsim").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fabric/ibsim")
+        .join(name)
 }
 
 fn have(tool: &str) -> bool {
@@ -59,7 +61,10 @@ impl Sim {
             if ok {
                 return sim;
             }
-            assert!(begun.elapsed() < Duration::from_secs(20), "ibsim on {file} did not come up");
+            assert!(
+                begun.elapsed() < Duration::from_secs(20),
+                "ibsim on {file} did not come up"
+            );
             std::thread::sleep(Duration::from_millis(200));
         }
     }
@@ -93,8 +98,17 @@ fn pair(sim: &Sim, client: &str, server: &str) -> Value {
         .spawn()
         .unwrap();
     let mut c = Command::new(bin("bench-lat"));
-    c.args(["127.0.0.1", "-p", &port, "--timeout", "20", "-n", "50", "--json"])
-        .arg(&json);
+    c.args([
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--timeout",
+        "20",
+        "-n",
+        "50",
+        "--json",
+    ])
+    .arg(&json);
     env(&mut c, client);
     c.env("FABCHECK_IBNETDISCOVER", "1");
     let out = run(&mut c, LIMIT);
@@ -142,7 +156,13 @@ fn links(doc: &Value) -> Vec<String> {
                 format!("{}[{}]", l["b_name"].as_str().unwrap(), l["b_port"]),
             ];
             ends.sort();
-            format!("{}-{} {}{}", ends[0], ends[1], l["width"].as_str().unwrap(), l["speed"].as_str().unwrap())
+            format!(
+                "{}-{} {}{}",
+                ends[0],
+                ends[1],
+                l["width"].as_str().unwrap(),
+                l["speed"].as_str().unwrap()
+            )
         })
         .collect();
     v.sort();
@@ -176,7 +196,10 @@ fn healthy_fabric_each_host_on_its_leaf_port_and_every_cable_at_4x() {
     let all = links(&doc);
     assert_eq!(all.len(), 12, "{all:#?}");
     assert!(all.iter().all(|l| l.ends_with("4XSDR")), "{all:#?}");
-    assert!(all.contains(&"g0n1[1]-leaf-g0[2] 4XSDR".to_string()), "{all:#?}");
+    assert!(
+        all.contains(&"g0n1[1]-leaf-g0[2] 4XSDR".to_string()),
+        "{all:#?}"
+    );
     assert_eq!(uplinks(&all, "leaf-g0").len(), 2);
     assert_eq!(uplinks(&all, "leaf-g1").len(), 2);
 }
@@ -191,8 +214,14 @@ fn swapped_cable_puts_each_host_on_the_others_leaf() {
     let s = |a: &str, b: &str| (a.to_string(), b.to_string(), "4X".to_string());
     assert_eq!(neighbours(&doc), [s("leaf-g1", "2"), s("leaf-g0", "2")]);
     let all = links(&doc);
-    assert!(all.contains(&"g0n1[1]-leaf-g1[2] 4XSDR".to_string()), "{all:#?}");
-    assert!(all.contains(&"g1n1[1]-leaf-g0[2] 4XSDR".to_string()), "{all:#?}");
+    assert!(
+        all.contains(&"g0n1[1]-leaf-g1[2] 4XSDR".to_string()),
+        "{all:#?}"
+    );
+    assert!(
+        all.contains(&"g1n1[1]-leaf-g0[2] 4XSDR".to_string()),
+        "{all:#?}"
+    );
 }
 
 #[test]

@@ -43,7 +43,17 @@ fn sweep(faults: &[&str], plan: Option<&Path>, dir: &Path) -> Value {
     }
     cmd.arg("--")
         .arg(bin("bench-bw"))
-        .args(["-s", "64K", "-D", "0.3", "--timeout", "30", "--pattern", "all-pairs", "--json"])
+        .args([
+            "-s",
+            "64K",
+            "-D",
+            "0.3",
+            "--timeout",
+            "30",
+            "--pattern",
+            "all-pairs",
+            "--json",
+        ])
         .arg(&json);
     let out = run(&mut cmd, LIMIT);
     let (stdout, stderr) = text(&out);
@@ -58,8 +68,11 @@ fn end(p: &Value) -> (String, String) {
     )
 }
 
-/// (initiator, responder) -> mean Gbit/s of every bandwidth row.
-fn rows(doc: &Value) -> BTreeMap<((String, String), (String, String)), f64> {
+/// A row's end: (host, rail interface).
+type End = (String, String);
+
+/// (initiator, responder) -> average Gbit/s of every bandwidth row.
+fn rows(doc: &Value) -> BTreeMap<(End, End), f64> {
     doc["results"]
         .as_array()
         .unwrap()
@@ -132,8 +145,10 @@ fn clean_fabric_rows_rails_hop_classes_and_lldp_match_the_plan() {
     let doc = sweep(&[], Some(&plan), dir.path());
     let rows = rows(&doc);
     // Every node and rail is an end of some row.
-    let ends: BTreeSet<(String, String)> =
-        rows.keys().flat_map(|(a, b)| [a.clone(), b.clone()]).collect();
+    let ends: BTreeSet<(String, String)> = rows
+        .keys()
+        .flat_map(|(a, b)| [a.clone(), b.clone()])
+        .collect();
     let mut want = BTreeSet::new();
     for g in 0..2 {
         for i in 0..4 {
@@ -146,13 +161,19 @@ fn clean_fabric_rows_rails_hop_classes_and_lldp_match_the_plan() {
     // Hop classes are real: same leaf (g0n0.rail0 - g0n1.rail0, one switch) beats a pair
     // across the spines (g0n0.rail0 - g1n0.rail0) when uplinks are slower than node links.
     let bw = |a: &str, ra: &str, b: &str, rb: &str| {
-        let k1 = ((a.to_string(), ra.to_string()), (b.to_string(), rb.to_string()));
+        let k1 = (
+            (a.to_string(), ra.to_string()),
+            (b.to_string(), rb.to_string()),
+        );
         let k2 = (k1.1.clone(), k1.0.clone());
         rows.get(&k1).or_else(|| rows.get(&k2)).copied().unwrap()
     };
     let same_leaf = bw("g0n0", "rail0", "g0n1", "rail0");
     let cross = bw("g0n0", "rail0", "g1n0", "rail0");
-    assert!(same_leaf > cross, "same leaf {same_leaf} vs across spines {cross}");
+    assert!(
+        same_leaf > cross,
+        "same leaf {same_leaf} vs across spines {cross}"
+    );
     // LLDP in every host's facts agrees with the plan, NIC for NIC.
     let plan = plan_nics(&std::fs::read_to_string(&plan).unwrap());
     assert_eq!(plan.len(), 8);
@@ -166,7 +187,12 @@ fn swapped_cables_exchange_leaves_and_a_one_way_fault_slows_one_direction() {
     }
     let dir = tempfile::tempdir().unwrap();
     let doc = sweep(
-        &["--swap-cables", "g1n2:0,1", "--slow-dir", "g0n3>g0n2:10mbit"],
+        &[
+            "--swap-cables",
+            "g1n2:0,1",
+            "--slow-dir",
+            "g0n3>g0n2:10mbit",
+        ],
         None,
         dir.path(),
     );
@@ -174,7 +200,10 @@ fn swapped_cables_exchange_leaves_and_a_one_way_fault_slows_one_direction() {
     let n = &seen["g1n2"];
     assert_eq!(n["rail0"], ("leaf-r1-g1".to_string(), "swp3".to_string()));
     assert_eq!(n["rail1"], ("leaf-r0-g1".to_string(), "swp3".to_string()));
-    assert_eq!(seen["g1n1"]["rail0"].0, "leaf-r0-g1", "other nodes unchanged");
+    assert_eq!(
+        seen["g1n1"]["rail0"].0, "leaf-r0-g1",
+        "other nodes unchanged"
+    );
     // One direction only: TCP rows carry data initiator -> responder.
     let rows = rows(&doc);
     let dir_bw = |from: &str, to: &str| -> Vec<f64> {
@@ -187,10 +216,16 @@ fn swapped_cables_exchange_leaves_and_a_one_way_fault_slows_one_direction() {
     let fast = dir_bw("g0n2", "g0n3");
     // all-pairs measures a pair in one direction; whichever ran must show the fault's side.
     if let Some(s) = slow.first() {
-        assert!(*s < 0.02, "g0n3 -> g0n2 limited to 10 Mbit/s, measured {s} Gbit/s");
+        assert!(
+            *s < 0.02,
+            "g0n3 -> g0n2 limited to 10 Mbit/s, measured {s} Gbit/s"
+        );
     }
     if let Some(f) = fast.first() {
-        assert!(*f > 0.02, "g0n2 -> g0n3 is not limited, measured {f} Gbit/s");
+        assert!(
+            *f > 0.02,
+            "g0n2 -> g0n3 is not limited, measured {f} Gbit/s"
+        );
     }
     assert!(!slow.is_empty() || !fast.is_empty(), "{rows:?}");
 }
@@ -200,15 +235,52 @@ fn bad_command_lines_are_usage_errors() {
     for (args, needle) in [
         (&["--groups", "2", "--", "true"][..], "--nodes-per-group"),
         (
-            &["--groups", "1", "--nodes-per-group", "2", "--rails", "1", "--spines", "1", "--swap-cables", "g5n0:0,1", "--", "true"][..],
+            &[
+                "--groups",
+                "1",
+                "--nodes-per-group",
+                "2",
+                "--rails",
+                "1",
+                "--spines",
+                "1",
+                "--swap-cables",
+                "g5n0:0,1",
+                "--",
+                "true",
+            ][..],
             "not one of g0n0",
         ),
         (
-            &["--groups", "1", "--nodes-per-group", "2", "--rails", "1", "--spines", "1", "--rate", "fast", "--", "true"][..],
+            &[
+                "--groups",
+                "1",
+                "--nodes-per-group",
+                "2",
+                "--rails",
+                "1",
+                "--spines",
+                "1",
+                "--rate",
+                "fast",
+                "--",
+                "true",
+            ][..],
             "not a tc rate",
         ),
         (
-            &["--groups", "1", "--nodes-per-group", "1", "--rails", "1", "--spines", "1", "--", "true"][..],
+            &[
+                "--groups",
+                "1",
+                "--nodes-per-group",
+                "1",
+                "--rails",
+                "1",
+                "--spines",
+                "1",
+                "--",
+                "true",
+            ][..],
             "at least 2 nodes",
         ),
     ] {
