@@ -189,6 +189,15 @@ pub fn settle_device(plan: &mut Plan, choice: &DeviceChoice, local_rank: u32) ->
     Ok(())
 }
 
+/// The rail of this rank's end of a row: the RDMA device with verbs; with TCP the kernel
+/// interface holding `--bind-addr` (`rail0`), when bound.
+pub(crate) fn rail_of(plan: &Plan, bind: Option<std::net::IpAddr>) -> Option<String> {
+    match plan.transport {
+        TransportKind::Verbs => plan.verbs.device.clone(),
+        _ => bind.and_then(probe::discovery::interface_of),
+    }
+}
+
 pub(crate) fn port_of(plan: &Plan) -> Option<u32> {
     (plan.transport == TransportKind::Verbs).then_some(u32::from(plan.verbs.port))
 }

@@ -10,10 +10,9 @@ use anyhow::{anyhow, Result};
 use base::link::PeerLink;
 use bootstrap::standalone::TcpLink;
 use results::HostInfo;
-use transport::TransportKind;
 
 use crate::coordinator::{
-    advertised_ip, port_of, settle_device, Coordinator, Member, RoundReport, Shared,
+    advertised_ip, port_of, rail_of, settle_device, Coordinator, Member, RoundReport, Shared,
 };
 use crate::pattern::RankPair;
 use crate::plan::{Launch, Plan};
@@ -60,11 +59,7 @@ impl Mpi {
         if let Err(e) = settle_device(plan, &launch.devices, local_rank) {
             fail(e);
         }
-        me.device = plan
-            .verbs
-            .device
-            .clone()
-            .filter(|_| plan.transport == TransportKind::Verbs);
+        me.device = rail_of(plan, launch.bind_addr);
         let listener = ControlListener::open(launch.bind_addr).unwrap_or_else(|e| fail(e));
         let bound = listener.addr();
         let ctrl = if bound.ip().is_unspecified() {

@@ -35,6 +35,8 @@ pub struct Recorder<'a> {
     launcher: &'static str,
     ranks: u32,
     hosts: Vec<HostInfo>,
+    /// The whole fabric from this (root) rank, when FABCHECK_IBNETDISCOVER asks for it.
+    fabric: Option<results::discovery::FabricDiscovery>,
     started_at: String,
     overhead_ns: f64,
     pub sweep: Option<SweepInfo>,
@@ -90,6 +92,10 @@ impl<'a> Recorder<'a> {
             plan,
             launcher,
             ranks,
+            // Only the rank holding the gathered host facts (the root) asks.
+            fabric: hosts
+                .first()
+                .and_then(|h| probe::discovery::fabric_from_env(&h.hostname)),
             hosts,
             started_at,
             overhead_ns,
@@ -213,6 +219,7 @@ impl<'a> Recorder<'a> {
         doc.loop_overhead_ns = Some(self.overhead_ns);
         doc.clock = Some(LoopClock::source().into());
         doc.hosts = self.hosts.clone();
+        doc.fabric = self.fabric.clone();
         doc.options = self.options.clone();
         doc.results = self.results.iter().chain(extra).cloned().collect();
         doc.sweep = self.sweep.clone();

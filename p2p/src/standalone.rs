@@ -9,9 +9,11 @@ use anyhow::{bail, Result};
 use base::link::{recv_json, send_json, PeerLink};
 use bootstrap::standalone::{self, Hello, TcpLink};
 use results::{Document, HostInfo};
-use transport::{Role, TransportKind};
+use transport::Role;
 
-use crate::coordinator::{port_of, settle_device, Coordinator, Member, RoundReport, Shared};
+use crate::coordinator::{
+    port_of, rail_of, settle_device, Coordinator, Member, RoundReport, Shared,
+};
 use crate::pattern::RankPair;
 use crate::plan::{DeviceChoice, Launch, Plan};
 
@@ -49,11 +51,7 @@ impl Standalone {
             );
         }
         let mut me = probe::host::collect();
-        me.device = plan
-            .verbs
-            .device
-            .clone()
-            .filter(|_| plan.transport == TransportKind::Verbs);
+        me.device = rail_of(plan, launch.bind_addr);
         let (link, role, mut peer) = match &launch.host {
             None => {
                 let (link, hello) = standalone::serve(

@@ -49,7 +49,8 @@ pub fn collect() -> HostInfo {
         device: None,
         gpu_driver: None,
         nvidia_peermem: None,
-        neighbors: Vec::new(),
+        // Who each port is plugged into (bounded; FABCHECK_DISCOVERY=off skips it).
+        neighbors: crate::discovery::neighbors_from_env(),
     };
     add_gpu_facts(&mut h, Path::new("/"));
     h

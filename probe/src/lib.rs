@@ -6,6 +6,8 @@
 //! - [`inventory`]: RDMA devices and ports (state, rate, width, MTU, PCIe link, counters);
 //!   [`counters`]: port counters (and the port netdev's driver counters, [`ethtool`])
 //!   read and differenced around a measurement.
+//! - [`discovery`]: what each port is plugged into (LLDP from lldpd, InfiniBand SMPs,
+//!   `ibnetdiscover`), every fact with its source, "unknown" with why.
 //! - [`topology`]: the PCIe tree (which GPU sits next to which NIC, ACS on the switches).
 //! - [`quality`]: what disturbed a run (load, steal, preemptions), read before and after.
 //! - [`sysfs`]: how every probe reads sysfs.
@@ -13,6 +15,7 @@
 //! No `unsafe` here.
 
 pub mod counters;
+pub mod discovery;
 pub mod ethtool;
 pub mod host;
 pub mod inventory;

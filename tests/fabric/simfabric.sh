@@ -1,0 +1,389 @@
+#!/usr/bin/env bash
+# A simulated rail-optimised leaf-spine fabric on one machine (as root), for the tests and for
+# anyone who wants to inject a fault by hand:
+#
+#   simfabric.sh --groups G --nodes-per-group N --rails R --spines S [--rate RATE]
+#       [--uplink-rate RATE] [--slow-uplink LEAF:SPINE[:RATE]] [--slow-leaf LEAF[:RATE]]
+#       [--swap-cables NODE:RAIL,RAIL] [--move-nic NODE:RAIL:GROUP] [--wrong-port NODE:RAIL]
+#       [--slow-dir NODE>NODE[:RATE]] [--plan-out FILE] -- COMMAND [ARGS...]
+#
+# Every node (g<group>n<index>) is a network namespace with interfaces rail0..rail<R-1> and
+# mgmt0; every leaf (leaf-r<rail>-g<group>) a namespace with one bridge whose ports toward the
+# nodes are swp1, swp2, ... and whose routed uplinks toward the spines are up0, up1, ...; every
+# spine (spine<k>) a router namespace. The leaves route (each leaf's bridge is the gateway of
+# its own /24) and send everything else over ECMP multipath routes across the spines, hashed on
+# L4 ports (fib_multipath_hash_policy=1). Node links run at --rate (default 1gbit), each
+# leaf-to-spine link at --uplink-rate (default: --rate), both shaped with HTB on both ends.
+# lldpd runs in every leaf and node (1 s transmit interval; the leaf's port id is its interface
+# name); the fabric is ready when every node sees its leaves.
+#
+# COMMAND runs as one mpirun over every node, one rank per rail (local rank r = rail r), each
+# rank in its node's namespace with host name = node name, given `--bind-addr <its rail's
+# address>` as its last arguments and FABCHECK_LLDPD_SOCKET = its node's lldpd socket. mpirun
+# runs in the management namespace and reaches the nodes over the management bridge
+# (198.19.255.0/24) through an rsh agent that enters the node's namespace instead of ssh.
+# Exit code: COMMAND's; 2 for usage or environment errors. Everything is torn down on exit.
+#
+# Faults (each may be repeated; RATE defaults to 50mbit):
+#   --slow-uplink LEAF:SPINE[:RATE]  that leaf-to-spine link, both directions
+#   --slow-leaf LEAF[:RATE]          every port of that leaf (node ports and uplinks)
+#   --swap-cables NODE:A,B           the node's rail A cable lands on rail B's leaf and back
+#   --move-nic NODE:RAIL:GROUP       that NIC is cabled to GROUP's leaf of its rail (spare port)
+#   --wrong-port NODE:RAIL           right leaf, wrong (spare) port: invisible to the data plane
+#   --slow-dir A>B[:RATE]            only what node A sends to node B
+# A NIC gets its address from the leaf it lands on (as DHCP or a routed fabric would), so a
+# mis-cabled NIC still carries data and the fault shows in hop classes and in LLDP.
+# --plan-out FILE writes the INTENDED fabric (no faults) in fabcheck's native plan format.
+# Documentation: docs/simfabric.md.
+set -euo pipefail
+
+me=$(realpath "$0")
+die() { echo "simfabric: $*" >&2; exit 2; }
+
+# --- inside a node: the rsh agent and the rank wrapper ------------------------------------
+if [ "${1:-}" = "__agent" ]; then
+  # Called by mpirun's rsh launcher as `AGENT [ssh options...] NODE COMMAND...`: enter the
+  # node's namespace with its own host name and run the command line as sshd's shell would.
+  shift
+  prefix=$1; shift
+  while [ $# -gt 0 ] && [ "${1#-}" != "$1" ]; do shift; done
+  node=$1; shift
+  exec ip netns exec "$prefix-$node" unshare --uts sh -c 'hostname "$0"; exec sh -c "$*"' "$node" "$@"
+fi
+if [ "${1:-}" = "__rank" ]; then
+  # One rank: local rank r measures over rail r, from that interface's address.
+  shift
+  run=$1; shift
+  lr=${OMPI_COMM_WORLD_LOCAL_RANK:-0}
+  addr=$(ip -4 -o addr show dev "rail$lr" 2>/dev/null | awk '{print $4}' | cut -d/ -f1 | head -1)
+  [ -n "$addr" ] || { echo "simfabric: $(hostname) has no address on rail$lr" >&2; exit 2; }
+  export FABCHECK_LLDPD_SOCKET="$run/lldpd-$(hostname).sock"
+  exec "$@" --bind-addr "$addr"
+fi
+
+usage() { sed -n '2,36p' "$me" >&2; exit 2; }
+groups= npg= rails= spines= rate=1gbit uplink_rate= plan_out=
+slow_uplinks=() slow_leaves=() swaps=() moves=() wrongs=() slow_dirs=()
+need() { [ $# -ge 2 ] || die "$1 needs a value (see --help)"; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --groups) need "$@"; groups=$2; shift 2 ;;
+    --nodes-per-group) need "$@"; npg=$2; shift 2 ;;
+    --rails) need "$@"; rails=$2; shift 2 ;;
+    --spines) need "$@"; spines=$2; shift 2 ;;
+    --rate) need "$@"; rate=$2; shift 2 ;;
+    --uplink-rate) need "$@"; uplink_rate=$2; shift 2 ;;
+    --slow-uplink) need "$@"; slow_uplinks+=("$2"); shift 2 ;;
+    --slow-leaf) need "$@"; slow_leaves+=("$2"); shift 2 ;;
+    --swap-cables) need "$@"; swaps+=("$2"); shift 2 ;;
+    --move-nic) need "$@"; moves+=("$2"); shift 2 ;;
+    --wrong-port) need "$@"; wrongs+=("$2"); shift 2 ;;
+    --slow-dir) need "$@"; slow_dirs+=("$2"); shift 2 ;;
+    --plan-out) need "$@"; plan_out=$2; shift 2 ;;
+    --) shift; break ;;
+    -h|--help) usage ;;
+    *) echo "simfabric: unknown option $1" >&2; usage ;;
+  esac
+done
+[ $# -gt 0 ] || die "no command after -- (for example: -- bench-bw --pattern all-pairs)"
+uplink_rate=${uplink_rate:-$rate}
+
+# --- checks: sizes that fit, names that exist ----------------------------------------------
+int_in() { [[ "$2" =~ ^[0-9]+$ ]] && [ "$2" -ge "$3" ] && [ "$2" -le "$4" ] ||
+  die "$1 must be a whole number in $3..$4 (got '${2}')"; }
+int_in --groups "$groups" 1 16
+int_in --nodes-per-group "$npg" 1 64
+int_in --rails "$rails" 1 8
+int_in --spines "$spines" 1 16
+[ $((groups * npg)) -ge 2 ] || die "the fabric needs at least 2 nodes (--groups x --nodes-per-group)"
+[ $((groups * npg)) -le 200 ] || die "at most 200 nodes fit in the management /24"
+check_rate() { [[ "$2" =~ ^[0-9]+(\.[0-9]+)?(bit|kbit|mbit|gbit)$ ]] ||
+  die "$1 '$2' is not a tc rate (examples: 50mbit, 1gbit)"; }
+check_rate --rate "$rate"
+check_rate --uplink-rate "$uplink_rate"
+
+node_ok() { [[ "$1" =~ ^g([0-9]+)n([0-9]+)$ ]] && [ "${BASH_REMATCH[1]}" -lt "$groups" ] &&
+  [ "${BASH_REMATCH[2]}" -lt "$npg" ] ||
+  die "$2: node '$1' is not one of g0n0..g$((groups - 1))n$((npg - 1))"; }
+rail_ok() { [[ "$1" =~ ^[0-9]+$ ]] && [ "$1" -lt "$rails" ] ||
+  die "$2: rail '$1' is not one of 0..$((rails - 1))"; }
+leaf_ok() { [[ "$1" =~ ^leaf-r([0-9]+)-g([0-9]+)$ ]] && [ "${BASH_REMATCH[1]}" -lt "$rails" ] &&
+  [ "${BASH_REMATCH[2]}" -lt "$groups" ] ||
+  die "$2: leaf '$1' is not one of leaf-r<0..$((rails - 1))>-g<0..$((groups - 1))>"; }
+spine_ok() { [[ "$1" =~ ^spine([0-9]+)$ ]] && [ "${BASH_REMATCH[1]}" -lt "$spines" ] ||
+  die "$2: spine '$1' is not one of spine0..spine$((spines - 1))"; }
+node_group() { local x=${1#g}; echo "${x%%n*}"; }
+node_index() { echo "${1##*n}"; }
+split_rate() { # split_rate SPEC -> sets _name and _rate (default 50mbit)
+  _name=${1%%:*} _rate=50mbit
+  [ "$_name" != "$1" ] && _rate=${1#*:}
+  check_rate "rate in '$1'" "$_rate"
+}
+
+# --- where every cable lands -------------------------------------------------------------
+# land_leaf[node:rail] / land_port[node:rail]: the leaf and its port number the NIC is on.
+declare -A land_leaf land_port spare_next
+for ((g = 0; g < groups; g++)); do
+  for ((i = 0; i < npg; i++)); do
+    for ((r = 0; r < rails; r++)); do
+      land_leaf[g${g}n$i:$r]=leaf-r$r-g$g land_port[g${g}n$i:$r]=$((i + 1))
+    done
+  done
+  for ((r = 0; r < rails; r++)); do spare_next[leaf-r$r-g$g]=$((npg + 1)); done
+done
+spare() { # spare LEAF -> a port number past the nodes' own
+  _port=${spare_next[$1]}
+  spare_next[$1]=$((_port + 1))
+}
+for spec in "${swaps[@]}"; do
+  [[ "$spec" =~ ^([^:]+):([0-9]+),([0-9]+)$ ]] || die "--swap-cables '$spec' is not NODE:RAIL,RAIL"
+  n=${BASH_REMATCH[1]} a=${BASH_REMATCH[2]} b=${BASH_REMATCH[3]}
+  node_ok "$n" "--swap-cables $spec"; rail_ok "$a" "--swap-cables $spec"; rail_ok "$b" "--swap-cables $spec"
+  [ "$a" != "$b" ] || die "--swap-cables $spec swaps a rail with itself"
+  la=${land_leaf[$n:$a]} pa=${land_port[$n:$a]}
+  land_leaf[$n:$a]=${land_leaf[$n:$b]} land_port[$n:$a]=${land_port[$n:$b]}
+  land_leaf[$n:$b]=$la land_port[$n:$b]=$pa
+  echo "simfabric: $n rail$a and rail$b cables swapped (rail$a on ${land_leaf[$n:$a]}, rail$b on ${land_leaf[$n:$b]})" >&2
+done
+for spec in "${moves[@]}"; do
+  [[ "$spec" =~ ^([^:]+):([0-9]+):(g?)([0-9]+)$ ]] || die "--move-nic '$spec' is not NODE:RAIL:GROUP"
+  n=${BASH_REMATCH[1]} r=${BASH_REMATCH[2]} to=${BASH_REMATCH[4]}
+  node_ok "$n" "--move-nic $spec"; rail_ok "$r" "--move-nic $spec"
+  [ "$to" -lt "$groups" ] || die "--move-nic $spec: group $to is not one of 0..$((groups - 1))"
+  [ "$to" != "$(node_group "$n")" ] || die "--move-nic $spec: $n is already in group $to"
+  spare "leaf-r$r-g$to"
+  land_leaf[$n:$r]=leaf-r$r-g$to land_port[$n:$r]=$_port
+  echo "simfabric: $n rail$r cabled to leaf-r$r-g$to port swp$_port" >&2
+done
+for spec in "${wrongs[@]}"; do
+  [[ "$spec" =~ ^([^:]+):([0-9]+)$ ]] || die "--wrong-port '$spec' is not NODE:RAIL"
+  n=${BASH_REMATCH[1]} r=${BASH_REMATCH[2]}
+  node_ok "$n" "--wrong-port $spec"; rail_ok "$r" "--wrong-port $spec"
+  spare "${land_leaf[$n:$r]}"
+  land_port[$n:$r]=$_port
+  echo "simfabric: $n rail$r on ${land_leaf[$n:$r]} port swp$_port instead of swp$(( $(node_index "$n") + 1 ))" >&2
+done
+for l in "${!spare_next[@]}"; do
+  [ "${spare_next[$l]}" -le 200 ] || die "too many NICs on $l"
+done
+
+# Addresses (198.18.0.0/15 only): leaf L = rail*G + group owns 198.18.L.0/24 (gateway .1, the
+# NIC on port p is .(p+9)); its link to spine k is 198.19.L.(4k+1) (leaf) / .(4k+2) (spine);
+# the management bridge is 198.19.255.1/24, node j = group*N + index is 198.19.255.(j+10).
+leaf_idx() { [[ "$1" =~ ^leaf-r([0-9]+)-g([0-9]+)$ ]]; echo $((BASH_REMATCH[1] * groups + BASH_REMATCH[2])); }
+nic_addr() { echo "198.18.$(leaf_idx "${land_leaf[$1]}").$((land_port[$1] + 9))"; }
+mgmt_addr() { echo "198.19.255.$(($(node_group "$1") * npg + $(node_index "$1") + 10))"; }
+
+# --- the intended fabric ------------------------------------------------------------------
+write_plan() {
+  local tmp="$1.tmp.$$"
+  {
+    echo "# The intended fabric of tests/fabric/simfabric.sh (no faults): fabcheck plan format."
+    echo "version = 1"
+    echo "name = \"simfabric ${groups}x${npg}x${rails}x${spines}\""
+    for ((r = 0; r < rails; r++)); do
+      for ((g = 0; g < groups; g++)); do
+        printf '\n[[switch]]\nname = "leaf-r%d-g%d"\ntier = "leaf"\ngroup = "g%d"\nrail = %d\n' "$r" "$g" "$g" "$r"
+      done
+    done
+    for ((k = 0; k < spines; k++)); do printf '\n[[switch]]\nname = "spine%d"\ntier = "spine"\n' "$k"; done
+    for ((g = 0; g < groups; g++)); do
+      for ((i = 0; i < npg; i++)); do
+        printf '\n[[node]]\nname = "g%dn%d"\ngroup = "g%d"\n' "$g" "$i" "$g"
+        for ((r = 0; r < rails; r++)); do
+          printf '\n[[nic]]\nnode = "g%dn%d"\nnic = "rail%d"\nrail = %d\nswitch = "leaf-r%d-g%d"\nport = "swp%d"\n' \
+            "$g" "$i" "$r" "$r" "$r" "$g" $((i + 1))
+        done
+      done
+    done
+    for ((r = 0; r < rails; r++)); do
+      for ((g = 0; g < groups; g++)); do
+        for ((k = 0; k < spines; k++)); do
+          printf '\n[[link]]\na = "leaf-r%d-g%d"\nb = "spine%d"\ncount = 1\n' "$r" "$g" "$k"
+        done
+      done
+    done
+  } >"$tmp" && mv -f "$tmp" "$1" || { rm -f "$tmp"; die "cannot write --plan-out $1"; }
+}
+if [ -n "$plan_out" ]; then write_plan "$plan_out"; fi
+
+# --- fault rates, checked before anything is built ----------------------------------------
+declare -A uplink_slow leaf_slow
+for spec in "${slow_uplinks[@]}"; do
+  [[ "$spec" =~ ^([^:]+):([^:]+)(:(.+))?$ ]] || die "--slow-uplink '$spec' is not LEAF:SPINE[:RATE]"
+  l=${BASH_REMATCH[1]} s=${BASH_REMATCH[2]} rr=${BASH_REMATCH[4]:-50mbit}
+  leaf_ok "$l" "--slow-uplink $spec"; spine_ok "$s" "--slow-uplink $spec"; check_rate "--slow-uplink $spec" "$rr"
+  uplink_slow[$l:$s]=$rr
+done
+for spec in "${slow_leaves[@]}"; do
+  split_rate "$spec"; leaf_ok "$_name" "--slow-leaf $spec"; leaf_slow[$_name]=$_rate
+done
+declare -A dir_slow # dir_slow[A>B]=RATE
+for spec in "${slow_dirs[@]}"; do
+  [[ "$spec" =~ ^([^\>]+)\>([^:]+)(:(.+))?$ ]] || die "--slow-dir '$spec' is not NODE>NODE[:RATE]"
+  a=${BASH_REMATCH[1]} b=${BASH_REMATCH[2]} rr=${BASH_REMATCH[4]:-50mbit}
+  node_ok "$a" "--slow-dir $spec"; node_ok "$b" "--slow-dir $spec"; check_rate "--slow-dir $spec" "$rr"
+  [ "$a" != "$b" ] || die "--slow-dir $spec: a node to itself"
+  dir_slow[$a\>$b]=$rr
+done
+
+# --- build ---------------------------------------------------------------------------------
+[ "$(id -u)" -eq 0 ] || die "needs root (ip netns, veth, tc, lldpd, unshare --uts); CI runs as root"
+for t in ip tc lldpd lldpcli mpirun unshare awk; do
+  command -v "$t" >/dev/null || die "$t not found: install iproute2, lldpd and openmpi-bin (scripts/lib/deps.sh)"
+done
+prefix="sf$$"
+run=$(mktemp -d /tmp/simfabric.XXXXXX)
+chmod 755 "$run"
+lldpd_pids=()
+started=$(date +%s.%N)
+teardown() {
+  local code=$?
+  set +e
+  for p in "${lldpd_pids[@]}"; do kill "$p" 2>/dev/null; done
+  for ns in $(ip netns list | awk -v p="$prefix-" 'index($1, p) == 1 {print $1}'); do
+    for p in $(ip netns pids "$ns" 2>/dev/null); do kill "$p" 2>/dev/null; done
+    ip netns del "$ns" 2>/dev/null
+  done
+  rm -rf "$run"
+  exit $code
+}
+trap teardown EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+inns() { local ns=$1; shift; ip netns exec "$prefix-$ns" "$@"; }
+mkns() {
+  ip netns add "$prefix-$1" || die "cannot create namespace $prefix-$1"
+  inns "$1" ip link set lo up
+  inns "$1" sysctl -qw net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0 >/dev/null
+}
+# veth NS_A IF_A NS_B IF_B: one cable.
+veth() {
+  ip link add "$2" netns "$prefix-$1" type veth peer name "$4" netns "$prefix-$3" ||
+    die "cannot create the veth $1:$2 <-> $3:$4"
+  inns "$1" ip link set "$2" up
+  inns "$3" ip link set "$4" up
+}
+# shape NS IF RATE: HTB on the interface's egress, one default class at RATE.
+shape() {
+  inns "$1" tc qdisc add dev "$2" root handle 1: htb default 1 r2q 100
+  inns "$1" tc class add dev "$2" parent 1: classid 1:1 htb rate "$3" ceil "$3" quantum 1514
+}
+
+mkns mgmt
+inns mgmt ip link add br0 type bridge
+inns mgmt ip addr add 198.19.255.1/24 dev br0
+inns mgmt ip link set br0 up
+for ((k = 0; k < spines; k++)); do
+  mkns "spine$k"
+  inns "spine$k" sysctl -qw net.ipv4.ip_forward=1 net.ipv4.fib_multipath_hash_policy=1
+done
+for ((r = 0; r < rails; r++)); do
+  for ((g = 0; g < groups; g++)); do
+    l=leaf-r$r-g$g L=$(leaf_idx "$l")
+    mkns "$l"
+    inns "$l" sysctl -qw net.ipv4.ip_forward=1 net.ipv4.fib_multipath_hash_policy=1
+    inns "$l" ip link add br0 type bridge
+    inns "$l" ip addr add "198.18.$L.1/24" dev br0
+    inns "$l" ip link set br0 up
+    hops=()
+    for ((k = 0; k < spines; k++)); do
+      veth "$l" "up$k" "spine$k" "$l"
+      inns "$l" ip addr add "198.19.$L.$((4 * k + 1))/30" dev "up$k"
+      inns "spine$k" ip addr add "198.19.$L.$((4 * k + 2))/30" dev "$l"
+      inns "spine$k" ip route add "198.18.$L.0/24" via "198.19.$L.$((4 * k + 1))"
+      ur=${uplink_slow[$l:spine$k]:-${leaf_slow[$l]:-$uplink_rate}}
+      shape "$l" "up$k" "$ur"
+      shape "spine$k" "$l" "$ur"
+      hops+=(nexthop via "198.19.$L.$((4 * k + 2))" dev "up$k")
+    done
+    inns "$l" ip route add 198.18.0.0/16 "${hops[@]}"
+  done
+done
+declare -A node_addrs # node -> space-separated rail addresses
+for ((g = 0; g < groups; g++)); do
+  for ((i = 0; i < npg; i++)); do
+    n=g${g}n$i
+    mkns "$n"
+    veth "$n" mgmt0 mgmt "m$n"
+    inns mgmt ip link set "m$n" master br0
+    inns "$n" ip addr add "$(mgmt_addr "$n")/24" dev mgmt0
+    for ((r = 0; r < rails; r++)); do
+      l=${land_leaf[$n:$r]} p=${land_port[$n:$r]} a=$(nic_addr "$n:$r")
+      veth "$n" "rail$r" "$l" "swp$p"
+      inns "$l" ip link set "swp$p" master br0
+      inns "$n" ip addr add "$a/24" dev "rail$r"
+      # Each rail routes its own source address through its own leaf.
+      inns "$n" ip route add default via "198.18.$(leaf_idx "$l").1" dev "rail$r" table $((100 + r))
+      inns "$n" ip rule add from "$a" table $((100 + r)) prio $((1000 + r))
+      shape "$l" "swp$p" "${leaf_slow[$l]:-$rate}"
+      shape "$n" "rail$r" "$rate"
+      node_addrs[$n]="${node_addrs[$n]:-} $a"
+    done
+  done
+done
+# One-way faults: a class of their own on the sender's rails for traffic to the receiver.
+for key in "${!dir_slow[@]}"; do
+  a=${key%%>*} b=${key#*>} rr=${dir_slow[$key]}
+  for ((r = 0; r < rails; r++)); do
+    inns "$a" tc class add dev "rail$r" parent 1: classid 1:2 htb rate "$rr" ceil "$rr" quantum 1514
+    for dst in ${node_addrs[$b]}; do
+      inns "$a" tc filter add dev "rail$r" parent 1: protocol ip prio 1 u32 match ip dst "$dst/32" flowid 1:2
+    done
+  done
+  echo "simfabric: $a -> $b limited to $rr (one direction)" >&2
+done
+
+# --- lldpd in every leaf and node --------------------------------------------------------
+mkdir -p /run/lldpd
+start_lldpd() { # start_lldpd NAME INTERFACES
+  local conf="$run/lldpd-$1.conf"
+  printf 'configure system hostname %s\nconfigure lldp tx-interval 1\nconfigure lldp portidsubtype ifname\n' "$1" >"$conf"
+  inns "$1" lldpd -d -u "$run/lldpd-$1.sock" -I "$2" -O "$conf" -L "$(command -v lldpcli)" \
+    >"$run/lldpd-$1.log" 2>&1 &
+  lldpd_pids+=($!)
+}
+for ((r = 0; r < rails; r++)); do
+  for ((g = 0; g < groups; g++)); do start_lldpd "leaf-r$r-g$g" 'swp*'; done
+done
+for ((g = 0; g < groups; g++)); do
+  for ((i = 0; i < npg; i++)); do start_lldpd "g${g}n$i" 'rail*'; done
+done
+# Ready when every node's lldpd lists a neighbour on every rail.
+deadline=$(($(date +%s) + ${SIMFABRIC_LLDP_TIMEOUT:-60}))
+for ((g = 0; g < groups; g++)); do
+  for ((i = 0; i < npg; i++)); do
+    n=g${g}n$i
+    until [ "$(lldpcli -u "$run/lldpd-$n.sock" show neighbors summary 2>/dev/null | grep -c 'Interface:')" -ge "$rails" ]; do
+      if [ "$(date +%s)" -ge "$deadline" ]; then
+        echo "simfabric: $n did not see an LLDP neighbour on each of its $rails rails in time; its lldpd said:" >&2
+        tail -5 "$run/lldpd-$n.log" >&2
+        exit 2
+      fi
+      sleep 0.3
+    done
+  done
+done
+setup_s=$(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+echo "simfabric: ${groups} groups x ${npg} nodes x ${rails} rails x ${spines} spines up in ${setup_s} s (node links $rate, uplinks $uplink_rate)" >&2
+
+# --- the command, one rank per rail --------------------------------------------------------
+hosts=()
+for ((g = 0; g < groups; g++)); do
+  for ((i = 0; i < npg; i++)); do hosts+=("g${g}n$i:$rails"); done
+done
+agent="$run/agent"
+printf '#!/bin/sh\nexec %q __agent %q "$@"\n' "$me" "$prefix" >"$agent"
+chmod 755 "$agent"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+set +e
+inns mgmt mpirun --host "$(IFS=,; echo "${hosts[*]}")" -np $((groups * npg * rails)) \
+  --map-by slot --bind-to none \
+  --mca plm_rsh_agent "$agent" --mca plm_rsh_no_tree_spawn 1 \
+  --mca oob_tcp_if_include 198.19.255.0/24 --mca btl_tcp_if_include 198.19.255.0/24 \
+  --mca btl self,vader,tcp \
+  "$me" __rank "$run" "$@"
+code=$?
+set -e
+exit $code

@@ -1,0 +1,292 @@
+//! The simulated leaf-spine fabric (tests/fabric/simfabric.sh, 2 groups x 4 nodes x 2 rails x
+//! 2 spines): a TCP all-pairs `bench-bw` sweep under it, every node and rail in the rows
+//! (Peer.device = the rail interface), LLDP neighbours in the host facts that match the
+//! plan --plan-out wrote, and faults that change what they should: swapped cables exchange
+//! a node's two leaves in LLDP; a one-way fault slows one direction only; with uplinks
+//! slower than node links a same-leaf pair beats a cross-spine pair.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use integration::{bin, is_root, run, text};
+use serde_json::Value;
+
+const LIMIT: Duration = Duration::from_secs(400);
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fabric/simfabric.sh")
+}
+
+/// Brings the fabric up with `faults`, runs an all-pairs TCP sweep, returns the document.
+fn sweep(faults: &[&str], plan: Option<&Path>, dir: &Path) -> Value {
+    let json = dir.join("sweep.json");
+    let mut cmd = Command::new(script());
+    cmd.args([
+        "--groups",
+        "2",
+        "--nodes-per-group",
+        "4",
+        "--rails",
+        "2",
+        "--spines",
+        "2",
+        "--rate",
+        "200mbit",
+        "--uplink-rate",
+        "50mbit",
+    ])
+    .args(faults);
+    if let Some(p) = plan {
+        cmd.arg("--plan-out").arg(p);
+    }
+    cmd.arg("--")
+        .arg(bin("bench-bw"))
+        .args([
+            "-s",
+            "64K",
+            "-D",
+            "0.3",
+            "--timeout",
+            "30",
+            "--pattern",
+            "all-pairs",
+            "--json",
+        ])
+        .arg(&json);
+    let out = run(&mut cmd, LIMIT);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+}
+
+fn end(p: &Value) -> (String, String) {
+    (
+        p["host"].as_str().unwrap().to_string(),
+        p["device"].as_str().unwrap_or("?").to_string(),
+    )
+}
+
+/// A row's end: (host, rail interface).
+type End = (String, String);
+
+/// (initiator, responder) -> average Gbit/s of every bandwidth row.
+fn rows(doc: &Value) -> BTreeMap<(End, End), f64> {
+    doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["pair"].is_object() && r["bw_gbit_s"].is_object())
+        .map(|r| {
+            (
+                (end(&r["pair"]["initiator"]), end(&r["pair"]["responder"])),
+                r["bw_gbit_s"]["avg"].as_f64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// host -> interface -> (switch, port) from LLDP in the host facts.
+fn lldp(doc: &Value) -> BTreeMap<String, BTreeMap<String, (String, String)>> {
+    let mut out: BTreeMap<String, BTreeMap<String, (String, String)>> = BTreeMap::new();
+    for h in doc["hosts"].as_array().unwrap() {
+        for n in h["neighbors"].as_array().unwrap() {
+            if n["source"] == "lldp" && n["state"] == "found" {
+                out.entry(h["hostname"].as_str().unwrap().into())
+                    .or_default()
+                    .insert(
+                        n["interface"].as_str().unwrap().into(),
+                        (
+                            n["system_name"].as_str().unwrap().into(),
+                            n["port_id"].as_str().unwrap().into(),
+                        ),
+                    );
+            }
+        }
+    }
+    out
+}
+
+/// node -> nic -> (switch, port) from the plan's [[nic]] tables (TOML written by the script).
+fn plan_nics(plan: &str) -> BTreeMap<String, BTreeMap<String, (String, String)>> {
+    let mut out: BTreeMap<String, BTreeMap<String, (String, String)>> = BTreeMap::new();
+    for block in plan.split("[[").filter(|b| b.starts_with("nic]]")) {
+        let get = |k: &str| {
+            block
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{k} = ")))
+                .unwrap()
+                .trim_matches('"')
+                .to_string()
+        };
+        out.entry(get("node"))
+            .or_default()
+            .insert(get("nic"), (get("switch"), get("port")));
+    }
+    out
+}
+
+fn skip() -> bool {
+    if !is_root() {
+        eprintln!("skipped: the simulated fabric needs root (namespaces, veth, tc, lldpd); CI runs as root");
+        return true;
+    }
+    false
+}
+
+#[test]
+fn clean_fabric_rows_rails_hop_classes_and_lldp_match_the_plan() {
+    if skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.toml");
+    let doc = sweep(&[], Some(&plan), dir.path());
+    let rows = rows(&doc);
+    // Every node and rail is an end of some row.
+    let ends: BTreeSet<(String, String)> = rows
+        .keys()
+        .flat_map(|(a, b)| [a.clone(), b.clone()])
+        .collect();
+    let mut want = BTreeSet::new();
+    for g in 0..2 {
+        for i in 0..4 {
+            for r in 0..2 {
+                want.insert((format!("g{g}n{i}"), format!("rail{r}")));
+            }
+        }
+    }
+    assert_eq!(ends, want);
+    // Hop classes are real: same leaf (g0n0.rail0 - g0n1.rail0, one switch) beats a pair
+    // across the spines (g0n0.rail0 - g1n0.rail0) when uplinks are slower than node links.
+    let bw = |a: &str, ra: &str, b: &str, rb: &str| {
+        let k1 = (
+            (a.to_string(), ra.to_string()),
+            (b.to_string(), rb.to_string()),
+        );
+        let k2 = (k1.1.clone(), k1.0.clone());
+        rows.get(&k1).or_else(|| rows.get(&k2)).copied().unwrap()
+    };
+    let same_leaf = bw("g0n0", "rail0", "g0n1", "rail0");
+    let cross = bw("g0n0", "rail0", "g1n0", "rail0");
+    assert!(
+        same_leaf > cross,
+        "same leaf {same_leaf} vs across spines {cross}"
+    );
+    // LLDP in every host's facts agrees with the plan, NIC for NIC.
+    let plan = plan_nics(&std::fs::read_to_string(&plan).unwrap());
+    assert_eq!(plan.len(), 8);
+    assert_eq!(lldp(&doc), plan);
+}
+
+#[test]
+fn swapped_cables_exchange_leaves_and_a_one_way_fault_slows_one_direction() {
+    if skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let doc = sweep(
+        &[
+            "--swap-cables",
+            "g1n2:0,1",
+            "--slow-dir",
+            "g0n3>g0n2:10mbit",
+        ],
+        None,
+        dir.path(),
+    );
+    let seen = lldp(&doc);
+    let n = &seen["g1n2"];
+    assert_eq!(n["rail0"], ("leaf-r1-g1".to_string(), "swp3".to_string()));
+    assert_eq!(n["rail1"], ("leaf-r0-g1".to_string(), "swp3".to_string()));
+    assert_eq!(
+        seen["g1n1"]["rail0"].0, "leaf-r0-g1",
+        "other nodes unchanged"
+    );
+    // One direction only: TCP rows carry data initiator -> responder.
+    let rows = rows(&doc);
+    let dir_bw = |from: &str, to: &str| -> Vec<f64> {
+        rows.iter()
+            .filter(|(((a, ra), (b, rb)), _)| a == from && b == to && ra == rb && ra == "rail0")
+            .map(|(_, v)| *v)
+            .collect()
+    };
+    let slow = dir_bw("g0n3", "g0n2");
+    let fast = dir_bw("g0n2", "g0n3");
+    // all-pairs measures a pair in one direction; whichever ran must show the fault's side.
+    if let Some(s) = slow.first() {
+        assert!(
+            *s < 0.02,
+            "g0n3 -> g0n2 limited to 10 Mbit/s, measured {s} Gbit/s"
+        );
+    }
+    if let Some(f) = fast.first() {
+        assert!(
+            *f > 0.02,
+            "g0n2 -> g0n3 is not limited, measured {f} Gbit/s"
+        );
+    }
+    assert!(!slow.is_empty() || !fast.is_empty(), "{rows:?}");
+}
+
+#[test]
+fn bad_command_lines_are_usage_errors() {
+    for (args, needle) in [
+        (&["--groups", "2", "--", "true"][..], "--nodes-per-group"),
+        (
+            &[
+                "--groups",
+                "1",
+                "--nodes-per-group",
+                "2",
+                "--rails",
+                "1",
+                "--spines",
+                "1",
+                "--swap-cables",
+                "g5n0:0,1",
+                "--",
+                "true",
+            ][..],
+            "not one of g0n0",
+        ),
+        (
+            &[
+                "--groups",
+                "1",
+                "--nodes-per-group",
+                "2",
+                "--rails",
+                "1",
+                "--spines",
+                "1",
+                "--rate",
+                "fast",
+                "--",
+                "true",
+            ][..],
+            "not a tc rate",
+        ),
+        (
+            &[
+                "--groups",
+                "1",
+                "--nodes-per-group",
+                "1",
+                "--rails",
+                "1",
+                "--spines",
+                "1",
+                "--",
+                "true",
+            ][..],
+            "at least 2 nodes",
+        ),
+    ] {
+        let out = run(Command::new(script()).args(args), Duration::from_secs(30));
+        let (_, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+}
