@@ -50,6 +50,8 @@ pub fn collect() -> HostInfo {
         gpu_driver: None,
         nvidia_peermem: None,
         neighbors: Vec::new(),
+        // Bounded: commands stop being run after 10 s (FABCHECK_AUDIT=0 turns it off).
+        audit: crate::audit::collect_bounded(std::time::Duration::from_secs(10)),
     };
     add_gpu_facts(&mut h, Path::new("/"));
     h

@@ -28,6 +28,7 @@
 //! are safe code over sysfs and sockets).
 
 pub mod agents;
+pub mod audit;
 pub mod bootstrap;
 pub mod clock;
 pub mod collective;
