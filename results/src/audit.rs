@@ -467,17 +467,31 @@ pub fn findings(a: &NodeAudit, lossless: Option<&[u8]>) -> Vec<Finding> {
                 for (lane, &rx) in m.rx_power_dbm.iter().enumerate() {
                     let lane_name = format!("{}: lane {} rx power {rx:.2} dBm", p.name(), lane + 1);
                     if t.low_alarm.is_some_and(|al| rx < al) {
-                        add("fail", "rx-power-alarm", port,
-                            format!("{lane_name} is below the module's low alarm {:.2} dBm", t.low_alarm.unwrap_or(0.0)),
-                            "clean the connectors (both ends), then replace the cable or module");
+                        add(
+                            "fail",
+                            "rx-power-alarm",
+                            port,
+                            format!(
+                                "{lane_name} is below the module's low alarm {:.2} dBm",
+                                t.low_alarm.unwrap_or(0.0)
+                            ),
+                            "clean the connectors (both ends), then replace the cable or module",
+                        );
                     } else if t.low_warning.is_some_and(|w| rx < w) {
                         add("warn", "rx-power-warning", port,
                             format!("{lane_name} is below the module's low warning {:.2} dBm", t.low_warning.unwrap_or(0.0)),
                             "clean the connectors (both ends); replace the cable or module if it stays low");
                     } else if t.low_warning.is_some_and(|w| rx < w + 1.0) {
-                        add("warn", "rx-power-margin", port,
-                            format!("{lane_name} is within 1 dB of the module's low warning {:.2} dBm", t.low_warning.unwrap_or(0.0)),
-                            "clean the connectors; watch the lane over the next runs");
+                        add(
+                            "warn",
+                            "rx-power-margin",
+                            port,
+                            format!(
+                                "{lane_name} is within 1 dB of the module's low warning {:.2} dBm",
+                                t.low_warning.unwrap_or(0.0)
+                            ),
+                            "clean the connectors; watch the lane over the next runs",
+                        );
                     }
                 }
             }
@@ -526,9 +540,14 @@ fn nccl_lint(
     let get = |k: &str| nccl.get(k).map(|s| (s.value.trim(), s.source.as_str()));
     if let Some((v, src)) = get("NCCL_IB_DISABLE") {
         if v == "1" {
-            out.push(("nccl-ib-disabled", "fail",
-                format!("NCCL_IB_DISABLE=1 ({src}): NCCL falls back to TCP sockets without saying so"),
-                "remove NCCL_IB_DISABLE"));
+            out.push((
+                "nccl-ib-disabled",
+                "fail",
+                format!(
+                    "NCCL_IB_DISABLE=1 ({src}): NCCL falls back to TCP sockets without saying so"
+                ),
+                "remove NCCL_IB_DISABLE",
+            ));
         }
     }
     if let Some((v, src)) = get("NCCL_IB_HCA") {
@@ -552,9 +571,19 @@ fn nccl_lint(
                     .collect();
                 let digit_end = n.chars().last().is_some_and(|c| c.is_ascii_digit());
                 if !more.is_empty() || digit_end {
-                    out.push(("nccl-hca-prefix", "warn",
-                        format!("NCCL_IB_HCA={v} ({src}): `{n}` is a prefix and also matches {}", if more.is_empty() { format!("{n}0..{n}9 where they exist") } else { more.join(", ") }),
-                        "write NCCL_IB_HCA with a leading `=` for exact names (=mlx5_0,mlx5_1)"));
+                    out.push((
+                        "nccl-hca-prefix",
+                        "warn",
+                        format!(
+                            "NCCL_IB_HCA={v} ({src}): `{n}` is a prefix and also matches {}",
+                            if more.is_empty() {
+                                format!("{n}0..{n}9 where they exist")
+                            } else {
+                                more.join(", ")
+                            }
+                        ),
+                        "write NCCL_IB_HCA with a leading `=` for exact names (=mlx5_0,mlx5_1)",
+                    ));
                 }
             }
         }

@@ -70,7 +70,13 @@ pub fn audit(src: &dyn Source, opts: &Options) -> NodeAudit {
     };
     let mut ports = discover(src, opts);
     for p in &mut ports {
-        audit_port(src, opts, p, iproute2.get().is_some(), ethtool.get().map(String::as_str));
+        audit_port(
+            src,
+            opts,
+            p,
+            iproute2.get().is_some(),
+            ethtool.get().map(String::as_str),
+        );
     }
     let mut a = NodeAudit {
         hostname,
@@ -169,7 +175,9 @@ fn discover(src: &dyn Source, opts: &Options) -> Vec<PortAudit> {
     if !opts.only.is_empty() {
         out.retain(|p| {
             opts.only.contains(&p.interface)
-                || p.rdma_device.as_ref().is_some_and(|d| opts.only.contains(d))
+                || p.rdma_device
+                    .as_ref()
+                    .is_some_and(|d| opts.only.contains(d))
         });
     }
     out
@@ -405,7 +413,13 @@ fn ecn(src: &dyn Source, p: &mut PortAudit, net: &str) {
     let mut params = BTreeMap::new();
     match (read_bits("roce_np"), read_bits("roce_rp")) {
         (Some(np), Some(rp)) => {
-            p.ecn = Fact::known(format!("{ecn_dir}/roce_{{np,rp}}/enable/0..7"), Ecn { np_enabled: np, rp_enabled: rp });
+            p.ecn = Fact::known(
+                format!("{ecn_dir}/roce_{{np,rp}}/enable/0..7"),
+                Ecn {
+                    np_enabled: np,
+                    rp_enabled: rp,
+                },
+            );
             for role in ["roce_rp", "roce_np"] {
                 for f in src.list(&format!("{ecn_dir}/{role}")).unwrap_or_default() {
                     if f == "enable" {
@@ -503,7 +517,9 @@ fn host(src: &dyn Source) -> HostAudit {
     let cmdline = src.read("/proc/cmdline").unwrap_or_default();
     let iommu_cmdline: Vec<String> = cmdline
         .split_whitespace()
-        .filter(|w| w.starts_with("iommu=") || w.starts_with("intel_iommu=") || w.starts_with("amd_iommu="))
+        .filter(|w| {
+            w.starts_with("iommu=") || w.starts_with("intel_iommu=") || w.starts_with("amd_iommu=")
+        })
         .map(str::to_string)
         .collect();
     let iommu = match src.list("/sys/class/iommu") {
@@ -517,14 +533,19 @@ fn host(src: &dyn Source) -> HostAudit {
                 .map(|s| trim(&s))
                 .collect();
             if types.is_empty() {
-                Fact::unknown("/sys/kernel/iommu_groups/*/type", "IOMMU present but no group types readable")
+                Fact::unknown(
+                    "/sys/kernel/iommu_groups/*/type",
+                    "IOMMU present but no group types readable",
+                )
             } else if types.iter().all(|t| t == "identity") {
                 Fact::known("/sys/kernel/iommu_groups/*/type", "passthrough".to_string())
             } else {
                 Fact::known("/sys/kernel/iommu_groups/*/type", "translated".to_string())
             }
         }
-        Err(e) if e.contains("No such file") => Fact::known("/sys/class/iommu (absent)", "off".to_string()),
+        Err(e) if e.contains("No such file") => {
+            Fact::known("/sys/class/iommu (absent)", "off".to_string())
+        }
         Err(e) => Fact::unknown("/sys/class/iommu", e),
     };
     let mut nccl = BTreeMap::new();
@@ -536,12 +557,24 @@ fn host(src: &dyn Source) -> HostAudit {
         .unwrap_or_else(|| "/etc/nccl.conf".into());
     if let Ok(text) = src.read(&conf_path) {
         for (k, v) in parse::nccl_conf(&text) {
-            nccl.insert(k, NcclSetting { value: v, source: conf_path.clone() });
+            nccl.insert(
+                k,
+                NcclSetting {
+                    value: v,
+                    source: conf_path.clone(),
+                },
+            );
         }
     }
     // The environment wins over the file, as in NCCL.
     for (k, v) in env {
-        nccl.insert(k, NcclSetting { value: v, source: "env".into() });
+        nccl.insert(
+            k,
+            NcclSetting {
+                value: v,
+                source: "env".into(),
+            },
+        );
     }
     HostAudit {
         memlock_bytes,

@@ -132,7 +132,8 @@ pub fn module_json_since(version: &str) -> bool {
 /// "corrected_blocks":{"total":N,"lanes":[..]},"uncorrectable_blocks":{"total":N},
 /// "corrected_bits":{"total":N}}}]`; statistics only where the driver gives them.
 pub fn ethtool_fec(json: &str) -> Result<Fec, String> {
-    let v: Value = serde_json::from_str(json).map_err(|e| format!("not ethtool's FEC JSON: {e}"))?;
+    let v: Value =
+        serde_json::from_str(json).map_err(|e| format!("not ethtool's FEC JSON: {e}"))?;
     let o = v
         .as_array()
         .and_then(|a| a.first())
@@ -140,13 +141,19 @@ pub fn ethtool_fec(json: &str) -> Result<Fec, String> {
     let strings = |k: &str| -> Vec<String> {
         o.get(k)
             .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_string))
+                    .collect()
+            })
             .unwrap_or_default()
     };
     let stat = |k: &str| {
-        o.get("statistics")
-            .and_then(|s| s.get(k))
-            .and_then(|s| s.get("total").and_then(Value::as_u64).or_else(|| s.as_u64()))
+        o.get("statistics").and_then(|s| s.get(k)).and_then(|s| {
+            s.get("total")
+                .and_then(Value::as_u64)
+                .or_else(|| s.as_u64())
+        })
     };
     Ok(Fec {
         configured: strings("config"),
@@ -173,8 +180,22 @@ pub fn ethtool_stats(text: &str) -> BTreeMap<String, u64> {
 /// has a thousand counters; these are the few that tell of loss.
 pub fn relevant_counter(name: &str) -> bool {
     const WORDS: &[&str] = &[
-        "pause", "discard", "drop", "storm", "ecn", "cnp", "retrans", "fec", "corrected",
-        "symbol", "crc", "phy", "link_down", "out_of", "buffer", "err",
+        "pause",
+        "discard",
+        "drop",
+        "storm",
+        "ecn",
+        "cnp",
+        "retrans",
+        "fec",
+        "corrected",
+        "symbol",
+        "crc",
+        "phy",
+        "link_down",
+        "out_of",
+        "buffer",
+        "err",
     ];
     let n = name.to_ascii_lowercase();
     WORDS.iter().any(|w| n.contains(w))
@@ -244,7 +265,9 @@ pub fn ethtool_module_text(text: &str) -> Result<Module, String> {
                 (false, false) => &mut t.low_warning,
             };
             *slot = val;
-        } else if (kl.starts_with("rcvr signal") || kl.starts_with("receiver signal") || kl.starts_with("rx power"))
+        } else if (kl.starts_with("rcvr signal")
+            || kl.starts_with("receiver signal")
+            || kl.starts_with("rx power"))
             && !kl.contains("alarm")
             && !kl.contains("warning")
         {
@@ -253,11 +276,17 @@ pub fn ethtool_module_text(text: &str) -> Result<Module, String> {
             } else if let Some(p) = dbm(v) {
                 rx.insert(1, p);
             }
-        } else if kl.starts_with("transmit avg optical power") || kl.starts_with("laser output power") {
+        } else if kl.starts_with("transmit avg optical power")
+            || kl.starts_with("laser output power")
+        {
             if let Some(p) = dbm(v) {
                 tx.insert(channel(k).unwrap_or(1), p);
             }
-        } else if kl.starts_with("laser tx bias current") || kl.starts_with("laser bias current") && !kl.contains("alarm") && !kl.contains("warning") {
+        } else if kl.starts_with("laser tx bias current")
+            || kl.starts_with("laser bias current")
+                && !kl.contains("alarm")
+                && !kl.contains("warning")
+        {
             if let Some(ma) = v.split_whitespace().next().and_then(|w| w.parse().ok()) {
                 bias.insert(channel(k).unwrap_or(1), ma);
             }
@@ -280,7 +309,8 @@ pub fn ethtool_module_text(text: &str) -> Result<Module, String> {
 /// "type":".."},"transmit_avg_optical_power":[mW..],"laser_tx_bias_current":[mA..],
 /// "laser_rx_power":{"high_alarm_threshold":mW,..}}]`. Powers are mW: converted to dBm.
 pub fn ethtool_module_json(json: &str) -> Result<Module, String> {
-    let v: Value = serde_json::from_str(json).map_err(|e| format!("not ethtool's module JSON: {e}"))?;
+    let v: Value =
+        serde_json::from_str(json).map_err(|e| format!("not ethtool's module JSON: {e}"))?;
     let o = v
         .as_array()
         .and_then(|a| a.first())
@@ -288,7 +318,12 @@ pub fn ethtool_module_json(json: &str) -> Result<Module, String> {
     let text = |k: &str| o.get(k).and_then(|v| v.as_str().map(str::to_string));
     let mw_list = |v: Option<&Value>| -> Vec<f64> {
         v.and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_f64).filter_map(mw_to_dbm).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_f64)
+                    .filter_map(mw_to_dbm)
+                    .collect()
+            })
             .unwrap_or_default()
     };
     let th = o.get("laser_rx_power").map(|t| {
@@ -331,7 +366,9 @@ pub fn memlock(limits: &str) -> Result<Option<u64>, String> {
     if soft == "unlimited" {
         return Ok(None);
     }
-    soft.parse().map(Some).map_err(|_| format!("soft limit `{soft}` is not a number"))
+    soft.parse()
+        .map(Some)
+        .map_err(|_| format!("soft limit `{soft}` is not a number"))
 }
 
 /// `KEY=VALUE` lines of `/etc/nccl.conf` (comments `#`).
@@ -357,7 +394,10 @@ mod tests {
         assert_eq!(m.get(&26), Some(&3));
         assert_eq!(m.get(&48), Some(&6));
         assert!(dcb_app_dscp(r#"{"dscp_prio":[[99,3]]}"#).is_err());
-        assert_eq!(dcb_dcbx(r#"{"host":true,"ieee":true}"#).unwrap(), ["host", "ieee"]);
+        assert_eq!(
+            dcb_dcbx(r#"{"host":true,"ieee":true}"#).unwrap(),
+            ["host", "ieee"]
+        );
     }
 
     #[test]
@@ -380,9 +420,20 @@ mod tests {
 
     #[test]
     fn memlock_and_versions() {
-        assert_eq!(memlock("Max locked memory         8388608              8388608              bytes\n").unwrap(), Some(8388608));
-        assert_eq!(memlock("Max locked memory         unlimited            unlimited            bytes\n").unwrap(), None);
-        assert_eq!(dcb_version("dcb utility, iproute2-6.1.0\n").as_deref(), Some("iproute2-6.1.0"));
+        assert_eq!(
+            memlock("Max locked memory         8388608              8388608              bytes\n")
+                .unwrap(),
+            Some(8388608)
+        );
+        assert_eq!(
+            memlock("Max locked memory         unlimited            unlimited            bytes\n")
+                .unwrap(),
+            None
+        );
+        assert_eq!(
+            dcb_version("dcb utility, iproute2-6.1.0\n").as_deref(),
+            Some("iproute2-6.1.0")
+        );
         assert!(!module_json_since("6.1") && module_json_since("6.14"));
     }
 }

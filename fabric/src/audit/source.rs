@@ -233,7 +233,10 @@ impl Source for Live {
                 (None, Some(e)) => format!("error: {e}"),
                 (None, None) => "error: killed".into(),
             };
-            self.save(Path::new(&format!("{stem}.rc")), format!("{rc}\n").as_bytes());
+            self.save(
+                Path::new(&format!("{stem}.rc")),
+                format!("{rc}\n").as_bytes(),
+            );
         }
         out
     }
@@ -291,8 +294,18 @@ fn run_bounded(argv: &[&str], timeout: Duration) -> Output {
             String::from_utf8_lossy(&buf).into_owned()
         })
     };
-    let out_t = pipe(child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
-    let err_t = pipe(child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
+    let out_t = pipe(
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
+    let err_t = pipe(
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
     let start = Instant::now();
     let status = loop {
         match child.try_wait() {
@@ -315,7 +328,10 @@ fn run_bounded(argv: &[&str], timeout: Duration) -> Output {
     match status {
         Ok(s) => Output {
             code: s.code(),
-            error: s.code().is_none().then(|| format!("{prog} was killed by a signal")),
+            error: s
+                .code()
+                .is_none()
+                .then(|| format!("{prog} was killed by a signal")),
             stdout,
             stderr,
         },
@@ -344,7 +360,10 @@ impl Replay {
         }
         let errors = match std::fs::read_to_string(dir.join("read-errors.json")) {
             Ok(t) => serde_json::from_str(&t).map_err(|e| {
-                format!("{}: not a map of path to reason: {e}", dir.join("read-errors.json").display())
+                format!(
+                    "{}: not a map of path to reason: {e}",
+                    dir.join("read-errors.json").display()
+                )
             })?,
             Err(_) => BTreeMap::new(),
         };
@@ -375,7 +394,8 @@ impl Source for Replay {
         if let Some(e) = self.errors.get(path) {
             return Err(e.clone());
         }
-        let rd = std::fs::read_dir(self.dir.join(fs_rel(path))).map_err(|_| NOT_FOUND.to_string())?;
+        let rd =
+            std::fs::read_dir(self.dir.join(fs_rel(path))).map_err(|_| NOT_FOUND.to_string())?;
         let mut names: Vec<String> = rd
             .filter_map(|e| e.ok())
             .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -396,7 +416,10 @@ impl Source for Replay {
         let rc = rc.trim();
         let (code, error) = match rc.parse::<i32>() {
             Ok(c) => (Some(c), None),
-            Err(_) => (None, Some(rc.strip_prefix("error:").unwrap_or(rc).trim().to_string())),
+            Err(_) => (
+                None,
+                Some(rc.strip_prefix("error:").unwrap_or(rc).trim().to_string()),
+            ),
         };
         Output {
             code,
@@ -456,7 +479,11 @@ mod tests {
         assert_eq!(r.run(&["sh", "-c", "echo out; echo err >&2; exit 3"]), echo);
         assert_eq!(r.run(&["no-such-tool-fabcheck", "-V"]), absent);
         assert_eq!(r.list("/sys/class/net").unwrap(), net);
-        assert!(r.run(&["never", "run"]).error.unwrap().contains("not in the capture"));
+        assert!(r
+            .run(&["never", "run"])
+            .error
+            .unwrap()
+            .contains("not in the capture"));
         // A second capture into the same directory is refused, not mixed.
         assert!(Live::capturing(&cap).unwrap_err().contains("not empty"));
     }
