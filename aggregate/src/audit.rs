@@ -45,7 +45,11 @@ pub fn ports(docs: &[Loaded]) -> Vec<(String, PortAudit, NodeAudit)> {
     for d in docs {
         for h in &d.doc.hosts {
             if let Some(a) = &h.audit {
-                let name = if a.hostname.is_empty() { h.hostname.clone() } else { a.hostname.clone() };
+                let name = if a.hostname.is_empty() {
+                    h.hostname.clone()
+                } else {
+                    a.hostname.clone()
+                };
                 by_host.insert(name, a.clone());
             }
         }
@@ -65,12 +69,30 @@ fn facet(p: &PortAudit, f: &str) -> Option<String> {
         "pfc" => p.pfc.get().map(|v| format!("PFC on {:?}", v.priorities())),
         "trust" => p.trust.get().map(|t| format!("trust {t}")),
         "dscp_map" => p.dscp_prio.get().map(|m| {
-            let nz: Vec<String> = m.iter().filter(|(_, &v)| v != 0).map(|(d, v)| format!("{d}:{v}")).collect();
-            format!("DSCP->prio {}", if nz.is_empty() { "all 0".into() } else { nz.join(" ") })
+            let nz: Vec<String> = m
+                .iter()
+                .filter(|(_, &v)| v != 0)
+                .map(|(d, v)| format!("{d}:{v}"))
+                .collect();
+            format!(
+                "DSCP->prio {}",
+                if nz.is_empty() {
+                    "all 0".into()
+                } else {
+                    nz.join(" ")
+                }
+            )
         }),
-        "cnp_dscp" => p.cnp.get().and_then(|c| c.dscp).map(|d| format!("CNP DSCP {d}")),
+        "cnp_dscp" => p
+            .cnp
+            .get()
+            .and_then(|c| c.dscp)
+            .map(|d| format!("CNP DSCP {d}")),
         "dcqcn" => p.dcqcn.get().filter(|m| !m.is_empty()).map(|m| {
-            m.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
+            m.iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" ")
         }),
         "fec" => p.fec.get().map(|f| format!("FEC {}", f.active.join(","))),
         "mtu" => p.mtu.map(|m| format!("MTU {m}")),
@@ -81,7 +103,13 @@ fn facet(p: &PortAudit, f: &str) -> Option<String> {
 
 const NAMED: usize = 40;
 
-fn outcome(id: &str, description: String, bound: String, judged: usize, misses: Vec<String>) -> Outcome {
+fn outcome(
+    id: &str,
+    description: String,
+    bound: String,
+    judged: usize,
+    misses: Vec<String>,
+) -> Outcome {
     let status = if judged == 0 {
         Status::Missing
     } else if misses.is_empty() {
@@ -119,10 +147,14 @@ fn outcome(id: &str, description: String, bound: String, judged: usize, misses: 
 /// The checks of a `[lossless]` table, in a fixed order.
 pub fn checks(spec: &LosslessSpec, docs: &[Loaded]) -> Vec<Outcome> {
     let all = ports(docs);
-    let eth: Vec<&(String, PortAudit, NodeAudit)> = all.iter().filter(|(_, p, _)| !p.is_infiniband()).collect();
+    let eth: Vec<&(String, PortAudit, NodeAudit)> =
+        all.iter().filter(|(_, p, _)| !p.is_infiniband()).collect();
     let name = |h: &str, p: &PortAudit| format!("{h}:{}", p.interface);
     let mut out = Vec::new();
-    let same: Vec<String> = spec.same.clone().unwrap_or_else(|| FACETS.iter().map(|s| s.to_string()).collect());
+    let same: Vec<String> = spec
+        .same
+        .clone()
+        .unwrap_or_else(|| FACETS.iter().map(|s| s.to_string()).collect());
     for f in &same {
         let values: Vec<(String, String)> = eth
             .iter()
@@ -176,19 +208,40 @@ pub fn checks(spec: &LosslessSpec, docs: &[Loaded]) -> Vec<Outcome> {
                 let off: Vec<u8> = want
                     .iter()
                     .copied()
-                    .filter(|&x| e.np_enabled.get(x as usize) != Some(&true) || e.rp_enabled.get(x as usize) != Some(&true))
+                    .filter(|&x| {
+                        e.np_enabled.get(x as usize) != Some(&true)
+                            || e.rp_enabled.get(x as usize) != Some(&true)
+                    })
                     .collect();
                 if !off.is_empty() {
                     ecn_misses.push(format!("{}: ECN off on priority {off:?}", name(h, p)));
                 }
             }
         }
-        out.push(outcome("pfc-priorities", format!("PFC on exactly priorities {want:?} on every port"), format!("= {want:?}"), judged, misses));
+        out.push(outcome(
+            "pfc-priorities",
+            format!("PFC on exactly priorities {want:?} on every port"),
+            format!("= {want:?}"),
+            judged,
+            misses,
+        ));
         if spec.suite_dscp_lossless {
-            out.push(outcome("suite-dscp", "The suite's DSCP lands on a lossless priority on every port".into(), format!("priority in {want:?}"), dscp_judged, dscp_misses));
+            out.push(outcome(
+                "suite-dscp",
+                "The suite's DSCP lands on a lossless priority on every port".into(),
+                format!("priority in {want:?}"),
+                dscp_judged,
+                dscp_misses,
+            ));
         }
         if spec.ecn_on_lossless {
-            out.push(outcome("ecn", "ECN (notification and reaction point) on every lossless priority".into(), format!("on {want:?}"), ecn_judged, ecn_misses));
+            out.push(outcome(
+                "ecn",
+                "ECN (notification and reaction point) on every lossless priority".into(),
+                format!("on {want:?}"),
+                ecn_judged,
+                ecn_misses,
+            ));
         }
     }
     if spec.rx_power_above_warning {
@@ -196,15 +249,27 @@ pub fn checks(spec: &LosslessSpec, docs: &[Loaded]) -> Vec<Outcome> {
         let mut misses = Vec::new();
         for (h, p, _) in &all {
             let Some(m) = p.module.get() else { continue };
-            let Some(w) = m.rx_power_thresholds.as_ref().and_then(|t| t.low_warning) else { continue };
+            let Some(w) = m.rx_power_thresholds.as_ref().and_then(|t| t.low_warning) else {
+                continue;
+            };
             judged += 1;
             for (i, rx) in m.rx_power_dbm.iter().enumerate() {
                 if *rx < w {
-                    misses.push(format!("{} lane {}: {rx:.2} dBm < low warning {w:.2} dBm", name(h, p), i + 1));
+                    misses.push(format!(
+                        "{} lane {}: {rx:.2} dBm < low warning {w:.2} dBm",
+                        name(h, p),
+                        i + 1
+                    ));
                 }
             }
         }
-        out.push(outcome("rx-power", "Every lane's receive power at or above its module's low warning".into(), ">= module low warning".into(), judged, misses));
+        out.push(outcome(
+            "rx-power",
+            "Every lane's receive power at or above its module's low warning".into(),
+            ">= module low warning".into(),
+            judged,
+            misses,
+        ));
     }
     out
 }
@@ -221,18 +286,39 @@ mod tests {
             interface: "eth2".into(),
             link_layer: "Ethernet".into(),
             mtu: Some(9000),
-            pfc: Fact::known("t", Pfc { enabled: (0..8).map(|x| x == pfc_prio).collect(), ..Default::default() }),
+            pfc: Fact::known(
+                "t",
+                Pfc {
+                    enabled: (0..8).map(|x| x == pfc_prio).collect(),
+                    ..Default::default()
+                },
+            ),
             trust: Fact::known("t", "dscp".into()),
             dscp_prio: Fact::known("t", map),
-            ecn: Fact::known("t", Ecn { np_enabled: vec![true; 8], rp_enabled: vec![true; 8] }),
-            cnp: Fact::known("t", Cnp { dscp: Some(cnp_dscp), priority: Some(6) }),
+            ecn: Fact::known(
+                "t",
+                Ecn {
+                    np_enabled: vec![true; 8],
+                    rp_enabled: vec![true; 8],
+                },
+            ),
+            cnp: Fact::known(
+                "t",
+                Cnp {
+                    dscp: Some(cnp_dscp),
+                    priority: Some(6),
+                },
+            ),
             ..Default::default()
         };
         results::HostInfo {
             hostname: name.into(),
             audit: Some(NodeAudit {
                 hostname: name.into(),
-                suite: SuiteTraffic { traffic_class: 106, ..Default::default() },
+                suite: SuiteTraffic {
+                    traffic_class: 106,
+                    ..Default::default()
+                },
                 ports: vec![p],
                 ..Default::default()
             }),
@@ -242,7 +328,8 @@ mod tests {
 
     #[test]
     fn the_two_nodes_that_differ_are_named_with_what_differs() {
-        let mut doc = results::Document::new("fabric-doctor", "mpi", 6, "2026-01-01T00:00:00Z".into());
+        let mut doc =
+            results::Document::new("fabric-doctor", "mpi", 6, "2026-01-01T00:00:00Z".into());
         for i in 0..6 {
             let pfc = if i == 2 { 4 } else { 3 };
             let cnp = if i == 4 { 46 } else { 48 };
@@ -258,10 +345,25 @@ mod tests {
         let out = checks(&spec, &[l]);
         let by = |id: &str| out.iter().find(|o| o.id == id).unwrap();
         assert_eq!(by("lossless-same-pfc").status, Status::Fail);
-        assert_eq!(by("lossless-same-pfc").worst_at, "node02:eth2: PFC on [4] (most: PFC on [3])");
-        assert_eq!(by("lossless-same-cnp-dscp").worst_at, "node04:eth2: CNP DSCP 46 (most: CNP DSCP 48)");
-        assert_eq!(by("lossless-pfc-priorities").worst_at, "node02:eth2: PFC on [4]");
-        for id in ["lossless-same-trust", "lossless-same-dscp-map", "lossless-same-mtu", "lossless-suite-dscp", "lossless-ecn"] {
+        assert_eq!(
+            by("lossless-same-pfc").worst_at,
+            "node02:eth2: PFC on [4] (most: PFC on [3])"
+        );
+        assert_eq!(
+            by("lossless-same-cnp-dscp").worst_at,
+            "node04:eth2: CNP DSCP 46 (most: CNP DSCP 48)"
+        );
+        assert_eq!(
+            by("lossless-pfc-priorities").worst_at,
+            "node02:eth2: PFC on [4]"
+        );
+        for id in [
+            "lossless-same-trust",
+            "lossless-same-dscp-map",
+            "lossless-same-mtu",
+            "lossless-suite-dscp",
+            "lossless-ecn",
+        ] {
             assert_eq!(by(id).status, Status::Pass, "{id}");
         }
         // Facets no audit knows are MISSING, not passed.
