@@ -156,6 +156,11 @@ pub fn build(profile: &Profile, docs: &[Loaded]) -> Cluster {
             outcomes.push((None, o));
         }
     }
+    if let Some(spec) = &profile.lossless {
+        for o in crate::audit::checks(spec, docs) {
+            outcomes.push((None, o));
+        }
+    }
     let groups = views(&a);
     let (heatmaps, left_out) = draw(&a, &loc);
     let all_failures = a.distinct_failures(|_| true);

@@ -5,6 +5,7 @@
 //!
 //! It depends on the `results` crate only, so it builds anywhere (no verbs, MPI or CUDA).
 
+pub mod audit;
 pub mod bundle;
 pub mod cluster;
 pub mod compare;

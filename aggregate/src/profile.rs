@@ -35,6 +35,7 @@ struct RawProfile {
     #[serde(default)]
     matrix: MatrixSettings,
     inventory: Option<InventorySpec>,
+    lossless: Option<crate::audit::LosslessSpec>,
 }
 
 /// `[matrix]`: how the node-by-node matrix of a sweep is judged and its suspects named.
@@ -150,6 +151,8 @@ pub struct Profile {
     pub matrix: MatrixSettings,
     /// What every port must show (`[inventory]`).
     pub inventory: Option<InventorySpec>,
+    /// What the nodes' lossless-configuration audits must show (`[lossless]`).
+    pub lossless: Option<crate::audit::LosslessSpec>,
 }
 
 /// Which bound a check sets.
@@ -508,6 +511,7 @@ pub fn parse(text: &str, source: &str) -> Result<Profile> {
         source: source.to_string(),
         matrix: raw.matrix,
         inventory: raw.inventory,
+        lossless: raw.lossless,
     })
 }
 

@@ -51,6 +51,8 @@ pub fn collect() -> HostInfo {
         nvidia_peermem: None,
         // Who each port is plugged into (bounded; FABCHECK_DISCOVERY=off skips it).
         neighbors: crate::discovery::neighbors_from_env(),
+        // Bounded: commands stop being run after 10 s (FABCHECK_AUDIT=0 turns it off).
+        audit: crate::audit::collect_bounded(std::time::Duration::from_secs(10)),
     };
     add_gpu_facts(&mut h, Path::new("/"));
     h

@@ -14,6 +14,7 @@
 //!
 //! No `unsafe` here.
 
+pub mod audit;
 pub mod counters;
 pub mod discovery;
 pub mod ethtool;

@@ -5,6 +5,7 @@
 //! base64 HDR V2+deflate so runs and ranks can be merged later. This crate has no system
 //! dependencies: it builds anywhere `aggregate` has to run.
 
+pub mod audit;
 pub mod collective;
 pub mod discovery;
 pub mod document;

@@ -159,6 +159,10 @@ pub struct HostInfo {
     /// discovered (older documents, or discovery not asked for).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub neighbors: Vec<crate::discovery::Neighbor>,
+    /// The lossless-configuration audit of this rank's node (PFC, ECN, DSCP, FEC, optics,
+    /// host settings; see `results::audit`); absent in older documents or when opted out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit: Option<crate::audit::NodeAudit>,
 }
 
 /// A kernel network interface (`/sys/class/net`).

@@ -1,0 +1,148 @@
+//! fabric-doctor for real: on this machine (real dcb/ethtool answers, unknowns with why),
+//! capture then replay (same audit), and each scenario capture's findings.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn doctor(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_fabric-doctor"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn audit_of(json: &Path) -> serde_json::Value {
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    doc["hosts"][0]["audit"].clone()
+}
+
+fn captures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/captures")
+}
+
+#[test]
+fn this_machine_is_audited_with_unknowns_explained_and_exit_0() {
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("a.json");
+    let (rc, out, err) = doctor(&["--json", json.to_str().unwrap()]);
+    assert_eq!(rc, 0, "{out}\n{err}");
+    assert!(out.contains("fabric-doctor: "), "{out}");
+    assert!(out.contains("memlock"), "{out}");
+    let a = audit_of(&json);
+    assert!(a["hostname"].as_str().is_some_and(|h| !h.is_empty()));
+    // Every port fact is either a value or says why not.
+    for p in a["ports"].as_array().unwrap() {
+        for k in ["pfc", "ets", "trust", "ecn", "fec", "module"] {
+            let f = &p[k];
+            assert!(
+                f.get("value").is_some() || f["unknown"].as_str().is_some_and(|w| !w.is_empty()),
+                "{k}: {f}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_capture_replays_to_the_same_audit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cap = tmp.path().join("cap");
+    let (a_json, b_json) = (tmp.path().join("a.json"), tmp.path().join("b.json"));
+    let (rc, _, err) = doctor(&[
+        "--capture",
+        cap.to_str().unwrap(),
+        "--json",
+        a_json.to_str().unwrap(),
+    ]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(cap.join("cmd/dcb_-V.rc").is_file());
+    assert!(cap.join("fs/proc/self/limits").is_file());
+    let (rc, _, err) = doctor(&[
+        "--from",
+        cap.to_str().unwrap(),
+        "--json",
+        b_json.to_str().unwrap(),
+    ]);
+    assert_eq!(rc, 0, "{err}");
+    assert_eq!(audit_of(&a_json), audit_of(&b_json));
+    // Not a capture: a clear message, exit 2.
+    let (rc, _, err) = doctor(&["--from", tmp.path().join("nothing").to_str().unwrap()]);
+    assert_eq!(rc, 2);
+    assert!(err.contains("not a capture"), "{err}");
+}
+
+fn findings(scenario: &str) -> (Vec<String>, serde_json::Value) {
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("a.json");
+    let dir = captures().join(scenario);
+    let (rc, out, err) = doctor(&[
+        "--from",
+        dir.to_str().unwrap(),
+        "--tclass",
+        "106",
+        "--lossless-priorities",
+        "3",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(rc, 0, "{out}{err}");
+    let a = audit_of(&json);
+    let codes = a["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["code"].as_str().unwrap().to_string())
+        .collect();
+    (codes, a)
+}
+
+#[test]
+fn each_scenario_capture_has_its_findings() {
+    let expect: &[(&str, &[&str])] = &[
+        ("healthy", &[]),
+        ("pfc-off", &["pfc-off", "traffic-lossy"]),
+        ("pfc-wrong-priority", &["pfc-priorities", "traffic-lossy"]),
+        ("trust-pcp", &["trust-pcp", "traffic-lossy"]),
+        ("ecn-off", &["ecn-off"]),
+        ("fec-off", &["fec-off"]),
+        ("rx-power-low", &["rx-power-margin"]),
+        ("cnp-dscp", &[]),
+        ("no-dcb", &[]),
+        ("not-dcb-capable", &[]),
+        ("infiniband", &[]),
+    ];
+    for (s, want) in expect {
+        let (codes, _) = findings(s);
+        assert_eq!(&codes, want, "{s}");
+    }
+    let (_, a) = findings("healthy");
+    let p = &a["ports"][0];
+    assert_eq!(p["interface"], "eth2");
+    assert_eq!(p["traffic"]["value"]["gid_index"], 3);
+    assert_eq!(p["traffic"]["value"]["priority"], 3);
+    assert_eq!(p["cnp"]["value"]["dscp"], 48);
+    assert_eq!(p["trust"]["value"], "dscp");
+    let (_, a) = findings("cnp-dscp");
+    assert_eq!(a["ports"][0]["cnp"]["value"]["dscp"], 46);
+    let (_, a) = findings("no-dcb");
+    assert!(a["ports"][0]["pfc"]["unknown"]
+        .as_str()
+        .unwrap()
+        .contains("dcb tool is missing"));
+    let (_, a) = findings("not-dcb-capable");
+    assert!(a["ports"][0]["pfc"]["unknown"]
+        .as_str()
+        .unwrap()
+        .contains("Operation not supported"));
+    let (_, a) = findings("infiniband");
+    assert_eq!(a["ports"][0]["link_layer"], "InfiniBand");
+    assert!(a["ports"][0]["pfc"]["unknown"]
+        .as_str()
+        .unwrap()
+        .contains("InfiniBand"));
+}
