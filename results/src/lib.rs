@@ -8,6 +8,7 @@
 pub mod collective;
 pub mod discovery;
 pub mod document;
+pub mod fabric_plan;
 pub mod histogram;
 pub mod limits;
 pub mod provenance;
