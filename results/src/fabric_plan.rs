@@ -158,7 +158,9 @@ impl Format {
             .filter(|l| !l.is_empty() && !l.starts_with('#'));
         match lines.next() {
             Some(l) if l.to_ascii_lowercase().starts_with("switchname=") => Format::Slurm,
-            Some(l) if l.starts_with("vendid=") || l.starts_with("Switch") || l.starts_with("Ca") => {
+            Some(l)
+                if l.starts_with("vendid=") || l.starts_with("Switch") || l.starts_with("Ca") =>
+            {
                 Format::Ibnetdiscover
             }
             Some(l) if l.contains(',') && !l.contains('=') => Format::Netbox,
@@ -241,7 +243,10 @@ impl FabricPlan {
         if self.version != 1 {
             return err(
                 "version".into(),
-                format!("{} is not a plan version this tool reads (write version = 1)", self.version),
+                format!(
+                    "{} is not a plan version this tool reads (write version = 1)",
+                    self.version
+                ),
             );
         }
         let mut switches: HashMap<&str, &PlanSwitch> = HashMap::new();
@@ -309,7 +314,11 @@ impl FabricPlan {
             if sw.tier != Tier::Leaf {
                 return err(
                     item,
-                    format!("switch {} is a {} switch; NICs plug into leaves", sw.name, sw.tier.as_str()),
+                    format!(
+                        "switch {} is a {} switch; NICs plug into leaves",
+                        sw.name,
+                        sw.tier.as_str()
+                    ),
                 );
             }
             if let Some(r) = sw.rail {
@@ -341,7 +350,9 @@ impl FabricPlan {
                 if !switches.contains_key(end.as_str()) {
                     return err(
                         item,
-                        format!("unknown switch {end:?}; add a [[switch]] table for it or fix the name"),
+                        format!(
+                            "unknown switch {end:?}; add a [[switch]] table for it or fix the name"
+                        ),
                     );
                 }
             }
@@ -537,12 +548,56 @@ pub fn import_slurm(file: &str, text: &str) -> Result<FabricPlan> {
 /// `_` read as a blank): the cables list export ("Side A", "Termination A", ...), the
 /// bulk-import format (`side_a_device`, `side_a_name`, ...), and common variants.
 pub const NETBOX_COLUMNS: &[(&str, &[&str])] = &[
-    ("a_device", &["side a device", "side a", "device a", "a device", "termination a device"]),
-    ("a_name", &["side a name", "termination a", "interface a", "a name", "a interface", "termination a name"]),
-    ("b_device", &["side b device", "side b", "device b", "b device", "termination b device"]),
-    ("b_name", &["side b name", "termination b", "interface b", "b name", "b interface", "termination b name"]),
-    ("a_role", &["side a role", "device a role", "a role", "role a"]),
-    ("b_role", &["side b role", "device b role", "b role", "role b"]),
+    (
+        "a_device",
+        &[
+            "side a device",
+            "side a",
+            "device a",
+            "a device",
+            "termination a device",
+        ],
+    ),
+    (
+        "a_name",
+        &[
+            "side a name",
+            "termination a",
+            "interface a",
+            "a name",
+            "a interface",
+            "termination a name",
+        ],
+    ),
+    (
+        "b_device",
+        &[
+            "side b device",
+            "side b",
+            "device b",
+            "b device",
+            "termination b device",
+        ],
+    ),
+    (
+        "b_name",
+        &[
+            "side b name",
+            "termination b",
+            "interface b",
+            "b name",
+            "b interface",
+            "termination b name",
+        ],
+    ),
+    (
+        "a_role",
+        &["side a role", "device a role", "a role", "role a"],
+    ),
+    (
+        "b_role",
+        &["side b role", "device b role", "b role", "role b"],
+    ),
     ("a_rack", &["side a rack", "rack a", "a rack"]),
     ("b_rack", &["side b rack", "rack b", "b rack"]),
     ("status", &["status"]),
@@ -594,11 +649,21 @@ fn switch_tier(name: &str, role: Option<&str>) -> Option<Tier> {
 /// cables links. Rows whose status is not `connected` (planned, decommissioning) count as
 /// planned all the same; the status column is only read to skip `decommissioning`.
 pub fn import_netbox(file: &str, text: &str) -> Result<FabricPlan> {
-    let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty());
     let Some((_, header)) = lines.next() else {
-        return Err(PlanError(format!("{file}: empty CSV; export the cables list from NetBox")));
+        return Err(PlanError(format!(
+            "{file}: empty CSV; export the cables list from NetBox"
+        )));
     };
-    let norm = |s: &str| s.trim().trim_start_matches('\u{feff}').to_ascii_lowercase().replace('_', " ");
+    let norm = |s: &str| {
+        s.trim()
+            .trim_start_matches('\u{feff}')
+            .to_ascii_lowercase()
+            .replace('_', " ")
+    };
     let cols: Vec<String> = csv_fields(header).iter().map(|c| norm(c)).collect();
     let find = |field: &str| -> Option<usize> {
         let names = NETBOX_COLUMNS.iter().find(|(f, _)| *f == field)?.1;
@@ -617,8 +682,19 @@ pub fn import_netbox(file: &str, text: &str) -> Result<FabricPlan> {
             ))
         })
     };
-    let (ad, an, bd, bn) = (need("a_device")?, need("a_name")?, need("b_device")?, need("b_name")?);
-    let (ar, br, ak, bk, st) = (find("a_role"), find("b_role"), find("a_rack"), find("b_rack"), find("status"));
+    let (ad, an, bd, bn) = (
+        need("a_device")?,
+        need("a_name")?,
+        need("b_device")?,
+        need("b_name")?,
+    );
+    let (ar, br, ak, bk, st) = (
+        find("a_role"),
+        find("b_role"),
+        find("a_rack"),
+        find("b_rack"),
+        find("status"),
+    );
     let mut switches: BTreeMap<String, PlanSwitch> = BTreeMap::new();
     let mut host_nics: BTreeMap<String, Vec<(String, String, String)>> = BTreeMap::new();
     let mut links: BTreeMap<(String, String), u32> = BTreeMap::new();
@@ -658,18 +734,30 @@ pub fn import_netbox(file: &str, text: &str) -> Result<FabricPlan> {
         }
         match (ta, tb) {
             (Some(_), Some(_)) => {
-                let k = if a <= b { (a.into(), b.into()) } else { (b.into(), a.into()) };
+                let k = if a <= b {
+                    (a.into(), b.into())
+                } else {
+                    (b.into(), a.into())
+                };
                 *links.entry(k).or_default() += 1;
             }
-            (None, Some(_)) => host_nics.entry(a.into()).or_default().push((ai.into(), b.into(), bi.into())),
-            (Some(_), None) => host_nics.entry(b.into()).or_default().push((bi.into(), a.into(), ai.into())),
-            (None, None) => {
-                return Err(PlanError(format!(
-                    "{file} line {}: neither {a:?} nor {b:?} looks like a switch; add a role column \
-                     (Side A Role / Side B Role: leaf, spine) to the export",
-                    ln + 1
-                )))
+            (None, Some(_)) => {
+                host_nics
+                    .entry(a.into())
+                    .or_default()
+                    .push((ai.into(), b.into(), bi.into()))
             }
+            (Some(_), None) => {
+                host_nics
+                    .entry(b.into())
+                    .or_default()
+                    .push((bi.into(), a.into(), ai.into()))
+            }
+            (None, None) => return Err(PlanError(format!(
+                "{file} line {}: neither {a:?} nor {b:?} looks like a switch; add a role column \
+                     (Side A Role / Side B Role: leaf, spine) to the export",
+                ln + 1
+            ))),
         }
     }
     let mut plan = FabricPlan {
@@ -807,7 +895,9 @@ pub fn parse_ibnetdiscover(file: &str, text: &str) -> Result<Vec<IbNode>> {
                 ports: vec![],
             });
         } else if line.starts_with('[') {
-            let node = nodes.last_mut().ok_or_else(|| bad("port line before any node"))?;
+            let node = nodes
+                .last_mut()
+                .ok_or_else(|| bad("port line before any node"))?;
             let (port, rest) = bracket(line).ok_or_else(|| bad("bad port number"))?;
             let (peer_id, rest) = quoted(rest).ok_or_else(|| bad("no quoted peer"))?;
             let (peer_port, rest) = bracket(rest).ok_or_else(|| bad("no peer port"))?;
@@ -908,7 +998,11 @@ pub fn import_ibnetdiscover(file: &str, text: &str) -> Result<FabricPlan> {
             } else {
                 nic.clone()
             };
-            host_nics.entry(host.clone()).or_default().push((nic, sw_name(peer), p.peer_port.to_string()));
+            host_nics.entry(host.clone()).or_default().push((
+                nic,
+                sw_name(peer),
+                p.peer_port.to_string(),
+            ));
         }
     }
     let mut link_counts: BTreeMap<(String, String), u32> = BTreeMap::new();
@@ -919,7 +1013,9 @@ pub fn import_ibnetdiscover(file: &str, text: &str) -> Result<FabricPlan> {
             let Some(peer) = by_id.get(p.peer_id.as_str()).filter(|x| x.switch) else {
                 continue;
             };
-            if seen.contains(&(peer.id.clone(), p.peer_port)) || !seen.insert((n.id.clone(), p.port)) {
+            if seen.contains(&(peer.id.clone(), p.peer_port))
+                || !seen.insert((n.id.clone(), p.port))
+            {
                 continue;
             }
             let (a, b) = (sw_name(n), sw_name(peer));
@@ -1066,7 +1162,10 @@ count = 2
     #[test]
     fn bad_plans_name_the_item_and_the_next_step() {
         let e = problem(&NATIVE.replace("switch = \"leaf-r0-g0\"", "switch = \"leaf-x\""));
-        assert!(e.contains("p.toml: nic[0] (g0n0 rail0): unknown switch \"leaf-x\""), "{e}");
+        assert!(
+            e.contains("p.toml: nic[0] (g0n0 rail0): unknown switch \"leaf-x\""),
+            "{e}"
+        );
         assert!(e.contains("add a [[switch]]"), "{e}");
         let dup = format!(
             "{NATIVE}\n[[nic]]\nnode = \"g0n0\"\nnic = \"rail0\"\nrail = 1\nswitch = \"leaf-r0-g0\"\n"
@@ -1083,7 +1182,10 @@ count = 2
         let e = problem(&NATIVE.replace("count = 2", "count = 0"));
         assert!(e.contains("count 0"), "{e}");
         let e = problem(&NATIVE.replace("port = \"swp1\"", "prot = \"swp1\""));
-        assert!(e.contains("unknown field") && e.contains("docs/structure.md"), "{e}");
+        assert!(
+            e.contains("unknown field") && e.contains("docs/structure.md"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -1100,17 +1202,29 @@ count = 2
         let p = Path::new("x");
         assert_eq!(Format::detect(Path::new("a.toml"), ""), Format::Native);
         assert_eq!(Format::detect(Path::new("a.csv"), ""), Format::Netbox);
-        assert_eq!(Format::detect(p, "# c\nSwitchName=s0 Nodes=a"), Format::Slurm);
+        assert_eq!(
+            Format::detect(p, "# c\nSwitchName=s0 Nodes=a"),
+            Format::Slurm
+        );
         assert_eq!(Format::detect(p, "#\nvendid=0x0\n"), Format::Ibnetdiscover);
-        assert_eq!(Format::detect(p, "Side A,Termination A,Side B,Termination B"), Format::Netbox);
+        assert_eq!(
+            Format::detect(p, "Side A,Termination A,Side B,Termination B"),
+            Format::Netbox
+        );
         assert_eq!(Format::detect(p, "version = 1"), Format::Native);
     }
 
     #[test]
     fn switch_and_ca_names_follow_node_descriptions() {
-        assert_eq!(switch_name("MF0;A09-P1-IBLEAF-04-04:MQM9701/U1"), "A09-P1-IBLEAF-04-04");
+        assert_eq!(
+            switch_name("MF0;A09-P1-IBLEAF-04-04:MQM9701/U1"),
+            "A09-P1-IBLEAF-04-04"
+        );
         assert_eq!(switch_name("leaf-r0-g0"), "leaf-r0-g0");
-        assert_eq!(ca_name("a08-p1-dgx-04-c01 mlx5_5", "H-1"), ("a08-p1-dgx-04-c01".into(), "mlx5_5".into()));
+        assert_eq!(
+            ca_name("a08-p1-dgx-04-c01 mlx5_5", "H-1"),
+            ("a08-p1-dgx-04-c01".into(), "mlx5_5".into())
+        );
         assert_eq!(ca_name("lonely", "H-1"), ("lonely".into(), "H-1".into()));
     }
 }

@@ -14,7 +14,9 @@ use std::path::Path;
 use results::fabric_plan::{self, Format, Tier};
 
 fn fixture(name: &str) -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/structure").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/structure")
+        .join(name)
 }
 
 #[test]
@@ -35,7 +37,10 @@ fn ibnetdiscover_output_is_the_as_built_plan() {
         .iter()
         .find(|n| n.node == "g1n1" && n.nic == "rail0")
         .unwrap();
-    assert_eq!((n.switch.as_str(), n.port.as_deref(), n.rail), ("leaf-r1-g1", Some("2"), 0));
+    assert_eq!(
+        (n.switch.as_str(), n.port.as_deref(), n.rail),
+        ("leaf-r1-g1", Some("2"), 0)
+    );
     let links = plan.link_counts();
     assert_eq!(links.len(), 7, "{links:?}: 8 uplinks planned, one missing");
     assert!(!links.contains_key(&("leaf-r1-g1".into(), "spine1".into())));
@@ -46,7 +51,10 @@ fn ibnetdiscover_output_is_the_as_built_plan() {
     assert_eq!(nodes.iter().filter(|n| n.switch).count(), 6);
     let all = fabric_plan::ibnetdiscover_links(&nodes);
     assert_eq!(all.len(), 7 + 8, "7 uplinks and 8 host cables");
-    let thin: Vec<_> = all.iter().filter(|l| l.width.as_deref() == Some("1x")).collect();
+    let thin: Vec<_> = all
+        .iter()
+        .filter(|l| l.width.as_deref() == Some("1x"))
+        .collect();
     assert_eq!(thin.len(), 1);
     let mut ends = [thin[0].a_name.as_str(), thin[0].b_name.as_str()];
     ends.sort();
@@ -75,8 +83,13 @@ fn slurm_topology_conf_gives_groups_only() {
     );
     assert_eq!(plan.switch("spine0").unwrap().tier, Tier::Spine);
     assert_eq!(plan.link.len(), 2);
-    let e = fabric_plan::parse("t.conf", "SwitchName=s0 Nodes=a[3-1]\n", Format::Slurm).unwrap_err();
-    assert!(e.0.contains("t.conf line 1") && e.0.contains("empty"), "{}", e.0);
+    let e =
+        fabric_plan::parse("t.conf", "SwitchName=s0 Nodes=a[3-1]\n", Format::Slurm).unwrap_err();
+    assert!(
+        e.0.contains("t.conf line 1") && e.0.contains("empty"),
+        "{}",
+        e.0
+    );
     let e = fabric_plan::parse("t.conf", "SwitchName=s0\n", Format::Slurm).unwrap_err();
     assert!(e.0.contains("neither Nodes= nor Switches="), "{}", e.0);
 }
@@ -91,14 +104,24 @@ fn netbox_cable_csv_gives_nics_ports_racks_and_links() {
         .iter()
         .find(|n| n.node == "g0n1" && n.nic == "rail0")
         .unwrap();
-    assert_eq!((n.rail, n.switch.as_str(), n.port.as_deref()), (0, "leaf-r0-g0", Some("swp2")));
+    assert_eq!(
+        (n.rail, n.switch.as_str(), n.port.as_deref()),
+        (0, "leaf-r0-g0", Some("swp2"))
+    );
     assert_eq!(plan.switch("spine0").unwrap().tier, Tier::Spine);
-    assert_eq!(plan.switch("spine0").unwrap().rack.as_deref(), Some("rack09"));
+    assert_eq!(
+        plan.switch("spine0").unwrap().rack.as_deref(),
+        Some("rack09")
+    );
     assert_eq!(plan.node[0].rack.as_deref(), Some("rack01"));
     // The decommissioned cable is left out: one uplink from each leaf.
     assert_eq!(plan.link.iter().map(|l| l.count).sum::<u32>(), 2);
     let e = fabric_plan::parse("c.csv", "Foo,Bar\n1,2\n", Format::Netbox).unwrap_err();
-    assert!(e.0.contains("no column for a_device") && e.0.contains("side a device"), "{}", e.0);
+    assert!(
+        e.0.contains("no column for a_device") && e.0.contains("side a device"),
+        "{}",
+        e.0
+    );
     let e = fabric_plan::parse(
         "c.csv",
         "Side A,Termination A,Side B,Termination B\nhost1,eth0,host2,eth0\n",
@@ -110,7 +133,8 @@ fn netbox_cable_csv_gives_nics_ports_racks_and_links() {
 
 #[test]
 fn ibnetdiscover_errors_name_the_line() {
-    let e = fabric_plan::parse("x.out", "Switch 8 nothing quoted\n", Format::Ibnetdiscover).unwrap_err();
+    let e = fabric_plan::parse("x.out", "Switch 8 nothing quoted\n", Format::Ibnetdiscover)
+        .unwrap_err();
     assert!(e.0.contains("x.out line 1"), "{}", e.0);
     let e = fabric_plan::parse("x.out", "# only a comment\n", Format::Ibnetdiscover).unwrap_err();
     assert!(e.0.contains("no Switch or Ca block"), "{}", e.0);
