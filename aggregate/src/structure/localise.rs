@@ -53,14 +53,16 @@ impl Part {
             Part::Leaf(_) | Part::Uplinks(_) | Part::Rack(_) | Part::Cabling(_)
         )
     }
-    /// Order among equal scores: higher parts first.
+    /// Order among equal scores: discovered cabling faults, then higher parts first.
     fn rank(self) -> u8 {
         match self {
-            Part::Leaf(_) => 0,
-            Part::Uplinks(_) => 1,
-            Part::SpineLayer(_) => 2,
-            Part::Rack(_) => 3,
-            Part::Cabling(_) => 4,
+            // A cabling fault discovery saw comes first among equals: it is evidence, not
+            // only a pattern.
+            Part::Cabling(_) => 0,
+            Part::Leaf(_) => 1,
+            Part::Uplinks(_) => 2,
+            Part::SpineLayer(_) => 3,
+            Part::Rack(_) => 4,
             Part::Node(_) => 5,
             Part::NodeTx(_) | Part::NodeRx(_) => 6,
             Part::Nic(..) => 7,

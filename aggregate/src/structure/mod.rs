@@ -479,6 +479,26 @@ fn group_infos(t: &Topology) -> Vec<GroupInfo> {
     g.into_values().collect()
 }
 
+/// (kind, name) of every part the localisation and the cabling checks name, as
+/// [`build`] lists them (for tests and the scale benchmark).
+pub fn named(t: &Topology, diffs: &[Diff], loc: &Localisation) -> BTreeSet<(String, String)> {
+    let mut out = BTreeSet::new();
+    let mut explained = BTreeSet::new();
+    for p in &loc.picks {
+        if let Part::Cabling(c) = p.part {
+            explained.insert(c);
+        }
+        let (kind, name, _, _) = describe(p.part, t, diffs);
+        out.insert((kind.to_string(), name));
+    }
+    for (i, d) in diffs.iter().enumerate() {
+        if !explained.contains(&(i as u32)) {
+            out.insert((d.kind.as_str().to_string(), d.item.clone()));
+        }
+    }
+    out
+}
+
 /// Names of the suspects for the terminal (one line each).
 pub fn summary_lines(st: &Structure) -> Vec<String> {
     st.suspects.iter().map(|s| s.summary.clone()).collect()
