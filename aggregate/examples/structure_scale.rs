@@ -26,7 +26,12 @@ fn main() {
         })
         .collect();
     let arg = |i: usize, d: u64| a.get(i).copied().unwrap_or(d);
-    let mut spec = FabricSpec::new(arg(0, 8) as u32, arg(1, 128) as u32, arg(2, 8) as u32, arg(3, 8) as u32);
+    let mut spec = FabricSpec::new(
+        arg(0, 8) as u32,
+        arg(1, 128) as u32,
+        arg(2, 8) as u32,
+        arg(3, 8) as u32,
+    );
     spec.rack_nodes = 16.min(spec.nodes_per_group);
     spec.seed = arg(5, 7);
     let faults = fabric::random_faults(&spec, arg(4, 20) as usize, spec.seed);
@@ -83,9 +88,19 @@ fn main() {
         spec.groups, spec.nodes_per_group, spec.rails, spec.spines, spec.nodes(), cells, faults.len(), spec.seed
     );
     println!("generate: {generated:.3} s (not part of the product)");
-    println!("topology + cabling checks: {t_cabling:.3} s ({} difference(s))", diffs.len());
-    println!("localise: {t_localise:.3} s ({} bad directed links, {} part(s) named)", loc.bad_cells, loc.picks.len());
-    println!("total (topology, cabling, localise): {:.3} s", t_cabling + t_localise);
+    println!(
+        "topology + cabling checks: {t_cabling:.3} s ({} difference(s))",
+        diffs.len()
+    );
+    println!(
+        "localise: {t_localise:.3} s ({} bad directed links, {} part(s) named)",
+        loc.bad_cells,
+        loc.picks.len()
+    );
+    println!(
+        "total (topology, cabling, localise): {:.3} s",
+        t_cabling + t_localise
+    );
     if got == want {
         println!("named exactly the {} injected faults", want.len());
     } else {

@@ -155,10 +155,11 @@ pub fn build_with(
     // matrix's own suspects for those rows would name the same faults again.
     if structure.as_ref().is_some_and(|s| !s.rows.is_empty()) {
         let st = structure.as_ref();
+        // Failed pairs are no measurement the structure sees: their suspects stay.
         loc.suspects.retain(|s| {
-            !s.findings
-                .iter()
-                .all(|f| structure_group(st, &a.groups[f.group_index as usize]))
+            !s.findings.iter().all(|f| {
+                structure_group(st, &a.groups[f.group_index as usize]) && f.failed_links == 0
+            })
         });
     }
     let mut outcomes = Vec::new();

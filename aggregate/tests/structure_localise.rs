@@ -185,7 +185,11 @@ fn a_swap_beside_a_leaf_fault_is_the_swap() {
     let spec = FabricSpec::new(2, 4, 2, 2);
     let faults = [
         Fault::Leaf { rail: 0, group: 1 },
-        Fault::CableSwap { node: 1, r1: 0, r2: 1 },
+        Fault::CableSwap {
+            node: 1,
+            r1: 0,
+            r2: 1,
+        },
     ];
     let (got, st) = named(&spec, &faults, true);
     assert_eq!(got, expected(&spec, &faults), "{:#?}", st.suspects);

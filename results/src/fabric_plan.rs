@@ -753,11 +753,13 @@ pub fn import_netbox(file: &str, text: &str) -> Result<FabricPlan> {
                     .or_default()
                     .push((bi.into(), a.into(), ai.into()))
             }
-            (None, None) => return Err(PlanError(format!(
+            (None, None) => {
+                return Err(PlanError(format!(
                 "{file} line {}: neither {a:?} nor {b:?} looks like a switch; add a role column \
                      (Side A Role / Side B Role: leaf, spine) to the export",
                 ln + 1
-            ))),
+            )))
+            }
         }
     }
     let mut plan = FabricPlan {

@@ -59,40 +59,82 @@ fn a_slow_leaf_and_a_swapped_pair_are_named_with_evidence_and_drawn() {
     let spec = FabricSpec::new(2, 4, 2, 2);
     let faults = [
         Fault::Leaf { rail: 0, group: 1 },
-        Fault::CableSwap { node: 1, r1: 0, r2: 1 },
+        Fault::CableSwap {
+            node: 1,
+            r1: 0,
+            r2: 1,
+        },
     ];
     setup(dir, &spec, &faults);
     let out = aggregate(
         dir,
-        &["report", "sweep.json", "--profile", "p.toml", "--plan", "plan.toml", "--out", "r"],
+        &[
+            "report",
+            "sweep.json",
+            "--profile",
+            "p.toml",
+            "--plan",
+            "plan.toml",
+            "--out",
+            "r",
+        ],
     );
     expect_code(&out, 1, "faults fail the profile");
     let (stdout, _) = text(&out);
-    let suspects: Vec<&str> = stdout.lines().filter(|l| l.starts_with("SUSPECT")).collect();
+    let suspects: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("SUSPECT"))
+        .collect();
     assert_eq!(suspects.len(), 2, "{stdout}");
     assert!(
-        suspects.iter().any(|l| l.contains("leaf leaf-r0-g1: explains") && l.contains("contradicted by 0 good ones")),
+        suspects
+            .iter()
+            .any(|l| l.contains("leaf leaf-r0-g1: explains")
+                && l.contains("contradicted by 0 good ones")),
         "{stdout}"
     );
     assert!(
-        suspects.iter().any(|l| l.contains("cable_swap g0n1 rail0 and rail1") && l.contains("discovery agrees")),
+        suspects.iter().any(
+            |l| l.contains("cable_swap g0n1 rail0 and rail1") && l.contains("discovery agrees")
+        ),
         "{stdout}"
     );
-    let summary: Value = serde_json::from_slice(&fs::read(dir.join("r/summary.json")).unwrap()).unwrap();
+    let summary: Value =
+        serde_json::from_slice(&fs::read(dir.join("r/summary.json")).unwrap()).unwrap();
     let st = &summary["matrix"]["structure"];
-    assert!(st["source"].as_str().unwrap().starts_with("plan (native plan.toml)"), "{}", st["source"]);
-    assert_eq!(st["directions"], 2 * 28 * 2, "both directions of every pair and rail");
+    assert!(
+        st["source"]
+            .as_str()
+            .unwrap()
+            .starts_with("plan (native plan.toml)"),
+        "{}",
+        st["source"]
+    );
+    assert_eq!(
+        st["directions"],
+        2 * 28 * 2,
+        "both directions of every pair and rail"
+    );
     assert_eq!(check(&summary, "no-swap")["status"], "FAIL");
     assert_eq!(check(&summary, "no-swap")["measured"], 1.0);
     assert_eq!(check(&summary, "no-missing-uplink")["status"], "PASS");
     assert_eq!(check(&summary, "no-suspect")["measured"], 2.0);
     let html = fs::read_to_string(dir.join("r/report.html")).unwrap();
-    assert!(html.contains(r#"<section id="structure">"#) && html.contains("<svg"), "no picture");
-    assert!(html.contains("rail0 on leaf-r1-g0, rail1 on leaf-r0-g0"), "the cabling table shows expected and found");
+    assert!(
+        html.contains(r#"<section id="structure">"#) && html.contains("<svg"),
+        "no picture"
+    );
+    assert!(
+        html.contains("rail0 on leaf-r1-g0, rail1 on leaf-r0-g0"),
+        "the cabling table shows expected and found"
+    );
     assert!(dir.join("r/plots/fabric.svg").exists());
     assert!(dir.join("r/plots/direction-rail0.svg").exists());
     let md = fs::read_to_string(dir.join("r/report.md")).unwrap();
-    assert!(md.contains("## Fabric structure") && md.contains("| sends \\ receives |"), "{md}");
+    assert!(
+        md.contains("## Fabric structure") && md.contains("| sends \\ receives |"),
+        "{md}"
+    );
 }
 
 #[test]
@@ -104,11 +146,25 @@ fn one_way_faults_are_told_by_direction_both_ways() {
         setup(dir, &spec, &[Fault::OneWay { from, to, rail: 1 }]);
         let out = aggregate(
             dir,
-            &["report", "sweep.json", "--profile", "p.toml", "--plan", "plan.toml", "--out", "r", "--force"],
+            &[
+                "report",
+                "sweep.json",
+                "--profile",
+                "p.toml",
+                "--plan",
+                "plan.toml",
+                "--out",
+                "r",
+                "--force",
+            ],
         );
         expect_code(&out, 1, "one way fails");
         let (stdout, _) = text(&out);
-        let want = format!("one_way {} rail1 -> {} rail1: explains 1 of the 1 bad links", spec.node(from), spec.node(to));
+        let want = format!(
+            "one_way {} rail1 -> {} rail1: explains 1 of the 1 bad links",
+            spec.node(from),
+            spec.node(to)
+        );
         assert!(stdout.contains(&want), "{want}\n{stdout}");
     }
 }
@@ -120,7 +176,16 @@ fn a_clean_fabric_passes_and_names_nothing() {
     setup(dir, &FabricSpec::new(2, 4, 2, 2), &[]);
     let out = aggregate(
         dir,
-        &["report", "sweep.json", "--profile", "p.toml", "--plan", "plan.toml", "--out", "r"],
+        &[
+            "report",
+            "sweep.json",
+            "--profile",
+            "p.toml",
+            "--plan",
+            "plan.toml",
+            "--out",
+            "r",
+        ],
     );
     expect_code(&out, 0, "clean fabric passes");
     let (stdout, _) = text(&out);
@@ -133,12 +198,45 @@ fn a_bad_plan_is_a_usage_error_naming_the_item() {
     let dir = tmp.path();
     setup(dir, &FabricSpec::new(2, 4, 2, 2), &[]);
     let plan = fs::read_to_string(dir.join("plan.toml")).unwrap();
-    fs::write(dir.join("bad.toml"), plan.replacen("switch = \"leaf-r0-g0\"", "switch = \"leaf-nowhere\"", 1)).unwrap();
-    let out = aggregate(dir, &["report", "sweep.json", "--profile", "p.toml", "--plan", "bad.toml", "--out", "r"]);
+    fs::write(
+        dir.join("bad.toml"),
+        plan.replacen("switch = \"leaf-r0-g0\"", "switch = \"leaf-nowhere\"", 1),
+    )
+    .unwrap();
+    let out = aggregate(
+        dir,
+        &[
+            "report",
+            "sweep.json",
+            "--profile",
+            "p.toml",
+            "--plan",
+            "bad.toml",
+            "--out",
+            "r",
+        ],
+    );
     expect_code(&out, 2, "bad plan");
     let (_, stderr) = text(&out);
-    assert!(stderr.contains("unknown switch \"leaf-nowhere\"") && stderr.contains("bad.toml"), "{stderr}");
-    let out = aggregate(dir, &["report", "sweep.json", "--profile", "p.toml", "--plan", "plan.toml", "--plan-format", "yaml", "--out", "r"]);
+    assert!(
+        stderr.contains("unknown switch \"leaf-nowhere\"") && stderr.contains("bad.toml"),
+        "{stderr}"
+    );
+    let out = aggregate(
+        dir,
+        &[
+            "report",
+            "sweep.json",
+            "--profile",
+            "p.toml",
+            "--plan",
+            "plan.toml",
+            "--plan-format",
+            "yaml",
+            "--out",
+            "r",
+        ],
+    );
     expect_code(&out, 2, "bad format");
     assert!(!dir.join("r").exists(), "nothing written on a usage error");
 }
