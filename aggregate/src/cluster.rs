@@ -150,10 +150,19 @@ pub fn build_with(
     let inv = inventory::collect(docs);
     let mut loc = suspects::localise(&a, &inv);
     let structure = crate::structure::build(docs, plan, &profile.matrix);
-    // The structure's localiser names the parts (above the node, and nodes, NICs,
-    // transmitters, receivers and links by direction) for the rows it judged; the
-    // matrix's own suspects for those rows would name the same faults again.
-    if structure.as_ref().is_some_and(|s| !s.rows.is_empty()) {
+    // When the structure's localiser finds more than nodes, NICs and links (a part above
+    // the node, a transmitter, a receiver, one direction, an ECMP path) it names the
+    // parts for the rows it judged, and the matrix's own suspects for those rows would
+    // name the same faults again as many NICs; otherwise the matrix's suspects (with
+    // their counters, inventory and retest list) stay and the structure adds only its
+    // cabling findings.
+    let replaces = structure.as_ref().is_some_and(|s| {
+        !s.rows.is_empty()
+            && s.suspects
+                .iter()
+                .any(|x| x.explains > 0 && !crate::structure::NODE_KINDS.contains(&x.kind))
+    });
+    if replaces {
         let st = structure.as_ref();
         // Failed pairs are no measurement the structure sees: their suspects stay.
         loc.suspects.retain(|s| {
@@ -217,7 +226,10 @@ pub fn build_with(
         heatmaps,
         heatmaps_left_out: left_out,
         notes: a.notes.clone(),
-        structure,
+        structure: structure.map(|mut s| {
+            s.replaces = replaces;
+            s
+        }),
         analysis: a,
         outcomes,
     }
@@ -624,7 +636,7 @@ impl Cluster {
     pub fn summary_lines(&self) -> Vec<String> {
         let mut out: Vec<String> = self.suspects.iter().map(|s| s.summary.clone()).collect();
         if let Some(st) = &self.structure {
-            out.extend(crate::structure::summary_lines(st));
+            out.extend(st.shown().map(|s| s.summary.clone()));
         }
         out
     }

@@ -90,9 +90,24 @@ pub struct Structure {
     pub svg: String,
     pub matrices: Vec<DirMatrix>,
     pub notes: Vec<String>,
+    /// Whether its suspects replace the matrix's for the rows it judged (set by
+    /// `cluster`: when it names more than nodes, NICs and links).
+    pub replaces: bool,
 }
 
+/// Suspect kinds the matrix's own localiser names too.
+pub const NODE_KINDS: &[&str] = &["node", "nic", "link"];
+
 impl Structure {
+    /// The suspects that count beside the matrix's: all of them when they replace the
+    /// matrix's, else those the matrix cannot name (above the node, directions, paths,
+    /// cabling).
+    pub fn shown(&self) -> impl Iterator<Item = &StructSuspect> {
+        self.suspects
+            .iter()
+            .filter(move |s| self.replaces || !NODE_KINDS.contains(&s.kind))
+    }
+
     /// Count of cabling differences of one kind.
     pub fn cabling_count(&self, k: DiffKind) -> usize {
         self.cabling.iter().filter(|d| d.kind == k).count()
