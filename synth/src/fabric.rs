@@ -238,7 +238,7 @@ pub fn random_faults(s: &FabricSpec, count: usize, seed: u64) -> Vec<Fault> {
             (!used.contains(&n) && !groups.contains(&s.group_of(n))).then_some(n)
         };
         let f = match k {
-            0 | 1 | 2 if rail_next < rail_level && s.rails > 1 => {
+            0..=2 if rail_next < rail_level && s.rails > 1 => {
                 let rail = rail_next;
                 rail_next += 1;
                 let group = pick(s.groups);
