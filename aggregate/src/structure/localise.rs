@@ -137,6 +137,9 @@ fn quantile(mut v: Vec<f32>, q: f64) -> f64 {
     v[k] as f64
 }
 
+/// Cross-leaf blocks (leaf pair) -> whether partly bad (a spine's scatter).
+type Blocks = HashMap<(u32, u32), bool>;
+
 struct BadCell {
     r: u32,
     a: u32,
@@ -418,7 +421,7 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
                 intra_left[c.r as usize] += 1;
             }
         }
-        let mut spine_best: Option<(u32, u32, HashMap<(u32, u32), bool>, u32)> = None;
+        let mut spine_best: Option<(u32, u32, Blocks, u32)> = None;
         for r in 0..rails as u32 {
             let blocks: Vec<(&(u32, u32), &Count)> = block
                 .iter()
@@ -492,7 +495,7 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
             (Some(_), None) => true,
             _ => false,
         };
-        let (part, domain_ok): (Part, Option<HashMap<(u32, u32), bool>>) = if take_spine {
+        let (part, domain_ok): (Part, Option<Blocks>) = if take_spine {
             let (r, _, ok, _) = spine_best.clone().unwrap();
             (Part::SpineLayer(r), Some(ok))
         } else if let Some((p, _)) = best {
