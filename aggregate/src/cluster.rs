@@ -13,6 +13,7 @@ use crate::judge::{format_value, Outcome, Status, Verdict};
 use crate::matrix::{self, Analysis, Coverage, Group};
 use crate::metric::Metric;
 use crate::profile::{MatrixSettings, Profile, Selector};
+use crate::structure::Structure;
 use crate::suspects::{self, Flaky, Localised, Suspect};
 
 /// File name of the retest list in the report directory.
@@ -110,6 +111,9 @@ pub struct Cluster {
     pub heatmaps_left_out: usize,
     /// What could not be built or judged (a ceiling reached).
     pub notes: Vec<String>,
+    /// The fabric's structure: groups, cabling, per-direction matrix and the parts above
+    /// the node (see `structure`); `None` without point-to-point rows, plan or discovery.
+    pub structure: Option<Structure>,
     #[serde(skip)]
     analysis: Analysis,
     #[serde(skip)]
@@ -127,12 +131,49 @@ fn selects(sel: &Selector, g: &Group) -> bool {
 
 /// Analyses the sweeps of `docs` for `profile`.
 pub fn build(profile: &Profile, docs: &[Loaded]) -> Cluster {
+    build_with(profile, docs, None)
+}
+
+/// Whether a matrix group is the one the structure judged (its rows, either direction
+/// mode).
+fn structure_group(st: Option<&Structure>, g: &Group) -> bool {
+    st.is_some_and(|st| !st.rows.is_empty() && g.label().trim_end_matches(" bidir") == st.rows)
+}
+
+/// [`build`] with the fabric plan (`--plan`).
+pub fn build_with(
+    profile: &Profile,
+    docs: &[Loaded],
+    plan: Option<&results::fabric_plan::FabricPlan>,
+) -> Cluster {
     let a = matrix::analyse(docs, profile);
     let inv = inventory::collect(docs);
-    let loc = suspects::localise(&a, &inv);
+    let mut loc = suspects::localise(&a, &inv);
+    let structure = crate::structure::build(docs, plan, &profile.matrix);
+    // When the structure's localiser finds more than nodes, NICs and links (a part above
+    // the node, a transmitter, a receiver, one direction, an ECMP path) it names the
+    // parts for the rows it judged, and the matrix's own suspects for those rows would
+    // name the same faults again as many NICs; otherwise the matrix's suspects (with
+    // their counters, inventory and retest list) stay and the structure adds only its
+    // cabling findings.
+    let replaces = structure.as_ref().is_some_and(|s| {
+        !s.rows.is_empty()
+            && s.suspects
+                .iter()
+                .any(|x| x.explains > 0 && !crate::structure::NODE_KINDS.contains(&x.kind))
+    });
+    if replaces {
+        let st = structure.as_ref();
+        // Failed pairs are no measurement the structure sees: their suspects stay.
+        loc.suspects.retain(|s| {
+            !s.findings.iter().all(|f| {
+                structure_group(st, &a.groups[f.group_index as usize]) && f.failed_links == 0
+            })
+        });
+    }
     let mut outcomes = Vec::new();
     for (i, c) in profile.checks.iter().enumerate() {
-        if let Some(o) = judge_check(c, &a, &loc) {
+        if let Some(o) = judge_check(c, &a, &loc, structure.as_ref()) {
             outcomes.push((Some(i), o));
         }
     }
@@ -190,13 +231,22 @@ pub fn build(profile: &Profile, docs: &[Loaded]) -> Cluster {
         heatmaps,
         heatmaps_left_out: left_out,
         notes: a.notes.clone(),
+        structure: structure.map(|mut s| {
+            s.replaces = replaces;
+            s
+        }),
         analysis: a,
         outcomes,
     }
 }
 
 /// The outcome of a matrix check (`None` for the other metrics).
-fn judge_check(c: &crate::profile::Check, a: &Analysis, loc: &Localised) -> Option<Outcome> {
+fn judge_check(
+    c: &crate::profile::Check,
+    a: &Analysis,
+    loc: &Localised,
+    st: Option<&Structure>,
+) -> Option<Outcome> {
     let chosen: Vec<u32> = (0..a.groups.len() as u32)
         .filter(|&g| selects(&c.select, &a.groups[g as usize]))
         .collect();
@@ -318,11 +368,22 @@ fn judge_check(c: &crate::profile::Check, a: &Analysis, loc: &Localised) -> Opti
             if chosen.is_empty() {
                 return Some(no_sweep());
             }
-            let named: Vec<&Suspect> = loc
+            let mut named: Vec<&str> = loc
                 .suspects
                 .iter()
                 .filter(|s| s.findings.iter().any(|f| chosen.contains(&f.group_index)))
+                .map(|s| s.summary.as_str())
                 .collect();
+            if chosen
+                .iter()
+                .any(|&g| structure_group(st, &a.groups[g as usize]))
+            {
+                named.extend(
+                    st.into_iter()
+                        .flat_map(|s| &s.suspects)
+                        .map(|s| s.summary.as_str()),
+                );
+            }
             let v = named.len() as f64;
             let at = if named.is_empty() {
                 format!("no suspect in {} test(s) and size(s)", chosen.len())
@@ -330,11 +391,35 @@ fn judge_check(c: &crate::profile::Check, a: &Analysis, loc: &Localised) -> Opti
                 named
                     .iter()
                     .take(10)
-                    .map(|s| s.summary.clone())
+                    .copied()
                     .collect::<Vec<_>>()
                     .join("; ")
             };
             mk(judged(v), Some(v), at, chosen.len())
+        }
+        Metric::Cabling(kind) => {
+            let Some(st) = st.filter(|s| s.discovered) else {
+                return Some(mk(
+                    Status::Missing,
+                    None,
+                    "no discovery in the inputs (HostInfo.neighbors or Document.fabric): run the sweep with neighbour discovery (LLDP, SMP, ibnetdiscover)".into(),
+                    0,
+                ));
+            };
+            let diffs: Vec<&crate::structure::cabling::Diff> =
+                st.cabling.iter().filter(|d| d.kind == kind).collect();
+            let v = diffs.len() as f64;
+            let at = if diffs.is_empty() {
+                format!("none ({} node(s) against {})", st.nodes, st.source)
+            } else {
+                diffs
+                    .iter()
+                    .take(10)
+                    .map(|d| format!("{}: expected {}, found {}", d.item, d.expected, d.found))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            };
+            mk(judged(v), Some(v), at, st.nodes)
         }
         _ => return None,
     })
@@ -554,7 +639,11 @@ impl Cluster {
 
     /// Lines for the terminal: one per suspect.
     pub fn summary_lines(&self) -> Vec<String> {
-        self.suspects.iter().map(|s| s.summary.clone()).collect()
+        let mut out: Vec<String> = self.suspects.iter().map(|s| s.summary.clone()).collect();
+        if let Some(st) = &self.structure {
+            out.extend(st.shown().map(|s| s.summary.clone()));
+        }
+        out
     }
 
     /// The analysis behind the views (tests and tools).

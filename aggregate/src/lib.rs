@@ -27,6 +27,7 @@ pub mod rows;
 pub mod scaling;
 pub mod sign;
 pub mod stream;
+pub mod structure;
 pub mod suspects;
 pub mod tables;
 pub mod templates;

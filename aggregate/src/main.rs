@@ -69,6 +69,16 @@ enum Cmd {
         /// (bounded memory for large sweeps; they still count against --max-input-bytes).
         #[arg(long, hide = true, default_value = "256M", value_parser = parse_size)]
         stream_above: u64,
+        /// The fabric plan: which NIC belongs on which leaf port, groups, tiers, racks,
+        /// switch links (docs/structure.md). Without it, groups come from discovery or
+        /// the latency matrix.
+        #[arg(long, value_name = "FILE")]
+        plan: Option<PathBuf>,
+        /// Format of --plan: native (TOML), slurm (topology.conf), netbox (cable CSV),
+        /// ibnetdiscover (its output, the as-built fabric taken as golden). Default: by
+        /// extension, then content.
+        #[arg(long, value_name = "FORMAT")]
+        plan_format: Option<String>,
         #[command(flatten)]
         limits: LimitArgs,
     },
@@ -279,9 +289,13 @@ fn run(cmd: Cmd) -> Result<u8> {
             dist_test,
             dist_size,
             stream_above,
+            plan,
+            plan_format,
             limits,
         } => {
             let opts = report::Options {
+                plan,
+                plan_format,
                 inputs,
                 profile,
                 out,

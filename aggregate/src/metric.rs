@@ -4,6 +4,19 @@
 
 use results::{BandwidthResult, CollectiveResult, CounterDeltas, LatencyResult};
 
+/// A kind of cabling difference (`structure::cabling` finds them and says what each
+/// means).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DiffKind {
+    CableSwap,
+    WrongLeaf,
+    WrongPort,
+    MissingLink,
+    ExtraLink,
+    LinkDowngraded,
+}
+
 /// Which kind of result row a metric is read from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RowKind {
@@ -59,6 +72,11 @@ pub enum Metric {
     MatrixCoverage,
     /// Suspect nodes, NICs, rails and links the matrix localises.
     Suspects,
+    /// Cabling differences of one kind found by discovery against the plan or the
+    /// fabric's regularity (`structure::cabling`): swapped cable pairs, NICs on the wrong
+    /// leaf, cables on the wrong port, missing and extra switch links, links trained
+    /// below their peers. MISSING when no discovery is in the inputs.
+    Cabling(DiffKind),
     /// Selected results measured on a disturbed host or link (`results::quality`): with
     /// `max = 0`, a profile accepts only undisturbed evidence. Results without a quality
     /// record give no value, so a check that sees only those is MISSING.
@@ -143,6 +161,36 @@ pub const ALL: &[(&str, Metric, &str)] = &[
     ("failed_pairs", Metric::FailedPairs, "pairs"),
     ("matrix_coverage", Metric::MatrixCoverage, "%"),
     ("suspects", Metric::Suspects, "suspects"),
+    (
+        "cabling_swapped",
+        Metric::Cabling(DiffKind::CableSwap),
+        "cables",
+    ),
+    (
+        "cabling_wrong_leaf",
+        Metric::Cabling(DiffKind::WrongLeaf),
+        "cables",
+    ),
+    (
+        "cabling_wrong_port",
+        Metric::Cabling(DiffKind::WrongPort),
+        "cables",
+    ),
+    (
+        "cabling_missing_links",
+        Metric::Cabling(DiffKind::MissingLink),
+        "links",
+    ),
+    (
+        "cabling_extra_links",
+        Metric::Cabling(DiffKind::ExtraLink),
+        "links",
+    ),
+    (
+        "cabling_downgraded_links",
+        Metric::Cabling(DiffKind::LinkDowngraded),
+        "links",
+    ),
     ("disturbed_results", Metric::Disturbed, "results"),
     ("copy_bw", Metric::CopyBw, "GB/s"),
     ("ep_network_bw", Metric::EpNetworkBw, "GB/s"),
@@ -192,7 +240,10 @@ impl Metric {
             | Metric::EpImbalance => RowKind::Collective,
             Metric::Wrong => RowKind::Collective,
             Metric::LinkLoss => RowKind::Counters,
-            Metric::FailedPairs | Metric::MatrixCoverage | Metric::Suspects => RowKind::Matrix,
+            Metric::FailedPairs
+            | Metric::MatrixCoverage
+            | Metric::Suspects
+            | Metric::Cabling(_) => RowKind::Matrix,
             Metric::Disturbed => RowKind::Any,
         }
     }

@@ -50,6 +50,9 @@ pub struct Options {
     pub limits: input::Limits,
     /// Input files at least this large are streamed (the `stream` module).
     pub stream_above: u64,
+    /// The fabric plan (`--plan`) and its format (`--plan-format`; detected when `None`).
+    pub plan: Option<PathBuf>,
+    pub plan_format: Option<String>,
 }
 
 /// Names this command writes into the output directory (and removes on `--force`).
@@ -201,6 +204,9 @@ struct Context<'a> {
     plots: &'a Plots,
     cluster: &'a Cluster,
     matrix_plots: Vec<MatrixPlot<'a>>,
+    /// The structure's picture and per-direction matrices (trusted SVG made here).
+    fabric_svg: Option<&'a str>,
+    direction_plots: Vec<MatrixPlot<'a>>,
     environment: Environment,
     inputs: Vec<InputInfo>,
     skipped: &'a [BadInput],
@@ -254,6 +260,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     let templates = Templates::load(opts.templates.as_deref())?;
     sign::check_identity(&opts.identity)?;
     let key = opts.sign.as_deref().map(sign::read_private).transpose()?;
+    let plan = load_plan(opts.plan.as_deref(), opts.plan_format.as_deref())?;
     let mut bundle = Bundle::prepare(&opts.out, opts.force, OWNED)?;
 
     let mut clock = PhaseClock::new();
@@ -278,7 +285,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     clock.lap("tables");
     let mut verdict = judge::judge(&profile, &set.docs, &tables);
     clock.lap("judge");
-    let cluster = crate::cluster::build(&profile, &set.docs);
+    let cluster = crate::cluster::build_with(&profile, &set.docs, plan.as_ref());
     cluster.apply(&mut verdict);
     clock.lap("matrix");
     let dist = opts.dist.as_ref().map(|(t, s)| (t.as_str(), s.as_slice()));
@@ -355,6 +362,12 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     for h in &cluster.heatmaps {
         bundle.write(&h.file, h.svg.as_bytes(), None)?;
     }
+    if let Some(st) = &cluster.structure {
+        bundle.write("plots/fabric.svg", st.svg.as_bytes(), None)?;
+        for m in &st.matrices {
+            bundle.write(&m.file, m.svg.as_bytes(), None)?;
+        }
+    }
     let retest = match cluster.retest_text(&results::provenance::now_rfc3339()) {
         Some(text) => {
             bundle.write(crate::cluster::RETEST_FILE, text.as_bytes(), None)?;
@@ -416,6 +429,17 @@ pub fn run(opts: &Options) -> Result<Outcome> {
                 svg: &h.svg,
             })
             .collect(),
+        fabric_svg: cluster.structure.as_ref().map(|s| s.svg.as_str()),
+        direction_plots: cluster
+            .structure
+            .iter()
+            .flat_map(|s| &s.matrices)
+            .map(|m| MatrixPlot {
+                title: &m.rail,
+                file: &m.file,
+                svg: &m.svg,
+            })
+            .collect(),
         environment: environment(&set.docs),
         inputs,
         skipped: &set.skipped,
@@ -465,6 +489,32 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         suspects: cluster.summary_lines(),
         retest,
     })
+}
+
+/// Reads `--plan` (before any work, so a bad plan costs nothing).
+pub fn load_plan(
+    path: Option<&std::path::Path>,
+    format: Option<&str>,
+) -> Result<Option<results::fabric_plan::FabricPlan>> {
+    use results::fabric_plan::{self as fp, Format};
+    let format = match format {
+        None => None,
+        Some(f) => Some(Format::parse(f).ok_or_else(|| {
+            Error::Usage(format!(
+                "--plan-format {f}: unknown; one of {}",
+                Format::NAMES.join(", ")
+            ))
+        })?),
+    };
+    let Some(path) = path else {
+        if format.is_some() {
+            return Err(Error::Usage("--plan-format needs --plan FILE".into()));
+        }
+        return Ok(None);
+    };
+    fp::load(path, format)
+        .map(Some)
+        .map_err(|e| Error::Usage(format!("--plan {}", e.0)))
 }
 
 /// GPUs of every host (from the hosts' facts) and the GPU memory paths the results used.

@@ -9,6 +9,7 @@ pub mod audit;
 pub mod collective;
 pub mod discovery;
 pub mod document;
+pub mod fabric_plan;
 pub mod histogram;
 pub mod limits;
 pub mod provenance;

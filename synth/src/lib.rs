@@ -8,6 +8,7 @@
 //! `synth` binary writes the sets the scale benchmark and the end-to-end tests use.
 //! Everything is deterministic for a given seed.
 
+pub mod fabric;
 pub mod history;
 
 use std::path::Path;

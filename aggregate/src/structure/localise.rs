@@ -1,0 +1,565 @@
+//! Localisation above the node: the smallest set of parts that explains the bad directed
+//! cells of the per-rail matrix, by greedy set cover (after 007, NetBouncer and
+//! R-Pingmesh).
+//!
+//! A cell (rail r, a sends to b) is bad when its bandwidth is under `bw_below_median` of
+//! rail r's median; a cell whose per-flow figures are bimodal (some flows slow, others at
+//! the rail's rate) is a path fault: ECMP hashed those flows onto a bad path, so no end is
+//! blamed for it. Every part a bad cell crosses is a candidate: the sender's transmitter,
+//! the receiver's receiver, both NICs, both nodes (and their send or receive side over all
+//! rails), both leaves, the leaves' uplinks when it leaves its leaf, the spine layer of
+//! the rail, both racks, a cable swap or wrong leaf found by the cabling checks, the link
+//! and the one direction of it. Repeatedly the candidate that explains the most bad cells
+//! not yet explained, less the good cells that contradict it, is chosen, provided its
+//! cells are bad often enough: `suspect_share` for a node, NIC, transmitter or receiver
+//! (with enough peers to tell it from its peers), 90% for a part above the node (a leaf,
+//! its uplinks, a rack: one part higher up is preferred over many below only when it adds
+//! no contradiction). The spine layer of a rail explains scattered cells only: cross-leaf
+//! blocks partly bad (ECMP sends a share of the pairs over the bad spine), intra-leaf
+//! cells fine. Noise within the profile's bounds makes no cell bad, so names nothing.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::observe::Observed;
+use super::topology::{Topology, NONE};
+
+/// What a suspect part is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Part {
+    Leaf(u32),
+    Uplinks(u32),
+    SpineLayer(u32),
+    Rack(u32),
+    /// A cabling difference (index into the cabling list) that touches these cells.
+    Cabling(u32),
+    Node(u32),
+    NodeTx(u32),
+    NodeRx(u32),
+    Nic(u32, u32),
+    Tx(u32, u32),
+    Rx(u32, u32),
+    Link(u32, u32, u32),
+    OneWay(u32, u32, u32),
+    Path(u32, u32, u32),
+}
+
+impl Part {
+    /// Above the node: must explain with no more than 10% contradiction.
+    fn high(self) -> bool {
+        matches!(
+            self,
+            Part::Leaf(_) | Part::Uplinks(_) | Part::Rack(_) | Part::Cabling(_)
+        )
+    }
+    /// Order among equal scores: discovered cabling faults, then higher parts first.
+    fn rank(self) -> u8 {
+        match self {
+            // A cabling fault discovery saw comes first among equals: it is evidence, not
+            // only a pattern.
+            Part::Cabling(_) => 0,
+            Part::Leaf(_) => 1,
+            Part::Uplinks(_) => 2,
+            Part::SpineLayer(_) => 3,
+            Part::Rack(_) => 4,
+            Part::Node(_) => 5,
+            Part::NodeTx(_) | Part::NodeRx(_) => 6,
+            Part::Nic(..) => 7,
+            Part::Tx(..) | Part::Rx(..) => 8,
+            Part::Path(..) => 9,
+            Part::Link(..) => 10,
+            Part::OneWay(..) => 11,
+        }
+    }
+}
+
+/// One chosen part with its evidence.
+#[derive(Debug, Clone, Serialize)]
+pub struct Pick {
+    #[serde(skip)]
+    pub part: Part,
+    /// Bad cells in its domain (all of them, also those another part explains too).
+    pub explains: u32,
+    /// Good cells in its domain (for the spine layer: good cells of cross-leaf blocks
+    /// with no bad cell at all, which a bad spine would have reached).
+    pub contradicted: u32,
+    /// Worst bandwidth among its bad cells, and the rail median there.
+    pub worst_gbit_s: f64,
+    pub median_gbit_s: f64,
+}
+
+/// The localiser's inputs beside the matrix.
+#[derive(Debug, Clone)]
+pub struct Rules {
+    pub bw_below_median: f64,
+    pub suspect_share: f64,
+    pub high_share: f64,
+    pub min_links: u32,
+    /// (cabling index, node, rails) of cable swaps and wrong leaves.
+    pub cabling: Vec<(u32, u32, Vec<u32>)>,
+}
+
+/// The outcome: chosen parts, bad cells in all.
+#[derive(Debug, Clone, Default)]
+pub struct Localisation {
+    pub picks: Vec<Pick>,
+    pub bad_cells: u32,
+    pub cells: u64,
+    pub medians: Vec<f64>,
+    /// Per rail x from x to: bad (the picture's matrices).
+    pub bad: Vec<Vec<bool>>,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Count {
+    tried: u32,
+    bad: u32,
+}
+
+impl Count {
+    fn add(&mut self, bad: bool) {
+        self.tried += 1;
+        self.bad += u32::from(bad);
+    }
+}
+
+fn median(v: Vec<f32>) -> f64 {
+    quantile(v, 0.5)
+}
+
+fn quantile(mut v: Vec<f32>, q: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let k = ((v.len() - 1) as f64 * q).round() as usize;
+    v.select_nth_unstable_by(k, f32::total_cmp);
+    v[k] as f64
+}
+
+/// Cross-leaf blocks (leaf pair) -> whether partly bad (a spine's scatter).
+type Blocks = HashMap<(u32, u32), bool>;
+
+struct BadCell {
+    r: u32,
+    a: u32,
+    b: u32,
+    path: bool,
+}
+
+/// Runs the set cover.
+pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
+    let n = o.n;
+    let rails = o.rails;
+    // The reference of a rail: its median, or the whole fabric's 75th percentile when
+    // that is higher (a leaf fault, or a few faults together, can hold half of a small
+    // fabric's cells; the rails of a rail-optimised fabric run at one rate).
+    let all = quantile(
+        o.values
+            .iter()
+            .flat_map(|v| v.iter().copied().filter(|x| x.is_finite()))
+            .collect(),
+        0.75,
+    );
+    let medians: Vec<f64> = o
+        .values
+        .iter()
+        .map(|v| median(v.iter().copied().filter(|x| x.is_finite()).collect()).max(all))
+        .collect();
+    let nsw = t.switches.len();
+    let nrack = t.racks.len();
+    let (mut tx, mut rx) = (
+        vec![Count::default(); n * rails],
+        vec![Count::default(); n * rails],
+    );
+    let mut leaf = vec![Count::default(); nsw];
+    let mut up = vec![Count::default(); nsw];
+    let mut rack = vec![Count::default(); nrack];
+    let mut block: HashMap<(u32, u32), Count> = HashMap::new();
+    let mut intra_rail = vec![Count::default(); rails];
+    let mut bad_list: Vec<BadCell> = Vec::new();
+    let mut bad_grid = vec![vec![false; n * n]; rails];
+    let mut cells = 0u64;
+    // Per-flow bimodality: a slow flow beside one at the rail's rate.
+    let bimodal = |r: usize, a: usize, b: usize| -> bool {
+        let Some(f) = o.flows.get(&(r as u32, a as u32, b as u32)) else {
+            return false;
+        };
+        let lim = (rules.bw_below_median * medians[r] / f.len().max(1) as f64) as f32;
+        let slow = f.iter().filter(|&&x| x < lim).count();
+        f.len() >= 2 && slow > 0 && slow < f.len()
+    };
+    for r in 0..rails {
+        let lim = (rules.bw_below_median * medians[r]) as f32;
+        let row = &o.values[r];
+        for a in 0..n {
+            let la = t.leaf(a as u32, r as u32);
+            let ka = t.node_rack.get(a).copied().unwrap_or(NONE);
+            for b in 0..n {
+                let v = row[a * n + b];
+                if v.is_nan() {
+                    continue;
+                }
+                cells += 1;
+                let bad = v < lim;
+                let path = bad && bimodal(r, a, b);
+                if bad {
+                    bad_grid[r][a * n + b] = true;
+                    bad_list.push(BadCell {
+                        r: r as u32,
+                        a: a as u32,
+                        b: b as u32,
+                        path,
+                    });
+                }
+                if !path {
+                    tx[a * rails + r].add(bad);
+                    rx[b * rails + r].add(bad);
+                }
+                let lb = t.leaf(b as u32, r as u32);
+                if la != NONE {
+                    leaf[la as usize].add(bad);
+                }
+                if lb != NONE && lb != la {
+                    leaf[lb as usize].add(bad);
+                }
+                if la != NONE && lb != NONE && la != lb {
+                    up[la as usize].add(bad);
+                    up[lb as usize].add(bad);
+                    block.entry((la, lb)).or_default().add(bad);
+                } else if la != NONE && la == lb {
+                    intra_rail[r].add(bad);
+                }
+                let kb = t.node_rack.get(b).copied().unwrap_or(NONE);
+                if ka != NONE {
+                    rack[ka as usize].add(bad);
+                }
+                if kb != NONE && kb != ka {
+                    rack[kb as usize].add(bad);
+                }
+            }
+        }
+    }
+    let nic = |i: u32, r: u32| {
+        let s = i as usize * rails + r as usize;
+        Count {
+            tried: tx[s].tried + rx[s].tried,
+            bad: tx[s].bad + rx[s].bad,
+        }
+    };
+    let sum_rails = |i: u32, f: &dyn Fn(u32, u32) -> Count| {
+        (0..rails as u32).fold(Count::default(), |mut c, r| {
+            let x = f(i, r);
+            c.tried += x.tried;
+            c.bad += x.bad;
+            c
+        })
+    };
+    // Domain size (tried) and bad total of each candidate.
+    let tried_of = |p: Part| -> Count {
+        match p {
+            Part::Leaf(l) => leaf[l as usize],
+            Part::Uplinks(l) => up[l as usize],
+            Part::Rack(k) => rack[k as usize],
+            Part::Tx(i, r) => tx[i as usize * rails + r as usize],
+            Part::Rx(i, r) => rx[i as usize * rails + r as usize],
+            Part::Nic(i, r) => nic(i, r),
+            Part::NodeTx(i) => sum_rails(i, &|i, r| tx[i as usize * rails + r as usize]),
+            Part::NodeRx(i) => sum_rails(i, &|i, r| rx[i as usize * rails + r as usize]),
+            Part::Node(i) => sum_rails(i, &nic),
+            Part::Cabling(c) => {
+                let (_, node, rs) = rules
+                    .cabling
+                    .iter()
+                    .find(|x| x.0 == c)
+                    .cloned()
+                    .unwrap_or_default();
+                rs.iter().fold(Count::default(), |mut acc, &r| {
+                    let x = nic(node, r);
+                    acc.tried += x.tried;
+                    acc.bad += x.bad;
+                    acc
+                })
+            }
+            Part::Link(a, b, r) => {
+                let mut c = Count::default();
+                for (x, y) in [(a, b), (b, a)] {
+                    let v = o.get(r as usize, x as usize, y as usize);
+                    if !v.is_nan() {
+                        c.add(bad_grid[r as usize][x as usize * n + y as usize]);
+                    }
+                }
+                c
+            }
+            Part::OneWay(..) | Part::Path(..) | Part::SpineLayer(_) => Count { tried: 1, bad: 1 },
+        }
+    };
+    let cabling_of: HashMap<(u32, u32), Vec<u32>> = {
+        let mut m: HashMap<(u32, u32), Vec<u32>> = HashMap::new();
+        for (c, node, rs) in &rules.cabling {
+            for &r in rs {
+                m.entry((*node, r)).or_default().push(*c);
+            }
+        }
+        m
+    };
+    // The candidates of one bad cell (the spine layer is handled apart).
+    let members = |c: &BadCell, out: &mut Vec<Part>| {
+        out.clear();
+        let (r, a, b) = (c.r, c.a, c.b);
+        let (la, lb) = (t.leaf(a, r), t.leaf(b, r));
+        if la != NONE {
+            out.push(Part::Leaf(la));
+        }
+        if lb != NONE && lb != la {
+            out.push(Part::Leaf(lb));
+        }
+        if la != NONE && lb != NONE && la != lb {
+            out.push(Part::Uplinks(la));
+            out.push(Part::Uplinks(lb));
+        }
+        let (ka, kb) = (
+            t.node_rack.get(a as usize).copied().unwrap_or(NONE),
+            t.node_rack.get(b as usize).copied().unwrap_or(NONE),
+        );
+        if ka != NONE {
+            out.push(Part::Rack(ka));
+        }
+        if kb != NONE && kb != ka {
+            out.push(Part::Rack(kb));
+        }
+        if c.path {
+            out.push(Part::Path(a.min(b), a.max(b), r));
+            return;
+        }
+        for e in [(a, r), (b, r)] {
+            if let Some(cs) = cabling_of.get(&e) {
+                out.extend(cs.iter().map(|&c| Part::Cabling(c)));
+            }
+        }
+        out.extend([
+            Part::Node(a),
+            Part::Node(b),
+            Part::NodeTx(a),
+            Part::NodeRx(b),
+            Part::Nic(a, r),
+            Part::Nic(b, r),
+            Part::Tx(a, r),
+            Part::Rx(b, r),
+            Part::Link(a.min(b), a.max(b), r),
+            Part::OneWay(a, b, r),
+        ]);
+    };
+    // Whether a candidate's domain holds a bad cell (the same rule as `members`).
+    let contains = |p: Part, c: &BadCell| -> bool {
+        let (r, a, b) = (c.r, c.a, c.b);
+        let (la, lb) = (t.leaf(a, r), t.leaf(b, r));
+        let rk = |i: u32| t.node_rack.get(i as usize).copied().unwrap_or(NONE);
+        let pair = (a.min(b), a.max(b));
+        match p {
+            Part::Leaf(l) => la == l || lb == l,
+            Part::Uplinks(l) => la != NONE && lb != NONE && la != lb && (la == l || lb == l),
+            Part::Rack(k) => rk(a) == k || rk(b) == k,
+            Part::SpineLayer(_) => false,
+            Part::Path(x, y, pr) => c.path && pr == r && pair == (x, y),
+            _ if c.path => false,
+            Part::Cabling(k) => [(a, r), (b, r)]
+                .iter()
+                .any(|e| cabling_of.get(e).is_some_and(|v| v.contains(&k))),
+            Part::Node(i) => a == i || b == i,
+            Part::NodeTx(i) => a == i,
+            Part::NodeRx(i) => b == i,
+            Part::Nic(i, pr) => pr == r && (a == i || b == i),
+            Part::Tx(i, pr) => pr == r && a == i,
+            Part::Rx(i, pr) => pr == r && b == i,
+            Part::Link(x, y, pr) => pr == r && pair == (x, y),
+            Part::OneWay(x, y, pr) => pr == r && (a, b) == (x, y),
+        }
+    };
+    let mut gain: HashMap<Part, u32> = HashMap::new();
+    let mut buf = Vec::with_capacity(24);
+    for c in &bad_list {
+        members(c, &mut buf);
+        for &p in &buf {
+            *gain.entry(p).or_default() += 1;
+        }
+    }
+    let total: HashMap<Part, u32> = gain.clone();
+    let mut covered = vec![false; bad_list.len()];
+    let min_peers = rules.min_links.max(2);
+    let acceptable = |p: Part, total_bad: u32| -> bool {
+        let c = tried_of(p);
+        let share = total_bad as f64 / c.tried.max(1) as f64;
+        match p {
+            Part::OneWay(..) | Part::Path(..) => true,
+            Part::Link(..) => total_bad == c.tried,
+            Part::Tx(..) | Part::Rx(..) => c.tried >= min_peers && share >= rules.suspect_share,
+            Part::Nic(..) | Part::NodeTx(_) | Part::NodeRx(_) | Part::Node(_) => {
+                c.tried >= 2 * min_peers && share >= rules.suspect_share
+            }
+            _ if p.high() => c.tried >= 2 && share >= rules.high_share,
+            _ => false,
+        }
+    };
+    let mut picks = Vec::new();
+    let in_spine_domain = |c: &BadCell, blocks_ok: &HashMap<(u32, u32), bool>| -> bool {
+        let (la, lb) = (t.leaf(c.a, c.r), t.leaf(c.b, c.r));
+        la != NONE && lb != NONE && la != lb && blocks_ok.get(&(la, lb)).copied().unwrap_or(false)
+    };
+    loop {
+        // Spine layers: on each rail, cross-leaf blocks partly bad (not yet explained).
+        let mut unexplained: HashMap<(u32, u32), u32> = HashMap::new();
+        let mut intra_left = vec![0u32; rails];
+        for (k, c) in bad_list.iter().enumerate() {
+            if covered[k] {
+                continue;
+            }
+            let (la, lb) = (t.leaf(c.a, c.r), t.leaf(c.b, c.r));
+            if la != NONE && lb != NONE && la != lb {
+                *unexplained.entry((la, lb)).or_default() += 1;
+            } else if la != NONE {
+                intra_left[c.r as usize] += 1;
+            }
+        }
+        let mut spine_best: Option<(u32, u32, Blocks, u32)> = None;
+        for r in 0..rails as u32 {
+            let blocks: Vec<(&(u32, u32), &Count)> = block
+                .iter()
+                .filter(|((la, _), _)| {
+                    t.switches[*la as usize].rail == r || t.leaf_rail_of(*la) == r
+                })
+                .collect();
+            if blocks.len() < 2 {
+                continue;
+            }
+            // ECMP scatters a bad spine's pairs over many nodes; one node's (or a few
+            // nodes') links are that node's fault, not a spine's.
+            let mut per_node: HashMap<u32, u32> = HashMap::new();
+            let mut in_domain = 0u32;
+            for (k, c) in bad_list.iter().enumerate() {
+                if covered[k] || c.r != r {
+                    continue;
+                }
+                let (la, lb) = (t.leaf(c.a, c.r), t.leaf(c.b, c.r));
+                if la != NONE && lb != NONE && la != lb {
+                    in_domain += 1;
+                    *per_node.entry(c.a).or_default() += 1;
+                    *per_node.entry(c.b).or_default() += 1;
+                }
+            }
+            if per_node.values().any(|&v| v * 2 > in_domain) {
+                continue;
+            }
+            let mut ok = HashMap::new();
+            let mut partial = 0;
+            let mut gain_r = 0;
+            let mut clean_good = 0;
+            for (k, c) in &blocks {
+                let u = unexplained.get(k).copied().unwrap_or(0);
+                let frac = u as f64 / c.tried.max(1) as f64;
+                let is_partial = u > 0 && frac <= 0.6;
+                if is_partial {
+                    partial += 1;
+                    gain_r += u;
+                }
+                if c.bad == 0 {
+                    clean_good += c.tried;
+                }
+                ok.insert(**k, is_partial);
+            }
+            let intra_ok =
+                intra_left[r as usize] as f64 <= 0.1 * intra_rail[r as usize].tried.max(1) as f64;
+            if partial * 2 >= blocks.len()
+                && intra_ok
+                && gain_r > 0
+                && spine_best.as_ref().is_none_or(|b| gain_r > b.1)
+            {
+                spine_best = Some((r, gain_r, ok, clean_good));
+            }
+        }
+        let mut best: Option<(Part, i64)> = None;
+        for (&p, &g) in &gain {
+            if g == 0 || !acceptable(p, total[&p]) {
+                continue;
+            }
+            let c = tried_of(p);
+            let score = g as i64 - (c.tried - total[&p].min(c.tried)) as i64;
+            if best.is_none_or(|(bp, bs)| {
+                score > bs || (score == bs && (p.rank(), p) < (bp.rank(), bp))
+            }) {
+                best = Some((p, score));
+            }
+        }
+        let take_spine = match (&spine_best, best) {
+            (Some(s), Some((_, bs))) => s.1 as i64 > bs,
+            (Some(_), None) => true,
+            _ => false,
+        };
+        let (part, domain_ok): (Part, Option<Blocks>) = if take_spine {
+            let (r, _, ok, _) = spine_best.clone().unwrap();
+            (Part::SpineLayer(r), Some(ok))
+        } else if let Some((p, _)) = best {
+            (p, None)
+        } else {
+            break;
+        };
+        let mut explains = 0;
+        let mut worst = f64::INFINITY;
+        let mut med = f64::NAN;
+        for (k, c) in bad_list.iter().enumerate() {
+            let inside = match (&domain_ok, part) {
+                (Some(ok), Part::SpineLayer(r)) => c.r == r && in_spine_domain(c, ok),
+                _ => contains(part, c),
+            };
+            if !inside {
+                continue;
+            }
+            explains += 1;
+            let v = o.get(c.r as usize, c.a as usize, c.b as usize) as f64;
+            if v < worst {
+                worst = v;
+                med = medians[c.r as usize];
+            }
+            if !covered[k] {
+                covered[k] = true;
+                members(c, &mut buf);
+                for p in &buf {
+                    if let Some(g) = gain.get_mut(p) {
+                        *g = g.saturating_sub(1);
+                    }
+                }
+            }
+        }
+        let contradicted = match part {
+            Part::SpineLayer(_) => spine_best.map(|s| s.3).unwrap_or(0),
+            p => {
+                let c = tried_of(p);
+                c.tried.saturating_sub(total[&p])
+            }
+        };
+        picks.push(Pick {
+            part,
+            explains,
+            contradicted,
+            worst_gbit_s: worst,
+            median_gbit_s: med,
+        });
+        if picks.len() > 10_000 {
+            break;
+        }
+    }
+    Localisation {
+        picks,
+        bad_cells: bad_list.len() as u32,
+        cells,
+        medians,
+        bad: bad_grid,
+    }
+}
+
+impl Topology {
+    /// The rail a leaf serves (from its NICs when the plan did not say).
+    pub fn leaf_rail_of(&self, l: u32) -> u32 {
+        self.switches.get(l as usize).map_or(NONE, |s| s.rail)
+    }
+}

@@ -1,0 +1,454 @@
+//! The fabric as the localiser sees it: nodes, rails, switches with tier, group and rack,
+//! and the leaf each NIC is on (as built where discovery saw it, else as planned), built
+//! from a plan, from discovery (each NIC's neighbour), or inferred from the latency
+//! matrix (one-switch pairs are faster than three-switch ones).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use results::fabric_plan::{natural_cmp, FabricPlan, Tier};
+
+/// Index meaning "not known".
+pub const NONE: u32 = u32::MAX;
+
+/// One switch.
+#[derive(Debug, Clone)]
+pub struct Switch {
+    pub name: String,
+    pub tier: Tier,
+    pub group: u32,
+    pub rail: u32,
+    pub rack: u32,
+    /// Not in any plan or discovery: made up for a group and rail seen in the latencies.
+    pub inferred: bool,
+}
+
+/// What discovery says one NIC is plugged into.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Found {
+    pub switch: String,
+    pub port: Option<String>,
+    pub width: Option<String>,
+    pub speed: Option<String>,
+    pub source: String,
+}
+
+/// The input of [`Topology::build`].
+#[derive(Debug, Default)]
+pub struct Facts<'a> {
+    /// Nodes measured (host names).
+    pub nodes: Vec<String>,
+    /// NIC names the rows used, per node.
+    pub nics: BTreeMap<String, BTreeSet<String>>,
+    pub plan: Option<&'a FabricPlan>,
+    /// (node, NIC) -> what discovery found.
+    pub found: HashMap<(String, String), Found>,
+    /// Same-rail pair latencies (node a, node b, p50 us), for inference.
+    pub latencies: Vec<(String, String, f64)>,
+}
+
+/// The fabric's structure.
+#[derive(Debug, Clone, Default)]
+pub struct Topology {
+    /// Where groups and leaves came from, in words.
+    pub source: String,
+    pub nodes: Vec<String>,
+    pub node_index: HashMap<String, u32>,
+    /// NIC name per rail (the first node's, for display: `rail0`, `mlx5_0`).
+    pub rails: Vec<String>,
+    pub switches: Vec<Switch>,
+    pub switch_index: HashMap<String, u32>,
+    pub groups: Vec<String>,
+    pub racks: Vec<String>,
+    pub node_group: Vec<u32>,
+    pub node_rack: Vec<u32>,
+    /// Per node x rail: the leaf the NIC is on (as built when discovered), or NONE.
+    pub attach: Vec<u32>,
+    /// Per node x rail: the planned leaf and port (NONE / None without a plan).
+    pub planned: Vec<(u32, Option<String>)>,
+    /// Per node x rail: what discovery found.
+    pub found: Vec<Option<Found>>,
+    /// Per node x rail: the NIC's name on that node.
+    pub nic_names: Vec<Option<String>>,
+    /// (node, NIC name) -> rail.
+    pub rail_of: HashMap<(u32, String), u32>,
+    /// Whether the rails' leaves serve one rail each and groups are known (localisation
+    /// above the node is possible).
+    pub has_leaves: bool,
+}
+
+impl Topology {
+    pub fn rails_n(&self) -> usize {
+        self.rails.len().max(1)
+    }
+    pub fn slot(&self, node: u32, rail: u32) -> usize {
+        node as usize * self.rails_n() + rail as usize
+    }
+    pub fn leaf(&self, node: u32, rail: u32) -> u32 {
+        self.attach
+            .get(self.slot(node, rail))
+            .copied()
+            .unwrap_or(NONE)
+    }
+    pub fn switch_name(&self, s: u32) -> &str {
+        self.switches
+            .get(s as usize)
+            .map_or("?", |s| s.name.as_str())
+    }
+    pub fn group_name(&self, g: u32) -> &str {
+        self.groups.get(g as usize).map_or("?", |s| s.as_str())
+    }
+    pub fn nic_name(&self, node: u32, rail: u32) -> String {
+        self.nic_names
+            .get(self.slot(node, rail))
+            .cloned()
+            .flatten()
+            .unwrap_or_else(|| self.rails.get(rail as usize).cloned().unwrap_or_default())
+    }
+
+    fn intern_switch(&mut self, name: &str, tier: Tier, inferred: bool) -> u32 {
+        if let Some(&i) = self.switch_index.get(name) {
+            return i;
+        }
+        let i = self.switches.len() as u32;
+        self.switches.push(Switch {
+            name: name.to_string(),
+            tier,
+            group: NONE,
+            rail: NONE,
+            rack: NONE,
+            inferred,
+        });
+        self.switch_index.insert(name.to_string(), i);
+        i
+    }
+
+    fn intern(list: &mut Vec<String>, name: &str) -> u32 {
+        match list.iter().position(|g| g == name) {
+            Some(i) => i as u32,
+            None => {
+                list.push(name.to_string());
+                (list.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Builds the structure from what is known, best source first: a plan with NICs, then
+    /// discovery, then a plan with groups only, then the latency matrix.
+    pub fn build(f: &Facts) -> Topology {
+        let mut t = Topology::default();
+        let mut names: Vec<String> = f.nodes.clone();
+        if let Some(p) = f.plan {
+            names.extend(p.node_names());
+        }
+        names.sort_by(|a, b| natural_cmp(a, b));
+        names.dedup();
+        for (i, n) in names.iter().enumerate() {
+            t.node_index.insert(n.clone(), i as u32);
+        }
+        t.nodes = names;
+        let n = t.nodes.len();
+
+        // Rails: the plan's rail numbers; else each node's NICs in natural order.
+        let mut rail_of: HashMap<(u32, String), u32> = HashMap::new();
+        let mut rails_n = 0u32;
+        if let Some(p) = f.plan {
+            for nic in &p.nic {
+                let id = t.node_index[&nic.node];
+                rail_of.insert((id, nic.nic.clone()), nic.rail);
+                rails_n = rails_n.max(nic.rail + 1);
+            }
+        }
+        let mut per_node: BTreeMap<u32, BTreeSet<String>> = BTreeMap::new();
+        for (node, nics) in &f.nics {
+            if let Some(&id) = t.node_index.get(node) {
+                per_node.entry(id).or_default().extend(nics.iter().cloned());
+            }
+        }
+        for (node, nic) in f.found.keys() {
+            if let Some(&id) = t.node_index.get(node) {
+                per_node.entry(id).or_default().insert(nic.clone());
+            }
+        }
+        for (id, nics) in &per_node {
+            let mut list: Vec<&String> = nics
+                .iter()
+                .filter(|x| !rail_of.contains_key(&(*id, (*x).clone())))
+                .collect();
+            list.sort_by(|a, b| natural_cmp(a, b));
+            let taken: BTreeSet<u32> = rail_of
+                .iter()
+                .filter(|((nid, _), _)| nid == id)
+                .map(|(_, &r)| r)
+                .collect();
+            let mut free = (0..).filter(|r| !taken.contains(r));
+            for nic in list {
+                let r = free.next().unwrap_or(0);
+                rail_of.insert((*id, nic.clone()), r);
+                rails_n = rails_n.max(r + 1);
+            }
+        }
+        let rails_n = rails_n.max(1) as usize;
+        t.rails = (0..rails_n).map(|r| format!("rail {r}")).collect();
+        t.attach = vec![NONE; n * rails_n];
+        t.planned = vec![(NONE, None); n * rails_n];
+        t.found = vec![None; n * rails_n];
+        t.nic_names = vec![None; n * rails_n];
+        for ((id, nic), &r) in &rail_of {
+            let s = *id as usize * rails_n + r as usize;
+            t.nic_names[s] = Some(nic.clone());
+        }
+        // Rail display name: the NIC name most nodes use on it.
+        for r in 0..rails_n {
+            let mut count: BTreeMap<&str, usize> = BTreeMap::new();
+            for i in 0..n {
+                if let Some(x) = &t.nic_names[i * rails_n + r] {
+                    *count.entry(x.as_str()).or_default() += 1;
+                }
+            }
+            if let Some((name, _)) = count.into_iter().max_by_key(|x| x.1) {
+                t.rails[r] = name.to_string();
+            }
+        }
+        t.rail_of = rail_of;
+        t.node_group = vec![NONE; n];
+        t.node_rack = vec![NONE; n];
+
+        let mut sources = Vec::new();
+        // The plan: switches, groups, racks, planned attachments.
+        let plan_has_nics = f.plan.is_some_and(|p| !p.nic.is_empty());
+        if let Some(p) = f.plan {
+            sources.push(format!("plan ({})", p.source));
+            for s in &p.switch {
+                let i = t.intern_switch(&s.name, s.tier, false);
+                let g = s
+                    .group
+                    .as_deref()
+                    .map(|g| Self::intern(&mut t.groups, g))
+                    .unwrap_or(NONE);
+                let rk = s
+                    .rack
+                    .as_deref()
+                    .map(|r| Self::intern(&mut t.racks, r))
+                    .unwrap_or(NONE);
+                let sw = &mut t.switches[i as usize];
+                sw.group = g;
+                sw.rail = s.rail.unwrap_or(NONE);
+                sw.rack = rk;
+            }
+            for nic in &p.nic {
+                let id = t.node_index[&nic.node];
+                let s = id as usize * rails_n + nic.rail as usize;
+                t.planned[s] = (t.switch_index[&nic.switch], nic.port.clone());
+                t.attach[s] = t.planned[s].0;
+            }
+            for node in &p.node {
+                let id = t.node_index[&node.name];
+                if let Some(g) = &node.group {
+                    t.node_group[id as usize] = Self::intern(&mut t.groups, g);
+                }
+                if let Some(r) = &node.rack {
+                    t.node_rack[id as usize] = Self::intern(&mut t.racks, r);
+                }
+            }
+        }
+        // Discovery: as built.
+        let mut discovered = 0;
+        for ((node, nic), fd) in &f.found {
+            let (Some(&id), Some(&r)) = (
+                t.node_index.get(node),
+                t.node_index
+                    .get(node)
+                    .and_then(|id| t.rail_of.get(&(*id, nic.clone()))),
+            ) else {
+                continue;
+            };
+            let sw = t.intern_switch(&fd.switch, Tier::Leaf, false);
+            let s = id as usize * rails_n + r as usize;
+            t.attach[s] = sw;
+            t.found[s] = Some(fd.clone());
+            discovered += 1;
+        }
+        if discovered > 0 {
+            let srcs: BTreeSet<&str> = f.found.values().map(|x| x.source.as_str()).collect();
+            sources.push(format!(
+                "discovery ({discovered} NIC neighbour(s), {})",
+                srcs.into_iter().collect::<Vec<_>>().join(", ")
+            ));
+        }
+        // Leaves' rails and groups where the plan did not give them: the majority rail of
+        // their NICs; groups from leaves that share nodes.
+        let leaves: Vec<u32> = (0..t.switches.len() as u32)
+            .filter(|&s| t.switches[s as usize].tier == Tier::Leaf)
+            .collect();
+        for &l in &leaves {
+            if t.switches[l as usize].rail != NONE {
+                continue;
+            }
+            let mut votes: BTreeMap<u32, usize> = BTreeMap::new();
+            for (s, &a) in t.attach.iter().enumerate() {
+                if a == l {
+                    *votes.entry((s % rails_n) as u32).or_default() += 1;
+                }
+            }
+            if let Some((r, _)) = votes
+                .into_iter()
+                .max_by_key(|x| (x.1, std::cmp::Reverse(x.0)))
+            {
+                t.switches[l as usize].rail = r;
+            }
+        }
+        let need_groups = leaves.iter().any(|&l| t.switches[l as usize].group == NONE)
+            && (plan_has_nics || discovered > 0);
+        if need_groups {
+            t.infer_leaf_groups(&leaves);
+        }
+        // Nodes' groups: the majority group of their NICs' leaves.
+        for i in 0..n {
+            if t.node_group[i] != NONE {
+                continue;
+            }
+            let mut votes: BTreeMap<u32, usize> = BTreeMap::new();
+            for r in 0..rails_n {
+                let a = t.attach[i * rails_n + r];
+                if a != NONE && t.switches[a as usize].group != NONE {
+                    *votes.entry(t.switches[a as usize].group).or_default() += 1;
+                }
+            }
+            if let Some((g, _)) = votes
+                .into_iter()
+                .max_by_key(|x| (x.1, std::cmp::Reverse(x.0)))
+            {
+                t.node_group[i] = g;
+            }
+        }
+        // Groups only (Slurm), or nothing: leaves per group and rail, from the plan's
+        // groups or the latency classes.
+        if t.attach.iter().all(|&a| a == NONE) {
+            if t.node_group.iter().all(|&g| g == NONE) && t.infer_groups_from_latency(&f.latencies)
+            {
+                sources.push("latency classes (one-switch pairs are faster)".into());
+            }
+            if t.node_group.iter().any(|&g| g != NONE) {
+                for i in 0..n {
+                    let g = t.node_group[i];
+                    if g == NONE {
+                        continue;
+                    }
+                    for r in 0..rails_n {
+                        let name =
+                            format!("{}/{} (inferred leaf)", t.groups[g as usize], t.rails[r]);
+                        let sw = t.intern_switch(&name, Tier::Leaf, true);
+                        t.switches[sw as usize].group = g;
+                        t.switches[sw as usize].rail = r as u32;
+                        t.attach[i * rails_n + r] = sw;
+                    }
+                }
+            }
+        }
+        t.has_leaves = t.attach.iter().any(|&a| a != NONE);
+        t.source = if sources.is_empty() {
+            "none: no plan, no discovery, no latency classes; suspects stop at nodes, NICs and links".into()
+        } else {
+            sources.join("; ")
+        };
+        t
+    }
+
+    /// Leaves that share at least half of the smaller one's nodes (and two) are one group.
+    fn infer_leaf_groups(&mut self, leaves: &[u32]) {
+        let rails_n = self.rails_n();
+        let mut members: BTreeMap<u32, BTreeSet<u32>> = BTreeMap::new();
+        for (s, &a) in self.attach.iter().enumerate() {
+            if a != NONE {
+                members.entry(a).or_default().insert((s / rails_n) as u32);
+            }
+        }
+        let mut parent: HashMap<u32, u32> = leaves.iter().map(|&l| (l, l)).collect();
+        fn root(p: &mut HashMap<u32, u32>, x: u32) -> u32 {
+            let mut r = x;
+            while p[&r] != r {
+                r = p[&r];
+            }
+            p.insert(x, r);
+            r
+        }
+        let ls: Vec<u32> = members.keys().copied().collect();
+        for (ia, &a) in ls.iter().enumerate() {
+            for &b in &ls[ia + 1..] {
+                let (ma, mb) = (&members[&a], &members[&b]);
+                let shared = ma.intersection(mb).count();
+                if shared >= 2 && shared * 2 >= ma.len().min(mb.len()) {
+                    let (ra, rb) = (root(&mut parent, a), root(&mut parent, b));
+                    if ra != rb {
+                        parent.insert(ra.max(rb), ra.min(rb));
+                    }
+                }
+            }
+        }
+        let mut names: BTreeMap<u32, u32> = BTreeMap::new();
+        for &l in leaves {
+            if self.switches[l as usize].group != NONE {
+                continue;
+            }
+            let r = root(&mut parent, l);
+            let g = *names.entry(r).or_insert_with(|| {
+                let name = format!("group of {}", self.switches[r as usize].name);
+                Self::intern(&mut self.groups, &name)
+            });
+            self.switches[l as usize].group = g;
+        }
+    }
+
+    /// Same-rail pairs split into a fast and a slow class at the widest gap of their p50
+    /// latencies (at least 20% apart); pairs of the fast class join their nodes into one
+    /// group. False when there is no such gap.
+    fn infer_groups_from_latency(&mut self, lat: &[(String, String, f64)]) -> bool {
+        let mut v: Vec<f64> = lat
+            .iter()
+            .map(|x| x.2)
+            .filter(|x| x.is_finite() && *x > 0.0)
+            .collect();
+        if v.len() < 3 {
+            return false;
+        }
+        v.sort_by(f64::total_cmp);
+        let (mut best, mut at) = (1.0, 0.0);
+        for w in v.windows(2) {
+            let ratio = w[1] / w[0];
+            if ratio > best {
+                best = ratio;
+                at = (w[0] * w[1]).sqrt();
+            }
+        }
+        if best < 1.2 {
+            return false;
+        }
+        let n = self.nodes.len();
+        let mut parent: Vec<usize> = (0..n).collect();
+        fn root(p: &mut [usize], mut x: usize) -> usize {
+            while p[x] != x {
+                p[x] = p[p[x]];
+                x = p[x];
+            }
+            x
+        }
+        for (a, b, l) in lat {
+            if *l < at {
+                if let (Some(&x), Some(&y)) = (self.node_index.get(a), self.node_index.get(b)) {
+                    let (rx, ry) = (root(&mut parent, x as usize), root(&mut parent, y as usize));
+                    parent[rx.max(ry)] = rx.min(ry);
+                }
+            }
+        }
+        let mut named: BTreeMap<usize, u32> = BTreeMap::new();
+        for i in 0..n {
+            let r = root(&mut parent, i);
+            let g = *named.entry(r).or_insert_with(|| {
+                let name = format!("group of {}", self.nodes[r]);
+                Self::intern(&mut self.groups, &name)
+            });
+            self.node_group[i] = g;
+        }
+        true
+    }
+}

@@ -1,0 +1,196 @@
+//! The structure localiser on synthetic leaf-spine fabrics (synth::fabric): it names
+//! exactly the injected faults, with their kinds, for several seeds and two sizes, and
+//! nothing on a clean fabric.
+
+use std::collections::BTreeSet;
+
+use aggregate::input::Loaded;
+use aggregate::profile::MatrixSettings;
+use aggregate::structure;
+use synth::fabric::{self, FabricSpec, Fault};
+
+fn named(
+    spec: &FabricSpec,
+    faults: &[Fault],
+    with_plan: bool,
+) -> (BTreeSet<(String, String)>, structure::Structure) {
+    let doc = fabric::document(spec, faults);
+    let loaded = Loaded::from_text("fabric.json", &serde_json::to_string(&doc).unwrap()).unwrap();
+    let plan = fabric::plan(spec);
+    let st = structure::build(
+        &[loaded],
+        with_plan.then_some(&plan),
+        &MatrixSettings::default(),
+    )
+    .unwrap();
+    let got = st
+        .suspects
+        .iter()
+        .map(|s| (s.kind.to_string(), s.name.clone()))
+        .collect();
+    (got, st)
+}
+
+fn expected(spec: &FabricSpec, faults: &[Fault]) -> BTreeSet<(String, String)> {
+    faults.iter().map(|f| f.expected(spec)).collect()
+}
+
+#[test]
+fn a_clean_fabric_names_nothing() {
+    for (g, n, r, s) in [(2, 4, 2, 2), (4, 16, 4, 4)] {
+        let spec = FabricSpec::new(g, n, r, s);
+        for plan in [true, false] {
+            let (got, st) = named(&spec, &[], plan);
+            assert!(got.is_empty(), "{g}x{n}x{r} plan {plan}: {got:?}");
+            assert!(st.cabling.is_empty(), "{:?}", st.cabling);
+            assert_eq!(st.bad_links, 0);
+            assert_eq!(st.links as u32, g * n * (g * n - 1) * r);
+        }
+    }
+}
+
+#[test]
+fn each_kind_alone_is_named_on_a_small_fabric() {
+    let spec = FabricSpec::new(2, 4, 2, 2);
+    let cases = [
+        Fault::Leaf { rail: 0, group: 1 },
+        Fault::Uplinks { rail: 1, group: 0 },
+        Fault::SpineLayer { rail: 0, spine: 1 },
+        Fault::Rack { rack: 1 },
+        Fault::Node { node: 5 },
+        Fault::Nic { node: 2, rail: 1 },
+        Fault::Tx { node: 6, rail: 0 },
+        Fault::Rx { node: 3, rail: 1 },
+        Fault::Link {
+            a: 1,
+            b: 6,
+            rail: 0,
+        },
+        Fault::OneWay {
+            from: 5,
+            to: 2,
+            rail: 1,
+        },
+        Fault::OneWay {
+            from: 2,
+            to: 5,
+            rail: 1,
+        },
+        Fault::Path {
+            a: 0,
+            b: 7,
+            rail: 1,
+        },
+        Fault::CableSwap {
+            node: 1,
+            r1: 0,
+            r2: 1,
+        },
+        Fault::WrongLeaf {
+            node: 2,
+            rail: 0,
+            group: 1,
+        },
+        Fault::WrongPort { node: 7, rail: 1 },
+        Fault::MissingLink {
+            rail: 1,
+            group: 1,
+            spine: 0,
+        },
+        Fault::Downgraded {
+            rail: 0,
+            group: 0,
+            spine: 1,
+        },
+    ];
+    for f in cases {
+        let faults = [f.clone()];
+        let (got, st) = named(&spec, &faults, true);
+        assert_eq!(got, expected(&spec, &faults), "{f:?}: {:#?}", st.suspects);
+        // Explained suspects carry their evidence counts.
+        for s in &st.suspects {
+            assert!(s.summary.contains("bad links"), "{}", s.summary);
+        }
+    }
+}
+
+#[test]
+fn a_transmitter_and_a_receiver_are_told_apart() {
+    let spec = FabricSpec::new(2, 4, 2, 2);
+    let (got, st) = named(&spec, &[Fault::Tx { node: 3, rail: 0 }], true);
+    assert_eq!(
+        got,
+        [("nic_tx".to_string(), "g0n3 rail0".to_string())].into()
+    );
+    let s = &st.suspects[0];
+    assert_eq!((s.explains, s.contradicted), (7, 0), "{}", s.summary);
+    assert!(s.what.contains("sends slowly"));
+    let (got, _) = named(&spec, &[Fault::Rx { node: 3, rail: 0 }], true);
+    assert_eq!(
+        got,
+        [("nic_rx".to_string(), "g0n3 rail0".to_string())].into()
+    );
+}
+
+#[test]
+fn mixed_faults_from_seeds_are_named_exactly() {
+    for (g, n, r, s, count) in [(2, 4, 2, 2, 2), (4, 16, 4, 4, 8)] {
+        for seed in 1..=4u64 {
+            let mut spec = FabricSpec::new(g, n, r, s);
+            spec.seed = seed;
+            let faults = fabric::random_faults(&spec, count, seed);
+            let (got, st) = named(&spec, &faults, true);
+            assert_eq!(
+                got,
+                expected(&spec, &faults),
+                "{g}x{n}x{r} seed {seed}: {faults:?}\n{:#?}",
+                st.suspects
+            );
+        }
+    }
+}
+
+#[test]
+fn without_a_plan_groups_come_from_discovery_and_regularity() {
+    let spec = FabricSpec::new(2, 4, 4, 2);
+    let faults = [
+        Fault::Leaf { rail: 1, group: 0 },
+        Fault::CableSwap {
+            node: 5,
+            r1: 2,
+            r2: 3,
+        },
+        Fault::WrongPort { node: 2, rail: 3 },
+        Fault::MissingLink {
+            rail: 0,
+            group: 1,
+            spine: 1,
+        },
+    ];
+    let (got, st) = named(&spec, &faults, false);
+    assert!(st.source.starts_with("discovery"), "{}", st.source);
+    assert_eq!(st.groups.len(), 2, "{:?}", st.groups);
+    assert_eq!(got, expected(&spec, &faults), "{:#?}", st.suspects);
+    assert!(
+        st.cabling
+            .iter()
+            .all(|d| d.against.starts_with("regularity")),
+        "{:?}",
+        st.cabling
+    );
+}
+
+#[test]
+fn a_swap_beside_a_leaf_fault_is_the_swap() {
+    let spec = FabricSpec::new(2, 4, 2, 2);
+    let faults = [
+        Fault::Leaf { rail: 0, group: 1 },
+        Fault::CableSwap {
+            node: 1,
+            r1: 0,
+            r2: 1,
+        },
+    ];
+    let (got, st) = named(&spec, &faults, true);
+    assert_eq!(got, expected(&spec, &faults), "{:#?}", st.suspects);
+}
