@@ -28,6 +28,7 @@ mod colls;
 mod data;
 #[cfg(feature = "mpi")]
 mod fault;
+mod fp8;
 #[cfg(feature = "mpi")]
 mod harness;
 #[cfg(feature = "mpi")]

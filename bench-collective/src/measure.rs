@@ -121,7 +121,11 @@ pub fn size(
         } else {
             None
         };
-        timings.push(combine(plan, site, &timed, wrong, alg_bytes, factor)?);
+        let mut timing = combine(plan, site, &timed, wrong, alg_bytes, factor)?;
+        if plan.check {
+            timing.unchecked_reason = step.layout.undefined.map(String::from);
+        }
+        timings.push(timing);
     }
     let in_place = timings.pop().expect("two modes");
     let out_of_place = timings.pop().expect("two modes");
@@ -199,6 +203,7 @@ fn combine(
         efficiency: site.link_gbit_s.map(|l| busbw * 8.0 / l),
         wrong: total_wrong,
         checked: wrong.is_some(),
+        unchecked_reason: None,
         latency_us: hist.summary_us(),
         histogram: hist.encode(),
         slowest_rank: site.spec.members[timing::slowest(&per_rank_us)],

@@ -14,6 +14,8 @@ use serde::Serialize;
 
 #[cfg(feature = "mpi")]
 pub mod mpi;
+#[cfg(feature = "mpi")]
+pub mod node;
 pub mod standalone;
 pub mod watchdog;
 
