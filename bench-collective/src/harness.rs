@@ -421,7 +421,7 @@ fn on_team(
             .sizes
             .iter()
             .copied()
-            .filter(|&s| coll.counts(s as usize / ts, team.size() as usize).param == 0)
+            .filter(|&s| coll.counts(s as usize / ts, team.size() as usize, ts).param == 0)
             .collect();
         if me && !tiny.is_empty() {
             let note = format!(

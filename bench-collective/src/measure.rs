@@ -46,7 +46,7 @@ pub fn size(
     let rank = team.rank() as usize;
     let dt = plan.datatype;
     let ts = dt.size();
-    let counts = coll.counts(size as usize / ts, ranks);
+    let counts = coll.counts(size as usize / ts, ranks, ts);
     let size_bytes = (counts.send.max(counts.recv) * ts) as u64;
     let alg_bytes = coll.alg_bytes(counts.param, ts, ranks);
     let op = coll.reduces.then_some(plan.op);
@@ -153,7 +153,7 @@ pub fn size(
 /// place, the one buffer holds input and output at offsets inside this length).
 pub fn buffer_bytes(plan: &Plan, coll: &Collective, size: u64, ranks: usize) -> usize {
     let ts = plan.datatype.size();
-    let c = coll.counts(size as usize / ts, ranks);
+    let c = coll.counts(size as usize / ts, ranks, ts);
     (c.send.max(c.recv) * ts).max(1)
 }
 
