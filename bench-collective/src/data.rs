@@ -192,7 +192,11 @@ mod tests {
             let ts = dt.size();
             let v = decode(dt, &out[j * ts..(j + 1) * ts]);
             // Off by one, or by the next but one FP8 step where one is below resolution.
-            let off = if ts == 1 && dt.is_float() { v.max(1.0) } else { 1.0 };
+            let off = if ts == 1 && dt.is_float() {
+                v.max(1.0)
+            } else {
+                1.0
+            };
             encode(dt, v + off, &mut out[j * ts..(j + 1) * ts]);
             assert_eq!(count_wrong(dt, op, ranks, &out, expect), 1, "{dt:?}");
             // Poison (all ones: NaN for floats, -1 / max for integers) everywhere.

@@ -83,7 +83,11 @@ impl Format {
         let m = u32::from(b) & ((1 << self.man_bits) - 1);
         let top = (1u32 << self.exp_bits) - 1;
         if self.ieee_top && e == top {
-            return if m == 0 { sign * f64::INFINITY } else { f64::NAN };
+            return if m == 0 {
+                sign * f64::INFINITY
+            } else {
+                f64::NAN
+            };
         }
         if !self.ieee_top && e == top && m == (1 << self.man_bits) - 1 {
             return f64::NAN;

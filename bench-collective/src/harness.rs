@@ -656,6 +656,9 @@ mod tests {
         .map(String::from);
         let w = unchecked_warnings(&[r.clone(), r]);
         assert_eq!(w.len(), 1, "{w:?}");
-        assert!(w[0].starts_with("alltoall in place under NCCL") && w[0].contains("N/A"), "{w:?}");
+        assert!(
+            w[0].starts_with("alltoall in place under NCCL") && w[0].contains("N/A"),
+            "{w:?}"
+        );
     }
 }

@@ -170,7 +170,10 @@ mod tests {
             Primitive::Gather,
             Primitive::HyperCube,
         ] {
-            assert!(layout(p, InPlaceRules::Nccl, true, 1, 0, 10).defined, "{p:?}");
+            assert!(
+                layout(p, InPlaceRules::Nccl, true, 1, 0, 10).defined,
+                "{p:?}"
+            );
         }
     }
 }

@@ -223,7 +223,10 @@ mod tests {
             let count = (1 << 20) / ts;
             let p = ag.counts(count, 6, ts).param;
             assert_eq!(p * ts % 16, 0, "type size {ts}");
-            assert!(count / 6 - p < 16 / ts, "rounded down by less than one 16-byte unit");
+            assert!(
+                count / 6 - p < 16 / ts,
+                "rounded down by less than one 16-byte unit"
+            );
         }
         assert_eq!(ag.counts(174762, 6, 1).param, 29120);
         // Fewer than 16 bytes per rank: no block (the harness skips the size).

@@ -50,7 +50,14 @@ mod tests {
 
     #[test]
     fn host_colours_are_valid_and_tell_names_apart() {
-        let names = ["gpu-a01", "gpu-a02", "sim-node0", "sim-node1", "", "localhost"];
+        let names = [
+            "gpu-a01",
+            "gpu-a02",
+            "sim-node0",
+            "sim-node1",
+            "",
+            "localhost",
+        ];
         let colours: Vec<i32> = names.iter().map(|n| host_color(n)).collect();
         for (i, c) in colours.iter().enumerate() {
             assert!(*c >= 0, "MPI colours must be non-negative");

@@ -210,7 +210,9 @@ impl CopyBench {
     pub fn run(&self, warmup: u64, iters: u64) -> Result<CopyTimes> {
         self.src_ctx.make_current()?;
         let per_copy_ns =
-            super::timed_on_stream(self.stream, warmup, iters, || self.launch(), None, &|| Ok(()))?;
+            super::timed_on_stream(self.stream, warmup, iters, || self.launch(), None, &|| {
+                Ok(())
+            })?;
         Ok(CopyTimes {
             per_copy_ns,
             peer_access: self.peer_access,

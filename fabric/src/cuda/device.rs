@@ -44,11 +44,16 @@ pub fn pick(
     override_value: Option<&str>,
 ) -> Result<(u32, Why), String> {
     if visible == 0 {
-        return Err("the CUDA driver sees no GPU (check nvidia-smi and CUDA_VISIBLE_DEVICES)".into());
+        return Err(
+            "the CUDA driver sees no GPU (check nvidia-smi and CUDA_VISIBLE_DEVICES)".into(),
+        );
     }
     if let Some(v) = override_value.map(str::trim).filter(|v| !v.is_empty()) {
         let n: u32 = v.parse().map_err(|_| {
-            format!("{OVERRIDE}={v:?} is not a GPU number: give a CUDA ordinal 0..{}", visible - 1)
+            format!(
+                "{OVERRIDE}={v:?} is not a GPU number: give a CUDA ordinal 0..{}",
+                visible - 1
+            )
         })?;
         if n >= visible {
             return Err(format!(
@@ -99,8 +104,12 @@ mod tests {
     fn the_override_wins_and_is_checked() {
         assert_eq!(pick(5, 8, 8, Some("2")), Ok((2, Why::Override)));
         assert_eq!(pick(5, 8, 1, Some("0")), Ok((0, Why::Override)));
-        assert!(pick(0, 1, 2, Some("2")).unwrap_err().contains("sees 2 GPU(s)"));
-        assert!(pick(0, 1, 2, Some("gpu1")).unwrap_err().contains("not a GPU number"));
+        assert!(pick(0, 1, 2, Some("2"))
+            .unwrap_err()
+            .contains("sees 2 GPU(s)"));
+        assert!(pick(0, 1, 2, Some("gpu1"))
+            .unwrap_err()
+            .contains("not a GPU number"));
         // Empty means unset (a wrapper that exports it empty).
         assert_eq!(pick(1, 2, 2, Some("")), Ok((1, Why::LocalRank)));
     }

@@ -199,10 +199,14 @@ impl GpuBuffer for DeviceMemory {
         // SAFETY: valid out-pointers; `ptr` is a live device pointer of this context.
         let r = unsafe { cusys::cuMemGetAddressRange_v2(&mut base, &mut alloc_size, self.ptr) };
         if let Err(e) = r.result() {
-            bail!("asking the driver for the allocation's range: {}", facts::error_name(e));
+            bail!(
+                "asking the driver for the allocation's range: {}",
+                facts::error_name(e)
+            );
         }
         let (start, size, offset) =
-            dmabuf_range(self.ptr, self.len as u64, base, alloc_size as u64).map_err(anyhow::Error::msg)?;
+            dmabuf_range(self.ptr, self.len as u64, base, alloc_size as u64)
+                .map_err(anyhow::Error::msg)?;
         let mut fd: i32 = -1;
         // SAFETY: fd is a valid out-pointer for the int the DMA_BUF_FD handle type writes;
         // the range is the allocation's own, as the driver reported it.
@@ -372,7 +376,10 @@ impl StageMaker for CudaStageMaker {
 /// driver reports as `base .. base + size`: the whole allocation, and `ptr`'s offset in it
 /// (what `ibv_reg_dmabuf_mr` takes). An error when the buffer does not lie inside it.
 pub fn dmabuf_range(ptr: u64, len: u64, base: u64, size: u64) -> Result<(u64, u64, u64), String> {
-    let inside = ptr >= base && ptr.checked_add(len).is_some_and(|end| end <= base.saturating_add(size));
+    let inside = ptr >= base
+        && ptr
+            .checked_add(len)
+            .is_some_and(|end| end <= base.saturating_add(size));
     if !inside || size == 0 {
         return Err(format!(
             "internal error: {len} bytes at {ptr:#x} are not inside the allocation \
@@ -389,9 +396,15 @@ mod range_tests {
     #[test]
     fn the_export_covers_the_allocation_and_gives_the_offset() {
         // A buffer at the start of its allocation: offset 0, the allocation's size.
-        assert_eq!(dmabuf_range(0x7f00_0020_0000, 65536, 0x7f00_0020_0000, 2 << 20), Ok((0x7f00_0020_0000, 2 << 20, 0)));
+        assert_eq!(
+            dmabuf_range(0x7f00_0020_0000, 65536, 0x7f00_0020_0000, 2 << 20),
+            Ok((0x7f00_0020_0000, 2 << 20, 0))
+        );
         // Not page-aligned inside a larger allocation: the allocation, never a rounded guess.
-        assert_eq!(dmabuf_range(0x1000_0200, 4096, 0x1000_0000, 1 << 16), Ok((0x1000_0000, 1 << 16, 0x200)));
+        assert_eq!(
+            dmabuf_range(0x1000_0200, 4096, 0x1000_0000, 1 << 16),
+            Ok((0x1000_0000, 1 << 16, 0x200))
+        );
         assert!(dmabuf_range(0x1000_0000, 1 << 17, 0x1000_0000, 1 << 16).is_err());
         assert!(dmabuf_range(0x0fff_f000, 16, 0x1000_0000, 1 << 16).is_err());
     }

@@ -99,7 +99,10 @@ fn nccl_err(what: &str) -> impl FnOnce(nccl::NcclError) -> anyhow::Error + '_ {
 }
 
 /// An NCCL failure of a call on `comm` (its last error is the communicator's).
-fn nccl_comm_err(what: &str, comm: ncclsys::ncclComm_t) -> impl FnOnce(nccl::NcclError) -> anyhow::Error + '_ {
+fn nccl_comm_err(
+    what: &str,
+    comm: ncclsys::ncclComm_t,
+) -> impl FnOnce(nccl::NcclError) -> anyhow::Error + '_ {
     move |e| anyhow!(nccl_error::describe(what, e.0, comm))
 }
 
@@ -371,12 +374,17 @@ impl NcclComm {
     /// (`ncclCommAbort`, as nccl-tests does: its kernels would otherwise spin forever) and
     /// the error says what NCCL said.
     fn check_async(&self) -> Result<()> {
-        ensure!(!self.aborted.get(), "the NCCL communicator was aborted after an earlier error");
+        ensure!(
+            !self.aborted.get(),
+            "the NCCL communicator was aborted after an earlier error"
+        );
         let mut state = ncclsys::ncclResult_t::ncclSuccess;
         // SAFETY: a live communicator and a valid out-pointer.
         let r = unsafe { ncclsys::ncclCommGetAsyncError(self.comm, &mut state) };
         use ncclsys::ncclResult_t::{ncclInProgress, ncclSuccess};
-        let bad = [r, state].into_iter().find(|c| !matches!(c, ncclSuccess | ncclInProgress));
+        let bad = [r, state]
+            .into_iter()
+            .find(|c| !matches!(c, ncclSuccess | ncclInProgress));
         if let Some(code) = bad {
             let msg = nccl_error::describe(
                 "while the GPU ran the collective (ncclCommGetAsyncError)",
@@ -629,7 +637,11 @@ impl Drop for Events {
 
 /// Moves `progress` over the marks from `seen` on that have completed (non-blocking
 /// `cuEventQuery`); returns the new count of completed marks.
-fn count_done(marks: &[(cusys::CUevent, u64)], mut seen: usize, progress: &AtomicU64) -> Result<usize> {
+fn count_done(
+    marks: &[(cusys::CUevent, u64)],
+    mut seen: usize,
+    progress: &AtomicU64,
+) -> Result<usize> {
     while let Some(&(e, n)) = marks.get(seen) {
         // SAFETY: the event was recorded and is alive (owned by the caller's `Events`).
         match unsafe { cusys::cuEventQuery(e) } {
@@ -707,7 +719,11 @@ pub(crate) fn timed_on_stream(
                 // SAFETY: both events were recorded on `s`; waiting on the later one
                 // makes the pair's elapsed time readable.
                 let later = w[1];
-                poll_until(|| unsafe { cusys::cuEventQuery(later) }, check, "waiting for the GPU")?;
+                poll_until(
+                    || unsafe { cusys::cuEventQuery(later) },
+                    check,
+                    "waiting for the GPU",
+                )?;
                 let ms = unsafe {
                     cu::event::elapsed(w[0], w[1]).map_err(cuda_err("reading CUDA event times"))?
                 };

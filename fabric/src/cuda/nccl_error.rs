@@ -97,7 +97,11 @@ pub fn describe(what: &str, code: ncclResult_t, comm: cudarc::nccl::sys::ncclCom
     let read = |p: *const std::ffi::c_char| {
         // SAFETY: NCCL returns NUL-terminated strings it owns (static, or its per-process
         // last-error buffer); they are copied at once.
-        (!p.is_null()).then(|| unsafe { std::ffi::CStr::from_ptr(p) }.to_string_lossy().into_owned())
+        (!p.is_null()).then(|| {
+            unsafe { std::ffi::CStr::from_ptr(p) }
+                .to_string_lossy()
+                .into_owned()
+        })
     };
     // SAFETY: an NCCL call just failed, so the library is loaded (cudarc's loader does
     // not panic here); both functions only read their arguments.
@@ -117,8 +121,18 @@ mod tests {
 
     #[test]
     fn a_code_is_named_with_its_number_text_and_the_debug_hint() {
-        let m = message("creating the NCCL communicator", ncclInvalidUsage, None, None);
-        assert!(m.starts_with("creating the NCCL communicator: NCCL error ncclInvalidUsage (5): invalid usage"), "{m}");
+        let m = message(
+            "creating the NCCL communicator",
+            ncclInvalidUsage,
+            None,
+            None,
+        );
+        assert!(
+            m.starts_with(
+                "creating the NCCL communicator: NCCL error ncclInvalidUsage (5): invalid usage"
+            ),
+            "{m}"
+        );
         assert!(m.contains("Duplicate GPU detected"), "{m}");
         assert!(m.contains("NCCL_DEBUG=WARN"), "{m}");
         assert!(!m.contains("NcclError"), "{m}");
@@ -132,11 +146,20 @@ mod tests {
             Some("remote process exited or there was a network error"),
             Some("NET/IB : Got completion from peer 10.0.0.2 with status=12 opcode=0"),
         );
-        assert!(m.contains("ncclRemoteError (6): remote process exited"), "{m}");
-        assert!(m.contains("NCCL's last error: NET/IB : Got completion"), "{m}");
+        assert!(
+            m.contains("ncclRemoteError (6): remote process exited"),
+            "{m}"
+        );
+        assert!(
+            m.contains("NCCL's last error: NET/IB : Got completion"),
+            "{m}"
+        );
         // An empty last error (NCCL's answer when nothing went wrong) adds nothing.
         let m = message("ncclSend", ncclSystemError, None, Some(""));
-        assert!(m.contains("ncclSystemError (2): unhandled system error"), "{m}");
+        assert!(
+            m.contains("ncclSystemError (2): unhandled system error"),
+            "{m}"
+        );
         assert!(!m.contains("last error"), "{m}");
         assert!(m.contains("NCCL_SOCKET_IFNAME"), "{m}");
     }
