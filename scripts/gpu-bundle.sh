@@ -34,6 +34,9 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DEST=${1:-$ROOT/gpu-bundle}
 LIMIT_MIB=${LIMIT_MIB:-60}
+# PROFILE=debug makes a quick bundle from the debug build (larger; for trying the chroot
+# check on a busy machine), release is what goes to a GPU machine.
+PROFILE=${PROFILE:-release}
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 MULTIARCH=$(gcc -print-multiarch 2> /dev/null || echo x86_64-linux-gnu)
 SYSLIB=/usr/lib/$MULTIARCH
@@ -52,9 +55,11 @@ PMIX_DIR=$SYSLIB/pmix2
 [[ -d $SYSLIB/libibverbs ]] || die "the verbs providers are not at $SYSLIB/libibverbs: install ibverbs-providers"
 
 cd "$ROOT"
-echo "gpu-bundle: building (release) in $TARGET"
-cargo build --release --quiet -p bench-bw -p bench-lat -p bench-collective -p aggregate
-cargo build --release --quiet -p fabric --example gpudirect_probe
+echo "gpu-bundle: building ($PROFILE) in $TARGET"
+cargo build --profile "$([[ $PROFILE == debug ]] && echo dev || echo "$PROFILE")" --quiet \
+    -p bench-bw -p bench-lat -p bench-collective -p aggregate
+cargo build --profile "$([[ $PROFILE == debug ]] && echo dev || echo "$PROFILE")" --quiet \
+    -p fabric --example gpudirect_probe
 
 STAGE=$DEST.tmp
 rm -rf "$STAGE"
@@ -63,8 +68,8 @@ MANIFEST=$STAGE/MANIFEST
 
 TOOLS=(bench-bw bench-lat bench-collective aggregate gpudirect_probe)
 for t in "${TOOLS[@]}"; do
-    src=$TARGET/release/$t
-    [[ $t == gpudirect_probe ]] && src=$TARGET/release/examples/$t
+    src=$TARGET/$PROFILE/$t
+    [[ $t == gpudirect_probe ]] && src=$TARGET/$PROFILE/examples/$t
     cp "$src" "$STAGE/libexec/$t"
     strip "$STAGE/libexec/$t"
     echo "libexec/$t <- $src (stripped)" >> "$MANIFEST"
@@ -125,9 +130,13 @@ for m in "${MISSING[@]}"; do echo "not bundled (not on this host either): $m" >>
 strip --strip-unneeded "$STAGE"/lib/*.so* 2> /dev/null || true
 
 cat > "$STAGE/env.sh" << EOF
-# The bundle's environment: source it (bash or sh) to run the bundled tools by hand.
-# The wrappers in bin/ set it for their own process only.
-B=\$(cd "\$(dirname "\${BASH_SOURCE[0]:-\$0}")" && pwd)
+# The bundle's environment: source it from bash (or from sh with B set to the bundle's
+# directory) to run the bundled tools by hand. The wrappers in bin/ set B and source it
+# for their own process only.
+if [ -z "\${B:-}" ] && [ -n "\${BASH_VERSION:-}" ]; then
+    eval 'B=\$(cd "\$(dirname "\${BASH_SOURCE[0]}")" && pwd)'
+fi
+: "\${B:?set B to the bundle directory before sourcing env.sh from sh}"
 export PATH="\$B/bin:\$PATH"
 export LD_LIBRARY_PATH="\$B/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
 # Open MPI (Debian's 4.1, relocated: every install directory it reads at run time).
@@ -135,18 +144,22 @@ export OPAL_PREFIX="\$B/mpi" OPAL_EXEC_PREFIX="\$B/mpi" OPAL_BINDIR="\$B/bin"
 export OPAL_LIBDIR="\$B/lib" OPAL_PKGLIBDIR="\$B/mpi/openmpi3"
 export OPAL_DATADIR="\$B/mpi/share" OPAL_DATAROOTDIR="\$B/mpi/share"
 export OPAL_PKGDATADIR="\$B/mpi/share/openmpi" OPAL_SYSCONFDIR="\$B/mpi/etc"
+# mpirun refuses to start, even on this node alone, when its remote-launch agent (ssh)
+# is missing, as on a bare GPU machine: any existing program satisfies that check, and
+# local launches never call it.
+command -v ssh > /dev/null 2>&1 || export OMPI_MCA_plm_rsh_agent="\${OMPI_MCA_plm_rsh_agent:-false}"
 # PMIx (its plugins and help texts).
 export PMIX_INSTALL_PREFIX="\$B/mpi/pmix2" PMIX_PREFIX="\$B/mpi/pmix2"
 export PMIX_MCA_mca_base_component_path="\$B/mpi/pmix2/lib/pmix"
 # libibverbs: the bundled providers, found on LD_LIBRARY_PATH by name.
-export RDMAV_DRIVERS="${PROVIDERS[*]}"
-export RDMAV_DRIVERS="\${RDMAV_DRIVERS// /:}"
+export RDMAV_DRIVERS="$(IFS=:; echo "${PROVIDERS[*]}")"
 EOF
 for t in "${TOOLS[@]}" orterun orted; do
     cat > "$STAGE/bin/$t" << EOF
 #!/bin/sh
 # Runs the bundled $t with the bundle's libraries (env.sh), for this process only.
-. "\$(dirname "\$(readlink -f "\$0")")/../env.sh"
+B=\$(cd "\$(dirname "\$(readlink -f "\$0")")/.." && pwd)
+. "\$B/env.sh"
 exec "\$B/libexec/$t" "\$@"
 EOF
     chmod +x "$STAGE/bin/$t"
