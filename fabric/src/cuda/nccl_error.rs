@@ -92,7 +92,11 @@ pub fn message(
 /// [`message`] with the strings from the loaded NCCL: `ncclGetErrorString(code)` and
 /// `ncclGetLastError(comm)` (`comm` may be null: NCCL keeps the last error per process
 /// too). Call only after an NCCL call failed, so the library is loaded.
-pub fn describe(what: &str, code: ncclResult_t, comm: cudarc::nccl::sys::ncclComm_t) -> String {
+pub(crate) fn describe(
+    what: &str,
+    code: ncclResult_t,
+    comm: cudarc::nccl::sys::ncclComm_t,
+) -> String {
     use cudarc::nccl::sys as ncclsys;
     let read = |p: *const std::ffi::c_char| {
         // SAFETY: NCCL returns NUL-terminated strings it owns (static, or its per-process
