@@ -1,38 +1,57 @@
 #!/usr/bin/env bash
-# GPU check on one machine with an NVIDIA GPU (written for one H200 without an RDMA NIC;
-# budget: under 8 minutes including the build on a 16-core host). In order:
+# GPU check on one machine with an NVIDIA GPU (written for one H200 without an RDMA NIC,
+# lent for 15 minutes: NVIDIA driver, CUDA, NCCL as a Python wheel; no Rust, no rdma-core,
+# no MPI, no network). It runs from the bundle scripts/gpu-bundle.sh makes here (the
+# bundle holds this script as scripts/gpu-check.sh, the binaries and every library they
+# need); from a checkout with cargo it builds instead. About 6 minutes on an H200. In order:
 #
-#   1. facts: nvidia-smi, the driver (open or proprietary modules), nvidia_peermem, RDMA devices;
-#   2. build (release) bench-bw, bench-lat, bench-collective, aggregate and gpudirect_probe;
+#   1. facts: nvidia-smi, the driver, GPUs counted as CUDA counts them (cuDeviceGetCount:
+#      honours CUDA_VISIBLE_DEVICES and MIG, where `nvidia-smi -L` lists a GPU's MIG
+#      devices as extra lines), nvidia_peermem, RDMA devices; NCCL's libnccl.so.2 found in
+#      the Python wheel (nvidia.nccl) or the system; as root, Soft-RoCE (rdma_rxe on a
+#      dummy netdev) where the kernel has it, so the GPUDirect refusals run on GPU memory;
+#   2. the library check (ldd) of every binary: a missing library fails here, by name,
+#      not later as an exit 127;
 #   3. gpudirect_probe: CUDA allocation, copy in and back, dma-buf export, and a trial
 #      registration with its diagnostic on whatever RDMA device exists;
 #   4. GPUDirect through the tools: with an RDMA device a loopback write test from GPU
-#      memory with --check; without one, the start-up error (exit 2, no panic);
+#      memory with --check (or its diagnosed refusal: Soft-RoCE takes neither dma-buf nor
+#      peer memory); without one, the start-up error (exit 2, no panic);
 #   5. the copy baselines (h2d, d2h, d2d; p2p with two GPUs, else its refusal);
 #   6. TCP staged through pinned memory over loopback with --check (bench-bw, -b too, and
 #      bench-lat), beside host-memory TCP at the same sizes;
-#   7. aggregate: a profile over the JSON of 5 and 6 (copy_bw, staged bandwidth, no wrong
-#      byte) must PASS;
-#   8. bench-collective's NCCL backend: every collective (nccl-tests' ten), datatype and
-#      reduction, --check; nccl-tests' time with -a 3.
+#   7. aggregate: a profile over the JSON of 5 and 6 must PASS. Its floors catch a real
+#      fault on an H200 (PCIe Gen5 x16: about 50 GB/s pinned H2D/D2H; HBM3e: D2D, read
+#      plus write counted as bandwidthTest does, in the TB/s): H2D/D2H >= H2D_MIN GB/s
+#      (default 20: pageable, wrong-NUMA, Gen4-trained or x8 links fall below), D2D >=
+#      D2D_MIN GB/s (default 1000: a MIG slice or a throttled GPU falls below);
+#   8. bench-collective's NCCL backend: every collective (nccl-tests' ten), datatype (FP8
+#      where the NCCL has it, 2.24 and later) and reduction, --check; nccl-tests' time
+#      with -a 3.
+# Ends with a summary of every figure (summary.txt).
 #
 # Fails on any non-zero exit where success is expected, any wrong byte or element, a
 # missing library, a panic, or a step over its timeout. Writes everything under OUT.
 #
-# Usage: scripts/gpu-check.sh                 (from anywhere in the repository)
-# Env:   OUT        where logs and JSON go (default: ./gpu-check-out)
-#        BIN        a directory of prebuilt binaries (bench-bw, bench-lat, bench-collective,
-#                   aggregate, gpudirect_probe) instead of building
-#        MPIRUN     launcher (default: mpirun -np 1 when present, else the binary alone:
+# Usage: scripts/gpu-check.sh       (from the bundle, or from anywhere in the repository)
+# Env:   OUT        where logs and JSON go (default: ./gpu-check-out under the current directory)
+#        BIN        a directory of binaries (bench-bw, bench-lat, bench-collective, aggregate,
+#                   gpudirect_probe, mpirun); default: the bundle's bin/, else a cargo build
+#        MPIRUN     launcher (default: mpirun -np 1 from BIN or PATH, else the binary alone:
 #                   MPI then runs as a singleton)
 #        MAXBYTES   top of the checked collective sweep (default 256M)
+#        H2D_MIN, D2D_MIN   the copy floors above, GB/s
+#        NO_RXE=1   do not try to load rdma_rxe
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-cd "$ROOT"
-OUT=${OUT:-$ROOT/gpu-check-out}
+OUT=${OUT:-$PWD/gpu-check-out}
 mkdir -p "$OUT/json"
+OUT=$(cd "$OUT" && pwd)
+: > "$OUT/summary.txt"
 MAXBYTES=${MAXBYTES:-256M}
+H2D_MIN=${H2D_MIN:-20}
+D2D_MIN=${D2D_MIN:-1000}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 START=$(date +%s)
 FAILED=0
@@ -55,20 +74,67 @@ else
 fi
 head -1 /proc/driver/nvidia/version 2> /dev/null | tee -a "$OUT/summary.txt"
 if [[ -d /sys/module/nvidia_peermem ]]; then say "nvidia_peermem: loaded"; else say "nvidia_peermem: not loaded"; fi
+
+# GPUs as CUDA counts them: cuDeviceGetCount through the driver library itself.
+cuda_count() {
+    python3 - 2> /dev/null << 'PY'
+import ctypes
+cu = ctypes.CDLL("libcuda.so.1")
+n = ctypes.c_int(0)
+assert cu.cuInit(0) == 0 and cu.cuDeviceGetCount(ctypes.byref(n)) == 0
+print(n.value)
+PY
+}
+NGPU=$(cuda_count)
+if [[ -z "$NGPU" ]]; then
+    # No python3 or no driver: count only the physical GPUs' lines (MIG devices are
+    # indented "  MIG ..." lines under their GPU).
+    NGPU=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU ')
+fi
+say "GPUs CUDA sees: $NGPU (nvidia-smi -L: $(nvidia-smi -L 2> /dev/null | grep -c '^GPU ') GPU line(s), $(nvidia-smi -L 2> /dev/null | grep -c 'MIG ') MIG line(s))"
+
+# Soft-RoCE where the kernel has it (root only): then libibverbs finds an RDMA device and
+# the dma-buf and peer-memory refusals run for real on GPU memory.
+RXE_MADE=""
+cleanup_rxe() {
+    if [[ -n "$RXE_MADE" ]]; then
+        rdma link delete fcrxe0 2> /dev/null
+        ip link delete fcdummy0 2> /dev/null
+    fi
+}
+trap cleanup_rxe EXIT
+if [[ -z "${NO_RXE:-}" && $(id -u) -eq 0 && ! -e /sys/class/infiniband/fcrxe0 ]] &&
+    command -v rdma > /dev/null && command -v ip > /dev/null &&
+    modprobe rdma_rxe 2> /dev/null && modprobe ib_uverbs 2> /dev/null; then
+    if ip link add fcdummy0 type dummy 2> /dev/null && ip addr add 198.18.7.1/24 dev fcdummy0 &&
+        ip link set fcdummy0 up && rdma link add fcrxe0 type rxe netdev fcdummy0 2> /dev/null; then
+        RXE_MADE=1
+        say "Soft-RoCE: fcrxe0 on fcdummy0 (rdma_rxe), for the GPUDirect refusal diagnostics"
+    else
+        ip link delete fcdummy0 2> /dev/null
+        say "Soft-RoCE: rdma_rxe loaded but no rxe link could be made"
+    fi
+else
+    say "Soft-RoCE: not used (needs root, iproute2's rdma tool and the rdma_rxe module)"
+fi
 RDMA=$(ls /sys/class/infiniband 2> /dev/null | tr '\n' ' ')
 say "RDMA devices: ${RDMA:-none}"
 
 # cudarc loads libnccl.so (the development name); a runtime-only install has just
 # libnccl.so.2 (Debian/Ubuntu libnccl2, or pip's nvidia-nccl-cu12). Link it.
 find_nccl() {
-    ldconfig -p 2> /dev/null | awk '/libnccl\.so(\.2)? /{print $NF}' | head -1
-    for d in /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu /opt/nccl/lib \
-        $(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2> /dev/null); do
-        ls "$d"/libnccl.so* 2> /dev/null | head -1
+    # The wheel (nvidia-nccl-cu12 / -cu13): nvidia/nccl/lib/libnccl.so.2.
+    python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2> /dev/null
+    # Or any site-packages that holds it, without importing.
+    for d in $(python3 -c 'import site, sys; print(" ".join(site.getsitepackages() + [site.getusersitepackages()]))' 2> /dev/null) \
+        /usr/local/lib/python3*/dist-packages /usr/lib/python3/dist-packages /opt/conda/lib/python3*/site-packages; do
+        ls "$d"/nvidia/nccl/lib/libnccl.so.2 2> /dev/null
     done
+    ldconfig -p 2> /dev/null | awk '/libnccl\.so(\.2)? /{print $NF}'
+    ls /usr/local/cuda/lib64/libnccl.so.2 /usr/lib/x86_64-linux-gnu/libnccl.so.2 /opt/nccl/lib/libnccl.so.2 2> /dev/null
 }
 if ! ldconfig -p 2> /dev/null | grep -q 'libnccl\.so '; then
-    NCCL=$(find_nccl | head -1)
+    NCCL=$(find_nccl | while read -r f; do [[ -e $f ]] && echo "$f"; done | head -1)
     if [[ -n "$NCCL" ]]; then
         mkdir -p "$OUT/lib"
         ln -sf "$NCCL" "$OUT/lib/libnccl.so"
@@ -80,7 +146,12 @@ if ! ldconfig -p 2> /dev/null | grep -q 'libnccl\.so '; then
 fi
 
 # ------------------------------------------------------------------ 2. build
+if [[ -z "${BIN:-}" && -x "$ROOT/bin/bench-collective" ]]; then
+    BIN=$ROOT/bin # the bundle (scripts/gpu-bundle.sh)
+    say "running from the bundle $ROOT ($(cat "$ROOT/SOURCE" 2> /dev/null))"
+fi
 if [[ -z "${BIN:-}" ]]; then
+    cd "$ROOT"
     say "building (release): bench-bw bench-lat bench-collective aggregate gpudirect_probe"
     if ! cargo build --release -p bench-bw -p bench-lat -p bench-collective -p aggregate 2>&1 |
         tail -3 | tee -a "$OUT/summary.txt" ||
@@ -91,13 +162,37 @@ if [[ -z "${BIN:-}" ]]; then
     BIN=$ROOT/target/release
     cp -f "$ROOT/target/release/examples/gpudirect_probe" "$BIN/gpudirect_probe" 2> /dev/null
 fi
-if ldd "$BIN/bench-collective" | grep -q "not found"; then
-    say "FAILED: $BIN/bench-collective misses shared libraries (MPI must be installed):"
-    ldd "$BIN/bench-collective" | grep "not found" | tee -a "$OUT/summary.txt"
-    exit 1
-fi
+# The library check, on every binary: the bundle's wrappers run libexec/ with the bundle's
+# library path, so check those with it.
+LIBS_OK=1
+for t in bench-bw bench-lat bench-collective aggregate gpudirect_probe; do
+    f=$BIN/$t
+    libpath=${LD_LIBRARY_PATH:-}
+    if [[ -x "$ROOT/libexec/$t" && $BIN == "$ROOT/bin" ]]; then
+        f=$ROOT/libexec/$t
+        libpath=$ROOT/lib${libpath:+:$libpath}
+    fi
+    if [[ ! -x $f ]]; then
+        failed "library check: $f is missing"
+        LIBS_OK=0
+        continue
+    fi
+    missing=$(LD_LIBRARY_PATH=$libpath ldd "$f" 2>&1 | grep -E "not found|not a dynamic|version .* not found")
+    if [[ -n $missing ]]; then
+        failed "library check: $t cannot load: $missing"
+        LIBS_OK=0
+    fi
+done
+((LIBS_OK)) && say "ok     library check: every binary finds every library"
+((LIBS_OK)) || { say "RESULT: FAILED (binaries cannot load; build the bundle on a distribution no newer than this one)"; exit 1; }
 if [[ -z "${MPIRUN:-}" ]]; then
-    if command -v mpirun > /dev/null; then MPIRUN="mpirun --bind-to none -np 1"; else MPIRUN=""; fi
+    if [[ -x $BIN/mpirun ]]; then
+        MPIRUN="$BIN/mpirun --bind-to none -np 1"
+    elif command -v mpirun > /dev/null; then
+        MPIRUN="mpirun --bind-to none -np 1"
+    else
+        MPIRUN=""
+    fi
 fi
 say "build done ($(elapsed))"
 
@@ -188,7 +283,6 @@ for t in h2d d2h d2d; do
         fi
     done
 done
-NGPU=$(nvidia-smi -L 2> /dev/null | wc -l)
 step copy-p2p 120 "$BIN/bench-bw" --test p2p -s 256M -n 20 --json "$OUT/json/copy-p2p.json"
 rc=$?
 if ((NGPU >= 2)); then
@@ -245,28 +339,28 @@ name = "gpu-check"
 description = "What scripts/gpu-check.sh measured on one GPU host: copy baselines and TCP staged through GPU memory"
 [[check]]
 id = "h2d"
-description = "host to GPU copies, 1 MiB and up"
+description = "host to GPU copies, 64 MiB and up (about 50 GB/s on PCIe Gen5 x16)"
 metric = "copy_bw"
 unit = "GB/s"
-min = 1.0
+min = @H2D_MIN@
 test = "h2d_bw"
-min_size = "1M"
+min_size = "64M"
 [[check]]
 id = "d2h"
-description = "GPU to host copies, 1 MiB and up"
+description = "GPU to host copies, 64 MiB and up (about 50 GB/s on PCIe Gen5 x16)"
 metric = "copy_bw"
 unit = "GB/s"
-min = 1.0
+min = @H2D_MIN@
 test = "d2h_bw"
-min_size = "1M"
+min_size = "64M"
 [[check]]
 id = "d2d"
-description = "copies within the GPU, 1 MiB and up"
+description = "copies within the GPU, 64 MiB and up, read plus write counted (TB/s on HBM3e)"
 metric = "copy_bw"
 unit = "GB/s"
-min = 1.0
+min = @D2D_MIN@
 test = "d2d_bw"
-min_size = "1M"
+min_size = "64M"
 [[check]]
 id = "staged-bw"
 description = "TCP staged through pinned memory, GPU memory on both sides"
@@ -277,6 +371,7 @@ test = "send_bw"
 transport = "tcp"
 memory = "cuda"
 EOF
+sed -i "s/@H2D_MIN@/$H2D_MIN/; s/@H2D_MIN@/$H2D_MIN/; s/@D2D_MIN@/$D2D_MIN/" "$OUT/gpu-check.toml"
 if step aggregate 120 "$BIN/aggregate" report "$OUT/json" --profile "$OUT/gpu-check.toml" --out "$OUT/report" --force; then
     say "ok     aggregate: $(grep -E '^verdict' "$OUT/aggregate.txt")"
 else
@@ -330,6 +425,15 @@ cat "$OUT/sweep.txt"
 for dt in int8 uint8 int32 uint32 int64 uint64 float16 bfloat16 float32 float64; do
     check "dtype-$dt" all -b 8 -e 16M -f 16 -n 5 -w 1 -d "$dt"
 done
+# FP8 where NCCL has it (2.24 and later, on sm_90 and newer).
+NCCL_VER=$(grep -m1 -oE 'NCCL [0-9]+\.[0-9]+' "$OUT/sweep.txt" | awk '{print $2}')
+if [[ -n $NCCL_VER ]] && awk -v v="$NCCL_VER" 'BEGIN{split(v,a,"."); exit !(a[1]>2 || (a[1]==2 && a[2]>=24))}'; then
+    for dt in float8e4m3 float8e5m2; do
+        check "dtype-$dt" all_reduce all_gather reduce_scatter alltoall broadcast -b 8 -e 16M -f 16 -n 5 -w 1 -d "$dt"
+    done
+else
+    say "skip   FP8 datatypes: NCCL ${NCCL_VER:-?} has none (2.24 and later)"
+fi
 # Every reduction on the reducing collectives, with a float and an integer type.
 for op in sum prod min max avg; do
     for dt in float32 int32; do
@@ -347,6 +451,42 @@ timeout 60 $MPIRUN "$BIN/bench-collective" broadcast --backend nccl -r 1 -b 8 -e
 rc=$?
 if [[ $rc -eq 2 ]]; then say "ok     bad root refused (exit 2)"; else say "FAILED bad root: exit $rc"; FAILED=1; fi
 
+# ------------------------------------------------------------------ summary of every figure
+say "figures (every JSON under $OUT):"
+python3 - "$OUT" << 'PY' | tee -a "$OUT/summary.txt"
+import glob, json, os, sys
+out = sys.argv[1]
+for f in sorted(glob.glob(os.path.join(out, "json", "*.json")) + glob.glob(os.path.join(out, "*.json"))):
+    try:
+        d = json.load(open(f))
+    except Exception as e:
+        print(f"  {os.path.basename(f)}: unreadable ({e})")
+        continue
+    rows = d.get("results", [])
+    name = os.path.basename(f)[:-5]
+    bw = [r for r in rows if "bw_gbit_s" in r]
+    coll = [r for r in rows if "collective" in r]
+    lat = [r for r in rows if "latency_us" in r and "bw_gbit_s" not in r and "collective" not in r]
+    if bw:
+        top = max(bw, key=lambda r: r["size_bytes"])
+        best = max(r["bw_gbit_s"]["avg"] for r in bw)
+        print(f"  {name:24} {top['test']:8} {top['size_bytes']:>11} B  {top['bw_gbit_s']['avg']/8:10.2f} GB/s"
+              f"  (best {best/8:.2f} GB/s over {len(bw)} size(s))")
+    for r in lat:
+        l = r["latency_us"]
+        print(f"  {name:24} {r.get('test','lat'):8} {r['size_bytes']:>11} B  p50 {l.get('p50', 0):.2f} us  p99 {l.get('p99', 0):.2f} us")
+    if coll:
+        by = {}
+        for r in coll:
+            if r["size_bytes"] >= by.get(r["collective"], {"size_bytes": -1})["size_bytes"]:
+                by[r["collective"]] = r
+        wrong = sum(r["out_of_place"]["wrong"] + r["in_place"]["wrong"] for r in coll)
+        unchecked = sorted({r["collective"] for r in coll if r["in_place"].get("unchecked_reason")})
+        for c, r in by.items():
+            print(f"  {name:24} {c:14} {r['datatype']:10} {r['size_bytes']:>11} B  busbw {r['out_of_place']['busbw_gbyte_s']:8.2f} GB/s"
+                  f"  time {r['out_of_place']['time_us']:10.1f} us")
+        print(f"  {name:24} {len(coll)} rows, {wrong} wrong" + (f", in place not checked (undefined in NCCL): {', '.join(unchecked)}" if unchecked else ""))
+PY
 say "elapsed $(elapsed)"
 if [[ $FAILED -ne 0 ]]; then
     say "RESULT: FAILED"

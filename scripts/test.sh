@@ -26,4 +26,10 @@ if [ -x tests/softroce/run-all.sh ]; then
   echo "== verbs on Soft-RoCE (qemu VMs)"
   tests/softroce/run-all.sh
 fi
+if [ -n "${FABCHECK_GPU_BUNDLE:-}" ]; then
+  # Opt-in: a release build of the bundle plus the chroot runs take several minutes on
+  # 2 cores (the chroot alone is made once and cached), too long for every run.
+  echo "== the GPU bundle in a bare Debian 12 chroot"
+  tests/gpu-bundle/chroot-check.sh
+fi
 echo "all tests passed"

@@ -162,12 +162,14 @@ mod imp {
                 let cores = cpu.cores();
                 let total_ns: u64 = t.per_copy_ns.iter().sum::<u64>().max(1);
                 let seconds = total_ns as f64 / 1e9;
-                let avg = gbit_s(size * iters, seconds);
+                // D2D counts read plus write, as bandwidthTest does (CopyKind::bytes_counted).
+                let counted = kind.bytes_counted(*size);
+                let avg = gbit_s(counted * iters, seconds);
                 let samples: Vec<f64> = t
                     .per_copy_ns
                     .iter()
                     .take(MAX_SAMPLES)
-                    .map(|ns| gbit_s(*size, (*ns).max(1) as f64 / 1e9))
+                    .map(|ns| gbit_s(counted, (*ns).max(1) as f64 / 1e9))
                     .collect();
                 let peak = samples.iter().copied().fold(avg, f64::max);
                 let src_f = facts::facts(*src)?;
@@ -192,7 +194,7 @@ mod imp {
                 let route = match (kind, dst) {
                     (CopyKind::H2d, _) => format!("host -> GPU {src}"),
                     (CopyKind::D2h, _) => format!("GPU {src} -> host"),
-                    (CopyKind::D2d, _) => format!("GPU {src} -> GPU {src}"),
+                    (CopyKind::D2d, _) => format!("GPU {src} -> GPU {src} (read+write counted)"),
                     (CopyKind::P2p, d) => format!("GPU {src} -> GPU {}", d.unwrap_or(0)),
                 };
                 println!(
@@ -252,6 +254,9 @@ mod imp {
             "iterations": iters,
             "warmup": warmup,
             "use_cuda": me.ordinal,
+            // D2D counts every byte read and written (bandwidthTest's rule); the others
+            // every byte copied.
+            "bytes_counted": kind.counting(),
         });
         if let serde_json::Value::Object(o) = opts {
             doc.options = o;

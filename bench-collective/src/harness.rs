@@ -17,10 +17,15 @@ use base::clock::LoopClock;
 use base::exit::{self, Outcome};
 use base::interrupt;
 use bootstrap::mpi::{MpiJob, Team};
+use bootstrap::node::NodeRank;
 use results::{CollectiveResult, Document, HostInfo, TestResult};
 
 use crate::backend::mpi::MpiBackend;
 use crate::backend::Backend;
+
+/// The schema's `clock` for the NCCL backend: `time_us` by the host's monotonic clock
+/// (`Instant` around the launches and the final wait), the histogram by CUDA events.
+const NCCL_CLOCK: &str = "monotonic+cuda_event";
 use crate::fault::{self, Fault};
 use crate::plan::{BackendKind, Plan, Selected, Stepping};
 use crate::scaling::{self, TeamSpec};
@@ -129,6 +134,7 @@ fn run_job(plan: &Plan, job: &MpiJob) -> Result<i32> {
     let check_failed = job.any(wrong > 0);
     if me {
         sweep.warnings.extend(link_warnings(&sweep.rows));
+        sweep.warnings.extend(unchecked_warnings(&sweep.rows));
         for w in &sweep.warnings {
             eprintln!("bench-collective: warning: {w}");
         }
@@ -137,7 +143,9 @@ fn run_job(plan: &Plan, job: &MpiJob) -> Result<i32> {
         doc.clock = Some(
             match plan.backend {
                 BackendKind::Mpi => LoopClock::source(),
-                BackendKind::Nccl => "cuda_event",
+                // time_us from the host around launches + final wait (nccl-tests'
+                // timer), the histogram from CUDA events: both named (schema `clock`).
+                BackendKind::Nccl => NCCL_CLOCK,
             }
             .into(),
         );
@@ -192,7 +200,7 @@ fn setup(plan: &Plan, job: &MpiJob) -> Result<Result<Setup, i32>> {
         return Ok(Err(code));
     }
     let started_at = results::provenance::now_rfc3339();
-    let device = device_facts(plan.backend);
+    let device = device_facts(plan.backend, job.node());
     let device_ok = device
         .as_ref()
         .map(|_| ())
@@ -330,22 +338,31 @@ fn check_request(plan: &Plan, ranks: u32) -> Result<()> {
 }
 
 /// The rank's device for the document and the `# Using devices` list.
-fn device_facts(kind: BackendKind) -> Result<(Option<results::GpuInfo>, String)> {
+/// `node` is the rank's node-local rank (MPI's, `fabric::bootstrap::node`), which picks
+/// its GPU; errors name it, so a wrong choice shows which rank thought it was where.
+fn device_facts(kind: BackendKind, node: NodeRank) -> Result<(Option<results::GpuInfo>, String)> {
     match kind {
         BackendKind::Mpi => Ok((None, "host memory (MPI)".into())),
-        BackendKind::Nccl => nccl_device(),
+        BackendKind::Nccl => nccl_device(node).with_context(|| {
+            format!(
+                "local rank {} of {} on host {}",
+                node.rank,
+                node.size,
+                probe::host::hostname()
+            )
+        }),
     }
 }
 
 #[cfg(feature = "cuda")]
-fn nccl_device() -> Result<(Option<results::GpuInfo>, String)> {
+fn nccl_device(node: NodeRank) -> Result<(Option<results::GpuInfo>, String)> {
     transport::cuda::check_available()?;
-    let (gpu, line) = crate::backend::nccl::device_facts()?;
+    let (gpu, line) = crate::backend::nccl::device_facts(node)?;
     Ok((Some(gpu), line))
 }
 
 #[cfg(not(feature = "cuda"))]
-fn nccl_device() -> Result<(Option<results::GpuInfo>, String)> {
+fn nccl_device(_: NodeRank) -> Result<(Option<results::GpuInfo>, String)> {
     anyhow::bail!("this build has no NCCL backend (feature `cuda`): rebuild with default features")
 }
 
@@ -408,7 +425,7 @@ fn on_team(
             .sizes
             .iter()
             .copied()
-            .filter(|&s| coll.counts(s as usize / ts, team.size() as usize).param == 0)
+            .filter(|&s| coll.counts(s as usize / ts, team.size() as usize, ts).param == 0)
             .collect();
         if me && !tiny.is_empty() {
             let note = format!(
@@ -528,7 +545,11 @@ fn warm_up_largest(plan: &Plan, site: &measure::Site, backend: &mut dyn Backend)
     let Some(&size) = plan.sizes.last() else {
         return Ok(());
     };
-    let counts = coll.counts(size as usize / plan.datatype.size(), ranks);
+    let counts = coll.counts(
+        size as usize / plan.datatype.size(),
+        ranks,
+        plan.datatype.size(),
+    );
     if counts.param == 0 {
         return Ok(());
     }
@@ -609,6 +630,23 @@ fn nccl_backend<'t>(
 /// NCCL's busbw can exceed the NIC's rate: within a node NVLink carries the traffic, and
 /// on few nodes tree and NVLS algorithms move less than the ring the bus factor assumes.
 /// Efficiency then says nothing about the network.
+/// One line per collective whose in-place rows `--check` could not check (the library
+/// leaves them undefined): the `N/A` in the #wrong column, explained.
+fn unchecked_warnings(rows: &[CollectiveResult]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for r in rows {
+        for t in [&r.out_of_place, &r.in_place] {
+            if let Some(why) = &t.unchecked_reason {
+                let line = format!("{} {why} (N/A in #wrong)", r.collective);
+                if !out.contains(&line) {
+                    out.push(line);
+                }
+            }
+        }
+    }
+    out
+}
+
 fn link_warnings(rows: &[CollectiveResult]) -> Option<String> {
     let over = rows
         .iter()
@@ -717,5 +755,24 @@ mod tests {
         r.backend = "mpi".into();
         r.out_of_place.efficiency = Some(1.3);
         assert!(link_warnings(&[r]).is_none());
+    }
+
+    #[test]
+    fn unchecked_in_place_rows_are_explained_once_per_collective() {
+        let mut r = result();
+        assert!(unchecked_warnings(&[r.clone()]).is_empty());
+        r.collective = "alltoall".into();
+        r.in_place.checked = false;
+        r.in_place.unchecked_reason = crate::backend::undefined_in_place(
+            transport::collective::Primitive::AllToAll,
+            transport::collective::InPlaceRules::Nccl,
+        )
+        .map(String::from);
+        let w = unchecked_warnings(&[r.clone(), r]);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("alltoall in place under NCCL") && w[0].contains("N/A"),
+            "{w:?}"
+        );
     }
 }

@@ -29,6 +29,7 @@ mod data;
 mod ep;
 #[cfg(feature = "mpi")]
 mod fault;
+mod fp8;
 #[cfg(feature = "mpi")]
 mod harness;
 #[cfg(feature = "mpi")]

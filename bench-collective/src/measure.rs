@@ -46,7 +46,7 @@ pub fn size(
     let rank = team.rank() as usize;
     let dt = plan.datatype;
     let ts = dt.size();
-    let counts = coll.counts(size as usize / ts, ranks);
+    let counts = coll.counts(size as usize / ts, ranks, ts);
     let size_bytes = (counts.send.max(counts.recv) * ts) as u64;
     let alg_bytes = coll.alg_bytes(counts.param, ts, ranks);
     let op = coll.reduces.then_some(plan.op);
@@ -121,7 +121,11 @@ pub fn size(
         } else {
             None
         };
-        timings.push(combine(plan, site, &timed, wrong, alg_bytes, factor)?);
+        let mut timing = combine(plan, site, &timed, wrong, alg_bytes, factor)?;
+        if plan.check {
+            timing.unchecked_reason = step.layout.undefined.map(String::from);
+        }
+        timings.push(timing);
     }
     let in_place = timings.pop().expect("two modes");
     let out_of_place = timings.pop().expect("two modes");
@@ -150,7 +154,7 @@ pub fn size(
 /// place, the one buffer holds input and output at offsets inside this length).
 pub fn buffer_bytes(plan: &Plan, coll: &Collective, size: u64, ranks: usize) -> usize {
     let ts = plan.datatype.size();
-    let c = coll.counts(size as usize / ts, ranks);
+    let c = coll.counts(size as usize / ts, ranks, ts);
     (c.send.max(c.recv) * ts).max(1)
 }
 
@@ -200,6 +204,7 @@ pub(crate) fn combine(
         efficiency: site.link_gbit_s.map(|l| busbw * 8.0 / l),
         wrong: total_wrong,
         checked: wrong.is_some(),
+        unchecked_reason: None,
         latency_us: hist.summary_us(),
         histogram: hist.encode(),
         slowest_rank: site.spec.members[timing::slowest(&per_rank_us)],

@@ -135,6 +135,7 @@ pub(crate) mod tests {
             efficiency: None,
             wrong,
             checked: true,
+            unchecked_reason: None,
             latency_us: LatencySummary::default(),
             histogram: String::new(),
             slowest_rank: 0,

@@ -11,5 +11,7 @@
 
 #[cfg(feature = "mpi")]
 pub mod mpi;
+#[cfg(feature = "mpi")]
+pub mod node;
 pub mod standalone;
 pub mod watchdog;

@@ -13,6 +13,7 @@ use mpi::environment::Universe;
 use mpi::topology::{Color, SimpleCommunicator};
 use mpi::traits::*;
 
+use crate::node::{self, NodeRank};
 use crate::watchdog::Watchdog;
 
 /// An initialised MPI job.
@@ -21,6 +22,7 @@ pub struct MpiJob {
     _universe: Universe,
     world: SimpleCommunicator,
     watchdog: Watchdog,
+    node: NodeRank,
 }
 
 impl MpiJob {
@@ -32,11 +34,21 @@ impl MpiJob {
         };
         let world = universe.world();
         let watchdog = Watchdog::start(timeout, format!("rank {}", world.rank()));
+        let node = {
+            let _g = watchdog.arm("finding the ranks of this node (MPI_Comm_split_type)");
+            node::of(&world, &probe::host::hostname())
+        };
         Ok(Self {
             _universe: universe,
             world,
             watchdog,
+            node,
         })
+    }
+
+    /// This rank's node-local rank (see [`node`]): what picks its GPU.
+    pub fn node(&self) -> NodeRank {
+        self.node
     }
 
     pub fn rank(&self) -> u32 {
@@ -82,6 +94,7 @@ impl MpiJob {
         self.world.split_by_color(color).map(|comm| Team {
             comm,
             watchdog: &self.watchdog,
+            node: self.node,
         })
     }
 
@@ -270,9 +283,16 @@ impl MpiJob {
 pub struct Team<'j> {
     comm: SimpleCommunicator,
     watchdog: &'j Watchdog,
+    node: NodeRank,
 }
 
 impl Team<'_> {
+    /// The node-local rank in the whole job (not in the team): a rank keeps its GPU in
+    /// every team of a scaling sweep.
+    pub fn node(&self) -> NodeRank {
+        self.node
+    }
+
     pub fn rank(&self) -> u32 {
         self.comm.rank() as u32
     }

@@ -41,7 +41,11 @@ pub struct Document {
     /// are not trustworthy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loop_overhead_ns: Option<f64>,
-    /// Clock used to timestamp the loop (`tsc` or `monotonic`).
+    /// Clock used to timestamp the loop (`tsc` or `monotonic`). Where two clocks time one
+    /// result, both, joined by `+`: the clock of the reported time first, then the clock
+    /// of the histogram (bench-collective on NCCL: `monotonic+cuda_event`, `time_us` from
+    /// the host's monotonic clock around the launches and the final wait as nccl-tests
+    /// times it, the per-iteration histogram from CUDA events on the stream).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<String>,
     /// One entry per participating host or rank.
@@ -651,6 +655,12 @@ pub struct CollectiveTiming {
     /// Wrong elements found by `--check` (0 when not checked; see `checked`).
     pub wrong: u64,
     pub checked: bool,
+    /// Why the mode was timed but not checked although `--check` asked for it: the
+    /// library leaves the result undefined (NCCL's in-place AllToAll and SendRecv send
+    /// and receive through the same bytes at once; nccl-tests times them and never
+    /// checks them). Absent when checked, or when no check was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unchecked_reason: Option<String>,
     /// The per-iteration view: percentiles of the slowest rank's time for each iteration.
     pub latency_us: LatencySummary,
     /// Per-iteration times (slowest rank), base64 HDR V2+deflate, nanoseconds.

@@ -267,6 +267,7 @@ pub fn collective_row(
             efficiency: Some(busbw_gbyte_s * 8.0 / link_gbit_s),
             wrong: 0,
             checked: true,
+            unchecked_reason: None,
             latency_us: h.summary_us(),
             histogram: h.encode(),
             slowest_rank: 0,

@@ -31,9 +31,30 @@ pub enum Buf {
 pub struct Layout {
     pub input: (Buf, usize),
     pub output: (Buf, usize),
-    /// False where the library does not define the result (NCCL's in-place SendRecv sends
-    /// and receives through the same bytes at once): timed, not checked, as nccl-tests.
+    /// False where the library does not define the result ([`undefined_in_place`]):
+    /// timed, not checked, as nccl-tests.
     pub defined: bool,
+    /// Why not, when not ([`undefined_in_place`]); goes to the output and the JSON.
+    pub undefined: Option<&'static str>,
+}
+
+/// Why an in-place call of `primitive` under `rules` has no defined result, if it has
+/// none. Under NCCL, in-place SendRecv and AllToAll send and receive through the same
+/// bytes at once: NCCL runs a peer's send and receive concurrently on different
+/// channels, so a block can be overwritten by the incoming one before it has been sent.
+/// nccl-tests times both and never checks them (alltoall.cu: "We don't support
+/// in-place alltoall", `reportErrors = in_place ? 0 : 1`). MPI defines both
+/// (`MPI_IN_PLACE` makes the library stage the data).
+pub fn undefined_in_place(primitive: Primitive, rules: InPlaceRules) -> Option<&'static str> {
+    match (rules, primitive) {
+        (InPlaceRules::Nccl, Primitive::SendRecv) => Some(
+            "in place under NCCL, sendrecv sends and receives through the same bytes at once              (undefined): timed, not checked, as nccl-tests does",
+        ),
+        (InPlaceRules::Nccl, Primitive::AllToAll) => Some(
+            "in place under NCCL, alltoall sends and receives each block through the same              bytes at once (undefined): timed, not checked, as nccl-tests does",
+        ),
+        _ => None,
+    }
 }
 
 /// The layout of one call. Out of place: send buffer to receive buffer (MPI's broadcast
@@ -54,13 +75,16 @@ pub fn layout(
             input: (Buf::Send, 0),
             output: (if bcast_root { Buf::Send } else { Buf::Recv }, 0),
             defined: true,
+            undefined: None,
         };
     }
     let (i, o) = primitive.in_place_offsets(rules, rank, param);
+    let undefined = undefined_in_place(primitive, rules);
     Layout {
         input: (Buf::Recv, i),
         output: (Buf::Recv, o),
-        defined: !(rules == InPlaceRules::Nccl && primitive == Primitive::SendRecv),
+        defined: undefined.is_none(),
+        undefined,
     }
 }
 
@@ -124,5 +148,32 @@ mod tests {
         assert!(!layout(Primitive::SendRecv, InPlaceRules::Nccl, true, 0, 0, 10).defined);
         assert!(layout(Primitive::SendRecv, InPlaceRules::Mpi, true, 0, 0, 10).defined);
         assert!(layout(Primitive::SendRecv, InPlaceRules::Nccl, false, 0, 0, 10).defined);
+    }
+
+    /// nccl-tests' rule: in-place alltoall (like sendrecv) is timed and never checked
+    /// under NCCL; out of place, and under MPI, both are checked.
+    #[test]
+    fn in_place_alltoall_is_unchecked_under_nccl_only() {
+        let l = layout(Primitive::AllToAll, InPlaceRules::Nccl, true, 1, 0, 10);
+        assert!(!l.defined);
+        assert!(l.undefined.unwrap().contains("alltoall"));
+        assert!(layout(Primitive::AllToAll, InPlaceRules::Nccl, false, 1, 0, 10).defined);
+        assert!(layout(Primitive::AllToAll, InPlaceRules::Mpi, true, 1, 0, 10).defined);
+        // Every other NCCL primitive in place stays checked.
+        for p in [
+            Primitive::AllReduce,
+            Primitive::AllGather,
+            Primitive::ReduceScatter,
+            Primitive::Broadcast,
+            Primitive::Reduce,
+            Primitive::Scatter,
+            Primitive::Gather,
+            Primitive::HyperCube,
+        ] {
+            assert!(
+                layout(p, InPlaceRules::Nccl, true, 1, 0, 10).defined,
+                "{p:?}"
+            );
+        }
     }
 }

@@ -1,4 +1,5 @@
-//! The NCCL backend: GPU memory, one GPU per rank (the node-local rank picks it), an NCCL
+//! The NCCL backend: GPU memory, one GPU per rank (the node-local rank from MPI picks it,
+//! `transport::cuda::device`; `FABCHECK_CUDA_DEVICE` overrides), an NCCL
 //! communicator over the ranks of the team (the job, or one sub-communicator of a scaling
 //! sweep) whose unique id the team's rank 0 creates and MPI broadcasts.
 //!
@@ -32,9 +33,15 @@ impl NcclBackend {
     /// the team must call this (it contains MPI and NCCL collectives, each guarded by the
     /// watchdog).
     pub fn new(team: &Team) -> Result<Self> {
-        let local = cuda::local_rank().unwrap_or(0);
-        let gpu = Gpu::open(local).with_context(|| {
-            format!("rank {} (local rank {local}) opening its GPU", team.rank())
+        let node = team.node();
+        let (gpu, _) = Gpu::open_for(node.rank, node.size).with_context(|| {
+            format!(
+                "rank {} (local rank {} of {} on host {}) opening its GPU",
+                team.rank(),
+                node.rank,
+                node.size,
+                probe::host::hostname()
+            )
         })?;
         let mut id = [0u8; 128];
         if team.rank() == 0 {
@@ -146,16 +153,20 @@ impl Backend for NcclBackend {
 }
 
 /// This rank's GPU for the document, and its line in the `# Using devices` list (opens
-/// the GPU the node-local rank picks; the CUDA libraries must have been checked present).
-pub fn device_facts() -> Result<(results::GpuInfo, String)> {
-    let local = cuda::local_rank().unwrap_or(0);
-    let g = Gpu::open(local)?.info();
+/// the GPU the node-local rank `node` picks; the CUDA libraries must have been checked
+/// present).
+pub fn device_facts(node: bootstrap::node::NodeRank) -> Result<(results::GpuInfo, String)> {
+    let (gpu, why) = Gpu::open_for(node.rank, node.size)?;
+    let g = gpu.info();
     let line = format!(
-        "device {:2} [{}] {} (NCCL {})",
+        "device {:2} [{}] {} (NCCL {}; local rank {} of {}, {})",
         g.index,
         g.pci_bus_id.clone().unwrap_or_else(|| "?".into()),
         g.name,
-        cuda::nccl_version().unwrap_or_else(|| "?".into())
+        cuda::nccl_version().unwrap_or_else(|| "?".into()),
+        node.rank,
+        node.size,
+        why.describe()
     );
     Ok((g, line))
 }

@@ -16,7 +16,7 @@ pub const HYPERCUBE: Collective = Collective {
     primitive: Primitive::HyperCube,
     reduces: kind::HYPERCUBE.reduces,
     rooted: kind::HYPERCUBE.rooted,
-    param: |count, ranks| count / (ALIGN * ranks) * ALIGN,
+    param: |count, ranks, _| count / (ALIGN * ranks) * ALIGN,
     alg_blocks: |ranks| ranks - 1,
     bus_factor: kind::HYPERCUBE.bus_factor,
     expected: |ctx: &Ctx, _, j| {

@@ -97,8 +97,8 @@ pub struct Collective {
     /// Takes `-r/--root`; others print -1.
     pub rooted: bool,
     /// nccl-tests `getCollByteCount`: the count passed to the call for `count` elements
-    /// of the size on `ranks` ranks.
-    pub param: fn(count: usize, ranks: usize) -> usize,
+    /// of `type_size` bytes of the size on `ranks` ranks.
+    pub param: fn(count: usize, ranks: usize, type_size: usize) -> usize,
     /// nccl-tests `getBw`: algbw counts this many blocks of `param` elements per second
     /// (equal to the size column for every collective but hypercube, whose algbw counts
     /// the n-1 blocks a rank receives).
@@ -111,10 +111,10 @@ pub struct Collective {
 }
 
 impl Collective {
-    /// Counts of one size: the call's count from the row, the buffers from the call's
-    /// shape.
-    pub fn counts(&self, count: usize, ranks: usize) -> Counts {
-        let param = (self.param)(count, ranks);
+    /// Counts of one size (`count` elements of `type_size` bytes): the call's count from
+    /// the row, the buffers from the call's shape.
+    pub fn counts(&self, count: usize, ranks: usize, type_size: usize) -> Counts {
+        let param = (self.param)(count, ranks, type_size);
         let (send, recv) = self.primitive.elements(param, ranks);
         Counts { send, recv, param }
     }
@@ -137,12 +137,16 @@ impl Collective {
 /// Rows that differ only in these helpers share them.
 pub(crate) mod shape {
     /// The whole size per call (AllReduce, Broadcast, Reduce, SendRecv).
-    pub fn whole(count: usize, _: usize) -> usize {
+    pub fn whole(count: usize, _: usize, _: usize) -> usize {
         count
     }
-    /// One block per rank (AllGather, ReduceScatter, AlltoAll, Scatter, Gather).
-    pub fn per_rank(count: usize, ranks: usize) -> usize {
-        count / ranks
+    /// One block per rank (AllGather, ReduceScatter, AlltoAll, Scatter, Gather), rounded
+    /// down to whole 16 bytes as nccl-tests rounds it (`(count/nranks) & -(16/eltSize)`):
+    /// the same sizes as nccl-tests' rows at any rank count, and blocks aligned for
+    /// NCCL's vectorised paths.
+    pub fn per_rank(count: usize, ranks: usize, type_size: usize) -> usize {
+        let align = (16 / type_size.clamp(1, 16)).max(1);
+        count / ranks / align * align
     }
     pub fn one(_: usize) -> usize {
         1
@@ -157,7 +161,7 @@ mod tests {
     use super::*;
 
     fn counts(name: &str, count: usize, n: usize) -> (usize, usize, usize) {
-        let c = by_name(name).unwrap().counts(count, n);
+        let c = by_name(name).unwrap().counts(count, n, 4);
         (c.send, c.recv, c.param)
     }
 
@@ -175,20 +179,21 @@ mod tests {
         assert_eq!(f("scatter", 4), 0.75);
         assert_eq!(f("gather", 4), 0.75);
         assert_eq!(f("hypercube", 4), 1.0);
-        assert_eq!(counts("all_reduce", 10, 3), (10, 10, 10));
-        assert_eq!(counts("all_gather", 10, 3), (3, 9, 3));
-        assert_eq!(counts("reduce_scatter", 10, 3), (9, 3, 3));
-        assert_eq!(counts("alltoall", 10, 3), (9, 9, 3));
-        assert_eq!(counts("broadcast", 10, 3), (10, 10, 10));
-        assert_eq!(counts("sendrecv", 10, 3), (10, 10, 10));
-        assert_eq!(counts("scatter", 10, 3), (9, 3, 3));
-        assert_eq!(counts("gather", 10, 3), (3, 9, 3));
+        // Per-rank blocks are whole 16 bytes (4 float32 elements), as nccl-tests'.
+        assert_eq!(counts("all_reduce", 100, 3), (100, 100, 100));
+        assert_eq!(counts("all_gather", 100, 3), (32, 96, 32));
+        assert_eq!(counts("reduce_scatter", 100, 3), (96, 32, 32));
+        assert_eq!(counts("alltoall", 100, 3), (96, 96, 32));
+        assert_eq!(counts("broadcast", 100, 3), (100, 100, 100));
+        assert_eq!(counts("sendrecv", 100, 3), (100, 100, 100));
+        assert_eq!(counts("scatter", 100, 3), (96, 32, 32));
+        assert_eq!(counts("gather", 100, 3), (32, 96, 32));
         // Hypercube rounds each rank's block down to a multiple of 4 elements.
         assert_eq!(counts("hypercube", 100, 4), (24, 96, 24));
         assert_eq!(counts("hypercube", 10, 4), (0, 0, 0));
         // algbw counts the size column, except hypercube: (n-1) blocks.
         for c in ALL {
-            let k = c.counts(1000, 4);
+            let k = c.counts(1000, 4, 4);
             let size = (k.send.max(k.recv) * 4) as u64;
             let alg = c.alg_bytes(k.param, 4, 4);
             if c.name == "hypercube" {
@@ -211,13 +216,32 @@ mod tests {
         assert_eq!(ALL.len(), results::collective::ALL.len());
     }
 
+    /// nccl-tests' rounding per element size: 16 bytes per block, for every type width.
+    #[test]
+    fn per_rank_blocks_are_whole_16_bytes() {
+        let ag = by_name("all_gather").unwrap();
+        // 1 MiB on 6 ranks: nccl-tests' all_gather rows.
+        for ts in [1usize, 2, 4, 8] {
+            let count = (1 << 20) / ts;
+            let p = ag.counts(count, 6, ts).param;
+            assert_eq!(p * ts % 16, 0, "type size {ts}");
+            assert!(
+                count / 6 - p < 16 / ts,
+                "rounded down by less than one 16-byte unit"
+            );
+        }
+        assert_eq!(ag.counts(174762, 6, 1).param, 29120);
+        // Fewer than 16 bytes per rank: no block (the harness skips the size).
+        assert_eq!(ag.counts(15, 1, 1).param, 0);
+    }
+
     /// Brute force: simulate every collective on a few ranks and check that `expected`
     /// agrees with the definition written out independently here.
     #[test]
     fn expected_outputs_follow_the_definitions() {
         let n = 4;
         for coll in ALL {
-            let counts = coll.counts(48, n);
+            let counts = coll.counts(48, n, 4);
             let p = counts.param;
             let ctx = Ctx {
                 ranks: n,

@@ -16,9 +16,12 @@ pub mod mpi;
 /// Whether the MPI backend can run `dt` with `op` (`None`: no reduction). Pure: usable
 /// before MPI is initialised, and in builds without MPI.
 pub fn mpi_supports(dt: DataType, op: Option<RedOp>) -> anyhow::Result<()> {
-    if matches!(dt, DataType::Float16 | DataType::Bfloat16) {
+    if matches!(
+        dt,
+        DataType::Float16 | DataType::Bfloat16 | DataType::Float8e4m3 | DataType::Float8e5m2
+    ) {
         anyhow::bail!(
-            "datatype {} is not available with --backend mpi (MPI has no 16-bit float type); \
+            "datatype {} is not available with --backend mpi (MPI has no 16- or 8-bit float type); \
              use int8, uint8, int32, uint32, int64, uint64, float32 or float64, or --backend nccl",
             dt.name()
         );
@@ -47,10 +50,15 @@ pub enum DataType {
     Bfloat16,
     Float32,
     Float64,
+    /// FP8 E4M3 (OCP "fn": no infinities, 0x7f/0xff NaN, largest 448): NCCL 2.24+'s
+    /// `ncclFloat8e4m3`, on sm_90 and newer; gradient traffic compressed to FP8.
+    Float8e4m3,
+    /// FP8 E5M2 (IEEE-like: infinities, largest finite 57344): `ncclFloat8e5m2`.
+    Float8e5m2,
 }
 
 impl DataType {
-    pub const ALL: [DataType; 10] = [
+    pub const ALL: [DataType; 12] = [
         DataType::Int8,
         DataType::Uint8,
         DataType::Int32,
@@ -61,12 +69,14 @@ impl DataType {
         DataType::Bfloat16,
         DataType::Float32,
         DataType::Float64,
+        DataType::Float8e4m3,
+        DataType::Float8e5m2,
     ];
 
     /// Bytes per element.
     pub fn size(self) -> usize {
         match self {
-            DataType::Int8 | DataType::Uint8 => 1,
+            DataType::Int8 | DataType::Uint8 | DataType::Float8e4m3 | DataType::Float8e5m2 => 1,
             DataType::Float16 | DataType::Bfloat16 => 2,
             DataType::Int32 | DataType::Uint32 | DataType::Float32 => 4,
             DataType::Int64 | DataType::Uint64 | DataType::Float64 => 8,
@@ -86,6 +96,8 @@ impl DataType {
             DataType::Bfloat16 => "bfloat16",
             DataType::Float32 => "float32",
             DataType::Float64 => "float64",
+            DataType::Float8e4m3 => "float8e4m3",
+            DataType::Float8e5m2 => "float8e5m2",
         }
     }
 
@@ -97,6 +109,9 @@ impl DataType {
             DataType::Bfloat16 => &["bf16"],
             DataType::Float32 => &["float", "fp32"],
             DataType::Float64 => &["double", "fp64"],
+            // nccl-tests' names (`-d f8e4m3`) and the usual short forms.
+            DataType::Float8e4m3 => &["f8e4m3", "fp8_e4m3", "e4m3"],
+            DataType::Float8e5m2 => &["f8e5m2", "fp8_e5m2", "e5m2"],
             _ => &[],
         }
     }
@@ -115,6 +130,8 @@ impl DataType {
             DataType::Float16 => "half",
             DataType::Float32 => "float",
             DataType::Float64 => "double",
+            DataType::Float8e4m3 => "f8e4m3",
+            DataType::Float8e5m2 => "f8e5m2",
             other => other.name(),
         }
     }
@@ -122,7 +139,12 @@ impl DataType {
     pub fn is_float(self) -> bool {
         matches!(
             self,
-            DataType::Float16 | DataType::Bfloat16 | DataType::Float32 | DataType::Float64
+            DataType::Float16
+                | DataType::Bfloat16
+                | DataType::Float32
+                | DataType::Float64
+                | DataType::Float8e4m3
+                | DataType::Float8e5m2
         )
     }
 }

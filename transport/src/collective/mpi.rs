@@ -69,7 +69,10 @@ fn datatype(dt: DataType) -> Option<ffi::MPI_Datatype> {
             DataType::Uint64 => ffi::RSMPI_UINT64_T,
             DataType::Float32 => ffi::RSMPI_FLOAT,
             DataType::Float64 => ffi::RSMPI_DOUBLE,
-            DataType::Float16 | DataType::Bfloat16 => return None,
+            DataType::Float16
+            | DataType::Bfloat16
+            | DataType::Float8e4m3
+            | DataType::Float8e5m2 => return None,
         })
     }
 }

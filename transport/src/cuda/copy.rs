@@ -28,6 +28,26 @@ pub enum CopyKind {
 }
 
 impl CopyKind {
+    /// Bytes one copy of `size` bytes counts for bandwidth, as the CUDA `bandwidthTest`
+    /// sample counts them: a device-to-device copy reads and writes the same GPU's memory,
+    /// so it counts twice (`2.0f * memSize * MEMCOPY_ITERATIONS`, "In and Out"), and D2D
+    /// figures compare with bandwidthTest's and with the memory's rated bandwidth. Every
+    /// other copy crosses a link once.
+    pub fn bytes_counted(self, size: u64) -> u64 {
+        match self {
+            CopyKind::D2d => 2 * size,
+            _ => size,
+        }
+    }
+
+    /// What [`Self::bytes_counted`] counts, for the table and the document's options.
+    pub fn counting(self) -> &'static str {
+        match self {
+            CopyKind::D2d => "read_plus_write",
+            _ => "bytes_copied",
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             CopyKind::H2d => "h2d",
@@ -190,7 +210,9 @@ impl CopyBench {
     pub fn run(&self, warmup: u64, iters: u64) -> Result<CopyTimes> {
         self.src_ctx.make_current()?;
         let per_copy_ns =
-            super::timed_on_stream(self.stream, warmup, iters, || self.launch(), None)?;
+            super::timed_on_stream(self.stream, warmup, iters, || self.launch(), None, &|| {
+                Ok(())
+            })?;
         Ok(CopyTimes {
             per_copy_ns,
             peer_access: self.peer_access,
@@ -203,5 +225,20 @@ impl Drop for CopyBench {
         let _ = self.src_ctx.make_current();
         // SAFETY: created in `new`; timed_on_stream synchronised every copy on it.
         let _ = unsafe { cu::stream::destroy(self.stream) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_to_device_counts_read_and_write_as_bandwidth_test_does() {
+        assert_eq!(CopyKind::D2d.bytes_counted(1 << 20), 2 << 20);
+        assert_eq!(CopyKind::D2d.counting(), "read_plus_write");
+        for k in [CopyKind::H2d, CopyKind::D2h, CopyKind::P2p] {
+            assert_eq!(k.bytes_counted(1 << 20), 1 << 20);
+            assert_eq!(k.counting(), "bytes_copied");
+        }
     }
 }

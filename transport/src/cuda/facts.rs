@@ -156,7 +156,14 @@ pub fn select(sel: &GpuSelector) -> Result<GpuFacts> {
     let count = check_driver()?;
     let ordinal = match sel {
         GpuSelector::Ordinal(n) => *n,
-        GpuSelector::LocalRank => super::local_rank().unwrap_or(0),
+        // The launcher's local rank, through the one rule (override, only GPU, local rank).
+        GpuSelector::LocalRank => {
+            let over = std::env::var(super::device::OVERRIDE).ok();
+            let local = super::local_rank().unwrap_or(0);
+            super::device::pick(local, local + 1, count, over.as_deref())
+                .map_err(anyhow::Error::msg)?
+                .0
+        }
         GpuSelector::BusId(b) => {
             let want = normalize_bus_id(b).ok_or_else(|| {
                 anyhow!("--use-cuda-bus-id {b} is not a PCI bus id (e.g. 0000:18:00.0, as nvidia-smi prints it)")

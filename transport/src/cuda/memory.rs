@@ -190,16 +190,26 @@ impl GpuBuffer for DeviceMemory {
             );
         }
         self.ctx.make_current()?;
-        // The exported range must start and end on host pages; cuMemAlloc returns at least
-        // 2 MiB-aligned pointers and our length is whole GPU pages, so the offset is 0 in
-        // practice, but say it as the API requires.
-        let page = 4096u64;
-        let start = self.ptr & !(page - 1);
-        let offset = self.ptr - start;
-        let size = (self.len as u64 + offset).div_ceil(page) * page;
+        // Export the whole allocation the pointer lies in, as the driver knows it
+        // (cuMemGetAddressRange: its base and size, page-aligned as the export requires),
+        // and hand the NIC our offset inside it. cuMemAlloc does not promise more than
+        // host-page alignment, so rounding our own pointer could step outside the
+        // allocation (CUDA_ERROR_INVALID_VALUE). NCCL and UCX export the same way.
+        let (mut base, mut alloc_size): (cusys::CUdeviceptr, usize) = (0, 0);
+        // SAFETY: valid out-pointers; `ptr` is a live device pointer of this context.
+        let r = unsafe { cusys::cuMemGetAddressRange_v2(&mut base, &mut alloc_size, self.ptr) };
+        if let Err(e) = r.result() {
+            bail!(
+                "asking the driver for the allocation's range: {}",
+                facts::error_name(e)
+            );
+        }
+        let (start, size, offset) =
+            dmabuf_range(self.ptr, self.len as u64, base, alloc_size as u64)
+                .map_err(anyhow::Error::msg)?;
         let mut fd: i32 = -1;
         // SAFETY: fd is a valid out-pointer for the int the DMA_BUF_FD handle type writes;
-        // the range lies within our allocation (page-rounded as the API requires).
+        // the range is the allocation's own, as the driver reported it.
         let r = unsafe {
             cusys::cuMemGetHandleForAddressRange(
                 (&mut fd as *mut i32).cast::<c_void>(),
@@ -359,5 +369,43 @@ impl StageMaker for CudaStageMaker {
 
     fn side(&self) -> MemorySide {
         self.side.clone()
+    }
+}
+
+/// The range to export as a dma-buf for `len` bytes at `ptr`, inside the allocation the
+/// driver reports as `base .. base + size`: the whole allocation, and `ptr`'s offset in it
+/// (what `ibv_reg_dmabuf_mr` takes). An error when the buffer does not lie inside it.
+pub fn dmabuf_range(ptr: u64, len: u64, base: u64, size: u64) -> Result<(u64, u64, u64), String> {
+    let inside = ptr >= base
+        && ptr
+            .checked_add(len)
+            .is_some_and(|end| end <= base.saturating_add(size));
+    if !inside || size == 0 {
+        return Err(format!(
+            "internal error: {len} bytes at {ptr:#x} are not inside the allocation \
+             {base:#x}+{size} the driver reports"
+        ));
+    }
+    Ok((base, size, ptr - base))
+}
+
+#[cfg(test)]
+mod range_tests {
+    use super::dmabuf_range;
+
+    #[test]
+    fn the_export_covers_the_allocation_and_gives_the_offset() {
+        // A buffer at the start of its allocation: offset 0, the allocation's size.
+        assert_eq!(
+            dmabuf_range(0x7f00_0020_0000, 65536, 0x7f00_0020_0000, 2 << 20),
+            Ok((0x7f00_0020_0000, 2 << 20, 0))
+        );
+        // Not page-aligned inside a larger allocation: the allocation, never a rounded guess.
+        assert_eq!(
+            dmabuf_range(0x1000_0200, 4096, 0x1000_0000, 1 << 16),
+            Ok((0x1000_0000, 1 << 16, 0x200))
+        );
+        assert!(dmabuf_range(0x1000_0000, 1 << 17, 0x1000_0000, 1 << 16).is_err());
+        assert!(dmabuf_range(0x0fff_f000, 16, 0x1000_0000, 1 << 16).is_err());
     }
 }

@@ -34,8 +34,10 @@ use cudarc::nccl::{result as nccl, sys as ncclsys};
 use crate::collective::{DataType, Primitive, RedOp};
 
 pub mod copy;
+pub mod device;
 pub mod facts;
 pub mod memory;
+pub mod nccl_error;
 
 /// Checks that the CUDA driver library and NCCL can be loaded, before any cudarc call
 /// (which would panic without them). The error names what is missing and what to do.
@@ -72,7 +74,9 @@ fn nccl_runtime_only() -> bool {
     unsafe { libloading::Library::new("libnccl.so.2").is_ok() }
 }
 
-/// The node-local rank that picks this process's GPU: Open MPI, Slurm, MPICH/Hydra.
+/// The node-local rank from the launcher's variables (Open MPI, Slurm, MPICH/Hydra), for
+/// tools that pick a GPU before or without MPI (`bench-bw --use-cuda auto`). Under MPI,
+/// bench-collective asks MPI instead (`bootstrap::node`), which works under any launcher.
 pub fn local_rank() -> Option<u32> {
     [
         "OMPI_COMM_WORLD_LOCAL_RANK",
@@ -88,8 +92,18 @@ fn cuda_err(what: &str) -> impl FnOnce(cu::DriverError) -> anyhow::Error + '_ {
     move |e| anyhow!("{what}: CUDA error {e:?}")
 }
 
+/// An NCCL failure outside a communicator (unique id, group calls): the code, NCCL's
+/// text and last error, the NCCL_DEBUG hint ([`nccl_error`]).
 fn nccl_err(what: &str) -> impl FnOnce(nccl::NcclError) -> anyhow::Error + '_ {
-    move |e| anyhow!("{what}: NCCL error {e:?}")
+    move |e| anyhow!(nccl_error::describe(what, e.0, std::ptr::null_mut()))
+}
+
+/// An NCCL failure of a call on `comm` (its last error is the communicator's).
+fn nccl_comm_err(
+    what: &str,
+    comm: ncclsys::ncclComm_t,
+) -> impl FnOnce(nccl::NcclError) -> anyhow::Error + '_ {
+    move |e| anyhow!(nccl_error::describe(what, e.0, comm))
 }
 
 /// One GPU, its primary context made current on this thread, and one stream for the
@@ -105,6 +119,17 @@ impl Gpu {
     pub fn count() -> Result<u32> {
         cu::init().map_err(cuda_err("initialising the CUDA driver"))?;
         Ok(cu::device::get_count().map_err(cuda_err("counting GPUs"))? as u32)
+    }
+
+    /// Opens the GPU of the rank that is `node.rank` of `node.size` on its node
+    /// ([`device::pick`]: the override variable, the only visible GPU, or the local rank).
+    /// Returns the GPU and why it was chosen.
+    pub fn open_for(local_rank: u32, local_size: u32) -> Result<(Self, device::Why)> {
+        let visible = Self::count()?;
+        let over = std::env::var(device::OVERRIDE).ok();
+        let (ordinal, why) = device::pick(local_rank, local_size, visible, over.as_deref())
+            .map_err(anyhow::Error::msg)?;
+        Ok((Self::open(ordinal)?, why))
     }
 
     /// Opens GPU `ordinal` and makes its primary context current on the calling thread.
@@ -208,11 +233,16 @@ impl DeviceBuffer {
         Ok(self.ptr + offset as u64)
     }
 
-    /// Copies `data` to `offset` (synchronous).
+    /// Copies `data` to `offset` and waits until it is in device memory. A pageable
+    /// `cuMemcpyHtoD` returns once the bytes are staged, before the DMA to the device is
+    /// done, on the legacy stream, with which the collectives' non-blocking stream does not
+    /// synchronise: without the wait, a collective could read the poison under the input.
+    /// nccl-tests does the same (`cudaDeviceSynchronize` after initialising data).
     pub fn write(&mut self, offset: usize, data: &[u8]) -> Result<()> {
         let dst = self.range(offset, data.len())?;
         // SAFETY: `dst .. dst + data.len()` lies inside the allocation (checked above).
-        unsafe { cu::memcpy_htod_sync(dst, data) }.map_err(cuda_err("copying to the GPU"))
+        unsafe { cu::memcpy_htod_sync(dst, data) }.map_err(cuda_err("copying to the GPU"))?;
+        device_synchronize("copying to the GPU")
     }
 
     /// Copies `out.len()` bytes from `offset` (synchronous).
@@ -222,12 +252,19 @@ impl DeviceBuffer {
         unsafe { cu::memcpy_dtoh_sync(out, src) }.map_err(cuda_err("copying from the GPU"))
     }
 
-    /// Sets every byte to `byte` (synchronous).
+    /// Sets every byte to `byte` and waits until it is done (`cuMemsetD8` on device
+    /// memory is asynchronous to the host, on the legacy stream: see [`Self::write`]).
     pub fn fill(&mut self, byte: u8) -> Result<()> {
         // SAFETY: the whole allocation, `len` bytes.
         unsafe { cu::memset_d8_sync(self.ptr, byte, self.len) }
-            .map_err(cuda_err("filling GPU memory"))
+            .map_err(cuda_err("filling GPU memory"))?;
+        device_synchronize("filling GPU memory")
     }
+}
+
+/// `cuCtxSynchronize`: waits for all work of the current context on every stream.
+fn device_synchronize(what: &str) -> Result<()> {
+    cu::ctx::synchronize().map_err(cuda_err(what))
 }
 
 impl Drop for DeviceBuffer {
@@ -264,6 +301,8 @@ fn nccl_type(dt: DataType) -> ncclsys::ncclDataType_t {
         DataType::Bfloat16 => ncclBfloat16,
         DataType::Float32 => ncclFloat32,
         DataType::Float64 => ncclFloat64,
+        DataType::Float8e4m3 => ncclFloat8e4m3,
+        DataType::Float8e5m2 => ncclFloat8e5m2,
     }
 }
 
@@ -297,6 +336,9 @@ pub struct NcclComm {
     stream: cusys::CUstream,
     ranks: usize,
     rank: usize,
+    /// Set once `ncclCommAbort` has run (after an asynchronous error): the communicator
+    /// is gone and must not be destroyed again.
+    aborted: std::cell::Cell<bool>,
 }
 
 impl NcclComm {
@@ -309,12 +351,13 @@ impl NcclComm {
         let mut comm: ncclsys::ncclComm_t = std::ptr::null_mut();
         // SAFETY: `comm` is a valid out-pointer; the GPU's context is current on this thread.
         unsafe { nccl::comm_init_rank(&mut comm, ranks as i32, id, rank as i32) }
-            .map_err(nccl_err("creating the NCCL communicator"))?;
+            .map_err(nccl_comm_err("creating the NCCL communicator", comm))?;
         Ok(Self {
             comm,
             stream: gpu.stream,
             ranks: ranks as usize,
             rank: rank as usize,
+            aborted: std::cell::Cell::new(false),
         })
     }
 
@@ -326,9 +369,47 @@ impl NcclComm {
         self.stream as ncclsys::cudaStream_t
     }
 
+    /// `ncclCommGetAsyncError`: an error NCCL met while the GPU ran the enqueued calls
+    /// (a peer died, the network failed). On one, the communicator is aborted
+    /// (`ncclCommAbort`, as nccl-tests does: its kernels would otherwise spin forever) and
+    /// the error says what NCCL said.
+    fn check_async(&self) -> Result<()> {
+        ensure!(
+            !self.aborted.get(),
+            "the NCCL communicator was aborted after an earlier error"
+        );
+        let mut state = ncclsys::ncclResult_t::ncclSuccess;
+        // SAFETY: a live communicator and a valid out-pointer.
+        let r = unsafe { ncclsys::ncclCommGetAsyncError(self.comm, &mut state) };
+        use ncclsys::ncclResult_t::{ncclInProgress, ncclSuccess};
+        let bad = [r, state]
+            .into_iter()
+            .find(|c| !matches!(c, ncclSuccess | ncclInProgress));
+        if let Some(code) = bad {
+            let msg = nccl_error::describe(
+                "while the GPU ran the collective (ncclCommGetAsyncError)",
+                code,
+                self.comm,
+            );
+            // SAFETY: aborted once; `aborted` keeps Drop from destroying it again.
+            let _ = unsafe { nccl::comm_abort(self.comm) };
+            self.aborted.set(true);
+            bail!("{msg}; the NCCL communicator was aborted");
+        }
+        Ok(())
+    }
+
+    /// Waits until the stream has run everything enqueued, polling (`cuStreamQuery`) and
+    /// reading NCCL's asynchronous error between polls, as nccl-tests'
+    /// `testStreamSynchronize` does: a network error ends the wait with NCCL's reason,
+    /// not with the watchdog's.
     fn synchronize(&self) -> Result<()> {
-        // SAFETY: the stream belongs to the Gpu, which outlives this communicator.
-        unsafe { cu::stream::synchronize(self.stream) }.map_err(cuda_err("waiting for the GPU"))
+        poll_until(
+            // SAFETY: the stream belongs to the Gpu, which outlives this communicator.
+            || unsafe { cusys::cuStreamQuery(self.stream) },
+            || self.check_async(),
+            "waiting for the GPU",
+        )
     }
 
     /// Enqueues one collective on the stream (returns before it runs). One arm per
@@ -355,9 +436,9 @@ impl NcclComm {
         );
         let (comm, rank, ranks, block) = (self.comm, self.rank, self.ranks, c.count * ts);
         let group = |body: &dyn Fn() -> Result<()>| -> Result<()> {
-            nccl::group_start().map_err(nccl_err("ncclGroupStart"))?;
+            nccl::group_start().map_err(nccl_comm_err("ncclGroupStart", comm))?;
             let r = body();
-            let end = nccl::group_end().map_err(nccl_err("ncclGroupEnd"));
+            let end = nccl::group_end().map_err(nccl_comm_err("ncclGroupEnd", comm));
             r.and(end.map(|_| ()))
         };
         // SAFETY (for every block below): `send` holds `send_elems` and `recv` holds
@@ -368,33 +449,33 @@ impl NcclComm {
         let peer_send = |buf: *const u8, n: usize, peer: usize| {
             unsafe { nccl::send(buf.cast(), n, t, peer as i32, comm, s) }
                 .map(|_| ())
-                .map_err(nccl_err("ncclSend"))
+                .map_err(nccl_comm_err("ncclSend", comm))
         };
         let peer_recv = |buf: *mut u8, n: usize, peer: usize| {
             unsafe { nccl::recv(buf.cast(), n, t, peer as i32, comm, s) }
                 .map(|_| ())
-                .map_err(nccl_err("ncclRecv"))
+                .map_err(nccl_comm_err("ncclRecv", comm))
         };
         let (sb, rb) = (send.cast::<u8>(), recv.cast::<u8>());
         let count = c.count;
         match c.primitive {
             Primitive::AllReduce => unsafe { nccl::all_reduce(send, recv, count, t, op, comm, s) }
                 .map(|_| ())
-                .map_err(nccl_err("ncclAllReduce")),
+                .map_err(nccl_comm_err("ncclAllReduce", comm)),
             Primitive::AllGather => unsafe { nccl::all_gather(send, recv, count, t, comm, s) }
                 .map(|_| ())
-                .map_err(nccl_err("ncclAllGather")),
+                .map_err(nccl_comm_err("ncclAllGather", comm)),
             Primitive::ReduceScatter => {
                 unsafe { nccl::reduce_scatter(send, recv, count, t, op, comm, s) }
                     .map(|_| ())
-                    .map_err(nccl_err("ncclReduceScatter"))
+                    .map_err(nccl_comm_err("ncclReduceScatter", comm))
             }
             Primitive::Broadcast => unsafe { nccl::broadcast(send, recv, count, t, root, comm, s) }
                 .map(|_| ())
-                .map_err(nccl_err("ncclBroadcast")),
+                .map_err(nccl_comm_err("ncclBroadcast", comm)),
             Primitive::Reduce => unsafe { nccl::reduce(send, recv, count, t, op, root, comm, s) }
                 .map(|_| ())
-                .map_err(nccl_err("ncclReduce")),
+                .map_err(nccl_comm_err("ncclReduce", comm)),
             // NCCL has no alltoall call: a group of one send and one receive per peer, as
             // nccl-tests does it.
             Primitive::AllToAll => group(&|| {
@@ -459,14 +540,41 @@ impl NcclComm {
     }
 
     /// nccl-tests' timed loop: one host timer around `iters` back-to-back launches and
-    /// the wait for the stream to drain, nothing between launches. Returns the loop's
-    /// nanoseconds. `progress` is bumped per launch: when the GPU stalls, launches block
-    /// (NCCL's queue fills) or the final wait does, so a stalled peer stops it.
+    /// the wait for the stream to drain. Returns the loop's nanoseconds.
+    ///
+    /// `progress` counts completed calls, not launches (a launch returns at once; a long
+    /// healthy queue of GiB calls would otherwise look stalled to the watchdog while the
+    /// final wait drains it): an event is recorded after every `stride`-th launch
+    /// ([`mark_stride`], at most [`MARKS`] events per loop), and between launches and during
+    /// the final wait the events that completed move `progress` on, while NCCL's
+    /// asynchronous error is read ([`Self::check_async`]). Recording an event costs the
+    /// host about a microsecond per mark, next to an NCCL launch's several.
     pub fn loop_time(&self, call: &NcclCall, iters: u64, progress: &AtomicU64) -> Result<u64> {
+        let stride = mark_stride(iters);
+        let events = Events::new(iters.div_ceil(stride) as usize)?;
+        let mut marks: Vec<(cusys::CUevent, u64)> = Vec::with_capacity(events.0.len());
+        let mut seen = 0;
         let start = std::time::Instant::now();
         for i in 0..iters {
             self.launch(call)?;
-            progress.store(i + 1, Ordering::Relaxed);
+            let n = i + 1;
+            if n % stride == 0 || n == iters {
+                let e = events.0[marks.len()];
+                // SAFETY: event and stream are alive for this call.
+                unsafe { cu::event::record(e, self.stream) }
+                    .map_err(cuda_err("recording an event"))?;
+                marks.push((e, n));
+                seen = count_done(&marks, seen, progress)?;
+            }
+        }
+        for &(e, n) in &marks[seen.min(marks.len())..] {
+            poll_until(
+                // SAFETY: recorded on the stream above; alive until `events` drops.
+                || unsafe { cusys::cuEventQuery(e) },
+                || self.check_async(),
+                "waiting for the GPU",
+            )?;
+            progress.store(n, Ordering::Relaxed);
         }
         self.synchronize()?;
         Ok(start.elapsed().as_nanos() as u64)
@@ -482,7 +590,89 @@ impl NcclComm {
         iters: u64,
         progress: &AtomicU64,
     ) -> Result<Vec<u64>> {
-        timed_on_stream(self.stream, 0, iters, || self.launch(call), Some(progress))
+        timed_on_stream(
+            self.stream,
+            0,
+            iters,
+            || self.launch(call),
+            Some(progress),
+            &|| self.check_async(),
+        )
+    }
+}
+
+/// At most this many completion marks (CUDA events) per timed loop.
+pub const MARKS: u64 = 64;
+
+/// Launches between two completion marks of a loop of `iters` launches: every launch up
+/// to [`MARKS`] iterations, then evenly spaced so a loop records at most [`MARKS`] events.
+pub fn mark_stride(iters: u64) -> u64 {
+    iters.div_ceil(MARKS).max(1)
+}
+
+/// CUDA events made for one call, destroyed when dropped.
+struct Events(Vec<cusys::CUevent>);
+
+impl Events {
+    fn new(n: usize) -> Result<Self> {
+        let mut v = Events(Vec::with_capacity(n));
+        for _ in 0..n {
+            v.0.push(
+                cu::event::create(cusys::CUevent_flags::CU_EVENT_DEFAULT)
+                    .map_err(cuda_err("creating CUDA events"))?,
+            );
+        }
+        Ok(v)
+    }
+}
+
+impl Drop for Events {
+    fn drop(&mut self) {
+        for e in &self.0 {
+            // SAFETY: each event is destroyed once; destroying a pending event is allowed.
+            let _ = unsafe { cu::event::destroy(*e) };
+        }
+    }
+}
+
+/// Moves `progress` over the marks from `seen` on that have completed (non-blocking
+/// `cuEventQuery`); returns the new count of completed marks.
+fn count_done(
+    marks: &[(cusys::CUevent, u64)],
+    mut seen: usize,
+    progress: &AtomicU64,
+) -> Result<usize> {
+    while let Some(&(e, n)) = marks.get(seen) {
+        // SAFETY: the event was recorded and is alive (owned by the caller's `Events`).
+        match unsafe { cusys::cuEventQuery(e) } {
+            cusys::CUresult::CUDA_SUCCESS => {
+                progress.store(n, Ordering::Relaxed);
+                seen += 1;
+            }
+            cusys::CUresult::CUDA_ERROR_NOT_READY => break,
+            other => return Err(cuda_err("waiting for the GPU")(cu::DriverError(other))),
+        }
+    }
+    Ok(seen)
+}
+
+/// Polls `query` (a `cuStreamQuery` or `cuEventQuery`) until it says done, calling `check`
+/// (NCCL's asynchronous error) between polls. The host spins, yielding the CPU, as
+/// nccl-tests' `testStreamSynchronize` does; the watchdog bounds the wait.
+fn poll_until(
+    query: impl Fn() -> cusys::CUresult,
+    check: impl Fn() -> Result<()>,
+    what: &str,
+) -> Result<()> {
+    loop {
+        match query() {
+            cusys::CUresult::CUDA_SUCCESS => return Ok(()),
+            cusys::CUresult::CUDA_ERROR_NOT_READY => {
+                check()?;
+                std::thread::yield_now();
+            }
+            other => return Err(cuda_err(what)(cu::DriverError(other))),
+        }
     }
 }
 
@@ -497,12 +687,14 @@ pub(crate) fn timed_on_stream(
     iters: u64,
     mut launch: impl FnMut() -> Result<()>,
     progress: Option<&AtomicU64>,
+    check: &dyn Fn() -> Result<()>,
 ) -> Result<Vec<u64>> {
     for _ in 0..warmup {
         launch()?;
     }
     // SAFETY: the caller's stream is alive for the duration of this call.
-    unsafe { cu::stream::synchronize(stream) }.map_err(cuda_err("waiting for the GPU"))?;
+    let query_stream = || unsafe { cusys::cuStreamQuery(stream) };
+    poll_until(query_stream, check, "waiting for the GPU")?;
     // Events are reused block by block, so memory stays bounded for any -n; between
     // blocks the host drains the stream, a gap that falls outside every timed pair.
     const BLOCK: u64 = 1024;
@@ -526,8 +718,13 @@ pub(crate) fn timed_on_stream(
             for w in events[..=block].windows(2) {
                 // SAFETY: both events were recorded on `s`; waiting on the later one
                 // makes the pair's elapsed time readable.
+                let later = w[1];
+                poll_until(
+                    || unsafe { cusys::cuEventQuery(later) },
+                    check,
+                    "waiting for the GPU",
+                )?;
                 let ms = unsafe {
-                    cu::event::synchronize(w[1]).map_err(cuda_err("waiting for the GPU"))?;
                     cu::event::elapsed(w[0], w[1]).map_err(cuda_err("reading CUDA event times"))?
                 };
                 if let Some(p) = progress {
@@ -549,8 +746,11 @@ pub(crate) fn timed_on_stream(
 
 impl Drop for NcclComm {
     fn drop(&mut self) {
+        if self.aborted.get() {
+            return;
+        }
         // SAFETY: the communicator came from ncclCommInitRank and is destroyed once, after
-        // the harness synchronised the stream.
+        // the harness synchronised the stream (an aborted one is already gone).
         let _ = unsafe { nccl::comm_destroy(self.comm) };
     }
 }
