@@ -154,7 +154,7 @@ pub fn tokens_of_bytes(bytes: u64, hidden: u64) -> u64 {
 }
 
 pub fn check_hidden(hidden: u64) -> Result<()> {
-    if hidden == 0 || hidden % 128 != 0 {
+    if hidden == 0 || !hidden.is_multiple_of(128) {
         bail!("--hidden {hidden}: must be a positive multiple of 128 (one FP8 scale per 128 elements)");
     }
     Ok(())

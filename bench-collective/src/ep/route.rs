@@ -60,11 +60,11 @@ impl Geometry {
     /// Checks that the experts divide among the ranks and the ranks among the nodes.
     pub fn new(ranks: usize, ranks_per_node: usize, experts: usize, topk: usize) -> Result<Self> {
         ensure!(
-            ranks_per_node > 0 && ranks % ranks_per_node == 0,
+            ranks_per_node > 0 && ranks.is_multiple_of(ranks_per_node),
             "{ranks} ranks do not split into nodes of {ranks_per_node} (--ranks-per-node)"
         );
         ensure!(
-            experts >= ranks && experts % ranks == 0,
+            experts >= ranks && experts.is_multiple_of(ranks),
             "--experts {experts} does not divide among {ranks} ranks: use a multiple of {ranks}"
         );
         ensure!(
@@ -102,7 +102,7 @@ pub struct RankRouting {
 
 /// The gate weight of selection `j`.
 pub fn gate_weight(j: usize) -> f32 {
-    if j % 2 == 0 {
+    if j.is_multiple_of(2) {
         1.0
     } else {
         0.5

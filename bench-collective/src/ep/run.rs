@@ -74,8 +74,8 @@ fn check_dispatch(recv: &[u8], rows: &[(usize, u32)], hidden: usize) -> u64 {
     let mut wrong = 0u64;
     for (k, &(s, t)) in rows.iter().enumerate() {
         let got = &recv[k * row..(k + 1) * row];
-        for i in 0..hidden {
-            wrong += u64::from(got[i] != value(s, t as usize, i));
+        for (i, &b) in got[..hidden].iter().enumerate() {
+            wrong += u64::from(b != value(s, t as usize, i));
         }
         for (j, c) in got[hidden..].chunks_exact(4).enumerate() {
             wrong += u64::from(c != scale(s, t as usize, j).to_le_bytes());
@@ -149,7 +149,9 @@ fn check_combine(
     wrong
 }
 
-/// How one direction's rows move: one exchange, or two with a regrouping between.
+/// How one direction's rows move: one exchange, or two with a regrouping between. One
+/// `Path` per direction of a run, made outside the timed loop: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 enum Path<'c> {
     One(RowExchange<'c>),
     Two {
@@ -390,7 +392,7 @@ pub fn ranks_per_node(ep: &EpPlan, site: &Site) -> Result<usize> {
         None => ranks / (site.spec.nodes.max(1) as usize),
     };
     ensure!(
-        rpn > 0 && ranks % rpn == 0,
+        rpn > 0 && ranks.is_multiple_of(rpn),
         "{ranks} ranks on {} hosts do not form nodes of equal size: pass --ranks-per-node",
         site.spec.nodes
     );

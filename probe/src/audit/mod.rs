@@ -594,10 +594,8 @@ mod tests {
         assert!(!a.hostname.is_empty());
         assert!(a.host.memlock_bytes.get().is_some() || a.host.memlock_bytes.unknown.is_some());
         for p in &a.ports {
-            for f in [&p.pfc.unknown, &p.fec.unknown] {
-                if let Some(w) = f {
-                    assert!(!w.is_empty());
-                }
+            for w in [&p.pfc.unknown, &p.fec.unknown].into_iter().flatten() {
+                assert!(!w.is_empty());
             }
         }
     }

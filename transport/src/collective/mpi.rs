@@ -358,18 +358,6 @@ impl<'a> Collectives<'a> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn need_names_the_buffer_and_range() {
-        assert!(need("send", 40, 0, 10, 4).is_ok());
-        let e = need("receive", 40, 5, 10, 4).unwrap_err().to_string();
-        assert!(e.contains("receive") && e.contains("20 .. 60"), "{e}");
-    }
-}
-
 /// An irregular all-to-all of fixed-size rows (`MPI_Alltoallv`): expert-parallel
 /// dispatch and combine send each peer a different number of rows (tokens), each row a
 /// token's hidden vector. Counts and displacements are in rows of a committed
@@ -498,5 +486,17 @@ impl Drop for RowExchange<'_> {
         unsafe {
             ffi::MPI_Type_free(&mut self.row);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn need_names_the_buffer_and_range() {
+        assert!(need("send", 40, 0, 10, 4).is_ok());
+        let e = need("receive", 40, 5, 10, 4).unwrap_err().to_string();
+        assert!(e.contains("receive") && e.contains("20 .. 60"), "{e}");
     }
 }
