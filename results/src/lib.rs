@@ -6,6 +6,7 @@
 //! dependencies: it builds anywhere `aggregate` has to run.
 
 pub mod collective;
+pub mod congestion;
 pub mod discovery;
 pub mod document;
 pub mod histogram;

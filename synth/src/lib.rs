@@ -77,6 +77,7 @@ pub fn document(
         sweep: None,
         failed_pairs: vec![],
         fabric: None,
+        congestion: None,
     }
 }
 
