@@ -57,6 +57,9 @@ struct RankReport {
     counters: [Vec<PortCounters>; 2],
 }
 
+/// What each congestor sink received: (group, bytes, time of the last byte).
+type Sinks = Arc<Mutex<Vec<(u32, u64, Option<Instant>)>>>;
+
 const TESTS: [(&str, &str); 3] = [
     ("ring_latency_8b", "us"),
     ("ring_bandwidth_128kib", "gbit_s"),
@@ -125,7 +128,7 @@ pub fn run_job(cli: &Cli, job: &MpiJob) -> Result<i32> {
 
     // Servers of the incoming connections: echo for the ring, sink for the congestors.
     let idle = timeout + phase * 7;
-    let received: Arc<Mutex<Vec<(u32, u64, Option<Instant>)>>> = Arc::default();
+    let received: Sinks = Arc::default();
     let mut servers: Vec<JoinHandle<()>> = Vec::new();
     for (kind, s) in incoming {
         s.set_read_timeout(Some(idle))?;
@@ -194,7 +197,7 @@ pub fn run_job(cli: &Cli, job: &MpiJob) -> Result<i32> {
     let Some(reports) = gathered else {
         return Ok(base::exit::OK);
     };
-    let run = assemble(cli, &sp, &ring, &hosts, &reports)?;
+    let run = assemble(cli, &sp, &ring, &reports)?;
     print_table(&run);
     let mut doc = Document::new("bench-congestion", "mpi", job.size(), started_at);
     doc.hosts = roster.into_iter().map(|h| h.host).collect();
@@ -303,7 +306,7 @@ fn accept_all(l: TcpListener, expected: usize, deadline: Instant) -> Result<Vec<
 
 /// The far end of a connection: echo 8 B pings, acknowledge 128 KiB transfers with 8 B,
 /// count what congestors send. Ends at the peer's close (or the idle timeout).
-fn serve(kind: u32, mut s: TcpStream, received: Arc<Mutex<Vec<(u32, u64, Option<Instant>)>>>) {
+fn serve(kind: u32, mut s: TcpStream, received: Sinks) {
     match kind {
         KIND_LAT | KIND_BW => {
             let mut buf = vec![
@@ -449,13 +452,7 @@ fn figures(h: &LatencyHistogram, bandwidth: bool) -> CanaryFigures {
     }
 }
 
-fn assemble(
-    cli: &Cli,
-    sp: &Split,
-    ring: &[u32],
-    hosts: &[String],
-    reports: &[RankReport],
-) -> Result<CongestionRun> {
+fn assemble(cli: &Cli, sp: &Split, ring: &[u32], reports: &[RankReport]) -> Result<CongestionRun> {
     let name = |n: &split::Node| n.name.clone();
     let mut nodes: Vec<CongestionNode> = sp
         .ring
@@ -476,7 +473,6 @@ fn assemble(
         }));
     }
     nodes.sort_by(|a, b| a.node.cmp(&b.node));
-    let _ = hosts;
     let mut canary_tests = Vec::new();
     for (t, (test, unit)) in TESTS.iter().enumerate() {
         let mut phase = [LatencyHistogram::new(), LatencyHistogram::new()];

@@ -1,0 +1,101 @@
+//! bench-congestion under mpirun on loopback (8 ranks, every rank a node): the seed
+//! repeats the split, another seed changes it, the roles and node lists are in the JSON,
+//! and the impact factors are finite and are the ratios of the recorded figures.
+//!
+//! No assertion depends on speed: the deadline only turns a hang into a failure.
+
+use std::time::Duration;
+
+use integration::{bin, mpirun, run, text};
+use results::congestion::CongestionRun;
+use results::Document;
+
+const LIMIT: Duration = Duration::from_secs(300);
+
+fn congestion(seed: u64, dir: &std::path::Path) -> CongestionRun {
+    let json = dir.join(format!("c{seed}.json"));
+    let out = run(
+        mpirun(8)
+            .arg(bin("bench-congestion"))
+            .args([
+                "--include-local",
+                "--bind-addr",
+                "127.0.0.1",
+                "--phase-seconds",
+                "0.3",
+            ])
+            .args(["--seed", &seed.to_string(), "--json"])
+            .arg(&json),
+        LIMIT,
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("impact avg"), "{stdout}");
+    let doc: Document = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc.tool, "bench-congestion");
+    doc.congestion.expect("a congestion block")
+}
+
+fn same(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-12 * a.abs().max(b.abs())
+}
+
+fn roles(c: &CongestionRun) -> Vec<(String, String, Option<u32>)> {
+    c.nodes
+        .iter()
+        .map(|n| (n.node.clone(), n.role.clone(), n.group))
+        .collect()
+}
+
+#[test]
+fn the_seed_repeats_the_split_and_the_factors_are_the_recorded_ratios() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = congestion(11, dir.path());
+    let b = congestion(11, dir.path());
+    assert_eq!(roles(&a), roles(&b));
+    assert_eq!(a.ring, b.ring);
+    assert_eq!(a.congestor_groups, b.congestor_groups);
+    // 8 nodes, 20 %: 2 canaries, 6 congestors in 3 groups; every node once.
+    assert_eq!(a.nodes.len(), 8);
+    assert_eq!(a.canaries.len(), 2);
+    let canaries: Vec<_> = a.nodes.iter().filter(|n| n.role == "canary").collect();
+    assert_eq!(canaries.len(), 2);
+    for n in &a.nodes {
+        let in_group = a.congestor_groups.iter().any(|g| g.nodes.contains(&n.node));
+        assert_eq!(n.role == "congestor", in_group, "{n:?}");
+        assert_eq!(n.role == "canary", a.canaries.contains(&n.node), "{n:?}");
+    }
+    // Some seed among a few gives another split of the 8 nodes (of 28 canary pairs).
+    let other = (12..16).any(|s| roles(&congestion(s, dir.path())) != roles(&a));
+    assert!(other, "every seed gave the same split");
+
+    for t in &a.canary_tests {
+        assert!(t.isolated.samples > 0 && t.loaded.samples > 0, "{t:?}");
+        for f in [t.impact_mean, t.impact_p99, t.isolated.mean, t.loaded.mean] {
+            assert!(f.is_finite() && f > 0.0, "{t:?}");
+        }
+        let (m, p) = if t.unit == "gbit_s" {
+            (
+                t.isolated.mean / t.loaded.mean,
+                t.isolated.p99 / t.loaded.p99,
+            )
+        } else {
+            assert!(t.isolated.p999.unwrap() >= t.isolated.p99, "{t:?}");
+            (
+                t.loaded.mean / t.isolated.mean,
+                t.loaded.p99 / t.isolated.p99,
+            )
+        };
+        // Equal up to JSON's last-digit rounding (serde_json parses to within an ulp).
+        assert!(same(t.impact_mean, m), "{} vs {m}: {t:?}", t.impact_mean);
+        assert!(same(t.impact_p99, p), "{} vs {p}: {t:?}", t.impact_p99);
+        // The figures are those of the histograms carried beside them.
+        let h = results::LatencyHistogram::decode(&t.loaded.histogram).unwrap();
+        assert_eq!(h.len(), t.loaded.samples);
+    }
+    assert_eq!(a.congestor_throughput.len(), a.congestor_groups.len());
+    assert!(a
+        .congestor_throughput
+        .iter()
+        .all(|c| c.bytes > 0 && c.gbit_s > 0.0));
+}
