@@ -405,14 +405,22 @@ fn congest(out: &[(Link, TcpStream)], until: Instant) -> Result<()> {
     let mut threads = Vec::new();
     for (_, s) in out {
         let mut s = s.try_clone()?;
+        // A shaped link drains slowly: a blocked write must not carry the congestion past
+        // `until`, and neither may the send buffer after it.
+        s.set_write_timeout(Some(Duration::from_millis(50)))?;
         threads.push(std::thread::spawn(move || {
             let msg = vec![0xc3u8; CONGEST_BYTES];
             while Instant::now() < until {
-                if s.write_all(&msg).is_err() {
-                    break;
+                match s.write(&msg) {
+                    Ok(_) => {}
+                    Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                    Err(_) => break,
                 }
             }
-            let _ = s.shutdown(std::net::Shutdown::Write);
+            // Linger 0: the close resets the connection and drops what is still queued, so
+            // the congestion ends at `until` (the sink sees the reset as its end).
+            let _ = socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO));
+            drop(s);
         }));
     }
     for t in threads {
