@@ -6,6 +6,7 @@
 //! MPI (mpirun/srun) gives the roles, barriers and gathers; the data moves over plain TCP
 //! sockets between the ranks, each bound to `--bind-addr` when given.
 
+mod incast;
 mod split;
 mod traffic;
 
@@ -39,13 +40,37 @@ pub struct Cli {
     /// Give up on any wait after this many seconds.
     #[arg(long, default_value_t = 60)]
     pub timeout: u64,
+    /// `canaries` (GPCNeT's method) or `incast[:N]` (N senders to each node in turn; all others without N).
+    #[arg(long, default_value = "canaries")]
+    pub mode: String,
     /// Write the result document here (atomic).
     #[arg(long)]
     pub json: Option<PathBuf>,
 }
 
+impl Cli {
+    /// `Some(N)` in incast mode (0: all other ranks send).
+    pub fn incast(&self) -> Option<u32> {
+        let rest = self.mode.strip_prefix("incast")?;
+        rest.strip_prefix(':').map_or(Some(0), |n| n.parse().ok())
+    }
+}
+
 fn main() {
     let cli = Cli::parse();
+    let mode_ok = cli.mode == "canaries"
+        || cli.mode == "incast"
+        || cli
+            .mode
+            .strip_prefix("incast:")
+            .is_some_and(|n| n.parse::<u32>().is_ok_and(|n| n > 0));
+    if !mode_ok {
+        eprintln!(
+            "bench-congestion: error: --mode {} is neither `canaries` nor `incast[:N]` (N > 0)",
+            cli.mode
+        );
+        std::process::exit(base::exit::ERROR);
+    }
     if !(cli.phase_seconds > 0.0 && cli.phase_seconds <= 3600.0) {
         eprintln!("bench-congestion: error: --phase-seconds must be in (0, 3600]");
         std::process::exit(base::exit::ERROR);

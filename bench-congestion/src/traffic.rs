@@ -88,6 +88,46 @@ pub fn run_job(cli: &Cli, job: &MpiJob) -> Result<i32> {
         .map(|b| base::wire::decode_json(b).context("a rank sent an unreadable roster entry"))
         .collect::<Result<_>>()?;
     let hosts: Vec<String> = roster.iter().map(|h| h.host.hostname.clone()).collect();
+    if let Some(n) = cli.incast() {
+        let addrs: Vec<SocketAddr> = roster.iter().map(|h| h.addr).collect();
+        let infos: Vec<HostInfo> = roster.into_iter().map(|h| h.host).collect();
+        let peers = crate::incast::Peers {
+            addrs: &addrs,
+            hosts: &infos,
+            bind: cli.bind_addr,
+        };
+        let Some(inc) = crate::incast::run(job, &peers, &listener, n, phase, timeout)? else {
+            return Ok(base::exit::OK);
+        };
+        println!("# incast: {} senders per round", inc.senders_per_round);
+        println!(
+            "{:<24} {:>16} {:>22}  per-sender gbit_s",
+            "receiver", "aggregate gbit_s", "jain fairness"
+        );
+        for r in &inc.rounds {
+            println!(
+                "{:<24} {:>16.3} {:>22}  {:?}",
+                r.receiver, r.aggregate_gbit_s, r.jain_fairness, r.sender_gbit_s
+            );
+        }
+        let mut doc = Document::new("bench-congestion", "mpi", job.size(), started_at);
+        doc.hosts = infos;
+        doc.options
+            .insert("mode".into(), format!("incast:{n}").into());
+        doc.options
+            .insert("phase-seconds".into(), cli.phase_seconds.into());
+        doc.warnings
+            .push("incast: the victim flow is not measured yet".into());
+        doc.congestion = Some(CongestionRun {
+            seed: cli.seed,
+            phase_seconds: cli.phase_seconds,
+            incast: Some(inc),
+            ..Default::default()
+        });
+        doc.finish(base::interrupt::interrupted().then(|| "interrupted".to_string()));
+        base::output::write_document(cli.json.as_deref(), &doc)?;
+        return Ok(base::exit::OK);
+    }
     let nodes = split::nodes(&hosts, cli.include_local);
     let sp = match split::split(&nodes, cli.seed, cli.canaries) {
         Ok(s) => s,
@@ -106,7 +146,7 @@ pub fn run_job(cli: &Cli, job: &MpiJob) -> Result<i32> {
     let expected = links.iter().filter(|l| l.to == rank).count();
     let acceptor = {
         let deadline = Instant::now() + timeout;
-        std::thread::spawn(move || accept_all(listener, expected, deadline))
+        std::thread::spawn(move || accept_all(&listener, expected, deadline))
     };
     let mut outgoing: Vec<(Link, TcpStream)> = Vec::new();
     for l in links.iter().filter(|l| l.from == rank) {
@@ -273,7 +313,11 @@ fn plan_links(sp: &Split, ring: &[u32]) -> Vec<Link> {
     links
 }
 
-fn accept_all(l: TcpListener, expected: usize, deadline: Instant) -> Result<Vec<(u32, TcpStream)>> {
+pub(crate) fn accept_all(
+    l: &TcpListener,
+    expected: usize,
+    deadline: Instant,
+) -> Result<Vec<(u32, TcpStream)>> {
     l.set_nonblocking(true)?;
     let mut out = Vec::new();
     while out.len() < expected {
@@ -564,6 +608,7 @@ fn assemble(cli: &Cli, sp: &Split, ring: &[u32], reports: &[RankReport]) -> Resu
         congestor_throughput,
         counters_isolated: reports.iter().flat_map(|r| r.counters[0].clone()).collect(),
         counters_loaded: reports.iter().flat_map(|r| r.counters[1].clone()).collect(),
+        incast: None,
     })
 }
 

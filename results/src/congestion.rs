@@ -30,6 +30,9 @@ pub struct CongestionRun {
     pub counters_isolated: Vec<PortCounters>,
     #[serde(default)]
     pub counters_loaded: Vec<PortCounters>,
+    /// The incast rounds (`--mode incast`); the canary fields are empty then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incast: Option<IncastRun>,
 }
 
 /// One node (a host; with `--include-local`, one rank) and its role.
@@ -102,4 +105,37 @@ pub fn latency_impact(isolated: f64, loaded: f64) -> f64 {
 /// Bandwidth impact: how many times less bandwidth under load.
 pub fn bandwidth_impact(isolated: f64, loaded: f64) -> f64 {
     isolated / loaded
+}
+
+/// `--mode incast[:N]`: N senders to one receiver, every node the receiver in turn.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct IncastRun {
+    pub senders_per_round: u32,
+    pub rounds: Vec<IncastRound>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct IncastRound {
+    pub receiver: String,
+    pub senders: Vec<String>,
+    /// Each sender's bandwidth at the receiver, 10^9 bit/s, in `senders` order.
+    pub sender_gbit_s: Vec<f64>,
+    pub aggregate_gbit_s: f64,
+    /// The receiver's line rate where the host reports one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line_rate_gbit_s: Option<f64>,
+    /// Jain's fairness index of `sender_gbit_s`: 1 when all get the same, 1/N when one
+    /// sender takes everything.
+    pub jain_fairness: f64,
+}
+
+/// Jain's fairness index, (sum x)^2 / (n * sum x^2); 0 for no flows or no bytes.
+pub fn jain(x: &[f64]) -> f64 {
+    let s: f64 = x.iter().sum();
+    let s2: f64 = x.iter().map(|v| v * v).sum();
+    if x.is_empty() || s2 == 0.0 {
+        0.0
+    } else {
+        s * s / (x.len() as f64 * s2)
+    }
 }

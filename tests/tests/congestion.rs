@@ -153,3 +153,54 @@ fn a_small_shared_spine_raises_the_canaries_latency() {
         "no latency impact behind a 20 Mbit/s spine: {lat:?}"
     );
 }
+
+/// Incast in the simulated cluster with node 1 limited to 50 Mbit/s in and out (the others
+/// 1 Gbit/s): as a receiver its aggregate is under 0.1 Gbit/s; as a sender it is the
+/// slowest of its round, and the round's Jain index (recomputed from the per-sender
+/// figures in the JSON) shows the unfairness.
+#[test]
+fn incast_fairness_and_aggregate_follow_the_shaping() {
+    if !integration::is_root() {
+        eprintln!("SKIPPED: the simulated cluster needs root (ip netns, unshare --uts)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("incast.json");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("cluster/simcluster.sh");
+    let out = run(
+        std::process::Command::new(script)
+            .args(["--nodes", "4", "--slow-node", "1:50mbit", "--"])
+            .arg(bin("bench-congestion"))
+            .args(["--mode", "incast", "--phase-seconds", "1", "--json"])
+            .arg(&json),
+        LIMIT,
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let doc: Document = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let inc = doc.congestion.unwrap().incast.expect("incast rounds");
+    assert_eq!(inc.senders_per_round, 3);
+    assert_eq!(inc.rounds.len(), 4);
+    for r in &inc.rounds {
+        assert_eq!(r.senders.len(), 3, "{r:?}");
+        assert!(
+            same(r.jain_fairness, results::congestion::jain(&r.sender_gbit_s)),
+            "{r:?}"
+        );
+        assert!(
+            same(r.aggregate_gbit_s, r.sender_gbit_s.iter().sum()),
+            "{r:?}"
+        );
+        if r.receiver.starts_with("sim-node1#") {
+            assert!(r.aggregate_gbit_s < 0.1, "slow receiver: {r:?}");
+            continue;
+        }
+        let slow = r.senders.iter().position(|s| s.starts_with("sim-node1#"));
+        if let Some(i) = slow {
+            let min = r.sender_gbit_s.iter().cloned().fold(f64::MAX, f64::min);
+            assert_eq!(r.sender_gbit_s[i], min, "{r:?}");
+            assert!(r.sender_gbit_s[i] < 0.1, "{r:?}");
+            assert!(r.jain_fairness < 0.9, "{r:?}");
+        }
+    }
+}
