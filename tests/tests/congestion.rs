@@ -204,3 +204,27 @@ fn incast_fairness_and_aggregate_follow_the_shaping() {
         }
     }
 }
+
+/// Bad input ends with exit code 2 and a message naming the problem: too few nodes for a
+/// split, an unknown mode.
+#[test]
+fn too_few_nodes_and_an_unknown_mode_are_refused() {
+    let out = run(
+        mpirun(3).arg(bin("bench-congestion")).args([
+            "--include-local",
+            "--bind-addr",
+            "127.0.0.1",
+        ]),
+        LIMIT,
+    );
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("too few"), "{stderr}");
+    let out = run(
+        std::process::Command::new(bin("bench-congestion")).args(["--mode", "bogus"]),
+        LIMIT,
+    );
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--mode bogus"), "{stderr}");
+}
