@@ -12,7 +12,7 @@ use bootstrap::mpi::MpiJob;
 use results::congestion::{jain, IncastRound, IncastRun};
 use results::HostInfo;
 
-use crate::traffic::accept_all;
+use crate::accept::accept_all;
 
 const CHUNK: usize = 64 * 1024;
 
@@ -76,7 +76,9 @@ pub fn run(
             let mut s = base::sockets::connect_from(to, peers.bind, timeout)
                 .with_context(|| format!("incast: connecting to rank {r} at {to}"))?;
             let mut hdr = [0u8; 8];
+            // The kind field of the header names the sender (accept_all returns it).
             hdr[..4].copy_from_slice(&rank.to_le_bytes());
+            hdr[4..].copy_from_slice(&rank.to_le_bytes());
             s.write_all(&hdr)?;
             let msg = vec![0xa5u8; CHUNK];
             while t0.elapsed() < phase {

@@ -6,6 +6,7 @@
 //! MPI (mpirun/srun) gives the roles, barriers and gathers; the data moves over plain TCP
 //! sockets between the ranks, each bound to `--bind-addr` when given.
 
+mod accept;
 mod incast;
 mod split;
 mod traffic;

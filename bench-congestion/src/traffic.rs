@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use bootstrap::mpi::{MpiJob, Team};
 use mpi::collective::SystemOperation;
 use mpi::traits::*;
@@ -18,6 +18,7 @@ use results::congestion::{
 use results::{Document, HostInfo, LatencyHistogram, PortCounters};
 use serde::{Deserialize, Serialize};
 
+use crate::accept::accept_all;
 use crate::split::{self, Split};
 use crate::Cli;
 
@@ -311,41 +312,6 @@ fn plan_links(sp: &Split, ring: &[u32]) -> Vec<Link> {
         }
     }
     links
-}
-
-pub(crate) fn accept_all(
-    l: &TcpListener,
-    expected: usize,
-    deadline: Instant,
-) -> Result<Vec<(u32, TcpStream)>> {
-    l.set_nonblocking(true)?;
-    let mut out = Vec::new();
-    while out.len() < expected {
-        match l.accept() {
-            Ok((mut s, _)) => {
-                s.set_nonblocking(false)?;
-                s.set_nodelay(true)?;
-                s.set_read_timeout(Some(
-                    deadline
-                        .saturating_duration_since(Instant::now())
-                        .max(Duration::from_millis(1)),
-                ))?;
-                let mut hdr = [0u8; 8];
-                s.read_exact(&mut hdr)
-                    .context("reading a connection's header")?;
-                let kind = u32::from_le_bytes(hdr[4..].try_into().unwrap());
-                out.push((kind, s));
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                if Instant::now() > deadline {
-                    bail!("only {} of {expected} peers connected in time", out.len());
-                }
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            Err(e) => return Err(e).context("accepting a peer"),
-        }
-    }
-    Ok(out)
 }
 
 /// The far end of a connection: echo 8 B pings, acknowledge 128 KiB transfers with 8 B,

@@ -181,8 +181,18 @@ fn incast_fairness_and_aggregate_follow_the_shaping() {
     let inc = doc.congestion.unwrap().incast.expect("incast rounds");
     assert_eq!(inc.senders_per_round, 3);
     assert_eq!(inc.rounds.len(), 4);
+    let slow_sends = inc
+        .rounds
+        .iter()
+        .filter(|r| r.senders.iter().any(|s| s.starts_with("sim-node1#")))
+        .count();
+    assert_eq!(
+        slow_sends, 3,
+        "node 1 sends in every round but its own: {inc:?}"
+    );
     for r in &inc.rounds {
         assert_eq!(r.senders.len(), 3, "{r:?}");
+        assert!(!r.senders.contains(&r.receiver), "{r:?}");
         assert!(
             same(r.jain_fairness, results::congestion::jain(&r.sender_gbit_s)),
             "{r:?}"
