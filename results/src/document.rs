@@ -34,6 +34,7 @@ impl Document {
             sweep: None,
             failed_pairs: Vec::new(),
             fabric: None,
+            congestion: None,
         }
     }
 

@@ -7,6 +7,7 @@
 
 pub mod audit;
 pub mod collective;
+pub mod congestion;
 pub mod discovery;
 pub mod document;
 pub mod fabric_plan;

@@ -71,6 +71,9 @@ pub struct Document {
     /// (InfiniBand: `ibnetdiscover`); absent when not asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fabric: Option<crate::discovery::FabricDiscovery>,
+    /// A congestion run (`bench-congestion`): the split, the canaries alone and loaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub congestion: Option<crate::congestion::CongestionRun>,
 }
 
 /// The schedule of a point-to-point sweep: which pattern, over which nodes, in how many
@@ -734,6 +737,7 @@ mod tests {
             sweep: None,
             failed_pairs: vec![],
             fabric: None,
+            congestion: None,
             results: vec![TestResult::Latency(LatencyResult {
                 test: "send_lat".into(),
                 transport: "tcp".into(),

@@ -78,6 +78,7 @@ pub fn document(
         sweep: None,
         failed_pairs: vec![],
         fabric: None,
+        congestion: None,
     }
 }
 

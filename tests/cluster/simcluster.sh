@@ -6,15 +6,18 @@
 # destination addresses). Any one link or node can be degraded on its own:
 #
 #   simcluster.sh [--nodes N] [--rate RATE] [--slow-link A-B[:RATE]]... [--slow-node A[:RATE]]...
-#                 [--slow-dir A>B[:RATE]]... -- COMMAND [ARGS...]
+#                 [--slow-dir A>B[:RATE]]... [--groups G --cross-rate RATE] -- COMMAND [ARGS...]
 #
 # runs `mpirun -np N COMMAND ARGS... --bind-addr 127.0.1.<rank+1>` in the namespace, every
 # rank as host sim-node<rank>. Healthy links get RATE each way (default 1gbit: steady
 # figures on a busy 2-core machine), a slow node's traffic in and out and a slow link's
 # traffic both ways get their own rate (default 50mbit: a link that trained low), and a
 # slow direction only the traffic from node A to node B (a bad transmitter or receiver:
-# B to A stays healthy; quote it, `>` is the shell's). The namespace is removed on exit;
-# the exit code is the command's.
+# B to A stays healthy; quote it, `>` is the shell's). With --groups G the nodes fall
+# into G contiguous groups (node i in group i*G/N, a leaf switch each), and all traffic
+# between nodes of different groups shares ONE class of --cross-rate (default 100mbit): an
+# oversubscribed spine, where congestors and canaries of different leaves queue together.
+# The namespace is removed on exit; the exit code is the command's.
 #
 # Why this shape: OpenMPI's launcher reaches its ranks over loopback, so ranks in other
 # network namespaces do not start (design.md); here the launcher and every rank share one
@@ -32,8 +35,8 @@ if [ "${1:-}" = "__node" ]; then
     --bind-addr "127.0.1.$((r + 1))"
 fi
 
-nodes=6 rate=1gbit slow_links=() slow_nodes=() slow_dirs=()
-usage() { sed -n '2,22p' "$0" >&2; exit 2; }
+nodes=6 rate=1gbit slow_links=() slow_nodes=() slow_dirs=() groups=0 cross_rate=100mbit
+usage() { sed -n '2,27p' "$0" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --nodes) nodes=$2; shift 2 ;;
@@ -41,6 +44,8 @@ while [ $# -gt 0 ]; do
     --slow-link) slow_links+=("$2"); shift 2 ;;
     --slow-node) slow_nodes+=("$2"); shift 2 ;;
     --slow-dir) slow_dirs+=("$2"); shift 2 ;;
+    --groups) groups=$2; shift 2 ;;
+    --cross-rate) cross_rate=$2; shift 2 ;;
     --) shift; break ;;
     -h|--help) usage ;;
     *) echo "simcluster: unknown option $1" >&2; usage ;;
@@ -50,6 +55,9 @@ done
 [ "$(id -u)" -eq 0 ] || { echo "simcluster: needs root (ip netns, unshare --uts)" >&2; exit 2; }
 [[ "$nodes" =~ ^[0-9]+$ ]] && [ "$nodes" -ge 2 ] && [ "$nodes" -le 250 ] ||
   { echo "simcluster: --nodes must be 2..250" >&2; exit 2; }
+
+[[ "$groups" =~ ^[0-9]+$ ]] && { [ "$groups" -eq 0 ] || { [ "$groups" -ge 2 ] && [ "$groups" -le "$nodes" ]; }; } ||
+  { echo "simcluster: --groups must be 2..$nodes (the node count)" >&2; exit 2; }
 
 ns="fabsim-$$"
 ip netns add "$ns"
@@ -110,6 +118,18 @@ for spec in "${slow_nodes[@]}"; do
   match 3 $class match ip src "$(ip_of "$n")/32"
   echo "simcluster: node sim-node$n limited to $r in and out" >&2
 done
+if [ "$groups" -gt 0 ]; then
+  # The spine: one shared class, matched before the per-node classes, for every pair of
+  # nodes on different leaves.
+  class=$((class + 1)); spine=$class; shape $spine "$cross_rate"
+  for ((a = 0; a < nodes; a++)); do
+    for ((b = 0; b < nodes; b++)); do
+      [ $((a * groups / nodes)) -ne $((b * groups / nodes)) ] || continue
+      match 1 $spine match ip src "$(ip_of $a)/32" match ip dst "$(ip_of $b)/32"
+    done
+  done
+  echo "simcluster: $groups groups, cross-group traffic shares $cross_rate" >&2
+fi
 for ((i = 0; i < nodes; i++)); do
   class=$((class + 1)); shape $class "$rate"
   match 4 $class match ip src "$(ip_of $i)/32"

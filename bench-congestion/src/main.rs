@@ -1,0 +1,105 @@
+//! bench-congestion: GPCNeT's method made reproducible. A seed splits the nodes into
+//! canaries and congestors; the canaries measure a random-ring latency, a random-ring
+//! bandwidth and an 8-byte allreduce first alone (isolated), then while the congestors run
+//! all-to-all and incast traffic (loaded); the impact factors compare the two.
+//!
+//! MPI (mpirun/srun) gives the roles, barriers and gathers; the data moves over plain TCP
+//! sockets between the ranks, each bound to `--bind-addr` when given.
+
+mod accept;
+mod incast;
+mod split;
+mod traffic;
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+#[derive(Parser, Debug, Clone)]
+#[command(
+    name = "bench-congestion",
+    about = "Canary latency, bandwidth and allreduce alone and under congestor load (GPCNeT's method), with a seeded split"
+)]
+pub struct Cli {
+    /// Seed of the canary/congestor split and of the canaries' ring.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Share of the nodes that are canaries, percent (rounded up, at least 2 nodes).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=90))]
+    pub canaries: u32,
+    /// Length of each canary test in each phase, seconds.
+    #[arg(long, default_value_t = 2.0)]
+    pub phase_seconds: f64,
+    /// Count every rank as a node (one machine rehearsing the method); default: one node per host.
+    #[arg(long)]
+    pub include_local: bool,
+    /// Address this rank's sockets bind to and the others reach it at.
+    #[arg(long)]
+    pub bind_addr: Option<IpAddr>,
+    /// Give up on any wait after this many seconds.
+    #[arg(long, default_value_t = 60)]
+    pub timeout: u64,
+    /// `canaries` (GPCNeT's method) or `incast[:N]` (N senders to each node in turn; all others without N).
+    #[arg(long, default_value = "canaries")]
+    pub mode: String,
+    /// Write the result document here (atomic).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+impl Cli {
+    /// `Some(N)` in incast mode (0: all other ranks send).
+    pub fn incast(&self) -> Option<u32> {
+        let rest = self.mode.strip_prefix("incast")?;
+        rest.strip_prefix(':').map_or(Some(0), |n| n.parse().ok())
+    }
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let mode_ok = cli.mode == "canaries"
+        || cli.mode == "incast"
+        || cli
+            .mode
+            .strip_prefix("incast:")
+            .is_some_and(|n| n.parse::<u32>().is_ok_and(|n| n > 0));
+    if !mode_ok {
+        eprintln!(
+            "bench-congestion: error: --mode {} is neither `canaries` nor `incast[:N]` (N > 0)",
+            cli.mode
+        );
+        std::process::exit(base::exit::ERROR);
+    }
+    if !(cli.phase_seconds > 0.0 && cli.phase_seconds <= 3600.0) {
+        eprintln!("bench-congestion: error: --phase-seconds must be in (0, 3600]");
+        std::process::exit(base::exit::ERROR);
+    }
+    if let Err(e) = base::output::check_writable(cli.json.as_deref()) {
+        eprintln!("bench-congestion: error: {e:#}");
+        std::process::exit(base::exit::ERROR);
+    }
+    std::process::exit(run(&cli));
+}
+
+fn run(cli: &Cli) -> i32 {
+    base::interrupt::install();
+    let job = match bootstrap::mpi::MpiJob::init(Duration::from_secs(cli.timeout)) {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!("bench-congestion: error: {e:#}");
+            return base::exit::ERROR;
+        }
+    };
+    match traffic::run_job(cli, &job) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("bench-congestion: rank {}: error: {e:#}", job.rank());
+            if job.size() > 1 {
+                job.abort(base::exit::ERROR);
+            }
+            base::exit::ERROR
+        }
+    }
+}

@@ -1,0 +1,141 @@
+//! A congestion run (`bench-congestion`, GPCNeT's method): which nodes were canaries and
+//! which congestors (from a seed, so the split can be repeated), what each canary test
+//! measured alone and while the congestors ran, the impact factors between the two, and
+//! what the congestors moved meanwhile.
+
+use serde::{Deserialize, Serialize};
+
+use crate::PortCounters;
+
+/// The whole congestion run, carried in [`crate::Document::congestion`].
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct CongestionRun {
+    /// Seed of the split and of the canaries' ring permutation.
+    pub seed: u64,
+    /// Share of the nodes that were canaries, as asked (`--canaries`).
+    pub canary_percent: u32,
+    /// Length of each canary test in each phase.
+    pub phase_seconds: f64,
+    /// Every node and its role.
+    pub nodes: Vec<CongestionNode>,
+    pub canaries: Vec<String>,
+    /// The congestor groups, each a list of nodes, with the pattern it ran.
+    pub congestor_groups: Vec<CongestorGroup>,
+    /// The canaries' ring order (node names), from the seed.
+    pub ring: Vec<String>,
+    pub canary_tests: Vec<CanaryTest>,
+    pub congestor_throughput: Vec<CongestorThroughput>,
+    /// Port counter deltas over each phase, per rank with an RDMA port (empty without one).
+    #[serde(default)]
+    pub counters_isolated: Vec<PortCounters>,
+    #[serde(default)]
+    pub counters_loaded: Vec<PortCounters>,
+    /// The incast rounds (`--mode incast`); the canary fields are empty then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incast: Option<IncastRun>,
+}
+
+/// One node (a host; with `--include-local`, one rank) and its role.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct CongestionNode {
+    pub node: String,
+    pub ranks: Vec<u32>,
+    /// `canary` or `congestor`.
+    pub role: String,
+    /// Index into `congestor_groups` (congestors only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<u32>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct CongestorGroup {
+    /// `alltoall` or `incast`.
+    pub pattern: String,
+    pub nodes: Vec<String>,
+}
+
+/// One canary test in both phases.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct CanaryTest {
+    /// `ring_latency_8b`, `ring_bandwidth_128kib`, `allreduce_8b`.
+    pub test: String,
+    /// `us` (latency: lower is better) or `gbit_s` (bandwidth: higher is better).
+    pub unit: String,
+    pub isolated: CanaryFigures,
+    pub loaded: CanaryFigures,
+    /// Latency: loaded mean / isolated mean; bandwidth: isolated mean / loaded mean. Above
+    /// 1 means the congestors hurt. Unrounded.
+    pub impact_mean: f64,
+    /// The same on the 99th percentile (bandwidth: its low tail, the 1st percentile).
+    pub impact_p99: f64,
+}
+
+/// The figures of one canary test in one phase, over all canaries.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct CanaryFigures {
+    pub samples: u64,
+    /// Mean in `unit`.
+    pub mean: f64,
+    /// Latency: 99th percentile; bandwidth: the bandwidth 99 % of the transfers beat.
+    pub p99: f64,
+    /// Latency only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p999: Option<f64>,
+    /// The time of each operation (ns; bandwidth: of each transfer), base64 HDR V2+deflate.
+    pub histogram: String,
+}
+
+/// What one congestor group moved during the loaded phase.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct CongestorThroughput {
+    pub group: u32,
+    pub pattern: String,
+    pub message_bytes: u64,
+    pub bytes: u64,
+    pub seconds: f64,
+    /// Received by the group's nodes, all together, 10^9 bit/s.
+    pub gbit_s: f64,
+}
+
+/// Latency impact: how many times slower under load.
+pub fn latency_impact(isolated: f64, loaded: f64) -> f64 {
+    loaded / isolated
+}
+
+/// Bandwidth impact: how many times less bandwidth under load.
+pub fn bandwidth_impact(isolated: f64, loaded: f64) -> f64 {
+    isolated / loaded
+}
+
+/// `--mode incast[:N]`: N senders to one receiver, every node the receiver in turn.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct IncastRun {
+    pub senders_per_round: u32,
+    pub rounds: Vec<IncastRound>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct IncastRound {
+    pub receiver: String,
+    pub senders: Vec<String>,
+    /// Each sender's bandwidth at the receiver, 10^9 bit/s, in `senders` order.
+    pub sender_gbit_s: Vec<f64>,
+    pub aggregate_gbit_s: f64,
+    /// The receiver's line rate where the host reports one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line_rate_gbit_s: Option<f64>,
+    /// Jain's fairness index of `sender_gbit_s`: 1 when all get the same, 1/N when one
+    /// sender takes everything.
+    pub jain_fairness: f64,
+}
+
+/// Jain's fairness index, (sum x)^2 / (n * sum x^2); 0 for no flows or no bytes.
+pub fn jain(x: &[f64]) -> f64 {
+    let s: f64 = x.iter().sum();
+    let s2: f64 = x.iter().map(|v| v * v).sum();
+    if x.is_empty() || s2 == 0.0 {
+        0.0
+    } else {
+        s * s / (x.len() as f64 * s2)
+    }
+}
