@@ -174,6 +174,21 @@ pub struct P2pArgs {
     /// Connect queue pairs through rdma_cm instead of the out-of-band exchange (verbs).
     #[arg(short = 'R', long = "rdma-cm")]
     pub rdma_cm: bool,
+
+    /// Register the data buffers without PCIe relaxed ordering (verbs; perftest's flag). By
+    /// default they take IBV_ACCESS_RELAXED_ORDERING, as perftest's do, except where the
+    /// CPU polls them (write latency).
+    #[arg(long = "disable-pcie-relaxed", alias = "disable_pcie_relaxed")]
+    pub disable_pcie_relaxed: bool,
+
+    /// GRH traffic class of the queue pairs, 0..255 (verbs; perftest's -T): on RoCE v2 the
+    /// IP header's DSCP (upper 6 bits) and ECN (lower 2), e.g. 106 for DSCP 26 with ECT.
+    #[arg(short = 'T', long = "tclass", default_value_t = 0)]
+    pub tclass: u8,
+
+    /// Service level of the queue pairs' address vector, 0..15 (verbs; perftest's -S).
+    #[arg(short = 'S', long = "sl", default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..16))]
+    pub sl: u8,
 }
 
 impl P2pArgs {
@@ -201,6 +216,9 @@ impl P2pArgs {
             events: self.events,
             rdma_cm: self.rdma_cm,
             check: false,
+            disable_pcie_relaxed: self.disable_pcie_relaxed,
+            tclass: self.tclass,
+            sl: self.sl,
             ..Default::default()
         }
     }
@@ -385,6 +403,34 @@ mod tests {
         assert_eq!(
             parse(&["-d", "auto"]).unwrap().launch().devices,
             DeviceChoice::Auto
+        );
+    }
+
+    #[test]
+    fn relaxed_ordering_is_on_unless_disabled_as_perftest_spells_it() {
+        assert!(!parse(&[]).unwrap().verbs_options().disable_pcie_relaxed);
+        for flag in ["--disable-pcie-relaxed", "--disable_pcie_relaxed"] {
+            assert!(
+                parse(&[flag]).unwrap().verbs_options().disable_pcie_relaxed,
+                "{flag}"
+            );
+        }
+    }
+
+    #[test]
+    fn traffic_class_and_service_level_as_perftest_spells_them() {
+        let v = parse(&[]).unwrap().verbs_options();
+        assert_eq!((v.tclass, v.sl), (0, 0));
+        let v = parse(&["-T", "106", "-S", "3"]).unwrap().verbs_options();
+        assert_eq!((v.tclass, v.sl), (106, 3));
+        let v = parse(&["--tclass", "255", "--sl", "15"])
+            .unwrap()
+            .verbs_options();
+        assert_eq!((v.tclass, v.sl), (255, 15));
+        assert!(parse(&["--sl", "16"]).is_err(), "SL is 4 bits");
+        assert!(
+            parse(&["--tclass", "256"]).is_err(),
+            "traffic class is 8 bits"
         );
     }
 

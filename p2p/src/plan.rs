@@ -98,6 +98,10 @@ impl Plan {
             m.insert("mtu".into(), json!(v.mtu));
             m.insert("inline_size".into(), json!(v.inline_size));
             m.insert("events".into(), json!(v.events));
+            m.insert(
+                "pcie_relaxed_ordering".into(),
+                json!(!v.disable_pcie_relaxed),
+            );
         }
         m
     }

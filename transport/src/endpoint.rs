@@ -52,6 +52,16 @@ pub struct VerbsOptions {
     /// test can pick which ECMP path each flow hashes onto; `None`: the kernel's choice.
     #[serde(default)]
     pub src_port: Option<u16>,
+    /// Register the data buffers without IBV_ACCESS_RELAXED_ORDERING
+    /// (`--disable-pcie-relaxed`, perftest's name); by default they take it, as perftest's do.
+    #[serde(default)]
+    pub disable_pcie_relaxed: bool,
+    /// GRH traffic class of the QPs (`-T`/`--tclass`): DSCP and ECN on RoCE v2.
+    #[serde(default)]
+    pub tclass: u8,
+    /// Service level of the QPs' address vector (`-S`/`--sl`), 0..15.
+    #[serde(default)]
+    pub sl: u8,
 }
 
 /// What one side reports after a size: its device counter deltas and, with `--check`, the

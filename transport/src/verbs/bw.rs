@@ -104,6 +104,7 @@ impl<'a> VerbsBandwidth<'a> {
                 default_inline: 0,
                 passive: one_sided && spec.role == Role::Responder,
                 peer_passive: one_sided && spec.role == Role::Initiator,
+                polled: false,
             },
             link,
         )?;

@@ -231,6 +231,24 @@ const ACCESS: ibv_access_flags = ibv_access_flags(
         | ibv_access_flags::IBV_ACCESS_REMOTE_READ.0,
 );
 
+/// The access flags of a registration: local and remote write, remote read, and with
+/// `relaxed` IBV_ACCESS_RELAXED_ORDERING, as perftest 26.04 registers every buffer unless
+/// given `--disable-pcie-relaxed`. Relaxed ordering lets the NIC's PCIe writes to this
+/// memory pass each other (a large gain on hosts whose root complex or GPU orders
+/// strictly). It is one of the optional access flags (IBV_ACCESS_OPTIONAL_RANGE):
+/// libibverbs removes it where the kernel does not take optional flags, and providers
+/// that cannot honour it ignore it, so it never makes a registration fail. It must be off
+/// where the CPU polls a buffer for the last byte of an RDMA write (write latency): with
+/// relaxed ordering the last byte may land before the ones before it.
+pub fn access_flags(relaxed: bool) -> i32 {
+    let relaxed = if relaxed {
+        ibv_access_flags::IBV_ACCESS_RELAXED_ORDERING.0
+    } else {
+        0
+    };
+    (ACCESS.0 | relaxed) as i32
+}
+
 impl MemoryRegion {
     fn finish(
         pd: &Rc<ProtectionDomain>,
@@ -256,14 +274,14 @@ impl MemoryRegion {
     }
 
     /// Allocates and registers `len` bytes of zeroed host memory.
-    pub fn host(pd: &Rc<ProtectionDomain>, len: usize) -> Result<Rc<Self>> {
+    pub fn host(pd: &Rc<ProtectionDomain>, len: usize, relaxed: bool) -> Result<Rc<Self>> {
         let dev = &pd.ctx.name;
         let len = len.max(64);
         check_memlock(len as u64, dev)?;
         let buf = HostAlloc::new(len)?;
         // SAFETY: pd is live; buf.ptr..+len is our allocation, which stays allocated until
         // after the MR is deregistered (Backing is released after ibv_dereg_mr in Drop).
-        let mr = unsafe { ibv_reg_mr(pd.pd, buf.ptr.cast(), len, ACCESS.0 as i32) };
+        let mr = unsafe { ibv_reg_mr(pd.pd, buf.ptr.cast(), len, access_flags(relaxed)) };
         if mr.is_null() {
             let errno = last_errno();
             let hint = match (errno, memlock_limit()) {
@@ -290,7 +308,11 @@ impl MemoryRegion {
     }
 
     /// Registers a dma-buf of `len` bytes of host memory with `ibv_reg_dmabuf_mr`.
-    pub fn host_dmabuf(pd: &Rc<ProtectionDomain>, len: usize) -> Result<Rc<Self>, RegError> {
+    pub fn host_dmabuf(
+        pd: &Rc<ProtectionDomain>,
+        len: usize,
+        relaxed: bool,
+    ) -> Result<Rc<Self>, RegError> {
         let buf = HostDmabuf::alloc(len).map_err(|e| RegError {
             outcome: AttemptOutcome::Unavailable(format!("{e:#}")),
             message: format!("{e:#}"),
@@ -298,7 +320,9 @@ impl MemoryRegion {
         let iova = buf.ptr() as u64;
         // SAFETY: pd is live; fd is an open dma-buf of buf.len() bytes, mapped at iova in
         // this process; the buffer outlives the registration (released after it in Drop).
-        let mr = unsafe { ibv_reg_dmabuf_mr(pd.pd, 0, buf.len(), iova, buf.fd(), ACCESS.0 as i32) };
+        let mr = unsafe {
+            ibv_reg_dmabuf_mr(pd.pd, 0, buf.len(), iova, buf.fd(), access_flags(relaxed))
+        };
         if mr.is_null() {
             let errno = last_errno();
             return Err(RegError {
@@ -328,6 +352,7 @@ impl MemoryRegion {
         pd: &Rc<ProtectionDomain>,
         buf: Box<dyn GpuBuffer>,
         path: CudaMem,
+        relaxed: bool,
     ) -> Result<Rc<Self>, RegError> {
         let dev = &pd.ctx.name;
         let (ptr, len) = (buf.device_ptr(), buf.len());
@@ -348,7 +373,7 @@ impl MemoryRegion {
                         len,
                         ptr,
                         std::os::fd::AsRawFd::as_raw_fd(&fd),
-                        ACCESS.0 as i32,
+                        access_flags(relaxed),
                     )
                 };
                 (mr, RegPath::Dmabuf)
@@ -357,7 +382,7 @@ impl MemoryRegion {
                 // SAFETY: pd is live; ptr..ptr+len is a GPU allocation the kernel's
                 // nvidia_peermem resolves (the CPU never dereferences it); it outlives the
                 // registration.
-                let mr = unsafe { ibv_reg_mr(pd.pd, ptr as *mut _, len, ACCESS.0 as i32) };
+                let mr = unsafe { ibv_reg_mr(pd.pd, ptr as *mut _, len, access_flags(relaxed)) };
                 (mr, RegPath::Peermem)
             }
         };
@@ -601,6 +626,27 @@ mod tests {
         assert!(r.at(usize::MAX, 2).is_err());
         let e = r.at(0, 8192).unwrap_err().to_string();
         assert!(e.contains("outside the peer's 4096-byte region"), "{e}");
+    }
+
+    #[test]
+    fn relaxed_ordering_is_the_optional_flag_beside_the_usual_access() {
+        let relaxed = ibv_access_flags::IBV_ACCESS_RELAXED_ORDERING.0 as i32;
+        // libibverbs' IBV_ACCESS_OPTIONAL_FIRST: the flag a kernel without it drops.
+        assert_eq!(relaxed, 1 << 20);
+        assert_eq!(access_flags(true), ACCESS.0 as i32 | relaxed);
+        assert_eq!(access_flags(false), ACCESS.0 as i32);
+        assert_eq!(access_flags(false) & relaxed, 0);
+        // Local write, remote write and remote read in both.
+        assert_eq!(access_flags(false) & 0b111, 0b111);
+        assert!(
+            !super::super::session::relaxed_ordering(false, true),
+            "write latency polls"
+        );
+        assert!(
+            !super::super::session::relaxed_ordering(true, false),
+            "disabled"
+        );
+        assert!(super::super::session::relaxed_ordering(false, false));
     }
 
     #[test]

@@ -56,6 +56,12 @@ pub struct Path {
     /// distinct labels spread a pair's QPs over paths (0: the NIC's own choice, from the
     /// QP numbers).
     pub flow_label: u32,
+    /// Service level in the address vector (`-S`): on InfiniBand the SL the switches map
+    /// onto a virtual lane; on RoCE the provider maps it onto the priority (PCP).
+    pub sl: u8,
+    /// GRH traffic class (`-T`): on RoCE v2 it becomes the IP header's DSCP and ECN bits,
+    /// which pick the lossless priority on a PFC-configured fabric.
+    pub traffic_class: u8,
 }
 
 /// The GRH flow label of a pair's QP number `i`: distinct per QP, never 0 (0 hands the
@@ -215,7 +221,7 @@ impl QueuePair {
         a.max_dest_rd_atomic = p.rd_atomic;
         a.min_rnr_timer = 12;
         a.ah_attr.dlid = p.dlid;
-        a.ah_attr.sl = 0;
+        a.ah_attr.sl = p.sl;
         a.ah_attr.src_path_bits = 0;
         a.ah_attr.port_num = p.port;
         if let Some(sgid) = p.sgid_index {
@@ -223,7 +229,7 @@ impl QueuePair {
             a.ah_attr.grh.dgid.raw = p.dgid;
             a.ah_attr.grh.sgid_index = sgid;
             a.ah_attr.grh.hop_limit = 64;
-            a.ah_attr.grh.traffic_class = 0;
+            a.ah_attr.grh.traffic_class = p.traffic_class;
             a.ah_attr.grh.flow_label = p.flow_label & 0xF_FFFF;
         }
         self.modify(
@@ -241,11 +247,13 @@ impl QueuePair {
                  peer on another port type usually causes this)",
                 match p.sgid_index {
                     Some(i) => format!(
-                        "sgid index {i}, dgid {}, flow label {}",
+                        "sgid index {i}, dgid {}, flow label {}, traffic class {}, sl {}",
                         std::net::Ipv6Addr::from(p.dgid),
-                        p.flow_label
+                        p.flow_label,
+                        p.traffic_class,
+                        p.sl
                     ),
-                    None => format!("dlid {}", p.dlid),
+                    None => format!("dlid {}, sl {}", p.dlid, p.sl),
                 },
                 super::device::mtu_bytes(p.mtu),
                 p.remote_qpn,

@@ -90,6 +90,10 @@ pub struct Shape {
     pub passive: bool,
     /// The peer is that passive side: end with a send that wakes it.
     pub peer_passive: bool,
+    /// The CPU polls the data buffer for the last byte of the peer's RDMA write (write
+    /// latency): registered without relaxed ordering there, which could land that byte
+    /// before the others.
+    pub polled: bool,
 }
 
 /// A connected side. The objects hold each other (queue pairs hold their regions, queues
@@ -166,16 +170,23 @@ fn exchange<T: Serialize + serde::de::DeserializeOwned>(
     }
 }
 
+/// Whether the data slots are registered with relaxed ordering: yes as perftest does,
+/// unless `--disable-pcie-relaxed` or the CPU polls them (write latency).
+pub fn relaxed_ordering(disabled: bool, polled: bool) -> bool {
+    !disabled && !polled
+}
+
 /// The data region this spec asks for (host memory, host dma-buf, or GPU memory along the
 /// path the start-up trial found) and its memory record.
 fn data_region(
     pd: &Rc<ProtectionDomain>,
     spec: &EndpointSpec,
     len: usize,
+    relaxed: bool,
 ) -> Result<(Rc<MemoryRegion>, Option<MemorySide>)> {
     let dev = pd.context().name.clone();
     if spec.verbs.host_dmabuf {
-        let mr = MemoryRegion::host_dmabuf(pd, len).map_err(|e| anyhow!(e.message))?;
+        let mr = MemoryRegion::host_dmabuf(pd, len, relaxed).map_err(|e| anyhow!(e.message))?;
         let side = MemorySide {
             kind: "host".into(),
             path: mr.path().name().into(),
@@ -185,8 +196,8 @@ fn data_region(
         return Ok((mr, Some(side)));
     }
     match &spec.verbs.gpu {
-        None => Ok((MemoryRegion::host(pd, len)?, None)),
-        Some(g) => gpu_region(pd, g, len),
+        None => Ok((MemoryRegion::host(pd, len, relaxed)?, None)),
+        Some(g) => gpu_region(pd, g, len, relaxed),
     }
 }
 
@@ -195,6 +206,7 @@ fn gpu_region(
     pd: &Rc<ProtectionDomain>,
     g: &crate::gpu::GpuOptions,
     len: usize,
+    relaxed: bool,
 ) -> Result<(Rc<MemoryRegion>, Option<MemorySide>)> {
     use crate::cuda::memory::{DeviceMemory, GpuContext};
     use crate::gpu::CudaMem;
@@ -208,7 +220,7 @@ fn gpu_region(
         Some("peermem") => CudaMem::Peermem,
         _ => CudaMem::Dmabuf,
     };
-    let mr = MemoryRegion::gpu(pd, Box::new(buf), path).map_err(|e| anyhow!(e.message))?;
+    let mr = MemoryRegion::gpu(pd, Box::new(buf), path, relaxed).map_err(|e| anyhow!(e.message))?;
     Ok((mr, Some(g.side(Some(path.name())))))
 }
 
@@ -217,6 +229,7 @@ fn gpu_region(
     _: &Rc<ProtectionDomain>,
     _: &crate::gpu::GpuOptions,
     _: usize,
+    _: bool,
 ) -> Result<(Rc<MemoryRegion>, Option<MemorySide>)> {
     bail!("this binary was built without CUDA support (cargo feature `cuda`): leave out --use-cuda")
 }
@@ -263,8 +276,11 @@ impl Session {
             // Both regions are pinned host memory: check the limit for the pair at once.
             super::memory::check_memlock((CTRL + data_len.max(64)) as u64, &ctx.name)?;
         }
-        let ctrl = MemoryRegion::host(&pd, CTRL)?;
-        let (data, memory) = data_region(&pd, spec, data_len)?;
+        // Control words are polled by the CPU: always strictly ordered. The data slots
+        // take relaxed ordering as perftest's do, unless the CPU polls them.
+        let ctrl = MemoryRegion::host(&pd, CTRL, false)?;
+        let relaxed = relaxed_ordering(opts.disable_pcie_relaxed, shape.polled);
+        let (data, memory) = data_region(&pd, spec, data_len, relaxed)?;
         let channel = if opts.events || shape.passive {
             Some(Channel::new(&ctx)?)
         } else {
@@ -373,6 +389,8 @@ impl Session {
                 remote_qpn: peer.qpns[i],
                 rd_atomic: rd_atomic.min(peer.rd_atomic) as u8,
                 flow_label: super::qp::flow_label(i),
+                sl: opts.sl,
+                traffic_class: opts.tclass,
             })?;
         }
         let recv_dst = (0..qps_n)

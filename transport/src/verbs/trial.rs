@@ -45,7 +45,7 @@ pub fn host_dmabuf(device: Option<&str>, port: u8) -> Result<()> {
     let list = DeviceList::get()?;
     let ctx = Rc::new(list.open(device, port)?);
     let pd = ProtectionDomain::new(&ctx)?;
-    match MemoryRegion::host_dmabuf(&pd, 64 << 10) {
+    match MemoryRegion::host_dmabuf(&pd, 64 << 10, true) {
         Ok(_) => Ok(()),
         Err(e) => {
             let f = host_facts(&ctx.name);
@@ -85,7 +85,7 @@ pub fn gpu(
             continue;
         }
         let buf = DeviceMemory::alloc(&gctx, GPU_PAGE)?;
-        match MemoryRegion::gpu(&pd, Box::new(buf), attempts[i].path) {
+        match MemoryRegion::gpu(&pd, Box::new(buf), attempts[i].path, true) {
             Ok(_) => {
                 let earlier = attempts[..i]
                     .iter()
