@@ -334,6 +334,11 @@ pub fn build(docs: &[Loaded], plan: Option<&FabricPlan>, s: &MatrixSettings) -> 
     }
     let t = Topology::build(&f);
     let discovered = !f.found.is_empty() || !links.is_empty();
+    // Nothing known above the node (no plan, no discovery, no latency classes): no
+    // structure section, whether the rows were read whole or streamed.
+    if !t.known && plan.is_none() && !discovered {
+        return None;
+    }
     let diffs = cabling::check(&t, plan, &links);
     let observed = observe::observe(docs, &t);
     let mut st = Structure {

@@ -74,6 +74,9 @@ pub struct Topology {
     /// Whether the rails' leaves serve one rail each and groups are known (localisation
     /// above the node is possible).
     pub has_leaves: bool,
+    /// Whether anything told the groups (a plan, discovery or latency classes); without
+    /// it the structure knows nothing the node matrix does not.
+    pub known: bool,
 }
 
 impl Topology {
@@ -346,6 +349,7 @@ impl Topology {
             }
         }
         t.has_leaves = t.attach.iter().any(|&a| a != NONE);
+        t.known = !sources.is_empty();
         t.source = if sources.is_empty() {
             "none: no plan, no discovery, no latency classes; suspects stop at nodes, NICs and links".into()
         } else {
