@@ -9,29 +9,10 @@
 use std::collections::BTreeMap;
 
 use results::audit::{NodeAudit, PortAudit};
-use serde::Deserialize;
 
 use crate::input::Loaded;
 use crate::judge::{Outcome, Status};
-
-/// `[lossless]` of a profile (docs/profiles.md).
-#[derive(Debug, Clone, Default, Deserialize, serde::Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct LosslessSpec {
-    /// Priorities that must carry PFC, exactly (RoCE usually `[3]`).
-    pub lossless_priorities: Option<Vec<u8>>,
-    /// Facets every Ethernet port must show the same (default: all of [`FACETS`]).
-    pub same: Option<Vec<String>>,
-    /// The suite's DSCP lands on one of the lossless priorities on every port.
-    #[serde(default)]
-    pub suite_dscp_lossless: bool,
-    /// ECN (notification and reaction point) on every lossless priority.
-    #[serde(default)]
-    pub ecn_on_lossless: bool,
-    /// Every lane's receive power at or above its module's low warning threshold.
-    #[serde(default)]
-    pub rx_power_above_warning: bool,
-}
+use crate::profile::LosslessSpec;
 
 /// The facets compared across nodes.
 pub const FACETS: &[&str] = &[

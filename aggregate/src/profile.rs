@@ -35,7 +35,7 @@ struct RawProfile {
     #[serde(default)]
     matrix: MatrixSettings,
     inventory: Option<InventorySpec>,
-    lossless: Option<crate::audit::LosslessSpec>,
+    lossless: Option<LosslessSpec>,
 }
 
 /// `[matrix]`: how the node-by-node matrix of a sweep is judged and its suspects named.
@@ -152,7 +152,7 @@ pub struct Profile {
     /// What every port must show (`[inventory]`).
     pub inventory: Option<InventorySpec>,
     /// What the nodes' lossless-configuration audits must show (`[lossless]`).
-    pub lossless: Option<crate::audit::LosslessSpec>,
+    pub lossless: Option<LosslessSpec>,
 }
 
 /// Which bound a check sets.
@@ -513,6 +513,25 @@ pub fn parse(text: &str, source: &str) -> Result<Profile> {
         inventory: raw.inventory,
         lossless: raw.lossless,
     })
+}
+
+/// `[lossless]` of a profile (docs/profiles.md).
+#[derive(Debug, Clone, Default, serde::Deserialize, serde::Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LosslessSpec {
+    /// Priorities that must carry PFC, exactly (RoCE usually `[3]`).
+    pub lossless_priorities: Option<Vec<u8>>,
+    /// Facets every Ethernet port must show the same (default: all of `audit::FACETS`).
+    pub same: Option<Vec<String>>,
+    /// The suite's DSCP lands on one of the lossless priorities on every port.
+    #[serde(default)]
+    pub suite_dscp_lossless: bool,
+    /// ECN (notification and reaction point) on every lossless priority.
+    #[serde(default)]
+    pub ecn_on_lossless: bool,
+    /// Every lane's receive power at or above its module's low warning threshold.
+    #[serde(default)]
+    pub rx_power_above_warning: bool,
 }
 
 #[cfg(test)]

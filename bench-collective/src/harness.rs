@@ -486,7 +486,7 @@ fn on_team_ep(
         }
         return Ok(TeamEnd::Failed);
     }
-    let check = crate::ep::run::ranks_per_node(ep, site).and_then(|rpn| {
+    let check = crate::ep_run::ranks_per_node(ep, site).and_then(|rpn| {
         let g = crate::ep::route::Geometry::new(
             team.size() as usize,
             rpn,
@@ -513,7 +513,7 @@ fn on_team_ep(
         if team.any(interrupt::interrupted()) {
             return Ok(TeamEnd::Stopped);
         }
-        let rows = crate::ep::run::size(plan, ep, site, tokens)?;
+        let rows = crate::ep_run::size(plan, ep, site, tokens)?;
         if me {
             for r in &rows {
                 println!("{}", report::ep_row(r));

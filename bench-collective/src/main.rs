@@ -28,6 +28,8 @@ mod colls;
 mod data;
 mod ep;
 #[cfg(feature = "mpi")]
+mod ep_run;
+#[cfg(feature = "mpi")]
 mod fault;
 mod fp8;
 #[cfg(feature = "mpi")]

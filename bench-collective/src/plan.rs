@@ -91,7 +91,7 @@ pub fn resolve(r: Cli) -> Result<Plan> {
     let mut ep_colls = Vec::new();
     for name in &r.collectives {
         let name = name.replace('-', "_").to_ascii_lowercase();
-        if let Some(c) = crate::ep::by_name(&name) {
+        if let Some(c) = colls::ep_by_name(&name) {
             ep_colls.push(c);
             continue;
         }

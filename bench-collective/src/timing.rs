@@ -92,6 +92,15 @@ pub fn slowest(per_rank_us: &[f64]) -> usize {
         .0
 }
 
+/// What one rank measured for one step.
+pub struct Timed {
+    /// The timed loop from its start to the end of its last call (nccl-tests' timer),
+    /// nanoseconds.
+    pub loop_ns: u64,
+    /// Each iteration's nanoseconds (the per-iteration view).
+    pub iteration_ns: Vec<u64>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

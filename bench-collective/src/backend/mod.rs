@@ -101,14 +101,7 @@ pub struct Step<'a> {
     pub root: usize,
 }
 
-/// What one rank measured for one step.
-pub struct Timed {
-    /// The timed loop from its start to the end of its last call (nccl-tests' timer),
-    /// nanoseconds.
-    pub loop_ns: u64,
-    /// Each iteration's nanoseconds (the per-iteration view).
-    pub iteration_ns: Vec<u64>,
-}
+pub use crate::timing::Timed;
 
 pub trait Backend {
     /// Whose in-place rules the library follows (see [`layout`]).

@@ -1,6 +1,6 @@
 //! EP dispatch: each token's hidden vector, in FP8 (hidden bytes plus hidden/128 float32
 //! scales), to every rank holding one of its top-k experts, one copy per destination
-//! rank (DeepEP's high-throughput deduplication). Run by `ep::run`, not the nccl-tests
+//! rank (DeepEP's high-throughput deduplication). Run by `ep_run`, not the nccl-tests
 //! harness: its counts come from the router.
 
 use crate::ep::{EpCollective, Payload};

@@ -156,6 +156,16 @@ pub(crate) mod shape {
     }
 }
 
+/// The expert-parallel collectives (their own shape: tokens routed to experts, see
+/// `crate::ep`), in the order they run.
+pub const EP_ALL: [&crate::ep::EpCollective; 2] =
+    [&ep_dispatch::EP_DISPATCH, &ep_combine::EP_COMBINE];
+
+/// The EP collective named `name`.
+pub fn ep_by_name(name: &str) -> Option<&'static crate::ep::EpCollective> {
+    EP_ALL.iter().copied().find(|c| c.name == name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,8 +8,6 @@
 use anyhow::{bail, Result};
 
 pub mod route;
-#[cfg(feature = "mpi")]
-pub mod run;
 
 /// `--routing`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -136,16 +134,6 @@ impl std::fmt::Debug for EpCollective {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name)
     }
-}
-
-/// The EP collectives, in the order they run.
-pub const ALL: [&EpCollective; 2] = [
-    &crate::colls::ep_dispatch::EP_DISPATCH,
-    &crate::colls::ep_combine::EP_COMBINE,
-];
-
-pub fn by_name(name: &str) -> Option<&'static EpCollective> {
-    ALL.iter().copied().find(|c| c.name == name)
 }
 
 /// Sizes given in bytes become tokens of the dispatch payload (at least one).

@@ -16,11 +16,11 @@ use results::collective::{EpFigures, EP_BYTE_FORMULA};
 use results::CollectiveResult;
 use transport::collective::mpi::RowExchange;
 
-use super::route::{self, Geometry, RankRouting};
-use super::{EpPlan, Payload, Variant};
-use crate::backend::Timed;
+use crate::ep::route::{self, Geometry, RankRouting};
+use crate::ep::{EpPlan, Payload, Variant};
 use crate::measure::{self, Site};
 use crate::plan::Plan;
+use crate::timing::Timed;
 
 /// Value of element i of rank r's token t in the dispatch payload (a small integer, so
 /// every sum the check makes is exact in BF16).
