@@ -360,7 +360,11 @@ fn audit_port(
     let argv = ["ethtool", "-S", i.as_str()];
     let out = src.run(&argv);
     p.driver_counters = if out.ok() {
-        let mut c = parse::ethtool_stats(&out.stdout);
+        // The one reader of `ethtool -S` text (also behind every measurement's counters).
+        let mut c: BTreeMap<String, u64> = crate::ethtool::parse_stats(&out.stdout)
+            .into_iter()
+            .filter_map(|(k, v)| Some((k, u64::try_from(v).ok()?)))
+            .collect();
         if !opts.all_counters {
             c.retain(|k, _| parse::relevant_counter(k));
         }

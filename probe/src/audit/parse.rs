@@ -164,17 +164,6 @@ pub fn ethtool_fec(json: &str) -> Result<Fec, String> {
     })
 }
 
-/// `ethtool -S IF` (text in every ethtool version; the JSON flag does not cover driver
-/// counters): `NIC statistics:` then `     name: value` lines.
-pub fn ethtool_stats(text: &str) -> BTreeMap<String, u64> {
-    text.lines()
-        .filter_map(|l| {
-            let (k, v) = l.trim().rsplit_once(':')?;
-            Some((k.trim().to_string(), v.trim().parse::<u64>().ok()?))
-        })
-        .collect()
-}
-
 /// Driver counters worth keeping in a document: pause and PFC, discards and drops,
 /// congestion (ECN, CNP), retransmission and PHY/FEC errors, link downs. An mlx5 port
 /// has a thousand counters; these are the few that tell of loss.
