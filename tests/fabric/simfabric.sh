@@ -30,7 +30,8 @@
 #   --swap-cables NODE:A,B           the node's rail A cable lands on rail B's leaf and back
 #   --move-nic NODE:RAIL:GROUP       that NIC is cabled to GROUP's leaf of its rail (spare port)
 #   --wrong-port NODE:RAIL           right leaf, wrong (spare) port: invisible to the data plane
-#   --slow-dir A>B[:RATE]            only what node A sends to node B
+#   --slow-dir A>B[:RATE]            only what node A sends to node B (its data; packets under
+#                                    128 bytes, B's acknowledgements among them, pass)
 # A NIC gets its address from the leaf it lands on (as DHCP or a routed fabric would), so a
 # mis-cabled NIC still carries data and the fault shows in hop classes and in LLDP.
 # --plan-out FILE writes the INTENDED fabric (no faults) in fabcheck's native plan format.
@@ -61,7 +62,7 @@ if [ "${1:-}" = "__rank" ]; then
   exec "$@" --bind-addr "$addr"
 fi
 
-usage() { sed -n '2,36p' "$me" >&2; exit 2; }
+usage() { sed -n '2,37p' "$me" >&2; exit 2; }
 groups= npg= rails= spines= rate=1gbit uplink_rate= plan_out=
 slow_uplinks=() slow_leaves=() swaps=() moves=() wrongs=() slow_dirs=()
 need() { [ $# -ge 2 ] || die "$1 needs a value (see --help)"; }
@@ -329,7 +330,12 @@ for key in "${!dir_slow[@]}"; do
   for ((r = 0; r < rails; r++)); do
     inns "$a" tc class add dev "rail$r" parent 1: classid 1:2 htb rate "$rr" ceil "$rr" quantum 1514
     for dst in ${node_addrs[$b]}; do
-      inns "$a" tc filter add dev "rail$r" parent 1: protocol ip prio 1 u32 match ip dst "$dst/32" flowid 1:2
+      # Packets under 128 bytes (TCP acknowledgements of B's data, control) keep the link
+      # rate: queued behind the slowed data they would slow B -> A too and hide which
+      # direction is at fault.
+      inns "$a" tc filter add dev "rail$r" parent 1: protocol ip prio 1 u32 \
+        match ip dst "$dst/32" match u16 0x0000 0xff80 at 2 flowid 1:1
+      inns "$a" tc filter add dev "rail$r" parent 1: protocol ip prio 2 u32 match ip dst "$dst/32" flowid 1:2
     done
   done
   echo "simfabric: $a -> $b limited to $rr (one direction)" >&2
