@@ -3,10 +3,10 @@
 # 1024-GPU acceptance (1024 ranks, 512 pairs, send/write/read latency and bandwidth,
 # every collective, 26 sizes, a histogram in every latency row) is generated, then
 # aggregated and signed. Prints wall time and peak memory (max RSS), the time of each
-# phase of the report (AGGREGATE_TIMINGS=1: load = read, estimate, parse and check every
-# histogram; tables = merge histograms; judge; matrix; plots; copy inputs = read again,
-# hash and write into the bundle; render; sign), the load average beside them, and the
-# floor of reading the input once (cat > /dev/null). docs/benchmarks-aggregate.md.
+# phase of the report (AGGREGATE_TIMINGS=1: load = read, hash, estimate, parse, decode
+# every latency histogram once into its group, write the bytes into the bundle; tables;
+# judge; matrix; plots; copy inputs = rename the copies; render; sign), the load average
+# beside them, and the floor of reading the input once (cat > /dev/null). docs/benchmarks-aggregate.md.
 # Target on a 2-core machine: under 5 s and under 1 GiB.
 #
 # Usage: scripts/bench-aggregate-scale.sh [RANKS] [SIZES]

@@ -697,9 +697,10 @@ max = 0
             .map(|d| Loaded::from_text("s.json", &serde_json::to_string(d).unwrap()).unwrap())
             .collect();
         let p = crate::profile::parse(profile, "t.toml").unwrap();
-        let t = crate::tables::build(&loaded, None);
-        let mut v = crate::judge::judge(&p, &loaded, &t);
-        let c = build(&p, &loaded);
+        let set = crate::input::InputSet::of(loaded);
+        let t = crate::tables::build(&set, None);
+        let mut v = crate::judge::judge(&p, &set.docs, &t);
+        let c = build(&p, &set.docs);
         c.apply(&mut v);
         (v, c)
     }

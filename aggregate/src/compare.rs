@@ -351,8 +351,8 @@ pub fn run(opts: &Options) -> Result<Comparison> {
         .map_err(|e| e.context("baseline"))?;
     let c = input::load_with(&opts.current, opts.skip_bad, &opts.limits)
         .map_err(|e| e.context("current"))?;
-    let bt = tables::build(&b.docs, None);
-    let ct = tables::build(&c.docs, None);
+    let bt = tables::build(&b, None);
+    let ct = tables::build(&c, None);
     let mut cmp = compare_tables(&bt, &ct, opts.tolerance_pct, opts.sigmas);
     if cmp.rows.is_empty() {
         return Err(Error::Input(
@@ -448,7 +448,7 @@ mod tests {
                 crate::input::Loaded::from_text("x", &serde_json::to_string(&d).unwrap()).unwrap()
             })
             .collect();
-        tables::build(&loaded, None)
+        tables::build(&crate::input::InputSet::of(loaded), None)
     }
 
     #[test]

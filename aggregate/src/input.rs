@@ -18,9 +18,11 @@ use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use crate::digest::sha256_hex;
 use crate::error::{Error, Result};
+use crate::groups::{Gathered, Hists};
 use crate::rows::P2pRows;
 use results::{Document, LatencyHistogram, TestResult, SCHEMA_VERSION};
 
@@ -89,9 +91,17 @@ pub struct Loaded {
     pub sha256: String,
     /// Size of the file in bytes.
     pub bytes: u64,
+    /// Its latency histograms, merged per group as it was read (each encoding decoded
+    /// once). [`load`] and [`InputSet::of`] move them into the set's groups, so a loaded
+    /// set's documents hold none.
+    pub latency: LatencyGroups,
     /// A document streamed because of its size (the `stream` module): what it keeps
     /// instead of its rows (`doc.results` is then empty). `None` for documents read whole.
     pub compact: Option<Box<Compact>>,
+    /// Where its bytes already are in the report bundle (a streamed input's link or copy,
+    /// or the copy a whole read wrote once the bytes had parsed): the bytes hashed and
+    /// judged. `None` outside a report.
+    pub copied: Option<PathBuf>,
 }
 
 /// What a streamed document keeps instead of its result rows.
@@ -99,23 +109,20 @@ pub struct Loaded {
 pub struct Compact {
     /// Its point-to-point rows in compact form.
     pub rows: P2pRows,
-    /// Its latency histograms, merged per group while it was read.
-    pub latency: LatencyGroups,
-    /// Where its bytes are in the report bundle (a hard link, or the copy written while
-    /// it was read): the bytes hashed and judged.
-    pub copied: Option<PathBuf>,
 }
 
 impl Loaded {
     /// Parses a document held in memory (tests, generators).
     pub fn from_text(path: &str, text: &str) -> Result<Loaded, String> {
-        let doc = parse_document(text)?;
+        let (doc, latency) = parse_merging(text, DEFAULT_LATENCY_GROUPS)?;
         Ok(Loaded {
             path: path.into(),
             doc,
             sha256: sha256_hex(text.as_bytes()),
             bytes: text.len() as u64,
+            latency,
             compact: None,
+            copied: None,
         })
     }
 
@@ -201,6 +208,23 @@ pub struct InputSet {
     pub docs: Vec<Loaded>,
     /// Files left out under `--skip-bad`.
     pub skipped: Vec<BadInput>,
+    /// Every document's latency histograms, merged per group.
+    pub latency: LatencyGroups,
+}
+
+impl InputSet {
+    /// The set of documents made in memory (tests, generators): their groups gathered.
+    pub fn of(mut docs: Vec<Loaded>) -> InputSet {
+        let mut gathered = Gathered::default();
+        for d in &mut docs {
+            gathered.add(std::mem::take(&mut d.latency), usize::MAX);
+        }
+        InputSet {
+            docs,
+            skipped: Vec::new(),
+            latency: gathered.into_groups(),
+        }
+    }
 }
 
 /// Expands the arguments into the list of files to read: files as given, directories
@@ -324,7 +348,8 @@ pub fn load_reading(
     }
     let mut set = InputSet::default();
     let budget = Budget::new(limits.decoded_bytes());
-    let outcomes = load_parallel(&sized, &budget, read);
+    let gathered = Mutex::new(Gathered::default());
+    let outcomes = load_parallel(&sized, &budget, limits.latency_groups, &gathered, read);
     if budget.exceeded() {
         return Err(Error::Input(format!(
             "the inputs would take more than {} of memory decoded (estimated before parsing; \
@@ -353,13 +378,19 @@ pub fn load_reading(
             "every input file was bad; nothing to judge".to_string(),
         ));
     }
-    check_groups(&set.docs, limits)?;
+    let gathered = gathered.into_inner().unwrap_or_else(|p| p.into_inner());
+    check_groups(&set.docs, gathered.distinct(), limits)?;
+    set.latency = gathered.into_groups();
     Ok(set)
 }
 
-/// Counts the groups the tables will have, before any is built.
-fn check_groups(docs: &[Loaded], limits: &Limits) -> Result<()> {
-    let mut histograms = BTreeSet::new();
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Counts the groups the tables will have, before any is built (`histograms`: the
+/// distinct latency groups the documents hold).
+fn check_groups(docs: &[Loaded], histograms: usize, limits: &Limits) -> Result<()> {
     let mut rows = BTreeSet::new();
     for d in docs {
         for (i, r) in d.doc.results.iter().enumerate() {
@@ -400,12 +431,7 @@ fn check_groups(docs: &[Loaded], limits: &Limits) -> Result<()> {
                 }
             }
             let (kind, a, b, c) = match r {
-                TestResult::Latency(l) => {
-                    if !l.histogram.is_empty() {
-                        histograms.insert(LatKey::of(&d.doc, l));
-                    }
-                    (0, &l.test, &l.transport, 0)
-                }
+                TestResult::Latency(l) => (0, &l.test, &l.transport, 0),
                 TestResult::Bandwidth(b) => (1, &b.test, &b.transport, u64::from(b.bidirectional)),
                 TestResult::Collective(c) => (2, &c.collective, &c.backend, u64::from(c.ranks)),
             };
@@ -440,15 +466,13 @@ fn check_groups(docs: &[Loaded], limits: &Limits) -> Result<()> {
                 g.size,
             ));
         }
-        histograms.extend(compact.latency.keys().cloned());
     }
-    if histograms.len() > limits.latency_groups {
+    if histograms > limits.latency_groups {
         return Err(Error::Input(format!(
             "the inputs hold {} distinct latency histogram groups (tool, test, transport, \
              size), over the ceiling of {}: each merged histogram takes about 270 KB; are \
              the sizes or test names corrupt?",
-            histograms.len(),
-            limits.latency_groups
+            histograms, limits.latency_groups
         )));
     }
     if rows.len() > limits.table_rows {
@@ -546,9 +570,13 @@ impl Budget {
 
 /// Reads the files on every core: decoding histograms is most of the work at 1024 ranks.
 /// Results come back in input order so reports do not depend on scheduling.
+/// Each document's latency groups go into `gathered` as soon as it is read, so no more
+/// than one document's groups per thread are held apart.
 fn load_parallel(
     files: &[(PathBuf, u64)],
     budget: &Budget,
+    max_groups: usize,
+    gathered: &Mutex<Gathered>,
     read: &Reader,
 ) -> Vec<Result<Loaded, BadInput>> {
     let indexed: Vec<(usize, &PathBuf, u64)> = files
@@ -557,7 +585,12 @@ fn load_parallel(
         .map(|(i, (p, n))| (i, p, *n))
         .collect();
     crate::parallel::map_in_order(&indexed, |(i, path, size)| {
-        read(*i, path, *size, budget).unwrap_or_else(|| load_file_within(path, *size, budget))
+        let loaded = read(*i, path, *size, budget)
+            .unwrap_or_else(|| load_file_within(path, *size, budget, max_groups));
+        loaded.map(|mut l| {
+            lock(gathered).add(std::mem::take(&mut l.latency), max_groups);
+            l
+        })
     })
 }
 
@@ -566,10 +599,57 @@ pub fn load_file(path: &Path) -> Result<Loaded, BadInput> {
     let limits = Limits::default();
     let bad = |problem: String| BadInput::new(path, problem);
     let size = regular_file_size(path, &limits).map_err(bad)?;
-    load_file_within(path, size, &Budget::new(limits.decoded_bytes()))
+    load_file_within(
+        path,
+        size,
+        &Budget::new(limits.decoded_bytes()),
+        limits.latency_groups,
+    )
 }
 
-fn load_file_within(path: &Path, size: u64, budget: &Budget) -> Result<Loaded, BadInput> {
+fn load_file_within(
+    path: &Path,
+    size: u64,
+    budget: &Budget,
+    max_groups: usize,
+) -> Result<Loaded, BadInput> {
+    read_whole(path, size, budget, max_groups).map(|(l, _)| l)
+}
+
+/// Reads input file number `index` (`size` bytes) whole, as [`load`] does, and once it
+/// has parsed writes the very bytes that were hashed and parsed into `copy_dir` as
+/// `.whole-NNNN.part` ([`Loaded::copied`]): the report's copy of its evidence, made
+/// without reading or hashing the file a second time.
+pub fn read_whole_copying(
+    index: usize,
+    path: &Path,
+    size: u64,
+    budget: &Budget,
+    max_groups: usize,
+    copy_dir: &Path,
+) -> Result<Loaded, BadInput> {
+    let (mut loaded, bytes) = read_whole(path, size, budget, max_groups)?;
+    let copy = copy_dir.join(format!(".whole-{index:04}.part"));
+    fs::create_dir_all(copy_dir)
+        .and_then(|_| fs::write(&copy, &bytes))
+        .map_err(|e| {
+            let _ = fs::remove_file(&copy);
+            BadInput::new(
+                path,
+                format!("cannot copy into {}: {e}", copy_dir.display()),
+            )
+        })?;
+    loaded.copied = Some(copy);
+    Ok(loaded)
+}
+
+/// One file read whole and checked, with its bytes.
+fn read_whole(
+    path: &Path,
+    size: u64,
+    budget: &Budget,
+    max_groups: usize,
+) -> Result<(Loaded, Vec<u8>), BadInput> {
     let bad = |problem: String| BadInput::new(path, problem);
     let bytes = read_bounded(path, size).map_err(bad)?;
     let text = std::str::from_utf8(&bytes).map_err(|e| bad(format!("not UTF-8 text: {e}")))?;
@@ -596,19 +676,28 @@ fn load_file_within(path: &Path, size: u64, budget: &Budget) -> Result<Loaded, B
     }
     // Charged whether or not it then parses, so whether a run is over the ceiling does
     // not depend on which reader thread got there first.
-    let doc = parse_document(text).map_err(bad)?;
-    Ok(Loaded {
+    let (doc, latency) = parse_merging(text, max_groups).map_err(bad)?;
+    let loaded = Loaded {
         path: path.to_path_buf(),
         sha256: sha256_hex(&bytes),
         bytes: size,
         doc,
+        latency,
         compact: None,
-    })
+        copied: None,
+    };
+    Ok((loaded, bytes))
 }
 
 /// Parses one document and checks what serde cannot: the schema version and that every
 /// histogram decodes within its bounds. The error names the JSON path of the problem.
 pub fn parse_document(text: &str) -> Result<Document, String> {
+    parse_merging(text, DEFAULT_LATENCY_GROUPS).map(|(doc, _)| doc)
+}
+
+/// [`parse_document`], with every latency row's histogram merged into its group as it is
+/// checked (decoded once: the tables take the groups, not the rows), at most `max_groups`.
+pub fn parse_merging(text: &str, max_groups: usize) -> Result<(Document, LatencyGroups), String> {
     // The plain parse first: tracking the JSON path of every value (serde_path_to_error)
     // cost a fifth of the parse at 1024 ranks, and only a refused document needs it. The
     // same deserializer refuses the same documents, so a refused one is parsed again with
@@ -629,29 +718,36 @@ pub fn parse_document(text: &str) -> Result<Document, String> {
     if doc.schema_version != SCHEMA_VERSION {
         return Err(version_message(&doc.schema_version.into()));
     }
+    let mut groups = Hists::default();
     for (i, r) in doc.results.iter().enumerate() {
-        let hists: Vec<(&str, &str)> = match r {
-            TestResult::Latency(l) => vec![("histogram", &l.histogram)],
-            TestResult::Bandwidth(_) => vec![],
-            TestResult::Collective(c) => vec![
-                ("out_of_place.histogram", &c.out_of_place.histogram),
-                ("in_place.histogram", &c.in_place.histogram),
-            ],
-        };
-        for (field, h) in hists {
-            if h.is_empty() {
-                continue;
+        let at =
+            |field: &str, e: &dyn fmt::Display| format!("at JSON path `results[{i}].{field}`: {e}");
+        match r {
+            TestResult::Latency(l) => {
+                let transport = results::transport_label(&l.transport, l.memory.as_ref());
+                groups
+                    .merge(&l.test, &transport, l.size_bytes, &l.histogram, max_groups)
+                    .map_err(|e| at("histogram", &e))?;
             }
-            LatencyHistogram::validate_encoded(h)
-                .map_err(|e| format!("at JSON path `results[{i}].{field}`: {e}"))?;
+            TestResult::Bandwidth(_) => {}
+            TestResult::Collective(c) => {
+                for (field, h) in [
+                    ("out_of_place.histogram", &c.out_of_place.histogram),
+                    ("in_place.histogram", &c.in_place.histogram),
+                ] {
+                    if !h.is_empty() {
+                        LatencyHistogram::validate_encoded(h).map_err(|e| at(field, &e))?;
+                    }
+                }
+            }
         }
         if r.size_bytes() == 0 && !matches!(r, TestResult::Latency(_)) {
-            return Err(format!(
-                "at JSON path `results[{i}].size_bytes`: 0 bytes cannot carry a bandwidth"
-            ));
+            return Err(at("size_bytes", &"0 bytes cannot carry a bandwidth"));
         }
     }
-    Ok(doc)
+    let mut latency = LatencyGroups::new();
+    groups.into_groups(&doc.tool, &mut latency);
+    Ok((doc, latency))
 }
 
 /// Says the most useful thing first about a document serde refused: not JSON, not ours,
@@ -870,5 +966,71 @@ mod tests {
         assert_eq!(set.docs.len(), 2);
         assert_eq!(set.skipped.len(), 1);
         assert!(set.skipped[0].path.ends_with("broken.json"));
+    }
+
+    #[test]
+    fn histograms_are_gathered_per_group_once_and_no_document_keeps_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        // Two documents of the same groups (sizes 2 and 64), one of another (4096).
+        let a = synth::latency_doc("h1", "h2", &[2, 64], 1.5, 1);
+        let b = synth::latency_doc("h3", "h4", &[2, 64], 3.0, 2);
+        let c = synth::latency_doc("h5", "h6", &[4096], 2.0, 3);
+        for (name, d) in [("a.json", &a), ("b.json", &b), ("c.json", &c)] {
+            fs::write(dir.path().join(name), serde_json::to_string(d).unwrap()).unwrap();
+        }
+        let set = load(&[dir.path().to_path_buf()], false).unwrap();
+        assert!(set.docs.iter().all(|d| d.latency.is_empty()));
+        assert_eq!(set.latency.len(), 3, "{:?}", set.latency.keys());
+        // Each group is the merge of its rows' histograms, decoded here independently.
+        for (k, (h, n)) in &set.latency {
+            let mut want = LatencyHistogram::new();
+            let mut rows = 0;
+            for d in [&a, &b, &c] {
+                for r in &d.results {
+                    if let TestResult::Latency(l) = r {
+                        if LatKey::of(d, l) == *k {
+                            want.merge_encoded(&l.histogram).unwrap();
+                            rows += 1;
+                        }
+                    }
+                }
+            }
+            assert_eq!(*n, rows, "{k:?}");
+            assert_eq!(h.len(), want.len(), "{k:?}");
+            assert_eq!(h.buckets(), want.buckets(), "{k:?}");
+        }
+        // The ceiling counts the groups of every document, past it too.
+        let limits = Limits {
+            latency_groups: 2,
+            ..Limits::default()
+        };
+        let e = load_with(&[dir.path().to_path_buf()], false, &limits).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("3 distinct latency histogram groups"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_whole_read_for_a_report_copies_the_bytes_it_parsed_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("good.json");
+        let text = sample_text();
+        fs::write(&good, &text).unwrap();
+        let bad = dir.path().join("bad.json");
+        fs::write(&bad, &text[..text.len() / 2]).unwrap();
+        let copies = dir.path().join("bundle/inputs");
+        let budget = Budget::new(1 << 30);
+        let size = text.len() as u64;
+        let l = read_whole_copying(3, &good, size, &budget, 512, &copies).unwrap();
+        let copy = l.copied.clone().unwrap();
+        assert!(copy.ends_with(".whole-0003.part"));
+        assert_eq!(fs::read(&copy).unwrap(), text.as_bytes());
+        assert_eq!(l.sha256, sha256_hex(text.as_bytes()));
+        let e = read_whole_copying(4, &bad, size / 2, &budget, 512, &copies).unwrap_err();
+        assert!(e.to_string().contains("truncated"), "{e}");
+        let left: Vec<_> = fs::read_dir(&copies).unwrap().collect();
+        assert_eq!(left.len(), 1, "a refused document leaves no copy");
     }
 }

@@ -566,6 +566,7 @@ pub fn judge(profile: &Profile, docs: &[Loaded], tables: &Tables) -> Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::input::InputSet;
 
     fn loaded(doc: results::Document) -> Loaded {
         Loaded::from_text("mem.json", &serde_json::to_string(&doc).unwrap()).unwrap()
@@ -576,7 +577,7 @@ mod tests {
     }
 
     fn run(p: &Profile, docs: &[Loaded]) -> Verdict {
-        let t = crate::tables::build(docs, p.line_rate_gbit_s);
+        let t = crate::tables::build(&InputSet::of(docs.to_vec()), p.line_rate_gbit_s);
         judge(p, docs, &t)
     }
 
@@ -809,7 +810,7 @@ mod tests {
             Status::Missing
         );
         // The tables keep them apart too.
-        let t = crate::tables::build(&docs, None);
+        let t = crate::tables::build(&InputSet::of(docs.clone()), None);
         let transports: Vec<&str> = t.bandwidth.iter().map(|r| r.transport.as_str()).collect();
         assert_eq!(transports, ["tcp", "tcp+cuda"], "synth rows are tcp");
     }

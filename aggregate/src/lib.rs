@@ -13,6 +13,7 @@ pub mod digest;
 pub mod error;
 pub mod escape;
 pub mod export;
+mod groups;
 pub mod heatmap;
 pub mod input;
 pub mod inventory;

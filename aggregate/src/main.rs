@@ -583,7 +583,7 @@ fn run(cmd: Cmd) -> Result<u8> {
             let profile = profile.as_deref().map(profile::load).transpose()?;
             let set = input::load_with(&inputs, skip_bad, &limits.limits())?;
             let verdict = profile.as_ref().map(|p| {
-                let t = tables::build(&set.docs, p.line_rate_gbit_s);
+                let t = tables::build(&set, p.line_rate_gbit_s);
                 let mut v = judge::judge(p, &set.docs, &t);
                 cluster::build(p, &set.docs).apply(&mut v);
                 v

@@ -601,6 +601,7 @@ pub fn spread<T>(items: Vec<T>, n: usize) -> Vec<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::input::InputSet;
 
     #[test]
     fn a_scaling_sweep_draws_busbw_against_ranks() {
@@ -611,7 +612,7 @@ mod tests {
                 crate::input::Loaded::from_text("x", &serde_json::to_string(&d).unwrap()).unwrap()
             })
             .collect();
-        let t = crate::tables::build(&docs, None);
+        let t = crate::tables::build(&InputSet::of(docs.clone()), None);
         let s = scaling_series(&t);
         assert!(!s.is_empty());
         for (label, pts) in &s {
@@ -622,7 +623,7 @@ mod tests {
         let svg = draw_all(&t, None, None).scaling.expect("drawn");
         assert!(svg.starts_with("<svg") && svg.contains("ranks"));
         // One communicator size: no curve.
-        let one = crate::tables::build(&docs[..1], None);
+        let one = crate::tables::build(&InputSet::of(docs[..1].to_vec()), None);
         assert!(scaling_series(&one).is_empty());
         assert!(draw_all(&one, None, None).scaling.is_none());
     }
@@ -637,7 +638,7 @@ mod tests {
         .into_iter()
         .map(|d| crate::input::Loaded::from_text("x", &serde_json::to_string(&d).unwrap()).unwrap())
         .collect();
-        let t = crate::tables::build(&docs, Some(100.0));
+        let t = crate::tables::build(&InputSet::of(docs), Some(100.0));
         let p = draw_all(&t, Some(100.0), None);
         for svg in [&p.latency, &p.bandwidth, &p.collective, &p.distribution] {
             let svg = svg.as_ref().expect("plot drawn");

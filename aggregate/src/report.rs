@@ -253,39 +253,25 @@ impl PhaseClock {
     }
 }
 
-/// Runs `aggregate report`.
-pub fn run(opts: &Options) -> Result<Outcome> {
-    // Everything that can be wrong with the command line is found before the real work.
-    let profile = profile::load(&opts.profile)?;
-    let templates = Templates::load(opts.templates.as_deref())?;
-    sign::check_identity(&opts.identity)?;
-    let key = opts.sign.as_deref().map(sign::read_private).transpose()?;
-    let plan = load_plan(opts.plan.as_deref(), opts.plan_format.as_deref())?;
-    let mut bundle = Bundle::prepare(&opts.out, opts.force, OWNED)?;
-
-    let mut clock = PhaseClock::new();
-    // Large inputs are streamed through their link or copy in the bundle (see `stream`);
-    // a run that stops on a bad input leaves no half-made bundle behind.
-    let inputs_dir = opts.out.join("inputs");
-    let set = input::load_reading(
-        &opts.inputs,
-        opts.skip_bad,
-        &opts.limits,
-        &|i, p, size, budget| {
-            (size >= opts.stream_above)
-                .then(|| crate::stream::read(i, p, &opts.limits, budget, Some(&inputs_dir)))
-                .flatten()
-        },
-    )
-    .inspect_err(|_| {
-        let _ = fs::remove_dir_all(&inputs_dir);
-    })?;
-    clock.lap("load");
-    let tables = tables::build(&set.docs, profile.line_rate_gbit_s);
+/// What the report says, made from the inputs: the tables, the verdict with the matrix
+/// applied, the matrix and the plots. Refuses a `--dist-test` the inputs cannot draw.
+fn analyse(
+    opts: &Options,
+    profile: &profile::Profile,
+    set: &input::InputSet,
+    plan: Option<&results::fabric_plan::FabricPlan>,
+    clock: &mut PhaseClock,
+) -> Result<(
+    tables::Tables,
+    Verdict,
+    crate::cluster::Cluster,
+    plots::Plots,
+)> {
+    let tables = tables::build(set, profile.line_rate_gbit_s);
     clock.lap("tables");
-    let mut verdict = judge::judge(&profile, &set.docs, &tables);
+    let mut verdict = judge::judge(profile, &set.docs, &tables);
     clock.lap("judge");
-    let cluster = crate::cluster::build_with(&profile, &set.docs, plan.as_ref());
+    let cluster = crate::cluster::build_with(profile, &set.docs, plan);
     cluster.apply(&mut verdict);
     clock.lap("matrix");
     let dist = opts.dist.as_ref().map(|(t, s)| (t.as_str(), s.as_slice()));
@@ -319,18 +305,23 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     }
     let plots = plots::draw_all(&tables, profile.line_rate_gbit_s, dist);
     clock.lap("plots");
-    // Inputs, byte for byte: the bytes that were parsed and judged (read again, one at a
-    // time, and checked against their digest), under names made only of plain characters.
+    Ok((tables, verdict, cluster, plots))
+}
+
+/// Inputs, byte for byte, into the bundle under names made only of plain characters: the
+/// bytes that were parsed and judged (the copy or link made as each was read, renamed;
+/// else read again, one at a time, and checked against their digest).
+fn copy_inputs(bundle: &mut Bundle, docs: &[input::Loaded]) -> Result<Vec<InputInfo>> {
     let mut inputs = Vec::new();
-    for (i, d) in set.docs.iter().enumerate() {
+    for (i, d) in docs.iter().enumerate() {
         let name = d
             .path
             .file_name()
             .map(|n| crate::escape::file_name(&n.to_string_lossy()))
             .unwrap_or_else(|| "input.json".into());
         let rel = format!("inputs/{:04}-{name}", i + 1);
-        match d.compact.as_ref().and_then(|c| c.copied.as_ref()) {
-            // Streamed: the link or copy that was read is the evidence; it only gets its
+        match &d.copied {
+            // The link or copy written as it was read is the evidence; it only gets its
             // name.
             Some(copy) => bundle.adopt(copy, &rel, &d.sha256)?,
             None => bundle.write(&rel, &d.read_judged_bytes()?, Some(&d.sha256))?,
@@ -346,6 +337,53 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             sha256: d.sha256.clone(),
         });
     }
+    Ok(inputs)
+}
+
+/// Runs `aggregate report`.
+pub fn run(opts: &Options) -> Result<Outcome> {
+    // Everything that can be wrong with the command line is found before the real work.
+    let profile = profile::load(&opts.profile)?;
+    let templates = Templates::load(opts.templates.as_deref())?;
+    sign::check_identity(&opts.identity)?;
+    let key = opts.sign.as_deref().map(sign::read_private).transpose()?;
+    let plan = load_plan(opts.plan.as_deref(), opts.plan_format.as_deref())?;
+    let mut bundle = Bundle::prepare(&opts.out, opts.force, OWNED)?;
+
+    let mut clock = PhaseClock::new();
+    // Large inputs are streamed through their link or copy in the bundle (see `stream`);
+    // a run that stops on a bad input leaves no half-made bundle behind.
+    let inputs_dir = opts.out.join("inputs");
+    let set = input::load_reading(
+        &opts.inputs,
+        opts.skip_bad,
+        &opts.limits,
+        &|i, p, size, budget| {
+            (size >= opts.stream_above)
+                .then(|| crate::stream::read(i, p, &opts.limits, budget, Some(&inputs_dir)))
+                .flatten()
+                .or_else(|| {
+                    Some(input::read_whole_copying(
+                        i,
+                        p,
+                        size,
+                        budget,
+                        opts.limits.latency_groups,
+                        &inputs_dir,
+                    ))
+                })
+        },
+    )
+    .inspect_err(|_| {
+        let _ = fs::remove_dir_all(&inputs_dir);
+    })?;
+    clock.lap("load");
+    // A refused --dist-test leaves no copies of the inputs behind either.
+    let (tables, verdict, cluster, plots) =
+        analyse(opts, &profile, &set, plan.as_ref(), &mut clock).inspect_err(|_| {
+            let _ = fs::remove_dir_all(&inputs_dir);
+        })?;
+    let inputs = copy_inputs(&mut bundle, &set.docs)?;
     clock.lap("copy inputs");
     for (name, svg) in [
         ("latency", &plots.latency),

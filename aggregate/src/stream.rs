@@ -29,7 +29,8 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use crate::digest::hex;
-use crate::input::{self, BadInput, LatKey, LatencyGroups, Loaded};
+use crate::groups::Hists;
+use crate::input::{self, BadInput, LatencyGroups, Loaded};
 use crate::metric::LossTally;
 use crate::rows::{BwStats, LatStats, P2pRow, P2pRows, RowStats, NO_ROUND};
 
@@ -64,7 +65,7 @@ const BLOCK: usize = 16 << 20;
 pub const DEFAULT_ABOVE: u64 = 256 << 20;
 
 /// Reads input file number `index` (`size` bytes) streamed, its bytes linked or copied
-/// first into `copy_dir` as `.stream-NNNN.part` ([`input::Compact::copied`]), the memory
+/// first into `copy_dir` as `.stream-NNNN.part` ([`Loaded::copied`]), the memory
 /// its compact form takes charged to `budget`. `None` when it holds rows that have no
 /// compact form: read it whole.
 pub fn read(
@@ -106,11 +107,9 @@ pub fn read(
                 doc: s.doc,
                 sha256: s.sha256,
                 bytes: size,
-                compact: Some(Box::new(input::Compact {
-                    rows: s.rows,
-                    latency: s.latency,
-                    copied: copy,
-                })),
+                latency: s.latency,
+                compact: Some(Box::new(input::Compact { rows: s.rows })),
+                copied: copy,
             }))
         }
         Err(StreamError::NotStreamable(_)) => {
@@ -228,64 +227,6 @@ struct Chunk {
     comma: bool,
     rows: P2pRows,
     latency: Hists,
-}
-
-/// Latency histograms merged per (test, transport, size) while rows are read, at most
-/// `max` groups (each holds a counts array of about 270 KB: `--max-input-bytes`'s
-/// companion ceiling on latency groups applies here as to a whole read).
-#[derive(Default)]
-struct Hists(Vec<(String, String, u64, results::LatencyHistogram, usize)>);
-
-impl Hists {
-    fn merge(
-        &mut self,
-        test: &str,
-        transport: &str,
-        size: u64,
-        h: &str,
-        max: usize,
-    ) -> Result<(), String> {
-        if h.is_empty() {
-            return Ok(());
-        }
-        let at = match self
-            .0
-            .iter()
-            .position(|(t, tr, s, _, _)| t == test && tr == transport && *s == size)
-        {
-            Some(i) => i,
-            None if self.0.len() >= max => {
-                return Err(format!(
-                    "more than {max} distinct latency histogram groups (test, transport, size); \
-                     are the sizes or test names corrupt?"
-                ))
-            }
-            None => {
-                self.0
-                    .push((test.into(), transport.into(), size, Default::default(), 0));
-                self.0.len() - 1
-            }
-        };
-        self.0[at].3.merge_encoded(h).map_err(|e| e.to_string())?;
-        self.0[at].4 += 1;
-        Ok(())
-    }
-
-    /// The groups under `tool`'s keys, merged into `into`.
-    fn into_groups(self, tool: &str, into: &mut LatencyGroups) {
-        for (test, transport, size, h, n) in self.0 {
-            let slot = into
-                .entry(LatKey {
-                    tool: tool.to_string(),
-                    test,
-                    transport,
-                    size,
-                })
-                .or_default();
-            slot.0.merge(&h);
-            slot.1 += n;
-        }
-    }
 }
 
 /// The key every result row opens with (the row kind's tag, written first).
@@ -997,7 +938,7 @@ mod tests {
         let s = load(&p, None, 512).unwrap_or_else(|_| panic!("streams"));
         same_rows(&s, &p);
         let whole = Loaded::from_text("x", &std::fs::read_to_string(&p).unwrap()).unwrap();
-        let merged = crate::tables::merged_histograms(&[whole]);
+        let merged = whole.latency;
         let key = merged.keys().next().unwrap().clone();
         assert_eq!(s.latency[&key].1, merged[&key].1);
         assert_eq!(s.latency[&key].0.len(), merged[&key].0.len());

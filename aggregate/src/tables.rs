@@ -9,7 +9,7 @@ use results::quality::{Mark, Marks};
 use results::{LatencyHistogram, LatencySummary, TestResult};
 use serde::Serialize;
 
-use crate::input::{LatKey, Loaded};
+use crate::input::{InputSet, LatKey};
 use crate::metric::Metric;
 use crate::rows::{BwStats, RowStats};
 
@@ -161,45 +161,6 @@ fn mean(v: &[f64]) -> f64 {
     }
 }
 
-/// Every latency row's histogram merged per [`LatKey`], with the number of rows merged
-/// into each; the groups are merged on every core (one histogram per group in memory,
-/// decoded straight from the JSON encodings, which the loader has checked).
-pub fn merged_histograms(docs: &[Loaded]) -> BTreeMap<LatKey, (LatencyHistogram, usize)> {
-    let mut encoded: BTreeMap<LatKey, Vec<&str>> = BTreeMap::new();
-    for d in docs {
-        for r in &d.doc.results {
-            if let TestResult::Latency(l) = r {
-                if !l.histogram.is_empty() {
-                    encoded
-                        .entry(LatKey::of(&d.doc, l))
-                        .or_default()
-                        .push(&l.histogram);
-                }
-            }
-        }
-    }
-    let groups: Vec<(LatKey, Vec<&str>)> = encoded.into_iter().collect();
-    let merged = crate::parallel::map_in_order(&groups, |(_, texts)| {
-        let mut h = LatencyHistogram::new();
-        for t in texts {
-            // Checked at load (and bounded by MAX_MERGED_SAMPLES): nothing to report.
-            let _ = h.merge_encoded(t);
-        }
-        (h, texts.len())
-    });
-    let mut out: BTreeMap<LatKey, (LatencyHistogram, usize)> =
-        groups.into_iter().map(|(k, _)| k).zip(merged).collect();
-    // Streamed documents merged theirs while they were read.
-    for c in docs.iter().filter_map(|d| d.compact.as_ref()) {
-        for (k, (h, n)) in &c.latency {
-            let slot = out.entry(k.clone()).or_default();
-            slot.0.merge(h);
-            slot.1 += n;
-        }
-    }
-    out
-}
-
 /// The bandwidth rows of one key, summed as they come (no row kept but its average,
 /// which `compare` needs): a sweep has millions.
 #[derive(Default)]
@@ -254,9 +215,10 @@ impl BwAcc {
 }
 
 /// Builds every table from the loaded documents.
-pub fn build(docs: &[Loaded], line_rate_gbit_s: Option<f64>) -> Tables {
-    // Latency: every row's histogram merged per group, across documents.
-    let mut hists = merged_histograms(docs);
+pub fn build(set: &InputSet, line_rate_gbit_s: Option<f64>) -> Tables {
+    let docs = &set.docs[..];
+    // Latency: every row's histogram, merged per group across documents as they were read.
+    let mut hists = set.latency.clone();
     let mut lat_rows: BTreeMap<LatKey, (Vec<f64>, Vec<f64>, Quality)> = BTreeMap::new();
     type BwKey = (String, String, String, u64, bool);
     let mut bw: BTreeMap<BwKey, (BwAcc, Quality)> = BTreeMap::new();

@@ -27,14 +27,15 @@ fn pipeline(text: &str) {
     let Ok(loaded) = Loaded::from_text("fuzz.json", text) else {
         return;
     };
-    let docs = vec![loaded];
+    let set = aggregate::input::InputSet::of(vec![loaded]);
+    let docs = &set.docs;
     let p = profile::load("roce-100g").unwrap();
-    let t = tables::build(&docs, p.line_rate_gbit_s);
-    let v = judge::judge(&p, &docs, &t);
+    let t = tables::build(&set, p.line_rate_gbit_s);
+    let v = judge::judge(&p, docs, &t);
     let _ = plots::draw_all(&t, p.line_rate_gbit_s, None);
     let _ = aggregate::export::prometheus::Prometheus
         .serialize(&ExportData {
-            docs: &docs,
+            docs,
             verdict: Some(&v),
         })
         .unwrap();

@@ -435,7 +435,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         Some(p) => {
             let set = input::load_with(std::slice::from_ref(p), opts.skip_bad, &opts.limits)
                 .map_err(|e| e.context("--baseline"))?;
-            let t = tables::build(&set.docs, profile.as_ref().and_then(|p| p.line_rate_gbit_s));
+            let t = tables::build(&set, profile.as_ref().and_then(|p| p.line_rate_gbit_s));
             (series::night_points(&t), p.display().to_string())
         }
         None => {

@@ -62,7 +62,7 @@ pub(super) fn read_night(
     let set = input::load_with(std::slice::from_ref(&n.results), skip_bad, limits)
         .map_err(|e| e.context(&format!("night {}", n.id)))?;
     let line_rate = profile.and_then(|p| p.line_rate_gbit_s);
-    let t = tables::build(&set.docs, line_rate);
+    let t = tables::build(&set, line_rate);
     let verdict = profile.map(|p| {
         let mut v = judge::judge(p, &set.docs, &t);
         crate::cluster::build(p, &set.docs).apply(&mut v);
@@ -147,7 +147,7 @@ pub(super) fn default_dist(
     limits: &input::Limits,
 ) -> Option<(String, Option<u64>)> {
     let set = input::load_with(std::slice::from_ref(&n.results), skip_bad, limits).ok()?;
-    let t = tables::build(&set.docs, None);
+    let t = tables::build(&set, None);
     t.histograms
         .iter()
         .find(|(_, h)| !h.is_empty())
