@@ -5,11 +5,35 @@
 //! latency groups), and the groups of every document are gathered into one set as each
 //! document is read, not kept per document.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
-use results::LatencyHistogram;
+use results::{Document, LatencyHistogram};
 
-use crate::input::{LatKey, LatencyGroups};
+/// Identifies the rows whose histograms merge: same tool, test, transport and size.
+/// `transport` is the row's [`results::transport_label`] (`verbs+cuda` for GPU buffers), so
+/// GPU and host figures never merge.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LatKey {
+    pub tool: String,
+    pub test: String,
+    pub transport: String,
+    pub size: u64,
+}
+
+impl LatKey {
+    /// The group of one latency row of `doc`.
+    pub fn of(doc: &Document, l: &results::LatencyResult) -> LatKey {
+        LatKey {
+            tool: doc.tool.clone(),
+            test: l.test.clone(),
+            transport: results::transport_label(&l.transport, l.memory.as_ref()),
+            size: l.size_bytes,
+        }
+    }
+}
+
+/// Merged latency histograms, with the number of rows merged into each.
+pub type LatencyGroups = BTreeMap<LatKey, (LatencyHistogram, usize)>;
 
 /// One document's groups, merged row by row, at most `max` of them (a document names its
 /// tool once, so the key here is (test, transport, size)).

@@ -12,7 +12,7 @@
 //! of latency histogram groups, and the work of every histogram decode
 //! (`results::LatencyHistogram::validate_encoded`). Only regular files are read.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashSet};
 use std::fmt;
 use std::fs;
 use std::io::Read;
@@ -23,6 +23,7 @@ use std::sync::Mutex;
 use crate::digest::sha256_hex;
 use crate::error::{Error, Result};
 use crate::groups::{Gathered, Hists};
+pub use crate::groups::{LatKey, LatencyGroups};
 use crate::rows::P2pRows;
 use results::{Document, LatencyHistogram, TestResult, SCHEMA_VERSION};
 
@@ -151,32 +152,6 @@ impl Loaded {
         Ok(bytes)
     }
 }
-
-/// Identifies the rows whose histograms merge: same tool, test, transport and size.
-/// `transport` is the row's [`results::transport_label`] (`verbs+cuda` for GPU buffers), so
-/// GPU and host figures never merge.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct LatKey {
-    pub tool: String,
-    pub test: String,
-    pub transport: String,
-    pub size: u64,
-}
-
-impl LatKey {
-    /// The group of one latency row of `doc`.
-    pub fn of(doc: &Document, l: &results::LatencyResult) -> LatKey {
-        LatKey {
-            tool: doc.tool.clone(),
-            test: l.test.clone(),
-            transport: results::transport_label(&l.transport, l.memory.as_ref()),
-            size: l.size_bytes,
-        }
-    }
-}
-
-/// Merged latency histograms, with the number of rows merged into each.
-pub type LatencyGroups = BTreeMap<LatKey, (LatencyHistogram, usize)>;
 
 /// A file that could not be used, and why.
 #[derive(Debug, Clone, serde::Serialize)]
