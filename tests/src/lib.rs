@@ -28,11 +28,22 @@ pub fn bin(name: &str) -> PathBuf {
 }
 
 /// A TCP port nobody listens on right now (bound then released).
+///
+/// Never the same port twice in one test process: the tests of a file run on parallel
+/// threads, and the kernel may hand the port one of them just released to another (a
+/// bench-lat client once reached another test's bench-bw server, which refused it).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("bind an ephemeral port")
+    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("bind an ephemeral port");
+        if GIVEN.lock().unwrap_or_else(|p| p.into_inner()).insert(port) {
+            return port;
+        }
+    }
 }
 
 /// Waits for `child` at most `limit`; kills it and panics on overrun, so a hang becomes a
@@ -211,4 +222,14 @@ pub fn require(tool: &str, package: &str) {
         found,
         "{tool} is needed by this test: apt-get install -y {package}"
     );
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn free_ports_are_never_handed_out_twice() {
+        let ports: Vec<u16> = (0..500).map(|_| super::free_port()).collect();
+        let distinct: std::collections::BTreeSet<u16> = ports.iter().copied().collect();
+        assert_eq!(distinct.len(), ports.len());
+    }
 }
