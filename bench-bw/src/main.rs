@@ -346,7 +346,7 @@ fn plan(cli: &Cli) -> Result<Plan> {
         op: a.op,
         transport,
         sizes: a.sizes(65536),
-        iterations: a.iters.unwrap_or(5000),
+        iterations: a.iters.unwrap_or(default_iterations(a.op)),
         duration_s: a.duration,
         // perftest streams without a warm-up in iteration mode; a verbs step posts a whole
         // queue depth, so TCP's 2 x depth steps would be hundreds of extra messages.
@@ -365,6 +365,17 @@ fn plan(cli: &Cli) -> Result<Plan> {
         extra,
         local,
     })
+}
+
+/// Timed iterations per size without `-n`, as perftest's defaults: 5000 for write
+/// bandwidth (`DEF_ITERS_WB`), 1000 for send and read bandwidth (`DEF_ITERS`), so a table
+/// of ours and one of `ib_send_bw` / `ib_read_bw` time the same number of messages. The
+/// GPU copy baselines keep 5000.
+fn default_iterations(op: Op) -> u64 {
+    match op {
+        Op::Send | Op::Read => 1000,
+        _ => 5000,
+    }
 }
 
 /// Both directions at once: with `-b`, and by default in a sweep (several ranks or the
@@ -397,4 +408,17 @@ fn main() {
         }
     };
     std::process::exit(code);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_iterations_are_perftest_s() {
+        // perftest: DEF_ITERS_WB (5000) for ib_write_bw, DEF_ITERS (1000) otherwise.
+        assert_eq!(default_iterations(Op::Write), 5000);
+        assert_eq!(default_iterations(Op::Send), 1000);
+        assert_eq!(default_iterations(Op::Read), 1000);
+    }
 }

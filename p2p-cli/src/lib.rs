@@ -79,7 +79,8 @@ pub struct P2pArgs {
     #[arg(short = 'a', long = "all", conflicts_with = "size")]
     pub all: bool,
 
-    /// Timed iterations per size (default: 1000 for latency, 5000 for bandwidth).
+    /// Timed iterations per size (default, as perftest: 1000 for latency, send and read
+    /// bandwidth, 5000 for write bandwidth).
     #[arg(short = 'n', long = "iters", value_parser = clap::value_parser!(u64).range(1..))]
     pub iters: Option<u64>,
 
