@@ -1,11 +1,14 @@
 //! `fabric-doctor`: audits this node's lossless configuration (day zero, before anything
 //! is measured) and prints it as a table; `--json FILE` writes it as a document,
 //! `--capture DIR` saves every file and command output read (a support bundle) and
-//! `--from DIR` audits such a bundle instead of the machine. See docs/lossless.md.
+//! `--from DIR` audits such a bundle instead of the machine. Under mpirun or srun the
+//! first rank of every node audits it and rank 0 writes them all into one document
+//! (`--json`) and prints a line per node. See docs/lossless.md.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use base::launcher::{resolve_launcher, Launcher};
 use clap::Parser;
 use probe::audit::{self, Live, Options, Replay};
 use results::audit::{NodeAudit, SuiteTraffic};
@@ -40,6 +43,17 @@ struct Cli {
     /// Keep every driver counter, not only those that tell of loss.
     #[arg(long)]
     all_counters: bool,
+    /// How the processes were started: auto (MPI when an MPI launcher's environment is
+    /// present), standalone (this node only), mpi.
+    #[arg(long, default_value = "auto", value_parser = parse_launcher)]
+    launcher: Launcher,
+    /// Seconds any rank may wait for the others under MPI (the audits of every node).
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
+    timeout: u64,
+}
+
+fn parse_launcher(s: &str) -> Result<Launcher, String> {
+    s.parse::<Launcher>().map_err(|e| e.to_string())
 }
 
 fn main() -> ExitCode {
@@ -58,6 +72,16 @@ fn main() -> ExitCode {
         lossless: cli.lossless_priorities.clone(),
         all_counters: cli.all_counters,
     };
+    if resolve_launcher(cli.launcher) == Launcher::Mpi {
+        if cli.from.is_some() || cli.capture.is_some() {
+            eprintln!(
+                "fabric-doctor: --from and --capture audit one node; run them without mpirun \
+                 or srun (or with --launcher standalone)"
+            );
+            return ExitCode::from(2);
+        }
+        return mpi::run(&cli, &opts);
+    }
     let a = if let Some(dir) = &cli.from {
         match Replay::open(dir) {
             Ok(r) => audit::audit(&r, &opts),
@@ -85,25 +109,122 @@ fn main() -> ExitCode {
         audit::audit(&Live::new(), &opts)
     };
     print!("{}", table(&a));
-    if let Some(path) = &cli.json {
-        let mut doc = results::Document::new(
-            "fabric-doctor",
-            "standalone",
-            1,
-            results::provenance::now_rfc3339(),
-        );
+    write_json(cli.json.as_deref(), "standalone", 1, vec![a])
+}
+
+/// Writes the audits as one fabcheck document (one `hosts` entry each) when `--json`.
+fn write_json(
+    path: Option<&std::path::Path>,
+    launcher: &str,
+    ranks: u32,
+    audits: Vec<NodeAudit>,
+) -> ExitCode {
+    let Some(path) = path else {
+        return ExitCode::SUCCESS;
+    };
+    let mut doc = results::Document::new(
+        "fabric-doctor",
+        launcher,
+        ranks,
+        results::provenance::now_rfc3339(),
+    );
+    for a in audits {
         doc.hosts.push(results::HostInfo {
             hostname: a.hostname.clone(),
-            audit: Some(a.clone()),
+            audit: Some(a),
             ..Default::default()
         });
-        doc.finish(None);
-        if let Err(e) = results::write::write_document_atomic(path, &doc) {
-            eprintln!("fabric-doctor: cannot write {}: {e}", path.display());
-            return ExitCode::from(2);
-        }
+    }
+    doc.finish(None);
+    if let Err(e) = results::write::write_document_atomic(path, &doc) {
+        eprintln!("fabric-doctor: cannot write {}: {e}", path.display());
+        return ExitCode::from(2);
     }
     ExitCode::SUCCESS
+}
+
+#[cfg(feature = "mpi")]
+mod mpi {
+    //! Under mpirun or srun: the first rank of every node (MPI's node-local rank 0)
+    //! audits it, rank 0 gathers the audits and writes them into one document; the other
+    //! ranks of a node audit nothing (the facts are the node's, not the rank's).
+
+    use std::process::ExitCode;
+    use std::time::Duration;
+
+    use bootstrap::mpi::MpiJob;
+    use results::audit::NodeAudit;
+
+    use super::{audit, table, write_json, Cli, Live, Options};
+
+    pub fn run(cli: &Cli, opts: &Options) -> ExitCode {
+        let limit = Duration::from_secs(cli.timeout);
+        let job = match MpiJob::init(limit) {
+            Ok(j) => j,
+            Err(e) => {
+                eprintln!("fabric-doctor: {e:#}");
+                return ExitCode::from(2);
+            }
+        };
+        // Every rank sends a JSON value (`null` from the ranks that audit nothing): MPI
+        // refuses an empty buffer in a gather.
+        let mine = (job.node().rank == 0).then(|| audit::audit(&Live::new(), opts));
+        let mine = serde_json::to_vec(&mine).expect("an audit serializes");
+        let Some(all) = job.gather_bytes(&mine, "every node's audit", limit) else {
+            return ExitCode::SUCCESS;
+        };
+        let mut audits: Vec<NodeAudit> = Vec::new();
+        for (rank, bytes) in all.iter().enumerate() {
+            match serde_json::from_slice::<Option<NodeAudit>>(bytes) {
+                Ok(a) => audits.extend(a),
+                Err(e) => {
+                    eprintln!("fabric-doctor: rank {rank} sent an audit that does not read: {e}");
+                    return ExitCode::from(2);
+                }
+            }
+        }
+        if let [one] = &audits[..] {
+            print!("{}", table(one));
+        } else {
+            println!(
+                "fabric-doctor: {} node(s) audited by {} rank(s)",
+                audits.len(),
+                job.size()
+            );
+            for a in &audits {
+                print!("{}", node_line(a));
+            }
+        }
+        write_json(cli.json.as_deref(), "mpi", job.size(), audits)
+    }
+
+    /// One line a node, for a job of several: its ports and findings, the first one named.
+    fn node_line(a: &NodeAudit) -> String {
+        let first = a
+            .findings
+            .first()
+            .map(|f| format!(": {} {} {}", f.severity.to_uppercase(), f.code, f.message))
+            .unwrap_or_default();
+        format!(
+            "{:<24} {} port(s), {} finding(s){first}\n",
+            a.hostname,
+            a.ports.len(),
+            a.findings.len()
+        )
+    }
+}
+
+#[cfg(not(feature = "mpi"))]
+mod mpi {
+    use std::process::ExitCode;
+
+    pub fn run(_: &super::Cli, _: &super::Options) -> ExitCode {
+        eprintln!(
+            "fabric-doctor: started by an MPI launcher, but built without the `mpi` feature; \
+             rebuild with it, or pass --launcher standalone to audit this node alone"
+        );
+        ExitCode::from(2)
+    }
 }
 
 /// The audit as a table a person reads on day zero: one block per port, then the host,
