@@ -798,28 +798,7 @@ pub fn import_netbox(file: &str, text: &str) -> Result<FabricPlan> {
 
 // ----- ibnetdiscover -------------------------------------------------------------------
 
-/// One port line of an `ibnetdiscover` node block.
-#[derive(Debug, Clone, PartialEq)]
-pub struct IbPort {
-    pub port: u32,
-    /// The peer's node id as ibnetdiscover prints it (`S-...`, `H-...`).
-    pub peer_id: String,
-    pub peer_port: u32,
-    /// The peer's node description (`MF0;leaf-01:MQM9701/U1`, `node01 mlx5_0`).
-    pub peer_desc: String,
-    /// `4x`, `1x`, ... and `NDR`, `SDR`, ... as trained.
-    pub width: Option<String>,
-    pub speed: Option<String>,
-}
-
-/// One node block (`Switch` or `Ca`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct IbNode {
-    pub switch: bool,
-    pub id: String,
-    pub desc: String,
-    pub ports: Vec<IbPort>,
-}
+pub use crate::ibnet::{IbNode, IbPort};
 
 /// Switch name from an NVIDIA node description (`MF0;NAME:MODEL/U1`), else the whole
 /// description (as topograph's `pkg/ib/ib.go` reads it).
@@ -844,84 +823,10 @@ pub fn ca_name(desc: &str, id: &str) -> (String, String) {
     }
 }
 
-fn quoted(s: &str) -> Option<(&str, &str)> {
-    let start = s.find('"')?;
-    let rest = &s[start + 1..];
-    let end = rest.find('"')?;
-    Some((&rest[..end], &rest[end + 1..]))
-}
-
-fn bracket(s: &str) -> Option<(u32, &str)> {
-    let s = s.trim_start();
-    let rest = s.strip_prefix('[')?;
-    let end = rest.find(']')?;
-    Some((rest[..end].trim().parse().ok()?, &rest[end + 1..]))
-}
-
-/// Splits `4xNDR` into (`4x`, `NDR`).
-fn width_speed(tail: &str) -> (Option<String>, Option<String>) {
-    let Some(tok) = tail.split_whitespace().last() else {
-        return (None, None);
-    };
-    let lower = tok.to_ascii_lowercase();
-    match lower.find('x') {
-        Some(i) if i > 0 && lower[..i].chars().all(|c| c.is_ascii_digit()) => (
-            Some(lower[..=i].to_string()),
-            Some(tok[i + 1..].to_string()).filter(|s| !s.is_empty()),
-        ),
-        _ => (None, None),
-    }
-}
-
-/// Parses `ibnetdiscover` text output (infiniband-diags 44: `Switch N "S-guid" # "desc"
-/// ...` and `Ca N "H-guid" # "desc"` headers, each followed by port lines `[p] "peer"[pp]
-/// # "peer desc" lid N 4xNDR`; a CA's port line is `[p](guid) "peer"[pp] # lid .. "peer
-/// desc" lid N 4xNDR`).
+/// The node blocks of `ibnetdiscover` text output (read by [`crate::ibnet`]); the error
+/// names the file and line.
 pub fn parse_ibnetdiscover(file: &str, text: &str) -> Result<Vec<IbNode>> {
-    let mut nodes: Vec<IbNode> = Vec::new();
-    for (ln, raw) in text.lines().enumerate() {
-        let line = raw.trim();
-        let bad = |what: &str| PlanError(format!("{file} line {}: {what}: {line:?}", ln + 1));
-        let kind = line.split_whitespace().next().unwrap_or("");
-        if kind == "Switch" || kind == "Ca" || kind == "Rt" {
-            let (id, rest) = quoted(line).ok_or_else(|| bad("node header without a quoted id"))?;
-            let desc = rest
-                .split_once('#')
-                .and_then(|(_, c)| quoted(c))
-                .map(|d| d.0.to_string())
-                .unwrap_or_else(|| id.to_string());
-            nodes.push(IbNode {
-                switch: kind == "Switch",
-                id: id.to_string(),
-                desc,
-                ports: vec![],
-            });
-        } else if line.starts_with('[') {
-            let node = nodes
-                .last_mut()
-                .ok_or_else(|| bad("port line before any node"))?;
-            let (port, rest) = bracket(line).ok_or_else(|| bad("bad port number"))?;
-            let (peer_id, rest) = quoted(rest).ok_or_else(|| bad("no quoted peer"))?;
-            let (peer_port, rest) = bracket(rest).ok_or_else(|| bad("no peer port"))?;
-            let comment = rest.split_once('#').map(|x| x.1).unwrap_or("");
-            // The peer's description is the last quoted string of the comment.
-            let mut peer_desc = String::new();
-            let mut c = comment;
-            while let Some((q, r)) = quoted(c) {
-                peer_desc = q.to_string();
-                c = r;
-            }
-            let (width, speed) = width_speed(comment);
-            node.ports.push(IbPort {
-                port,
-                peer_id: peer_id.to_string(),
-                peer_port,
-                peer_desc,
-                width,
-                speed,
-            });
-        }
-    }
+    let nodes = crate::ibnet::parse_nodes(text).map_err(|e| PlanError(format!("{file} {e}")))?;
     if nodes.is_empty() {
         return Err(PlanError(format!(
             "{file}: no Switch or Ca block; is this the output of ibnetdiscover (not -p, not --cache)?"
@@ -930,55 +835,14 @@ pub fn parse_ibnetdiscover(file: &str, text: &str) -> Result<Vec<IbNode>> {
     Ok(nodes)
 }
 
-/// Every switch-to-switch and switch-to-host cable of an `ibnetdiscover` output, once
-/// each, as `Document.fabric` records them.
-pub fn ibnetdiscover_links(nodes: &[IbNode]) -> Vec<crate::discovery::FabricLink> {
-    let names: HashMap<&str, String> = nodes
-        .iter()
-        .map(|n| {
-            let name = if n.switch {
-                switch_name(&n.desc)
-            } else {
-                n.desc.clone()
-            };
-            (n.id.as_str(), name)
-        })
-        .collect();
-    let guid = |id: &str| format!("0x{}", id.split_once('-').map_or(id, |x| x.1));
-    let mut seen = BTreeSet::new();
-    let mut out = Vec::new();
-    for n in nodes.iter().filter(|n| n.switch) {
-        for p in &n.ports {
-            let k1 = (n.id.clone(), p.port);
-            let k2 = (p.peer_id.clone(), p.peer_port);
-            if seen.contains(&k2) || !seen.insert(k1) {
-                continue;
-            }
-            out.push(crate::discovery::FabricLink {
-                a_guid: guid(&n.id),
-                a_name: names[n.id.as_str()].clone(),
-                a_port: p.port,
-                b_guid: guid(&p.peer_id),
-                b_name: names
-                    .get(p.peer_id.as_str())
-                    .cloned()
-                    .unwrap_or_else(|| switch_name(&p.peer_desc)),
-                b_port: p.peer_port,
-                width: p.width.clone(),
-                speed: p.speed.clone(),
-            });
-        }
-    }
-    out
-}
-
 /// An `ibnetdiscover` output as the plan ("as built" taken as golden): switches with CAs
 /// are leaves, the others spines (core above spines); each CA port a NIC (rail: the host's
 /// NICs in natural name order), port = the leaf's port number; switch links counted.
 pub fn import_ibnetdiscover(file: &str, text: &str) -> Result<FabricPlan> {
     let nodes = parse_ibnetdiscover(file, text)?;
     let by_id: HashMap<&str, &IbNode> = nodes.iter().map(|n| (n.id.as_str(), n)).collect();
-    let sw_name = |n: &IbNode| switch_name(&n.desc);
+    let desc = |n: &IbNode| n.desc.clone().unwrap_or_else(|| n.id.clone());
+    let sw_name = |n: &IbNode| switch_name(&desc(n));
     let mut plan = FabricPlan {
         version: 1,
         ..Default::default()
@@ -986,7 +850,7 @@ pub fn import_ibnetdiscover(file: &str, text: &str) -> Result<FabricPlan> {
     let mut host_nics: BTreeMap<String, Vec<(String, String, String)>> = BTreeMap::new();
     let mut leaves = BTreeSet::new();
     for n in nodes.iter().filter(|n| !n.switch) {
-        let (host, nic) = ca_name(&n.desc, &n.id);
+        let (host, nic) = ca_name(&desc(n), &n.id);
         for p in &n.ports {
             let Some(peer) = by_id.get(p.peer_id.as_str()) else {
                 continue;

@@ -49,11 +49,12 @@ fn ibnetdiscover_output_is_the_as_built_plan() {
     let text = std::fs::read_to_string(&path).unwrap();
     let nodes = fabric_plan::parse_ibnetdiscover("x", &text).unwrap();
     assert_eq!(nodes.iter().filter(|n| n.switch).count(), 6);
-    let all = fabric_plan::ibnetdiscover_links(&nodes);
+    // Discovery's reading of the same text (results::ibnet, the one reader of it).
+    let all = results::ibnet::links(&text).unwrap();
     assert_eq!(all.len(), 7 + 8, "7 uplinks and 8 host cables");
     let thin: Vec<_> = all
         .iter()
-        .filter(|l| l.width.as_deref() == Some("1x"))
+        .filter(|l| l.width.as_deref() == Some("1X"))
         .collect();
     assert_eq!(thin.len(), 1);
     let mut ends = [thin[0].a_name.as_str(), thin[0].b_name.as_str()];
