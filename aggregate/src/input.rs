@@ -9,8 +9,9 @@
 //! to exhaust the machine that judges them. What is read is bounded ([`Limits`], README
 //! "Limits"): the bytes of each file and of all files together, the memory their decoded
 //! form may take (estimated by an allocation-free pass before the real parse), the number
-//! of latency histogram groups, and the work of every histogram decode
-//! (`results::LatencyHistogram::validate_encoded`). Only regular files are read.
+//! of latency histogram groups, and the work of every histogram decode (a latency row's
+//! decoded once into its group, `groups::Hists`; a collective's checked by
+//! `results::LatencyHistogram::validate_encoded`). Only regular files are read.
 
 use std::collections::{BTreeSet, HashSet};
 use std::fmt;
@@ -815,8 +816,9 @@ fn result_row(text: &str, index: usize) -> Option<serde_json::Value> {
     serde::Deserializer::deserialize_map(&mut de, Top(index)).ok()?
 }
 
-/// serde reports errors inside an internally tagged enum (a result row) at the row, not
-/// the field. Re-read that row as its own type to name the exact field.
+/// A result row read buffered (its `kind` not the first key, see `results::TestResult`)
+/// reports an error at the row, not the field. Re-read that row as its own type to name
+/// the exact field.
 fn deeper_path(text: &str, path: &str) -> Option<String> {
     let rest = path.strip_prefix("results[")?;
     let (idx, tail) = rest.split_once(']')?;
@@ -841,11 +843,8 @@ pub(crate) fn row_problem(row: &serde_json::Value, idx: &str) -> Option<String> 
         Some("latency") => sub::<results::LatencyResult>(row),
         Some("bandwidth") => sub::<results::BandwidthResult>(row),
         Some("collective") => sub::<results::CollectiveResult>(row),
-        Some(other) => Some((
-            "kind".to_string(),
-            format!("unknown result kind `{other}` (known: latency, bandwidth, collective)"),
-        )),
-        None => Some(("kind".to_string(), "missing result kind".to_string())),
+        Some(other) => Some(("kind".to_string(), TestResult::unknown_kind(other))),
+        None => Some(("kind".to_string(), TestResult::MISSING_KIND.to_string())),
     }?;
     let (field, msg) = found;
     let field = if field == "." {

@@ -180,20 +180,20 @@ pub fn links(text: &str) -> Result<Vec<FabricLink>, String> {
     let mut out = Vec::new();
     for n in &nodes {
         let (ag, an) = ident(&n.id);
-        // Peer descriptions printed on the link line name the peer when its own block is
-        // missing (a partial discovery).
+        // A peer whose own block is missing (a partial discovery) is named by its id,
+        // its GUID read from the id.
         for port in &n.ports {
-            let (p, pp) = (&port.port, &port.peer_port);
+            let (p, pp) = (port.port, port.peer_port);
             let (bg, bn) = ident(&port.peer_id);
-            let (a, b) = if (ag.as_str(), *p) <= (bg.as_str(), *pp) {
-                ((ag.clone(), an.clone(), *p), (bg, bn, *pp))
+            let (a, b) = if (ag.as_str(), p) <= (bg.as_str(), pp) {
+                ((ag.clone(), an.clone(), p), (bg, bn, pp))
             } else {
-                ((bg, bn, *pp), (ag.clone(), an.clone(), *p))
+                ((bg, bn, pp), (ag.clone(), an.clone(), p))
             };
             if !seen.insert((a.0.clone(), a.2, b.0.clone(), b.2)) {
                 continue;
             }
-            let ws = port.link.clone();
+            let (width, speed) = port.link.clone().unzip();
             out.push(FabricLink {
                 a_guid: a.0,
                 a_name: a.1,
@@ -201,8 +201,8 @@ pub fn links(text: &str) -> Result<Vec<FabricLink>, String> {
                 b_guid: b.0,
                 b_name: b.1,
                 b_port: b.2,
-                width: ws.as_ref().map(|x| x.0.clone()),
-                speed: ws.map(|x| x.1),
+                width,
+                speed,
             });
         }
     }

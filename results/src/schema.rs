@@ -336,6 +336,16 @@ pub enum TestResult {
     Collective(CollectiveResult),
 }
 
+impl TestResult {
+    /// What a row without a `kind` is told.
+    pub const MISSING_KIND: &'static str = "missing result kind";
+
+    /// What a row of a `kind` this schema does not know is told.
+    pub fn unknown_kind(other: &str) -> String {
+        format!("unknown result kind `{other}` (known: latency, bandwidth, collective)")
+    }
+}
+
 impl<'de> Deserialize<'de> for TestResult {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_map(row::RowVisitor)
@@ -364,9 +374,7 @@ mod row {
                 "latency" => Ok(Kind::Latency),
                 "bandwidth" => Ok(Kind::Bandwidth),
                 "collective" => Ok(Kind::Collective),
-                other => Err(E::custom(format!(
-                    "unknown result kind `{other}` (known: latency, bandwidth, collective)"
-                ))),
+                other => Err(E::custom(TestResult::unknown_kind(other))),
             }
         }
 
@@ -390,7 +398,7 @@ mod row {
 
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<TestResult, A::Error> {
             let Some(first) = map.next_key::<String>()? else {
-                return Err(de::Error::custom("missing result kind"));
+                return Err(de::Error::custom(TestResult::MISSING_KIND));
             };
             if first == "kind" {
                 // fabcheck's own rows: the rest of the row is the variant's fields.
@@ -410,7 +418,7 @@ mod row {
                         "result kind is {other}, not a string"
                     )))
                 }
-                None => return Err(de::Error::custom("missing result kind")),
+                None => return Err(de::Error::custom(TestResult::MISSING_KIND)),
             };
             kind.read(Value::Object(row)).map_err(de::Error::custom)
         }
