@@ -53,3 +53,16 @@ pub fn write_document(path: Option<&Path>, doc: &Document) -> Result<()> {
     }
     Ok(())
 }
+
+/// Writes `line` and a newline to standard error in one `write` call. Standard error is
+/// unbuffered, and `eprintln!` writes each formatted piece on its own: with many ranks
+/// under one mpirun their messages then interleave mid-line (a CI run read "rank 3: error:
+/// bench-collective: rank local rank 1 ..."). One write of a line under the pipe's atomic
+/// size (4 KiB) reaches the launcher whole.
+pub fn error_line(line: &str) {
+    use std::io::Write;
+    let mut text = String::with_capacity(line.len() + 1);
+    text.push_str(line);
+    text.push('\n');
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}

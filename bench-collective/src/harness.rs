@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use base::clock::LoopClock;
 use base::exit::{self, Outcome};
 use base::interrupt;
+use base::output;
 use bootstrap::mpi::{MpiJob, Team};
 use bootstrap::node::NodeRank;
 use results::{CollectiveResult, Document, HostInfo, TestResult};
@@ -51,7 +52,10 @@ pub fn run(plan: &Plan) -> i32 {
     match run_job(plan, &job) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("bench-collective: rank {}: error: {e:#}", job.rank());
+            output::error_line(&format!(
+                "bench-collective: rank {}: error: {e:#}",
+                job.rank()
+            ));
             // The other ranks may be waiting in a collective: end them too.
             if job.size() > 1 {
                 job.abort(exit::ERROR);
@@ -66,7 +70,7 @@ pub fn run(plan: &Plan) -> i32 {
 fn agree(any: impl Fn(bool) -> bool, rank: u32, local: Result<()>) -> Result<(), i32> {
     let failed = local.is_err();
     if let Err(e) = &local {
-        eprintln!("bench-collective: rank {rank}: error: {e:#}");
+        output::error_line(&format!("bench-collective: rank {rank}: error: {e:#}"));
     }
     if any(failed) {
         Err(exit::ERROR)
