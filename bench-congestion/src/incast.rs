@@ -1,18 +1,38 @@
 //! `--mode incast[:N]`: rounds of N senders to one receiver, every rank the receiver in
 //! turn (the next N ranks send). The receiver counts each sender's bytes; the round's
 //! figures are the per-sender bandwidth, the aggregate against the receiver's line rate,
-//! and Jain's fairness index across the senders. Not done yet: the victim flow.
+//! and Jain's fairness index across the senders.
+//!
+//! Beside each round runs a victim flow: the two ranks after the senders (in rank order)
+//! measure 8 B latency and 128 KiB bandwidth between themselves, first alone, then while
+//! the incast runs. They touch neither the hot receiver nor a sender, so whatever the
+//! incast does to them it does through what they share: a switch queue, an uplink, a port
+//! that PFC pauses upstream. Each window's port counter deltas (pauses, CNPs, ECN marks)
+//! are kept for every rank of the round.
+//!
+//! A round is two windows of `--phase-seconds` between barriers:
+//!
+//! ```text
+//! alone:   victim sender -> victim receiver: latency for half the window, then bandwidth
+//! loaded:  N senders -> receiver for the window; the victim as above, at the same time
+//! ```
 
 use std::io::{Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use bootstrap::mpi::MpiJob;
-use results::congestion::{jain, IncastRound, IncastRun};
-use results::HostInfo;
+use results::congestion::{
+    bandwidth_impact, jain, latency_impact, IncastRound, IncastRun, RoundCounters, VictimFigures,
+    VictimFlow,
+};
+use results::{HostInfo, LatencyHistogram, PortCounters};
+use serde::{Deserialize, Serialize};
 
 use crate::accept::accept_all;
+use crate::traffic::{self, BW_BYTES, KIND_BW, KIND_LAT, LAT_BYTES};
 
 const CHUNK: usize = 64 * 1024;
 
@@ -25,6 +45,59 @@ pub struct Peers<'a> {
     pub bind: Option<IpAddr>,
 }
 
+/// The ranks of round `r` of `size` with `n` senders.
+struct Roles {
+    receiver: u32,
+    senders: Vec<u32>,
+    /// (sender, receiver) of the victim flow, when two ranks are left outside the round.
+    victim: Option<(u32, u32)>,
+}
+
+impl Roles {
+    fn of(r: u32, n: u32, size: u32) -> Roles {
+        Roles {
+            receiver: r,
+            senders: (1..=n).map(|k| (r + k) % size).collect(),
+            victim: (size >= n + 3).then(|| ((r + n + 1) % size, (r + n + 2) % size)),
+        }
+    }
+
+    fn role(&self, rank: u32) -> Option<&'static str> {
+        if rank == self.receiver {
+            Some("receiver")
+        } else if self.senders.contains(&rank) {
+            Some("sender")
+        } else {
+            match self.victim {
+                Some((s, _)) if s == rank => Some("victim sender"),
+                Some((_, d)) if d == rank => Some("victim receiver"),
+                _ => None,
+            }
+        }
+    }
+}
+
+/// What one rank measured over all rounds, gathered at rank 0.
+#[derive(Serialize, Deserialize, Default)]
+struct RankIncast {
+    /// As the receiver of its round.
+    round: Option<Round>,
+    /// As the victim sender: (round, [latency alone, bandwidth alone, latency loaded,
+    /// bandwidth loaded]) histograms.
+    victim: Option<(u32, [String; 4])>,
+    /// (round, role, deltas over the loaded window) where this rank took part.
+    counters: Vec<(u32, String, Vec<PortCounters>)>,
+}
+
+/// This rank's end of a round's victim flow.
+enum VictimEnd {
+    None,
+    /// The latency and the bandwidth connection.
+    Sender(TcpStream, TcpStream),
+    /// The echo servers of both connections; they end when the sender closes.
+    Receiver(Vec<JoinHandle<()>>),
+}
+
 pub fn run(
     job: &MpiJob,
     peers: &Peers<'_>,
@@ -35,86 +108,340 @@ pub fn run(
 ) -> Result<Option<IncastRun>> {
     let (rank, size) = (job.rank(), job.size());
     let n = if n == 0 { size - 1 } else { n.min(size - 1) };
-    let mut mine: Option<Round> = None;
+    let devices = traffic::ports_of(&peers.hosts[rank as usize]);
+    let mut mine = RankIncast::default();
     for r in 0..size {
-        let senders: Vec<u32> = (1..=n).map(|k| (r + k) % size).collect();
+        let roles = Roles::of(r, n, size);
         job.barrier("incast round");
+        let flow = victim_connect(rank, &roles, peers, listener, timeout)?;
+        job.barrier("victim alone");
         let t0 = Instant::now();
+        let alone = match &flow {
+            VictimEnd::Sender(lat, bw) => Some(victim_measure(lat, bw, t0, phase)?),
+            _ => None,
+        };
+        job.any_within(
+            false,
+            "waiting for the victim's window alone",
+            phase + timeout,
+        );
+
+        let before: Vec<_> = devices
+            .iter()
+            .map(|(d, p)| probe::counters::read(d, *p))
+            .collect();
+        job.barrier("incast round loaded");
+        let t0 = Instant::now();
+        let mut loaded = None;
         if rank == r {
-            let conns = accept_all(listener, senders.len(), t0 + timeout)?;
-            let threads: Vec<_> = conns
-                .into_iter()
-                .map(|(from, mut s)| {
-                    s.set_read_timeout(Some(timeout + phase)).ok();
-                    std::thread::spawn(move || {
-                        let mut buf = vec![0u8; CHUNK];
-                        let (mut bytes, mut last) = (0u64, t0);
-                        while let Ok(k) = s.read(&mut buf) {
-                            if k == 0 {
-                                break;
-                            }
-                            bytes += k as u64;
-                            last = Instant::now();
-                        }
-                        let secs = last.duration_since(t0).as_secs_f64();
-                        (
-                            from,
-                            if secs > 0.0 {
-                                bytes as f64 * 8.0 / secs / 1e9
-                            } else {
-                                0.0
-                            },
-                        )
-                    })
-                })
-                .collect();
-            let mut round: Round = threads.into_iter().filter_map(|t| t.join().ok()).collect();
-            round.sort_by_key(|(from, _)| senders.iter().position(|s| s == from));
-            mine = Some(round);
-        } else if senders.contains(&rank) {
-            let to = peers.addrs[r as usize];
-            let mut s = base::sockets::connect_from(to, peers.bind, timeout)
-                .with_context(|| format!("incast: connecting to rank {r} at {to}"))?;
-            let mut hdr = [0u8; 8];
-            // The kind field of the header names the sender (accept_all returns it).
-            hdr[..4].copy_from_slice(&rank.to_le_bytes());
-            hdr[4..].copy_from_slice(&rank.to_le_bytes());
-            s.write_all(&hdr)?;
-            let msg = vec![0xa5u8; CHUNK];
-            while t0.elapsed() < phase {
-                if s.write_all(&msg).is_err() {
-                    break;
-                }
+            mine.round = Some(receive(listener, &roles.senders, t0, phase, timeout)?);
+        } else if roles.senders.contains(&rank) {
+            send(rank, peers, r, t0, phase, timeout)?;
+        } else if let VictimEnd::Sender(lat, bw) = &flow {
+            loaded = Some(victim_measure(lat, bw, t0, phase)?);
+        }
+        if let Some(role) = roles.role(rank) {
+            let deltas = before
+                .iter()
+                .zip(devices.iter())
+                .map(|(b, (d, p))| probe::counters::delta(b, &probe::counters::read(d, *p)))
+                .collect::<Vec<_>>();
+            if !deltas.is_empty() {
+                mine.counters.push((r, role.to_string(), deltas));
             }
+        }
+        if let (Some([la, ba]), Some([ll, bl])) = (alone, loaded) {
+            mine.victim = Some((r, [la.encode(), ba.encode(), ll.encode(), bl.encode()]));
         }
         job.any_within(
             false,
             "waiting for the incast round to end",
             phase + timeout,
         );
+        if let VictimEnd::Receiver(servers) = flow {
+            for s in servers {
+                let _ = s.join();
+            }
+        }
     }
     let all = job.gather_to_root(&serde_json::to_vec(&mine)?);
     let Some(all) = all else {
         return Ok(None);
     };
-    let name = |r: u32| peers.hosts[r as usize].hostname.clone() + &format!("#{r}");
+    let reports: Vec<RankIncast> = all
+        .iter()
+        .map(|b| base::wire::decode_json(b).context("a rank sent an unreadable incast report"))
+        .collect::<Result<_>>()?;
+    assemble(peers.hosts, n, size, &reports).map(Some)
+}
+
+/// Connects the round's victim flow: the sender opens a latency and a bandwidth
+/// connection to the receiver, which serves both (echo, as the canaries' ring does).
+fn victim_connect(
+    rank: u32,
+    roles: &Roles,
+    peers: &Peers<'_>,
+    listener: &TcpListener,
+    timeout: Duration,
+) -> Result<VictimEnd> {
+    let Some((vs, vr)) = roles.victim else {
+        return Ok(VictimEnd::None);
+    };
+    if rank == vs {
+        let to = peers.addrs[vr as usize];
+        let open = |kind: u32| -> Result<TcpStream> {
+            let mut s = base::sockets::connect_from(to, peers.bind, timeout)
+                .with_context(|| format!("victim flow: connecting to rank {vr} at {to}"))?;
+            s.set_nodelay(true)?;
+            s.set_read_timeout(Some(timeout))?;
+            let mut hdr = [0u8; 8];
+            hdr[..4].copy_from_slice(&rank.to_le_bytes());
+            hdr[4..].copy_from_slice(&kind.to_le_bytes());
+            s.write_all(&hdr)?;
+            Ok(s)
+        };
+        Ok(VictimEnd::Sender(open(KIND_LAT)?, open(KIND_BW)?))
+    } else if rank == vr {
+        let conns = accept_all(listener, 2, Instant::now() + timeout)
+            .context("victim flow: waiting for its sender")?;
+        let mut servers = Vec::new();
+        for (kind, s) in conns {
+            s.set_read_timeout(Some(timeout * 2))?;
+            servers.push(std::thread::spawn(move || {
+                traffic::serve(kind, s, Default::default())
+            }));
+        }
+        Ok(VictimEnd::Receiver(servers))
+    } else {
+        Ok(VictimEnd::None)
+    }
+}
+
+/// The victim's window: 8 B round trips for the first half, 128 KiB transfers for the
+/// second.
+fn victim_measure(
+    lat: &TcpStream,
+    bw: &TcpStream,
+    t0: Instant,
+    phase: Duration,
+) -> Result<[LatencyHistogram; 2]> {
+    let l = traffic::ping_pong(lat, LAT_BYTES, t0 + phase / 2).context("victim latency")?;
+    let b = traffic::ping_pong(bw, BW_BYTES, t0 + phase).context("victim bandwidth")?;
+    Ok([l, b])
+}
+
+/// The receiver of a round: accepts its senders and counts each one's bytes until it
+/// closes; a sender's bandwidth is its bytes over the time to its last byte.
+fn receive(
+    listener: &TcpListener,
+    senders: &[u32],
+    t0: Instant,
+    phase: Duration,
+    timeout: Duration,
+) -> Result<Round> {
+    let conns = accept_all(listener, senders.len(), t0 + timeout)?;
+    let threads: Vec<_> = conns
+        .into_iter()
+        .map(|(from, mut s)| {
+            s.set_read_timeout(Some(timeout + phase)).ok();
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; CHUNK];
+                let (mut bytes, mut last) = (0u64, t0);
+                while let Ok(k) = s.read(&mut buf) {
+                    if k == 0 {
+                        break;
+                    }
+                    bytes += k as u64;
+                    last = Instant::now();
+                }
+                let secs = last.duration_since(t0).as_secs_f64();
+                (
+                    from,
+                    if secs > 0.0 {
+                        bytes as f64 * 8.0 / secs / 1e9
+                    } else {
+                        0.0
+                    },
+                )
+            })
+        })
+        .collect();
+    let mut round: Round = threads.into_iter().filter_map(|t| t.join().ok()).collect();
+    round.sort_by_key(|(from, _)| senders.iter().position(|s| s == from));
+    Ok(round)
+}
+
+/// A sender of a round: streams 64 KiB writes to the receiver for the window.
+fn send(
+    rank: u32,
+    peers: &Peers<'_>,
+    to_rank: u32,
+    t0: Instant,
+    phase: Duration,
+    timeout: Duration,
+) -> Result<()> {
+    let to = peers.addrs[to_rank as usize];
+    let mut s = base::sockets::connect_from(to, peers.bind, timeout)
+        .with_context(|| format!("incast: connecting to rank {to_rank} at {to}"))?;
+    let mut hdr = [0u8; 8];
+    // The kind field of the header names the sender (accept_all returns it).
+    hdr[..4].copy_from_slice(&rank.to_le_bytes());
+    hdr[4..].copy_from_slice(&rank.to_le_bytes());
+    s.write_all(&hdr)?;
+    let msg = vec![0xa5u8; CHUNK];
+    while t0.elapsed() < phase {
+        if s.write_all(&msg).is_err() {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Rank 0: the rounds from every rank's report.
+fn assemble(hosts: &[HostInfo], n: u32, size: u32, reports: &[RankIncast]) -> Result<IncastRun> {
+    let name = |r: u32| hosts[r as usize].hostname.clone() + &format!("#{r}");
     let mut rounds = Vec::new();
-    for (r, bytes) in all.iter().enumerate() {
-        let round: Option<Round> =
-            base::wire::decode_json(bytes).context("a rank sent an unreadable incast round")?;
-        let round = round.unwrap_or_default();
+    for r in 0..size {
+        let roles = Roles::of(r, n, size);
+        let round = reports[r as usize].round.clone().unwrap_or_default();
         let bw: Vec<f64> = round.iter().map(|x| x.1).collect();
+        let victim = match roles.victim {
+            Some((vs, vr)) => {
+                let Some((_, h)) = reports[vs as usize].victim.as_ref().filter(|v| v.0 == r) else {
+                    anyhow::bail!("rank {vs} sent no victim figures for round {r}");
+                };
+                let fig = |i: usize, bandwidth: bool| -> Result<_> {
+                    let mut hist = LatencyHistogram::new();
+                    hist.merge_encoded(&h[i])
+                        .context("a victim sent an unreadable histogram")?;
+                    Ok(traffic::figures(&hist, bandwidth))
+                };
+                let alone = VictimFigures {
+                    latency: fig(0, false)?,
+                    bandwidth: fig(1, true)?,
+                };
+                let loaded = VictimFigures {
+                    latency: fig(2, false)?,
+                    bandwidth: fig(3, true)?,
+                };
+                Some(VictimFlow {
+                    sender: name(vs),
+                    receiver: name(vr),
+                    bandwidth_impact: bandwidth_impact(alone.bandwidth.mean, loaded.bandwidth.mean),
+                    latency_impact_p99: latency_impact(alone.latency.p99, loaded.latency.p99),
+                    alone,
+                    loaded,
+                })
+            }
+            None => None,
+        };
+        let counters = reports
+            .iter()
+            .enumerate()
+            .flat_map(|(k, rep)| {
+                rep.counters
+                    .iter()
+                    .filter(|c| c.0 == r)
+                    .map(move |c| (k as u32, c))
+            })
+            .map(|(k, (_, role, ports))| RoundCounters {
+                node: name(k),
+                role: role.clone(),
+                ports: ports.clone(),
+            })
+            .collect();
         rounds.push(IncastRound {
-            receiver: name(r as u32),
+            receiver: name(r),
             senders: round.iter().map(|x| name(x.0)).collect(),
             aggregate_gbit_s: bw.iter().sum(),
             jain_fairness: jain(&bw),
-            line_rate_gbit_s: probe::host::link_rate_gbit_s(&peers.hosts[r]).map(|x| x.0),
+            line_rate_gbit_s: probe::host::link_rate_gbit_s(&hosts[r as usize]).map(|x| x.0),
             sender_gbit_s: bw,
+            victim,
+            counters,
         });
     }
-    Ok(Some(IncastRun {
+    let no_victim = (size < n + 3).then(|| {
+        format!(
+            "no victim flow: {size} nodes leave fewer than 2 outside a round of {n} senders and a receiver (use incast:{} or more nodes)",
+            size.saturating_sub(3).max(1)
+        )
+    });
+    Ok(IncastRun {
         senders_per_round: n,
         rounds,
-    }))
+        no_victim,
+    })
+}
+
+/// One line per round: the aggregate, the fairness, each sender, and the victim alone and
+/// loaded.
+pub fn print_table(inc: &IncastRun) {
+    println!("# incast: {} senders per round", inc.senders_per_round);
+    if let Some(w) = &inc.no_victim {
+        println!("# {w}");
+    }
+    println!(
+        "{:<22} {:>10} {:>8} {:>24} {:>24} {:>12}  per-sender gbit_s",
+        "receiver",
+        "agg gbit_s",
+        "jain",
+        "victim gbit_s alone/load",
+        "victim p99 us alone/load",
+        "victim x bw"
+    );
+    for r in &inc.rounds {
+        let (bw, lat, x) = match &r.victim {
+            Some(v) => (
+                format!(
+                    "{:.3}/{:.3}",
+                    v.alone.bandwidth.mean, v.loaded.bandwidth.mean
+                ),
+                format!("{:.1}/{:.1}", v.alone.latency.p99, v.loaded.latency.p99),
+                format!("{:.3}", v.bandwidth_impact),
+            ),
+            None => ("-".into(), "-".into(), "-".into()),
+        };
+        let each: Vec<String> = r.sender_gbit_s.iter().map(|g| format!("{g:.3}")).collect();
+        println!(
+            "{:<22} {:>10.3} {:>8.4} {:>24} {:>24} {:>12}  {}",
+            r.receiver,
+            r.aggregate_gbit_s,
+            r.jain_fairness,
+            bw,
+            lat,
+            x,
+            each.join(" ")
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Roles;
+
+    #[test]
+    fn the_victim_pair_is_outside_the_round_and_absent_when_no_two_are_left() {
+        for size in 3..12u32 {
+            for n in 1..size {
+                for r in 0..size {
+                    let roles = Roles::of(r, n, size);
+                    assert_eq!(roles.senders.len(), n as usize);
+                    assert!(!roles.senders.contains(&r));
+                    match roles.victim {
+                        Some((s, d)) => {
+                            assert!(n + 3 <= size);
+                            assert_ne!(s, d);
+                            for v in [s, d] {
+                                assert_ne!(v, r);
+                                assert!(!roles.senders.contains(&v));
+                            }
+                            assert_eq!(roles.role(s), Some("victim sender"));
+                        }
+                        None => assert!(n + 3 > size),
+                    }
+                }
+            }
+        }
+    }
 }

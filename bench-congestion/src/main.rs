@@ -95,7 +95,10 @@ fn run(cli: &Cli) -> i32 {
     match traffic::run_job(cli, &job) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("bench-congestion: rank {}: error: {e:#}", job.rank());
+            base::output::error_line(&format!(
+                "bench-congestion: rank {}: error: {e:#}",
+                job.rank()
+            ));
             if job.size() > 1 {
                 job.abort(base::exit::ERROR);
             }

@@ -23,14 +23,14 @@ use crate::split::{self, Split};
 use crate::Cli;
 
 /// The canaries' ping-pong message (GPCNeT: 8 B random-ring latency).
-const LAT_BYTES: usize = 8;
+pub(crate) const LAT_BYTES: usize = 8;
 /// The canaries' bandwidth transfer (GPCNeT: 128 KiB random-ring bandwidth).
-const BW_BYTES: usize = 128 * 1024;
+pub(crate) const BW_BYTES: usize = 128 * 1024;
 /// The congestors' message (GPCNeT: 4 KiB all-to-all and incast).
 const CONGEST_BYTES: usize = 4096;
 
-const KIND_LAT: u32 = 0;
-const KIND_BW: u32 = 1;
+pub(crate) const KIND_LAT: u32 = 0;
+pub(crate) const KIND_BW: u32 = 1;
 /// Congestor links carry `KIND_CONGEST + group`.
 const KIND_CONGEST: u32 = 16;
 
@@ -59,7 +59,7 @@ struct RankReport {
 }
 
 /// What each congestor sink received: (group, bytes, time of the last byte).
-type Sinks = Arc<Mutex<Vec<(u32, u64, Option<Instant>)>>>;
+pub(crate) type Sinks = Arc<Mutex<Vec<(u32, u64, Option<Instant>)>>>;
 
 const TESTS: [(&str, &str); 3] = [
     ("ring_latency_8b", "us"),
@@ -100,25 +100,16 @@ pub fn run_job(cli: &Cli, job: &MpiJob) -> Result<i32> {
         let Some(inc) = crate::incast::run(job, &peers, &listener, n, phase, timeout)? else {
             return Ok(base::exit::OK);
         };
-        println!("# incast: {} senders per round", inc.senders_per_round);
-        println!(
-            "{:<24} {:>16} {:>22}  per-sender gbit_s",
-            "receiver", "aggregate gbit_s", "jain fairness"
-        );
-        for r in &inc.rounds {
-            println!(
-                "{:<24} {:>16.3} {:>22}  {:?}",
-                r.receiver, r.aggregate_gbit_s, r.jain_fairness, r.sender_gbit_s
-            );
-        }
+        crate::incast::print_table(&inc);
         let mut doc = Document::new("bench-congestion", "mpi", job.size(), started_at);
         doc.hosts = infos;
         doc.options
             .insert("mode".into(), format!("incast:{n}").into());
         doc.options
             .insert("phase-seconds".into(), cli.phase_seconds.into());
-        doc.warnings
-            .push("incast: the victim flow is not measured yet".into());
+        if let Some(w) = &inc.no_victim {
+            doc.warnings.push(w.clone());
+        }
         doc.congestion = Some(CongestionRun {
             seed: cli.seed,
             phase_seconds: cli.phase_seconds,
@@ -316,7 +307,7 @@ fn plan_links(sp: &Split, ring: &[u32]) -> Vec<Link> {
 
 /// The far end of a connection: echo 8 B pings, acknowledge 128 KiB transfers with 8 B,
 /// count what congestors send. Ends at the peer's close (or the idle timeout).
-fn serve(kind: u32, mut s: TcpStream, received: Sinks) {
+pub(crate) fn serve(kind: u32, mut s: TcpStream, received: Sinks) {
     match kind {
         KIND_LAT | KIND_BW => {
             let mut buf = vec![
@@ -373,7 +364,11 @@ fn canary_phase(
 
 /// Sends `size` bytes and waits for the 8-byte answer, until `deadline`; one sample per
 /// round trip.
-fn ping_pong(mut s: &TcpStream, size: usize, deadline: Instant) -> Result<LatencyHistogram> {
+pub(crate) fn ping_pong(
+    mut s: &TcpStream,
+    size: usize,
+    deadline: Instant,
+) -> Result<LatencyHistogram> {
     let msg = vec![0x5au8; size];
     let mut ack = [0u8; LAT_BYTES];
     let mut h = LatencyHistogram::new();
@@ -440,14 +435,14 @@ fn congest(out: &[(Link, TcpStream)], until: Instant) -> Result<()> {
 }
 
 /// The RDMA ports of this host, for counter snapshots (none without RDMA hardware).
-fn ports_of(host: &HostInfo) -> Vec<(String, u32)> {
+pub(crate) fn ports_of(host: &HostInfo) -> Vec<(String, u32)> {
     host.rdma_devices
         .iter()
         .flat_map(|d| d.ports.iter().map(move |p| (d.name.clone(), p.port)))
         .collect()
 }
 
-fn figures(h: &LatencyHistogram, bandwidth: bool) -> CanaryFigures {
+pub(crate) fn figures(h: &LatencyHistogram, bandwidth: bool) -> CanaryFigures {
     let mean_ns = h.summary_us().mean * 1e3;
     let p99_ns = h.value_at_quantile_ns(0.99) as f64;
     let bits = (BW_BYTES * 8) as f64;
@@ -455,6 +450,7 @@ fn figures(h: &LatencyHistogram, bandwidth: bool) -> CanaryFigures {
         CanaryFigures {
             samples: h.len(),
             mean: bits / mean_ns,
+            p50: None,
             p99: bits / p99_ns,
             p999: None,
             histogram: h.encode(),
@@ -463,6 +459,7 @@ fn figures(h: &LatencyHistogram, bandwidth: bool) -> CanaryFigures {
         CanaryFigures {
             samples: h.len(),
             mean: mean_ns / 1e3,
+            p50: Some(h.value_at_quantile_ns(0.5) as f64 / 1e3),
             p99: p99_ns / 1e3,
             p999: Some(h.value_at_quantile_ns(0.999) as f64 / 1e3),
             histogram: h.encode(),

@@ -53,7 +53,7 @@ impl Mpi {
         me.local_rank = Some(local_rank);
         let tool = plan.tool;
         let fail = |e: anyhow::Error| -> ! {
-            eprintln!("{tool}: rank {rank}: error: {e:#}");
+            base::output::error_line(&format!("{tool}: rank {rank}: error: {e:#}"));
             job.abort(base::exit::ERROR)
         };
         if let Err(e) = settle_device(plan, &launch.devices, local_rank) {

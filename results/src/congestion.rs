@@ -76,6 +76,9 @@ pub struct CanaryFigures {
     pub samples: u64,
     /// Mean in `unit`.
     pub mean: f64,
+    /// Latency only: the median.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p50: Option<f64>,
     /// Latency: 99th percentile; bandwidth: the bandwidth 99 % of the transfers beat.
     pub p99: f64,
     /// Latency only.
@@ -112,6 +115,9 @@ pub fn bandwidth_impact(isolated: f64, loaded: f64) -> f64 {
 pub struct IncastRun {
     pub senders_per_round: u32,
     pub rounds: Vec<IncastRound>,
+    /// Why the rounds carry no victim flow (too few nodes outside each round).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_victim: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -127,6 +133,48 @@ pub struct IncastRound {
     /// Jain's fairness index of `sender_gbit_s`: 1 when all get the same, 1/N when one
     /// sender takes everything.
     pub jain_fairness: f64,
+    /// The flow beside the incast: two nodes outside the round, alone then during it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub victim: Option<VictimFlow>,
+    /// Port counter deltas over the incast window of every rank of the round that has an
+    /// RDMA port (receiver, senders, victim): pauses, CNPs, ECN marks, discards.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub counters: Vec<RoundCounters>,
+}
+
+/// One rank's counter deltas over an incast window.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct RoundCounters {
+    pub node: String,
+    /// `receiver`, `sender`, `victim sender` or `victim receiver`.
+    pub role: String,
+    pub ports: Vec<PortCounters>,
+}
+
+/// A victim flow: a sender and a receiver that share the switches of an incast round but
+/// neither its receiver nor its senders, measured alone and while the incast runs. Its
+/// bandwidth falling or its latency tail rising under the incast is congestion spreading
+/// (PFC pausing ports the victim crosses) or head-of-line blocking in a shared queue.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct VictimFlow {
+    pub sender: String,
+    pub receiver: String,
+    /// 8 B ping-pong round trips (us), then 128 KiB transfers each answered with 8 B
+    /// (gbit_s), as the canaries measure them.
+    pub alone: VictimFigures,
+    pub loaded: VictimFigures,
+    /// Bandwidth alone / bandwidth loaded (means); above 1: the incast hurt the victim.
+    pub bandwidth_impact: f64,
+    /// Latency loaded / latency alone on the 99th percentile.
+    pub latency_impact_p99: f64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct VictimFigures {
+    /// `us`.
+    pub latency: CanaryFigures,
+    /// `gbit_s`.
+    pub bandwidth: CanaryFigures,
 }
 
 /// Jain's fairness index, (sum x)^2 / (n * sum x^2); 0 for no flows or no bytes.

@@ -181,6 +181,19 @@ fn incast_fairness_and_aggregate_follow_the_shaping() {
     let inc = doc.congestion.unwrap().incast.expect("incast rounds");
     assert_eq!(inc.senders_per_round, 3);
     assert_eq!(inc.rounds.len(), 4);
+    // 3 senders and a receiver leave no two nodes of 4 for a victim flow: said, not faked.
+    assert!(
+        inc.no_victim
+            .as_deref()
+            .is_some_and(|w| w.contains("no victim")),
+        "{inc:?}"
+    );
+    assert!(inc.rounds.iter().all(|r| r.victim.is_none()), "{inc:?}");
+    assert!(
+        doc.warnings.iter().any(|w| w.contains("no victim")),
+        "{:?}",
+        doc.warnings
+    );
     let slow_sends = inc
         .rounds
         .iter()
@@ -213,6 +226,129 @@ fn incast_fairness_and_aggregate_follow_the_shaping() {
             assert!(r.jain_fairness < 0.9, "{r:?}");
         }
     }
+}
+
+/// The node index of `sim-node<k>#<rank>`.
+fn node_of(name: &str) -> u32 {
+    name.strip_prefix("sim-node")
+        .and_then(|s| s.split('#').next())
+        .and_then(|k| k.parse().ok())
+        .unwrap_or_else(|| panic!("not a simulated node name: {name}"))
+}
+
+/// Incast with a victim in the simulated cluster split into two leaves (nodes 0-2 and
+/// 3-5) whose cross traffic shares one 50 Mbit/s class (an oversubscribed spine), links
+/// inside a leaf at 1 Gbit/s. With `incast:2` round r has receiver r, senders r+1, r+2
+/// and the victim r+3 -> r+4 (mod 6), so the rounds differ only in what they share:
+/// - rounds 2 and 5: both senders and the victim cross the spine: the victim loses
+///   bandwidth and its latency tail grows, and the whole round stays under the class;
+/// - rounds 1 and 4: one sender crosses, one does not: the crossing one is the slowest
+///   and the fairness index shows it;
+/// - rounds 0 and 3: nothing shared with the victim: its impact stays below the
+///   crossing rounds'.
+#[test]
+fn incast_victim_shows_sharing_only_where_the_spine_is_shared() {
+    if !integration::is_root() {
+        eprintln!("SKIPPED: the simulated cluster needs root (ip netns, unshare --uts)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("victim.json");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("cluster/simcluster.sh");
+    let out = run(
+        std::process::Command::new(script)
+            .args([
+                "--nodes",
+                "6",
+                "--groups",
+                "2",
+                "--cross-rate",
+                "50mbit",
+                "--",
+            ])
+            .arg(bin("bench-congestion"))
+            .args(["--mode", "incast:2", "--phase-seconds", "1", "--json"])
+            .arg(&json),
+        LIMIT,
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("victim"), "{stdout}");
+    let doc: Document = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let inc = doc.congestion.unwrap().incast.expect("incast rounds");
+    assert_eq!(inc.senders_per_round, 2);
+    assert_eq!(inc.rounds.len(), 6);
+    assert!(inc.no_victim.is_none(), "{inc:?}");
+    let leaf = |name: &str| node_of(name) / 3;
+    let mut impact = Vec::new();
+    for (r, round) in inc.rounds.iter().enumerate() {
+        let r = r as u32;
+        assert_eq!(node_of(&round.receiver), r, "{round:?}");
+        let senders: Vec<u32> = round.senders.iter().map(|s| node_of(s)).collect();
+        assert_eq!(senders, vec![(r + 1) % 6, (r + 2) % 6], "{round:?}");
+        let v = round.victim.as_ref().expect("a victim flow in every round");
+        assert_eq!(
+            (node_of(&v.sender), node_of(&v.receiver)),
+            ((r + 3) % 6, (r + 4) % 6),
+            "{v:?}"
+        );
+        for f in [&v.alone, &v.loaded] {
+            assert!(f.latency.samples > 0 && f.bandwidth.samples > 0, "{v:?}");
+            assert!(f.latency.p50.is_some() && f.latency.p999.is_some(), "{v:?}");
+        }
+        assert!(
+            same(
+                v.bandwidth_impact,
+                v.alone.bandwidth.mean / v.loaded.bandwidth.mean
+            ),
+            "{v:?}"
+        );
+        assert!(
+            same(
+                v.latency_impact_p99,
+                v.loaded.latency.p99 / v.alone.latency.p99
+            ),
+            "{v:?}"
+        );
+        let crossing = senders
+            .iter()
+            .filter(|&&s| leaf(&format!("sim-node{s}")) != r / 3);
+        let victim_crosses = leaf(&v.sender) != leaf(&v.receiver);
+        match crossing.count() {
+            2 => {
+                assert!(victim_crosses, "{round:?}");
+                assert!(v.bandwidth_impact > 1.5, "victim shares the spine: {v:?}");
+                assert!(v.latency_impact_p99 > 2.0, "victim shares the spine: {v:?}");
+                assert!(round.aggregate_gbit_s < 0.1, "{round:?}");
+            }
+            1 => {
+                let far = senders.iter().position(|&s| s / 3 != r / 3).unwrap();
+                let near = 1 - far;
+                assert!(round.sender_gbit_s[far] < 0.1, "{round:?}");
+                assert!(
+                    round.sender_gbit_s[far] < round.sender_gbit_s[near],
+                    "{round:?}"
+                );
+                assert!(round.jain_fairness < 0.8, "{round:?}");
+            }
+            _ => assert!(!victim_crosses, "{round:?}"),
+        }
+        impact.push((victim_crosses, v.bandwidth_impact));
+    }
+    let shared = impact
+        .iter()
+        .filter(|x| x.0)
+        .map(|x| x.1)
+        .fold(f64::MAX, f64::min);
+    let apart = impact
+        .iter()
+        .filter(|x| !x.0)
+        .map(|x| x.1)
+        .fold(0.0, f64::max);
+    assert!(
+        apart < shared,
+        "a victim that shares nothing suffered as much as one behind the spine: {impact:?}"
+    );
 }
 
 /// Bad input ends with exit code 2 and a message naming the problem: too few nodes for a

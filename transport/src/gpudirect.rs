@@ -24,7 +24,7 @@ fn note(text: &str) {
 
 fn warn(text: &str) {
     match base::launcher::env_rank() {
-        Some(r) => eprintln!("rank {r}: warning: {text}"),
+        Some(r) => base::output::error_line(&format!("rank {r}: warning: {text}")),
         None => eprintln!("warning: {text}"),
     }
 }
