@@ -202,6 +202,11 @@ pub fn build_with(
             outcomes.push((None, o));
         }
     }
+    if let Some(spec) = &profile.load {
+        for o in crate::load::checks(spec, docs) {
+            outcomes.push((None, o));
+        }
+    }
     let groups = views(&a);
     let (heatmaps, left_out) = draw(&a, &loc);
     let all_failures = a.distinct_failures(|_| true);

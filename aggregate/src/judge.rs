@@ -193,7 +193,7 @@ fn pair_ok(sel: &Selector, p: &results::Pair) -> bool {
     }
 }
 
-fn fmt_value(v: f64) -> String {
+pub(crate) fn fmt_value(v: f64) -> String {
     if v == 0.0 || (v.abs() >= 0.01 && v.abs() < 1e6) {
         let s = format!("{v:.3}");
         s.trim_end_matches('0').trim_end_matches('.').to_string()

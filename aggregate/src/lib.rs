@@ -18,6 +18,7 @@ pub mod heatmap;
 pub mod input;
 pub mod inventory;
 pub mod judge;
+pub mod load;
 pub mod matrix;
 pub mod metric;
 pub mod parallel;

@@ -36,6 +36,7 @@ struct RawProfile {
     matrix: MatrixSettings,
     inventory: Option<InventorySpec>,
     lossless: Option<LosslessSpec>,
+    load: Option<LoadSpec>,
 }
 
 /// `[matrix]`: how the node-by-node matrix of a sweep is judged and its suspects named.
@@ -153,6 +154,8 @@ pub struct Profile {
     pub inventory: Option<InventorySpec>,
     /// What the nodes' lossless-configuration audits must show (`[lossless]`).
     pub lossless: Option<LosslessSpec>,
+    /// Bounds on the fabric under load (`[load]`), relative to its own quiet figures.
+    pub load: Option<LoadSpec>,
 }
 
 /// Which bound a check sets.
@@ -489,6 +492,28 @@ pub fn parse(text: &str, source: &str) -> Result<Profile> {
     if m.min_links == 0 {
         return Err(err("matrix.min_links".into(), "must be at least 1".into()));
     }
+    if let Some(l) = &raw.load {
+        if l == &LoadSpec::default() {
+            return Err(err(
+                "load".into(),
+                "the [load] table sets no bound: give at least one key".into(),
+            ));
+        }
+        for (key, v) in l.bounds() {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(err(
+                    format!("load.{key}"),
+                    format!("{v}: must be a positive number"),
+                ));
+            }
+        }
+        if l.incast_fairness_min.is_some_and(|v| v > 1.0) {
+            return Err(err(
+                "load.incast_fairness_min".into(),
+                "Jain's index is at most 1".into(),
+            ));
+        }
+    }
     if let Some(inv) = &raw.inventory {
         if inv == &InventorySpec::default() {
             return Err(err(
@@ -512,6 +537,7 @@ pub fn parse(text: &str, source: &str) -> Result<Profile> {
         matrix: raw.matrix,
         inventory: raw.inventory,
         lossless: raw.lossless,
+        load: raw.load,
     })
 }
 
@@ -532,6 +558,46 @@ pub struct LosslessSpec {
     /// Every lane's receive power at or above its module's low warning threshold.
     #[serde(default)]
     pub rx_power_above_warning: bool,
+}
+
+/// `[load]` of a profile (docs/profiles.md): bounds on `bench-congestion` runs, each
+/// against the same cluster's quiet figures. Each key given is one check (`load-*`).
+#[derive(Debug, Clone, Default, serde::Deserialize, serde::Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LoadSpec {
+    /// Every canary test's impact on the mean (loaded over isolated latency, isolated
+    /// over loaded bandwidth) at most this.
+    pub impact_mean_max: Option<f64>,
+    /// The same on the 99th percentile (bandwidth: its low tail).
+    pub impact_p99_max: Option<f64>,
+    /// Jain's fairness index of every incast round's senders at least this.
+    pub incast_fairness_min: Option<f64>,
+    /// Every incast round's aggregate at least this percentage of the receiver's line rate.
+    pub incast_line_rate_min_pct: Option<f64>,
+    /// The victim flow's bandwidth alone over during the incast at most this.
+    pub victim_bandwidth_impact_max: Option<f64>,
+    /// The victim's 8 B p99 during the incast over alone at most this.
+    pub victim_latency_impact_max: Option<f64>,
+}
+
+impl LoadSpec {
+    /// The keys given, by name.
+    fn bounds(&self) -> Vec<(&'static str, f64)> {
+        [
+            ("impact_mean_max", self.impact_mean_max),
+            ("impact_p99_max", self.impact_p99_max),
+            ("incast_fairness_min", self.incast_fairness_min),
+            ("incast_line_rate_min_pct", self.incast_line_rate_min_pct),
+            (
+                "victim_bandwidth_impact_max",
+                self.victim_bandwidth_impact_max,
+            ),
+            ("victim_latency_impact_max", self.victim_latency_impact_max),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| v.map(|v| (k, v)))
+        .collect()
+    }
 }
 
 #[cfg(test)]
@@ -625,5 +691,31 @@ max_size = "64"
         .unwrap();
         assert_eq!(p.checks[0].select.memory.as_deref(), Some("cuda"));
         assert!(p.checks[0].select.describe().contains("cuda memory"));
+    }
+
+    #[test]
+    fn a_load_table_is_read_and_bad_bounds_are_refused() {
+        let p = parse(
+            &format!("{OK}[load]\nimpact_mean_max = 1.5\nincast_fairness_min = 0.9\n"),
+            "t.toml",
+        )
+        .unwrap();
+        let l = p.load.unwrap();
+        assert_eq!(l.impact_mean_max, Some(1.5));
+        assert_eq!(l.incast_fairness_min, Some(0.9));
+        assert_eq!(l.impact_p99_max, None);
+        for (body, says) in [
+            ("", "sets no bound"),
+            ("impact_mean_max = -1\n", "load.impact_mean_max"),
+            ("incast_fairness_min = 1.2\n", "at most 1"),
+            ("impact_mean = 1.5\n", "impact_mean"),
+        ] {
+            let e = parse(&format!("{OK}[load]\n{body}"), "t.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(says) && e.contains("t.toml"), "{body}: {e}");
+        }
+        let roce = load("roce-100g").unwrap();
+        assert!(roce.load.is_some_and(|l| l.impact_mean_max.is_some()));
     }
 }

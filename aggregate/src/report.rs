@@ -203,6 +203,8 @@ struct Context<'a> {
     tables: &'a Tables,
     plots: &'a Plots,
     cluster: &'a Cluster,
+    /// The fabric under load (bench-congestion runs).
+    load: &'a crate::load::Load,
     matrix_plots: Vec<MatrixPlot<'a>>,
     /// The structure's picture and per-direction matrices (trusted SVG made here).
     fabric_svg: Option<&'a str>,
@@ -441,6 +443,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             warnings.insert(shorten(&format!("{}: {w}", d.doc.tool), SHORT));
         }
     }
+    let load = crate::load::build(&set.docs);
     let ctx = Context {
         title: opts
             .title
@@ -458,6 +461,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         tables: &tables,
         plots: &plots,
         cluster: &cluster,
+        load: &load,
         matrix_plots: cluster
             .heatmaps
             .iter()
@@ -500,6 +504,9 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         tables: &'a Tables,
         /// The matrix, its suspects and the retest list (see `cluster`).
         matrix: &'a Cluster,
+        /// The congestion runs and incast rounds (see `load`).
+        #[serde(skip_serializing_if = "is_quiet")]
+        load: &'a crate::load::Load,
         skipped: &'a [BadInput],
         inputs: &'a [InputInfo],
     }
@@ -507,6 +514,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         verdict: &verdict,
         tables: &tables,
         matrix: &cluster,
+        load: &load,
         skipped: &set.skipped,
         inputs: &ctx.inputs,
     })
@@ -527,6 +535,10 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         suspects: cluster.summary_lines(),
         retest,
     })
+}
+
+fn is_quiet(l: &&crate::load::Load) -> bool {
+    !l.present()
 }
 
 /// Reads `--plan` (before any work, so a bad plan costs nothing).

@@ -32,7 +32,7 @@ use results::{HostInfo, LatencyHistogram, PortCounters};
 use serde::{Deserialize, Serialize};
 
 use crate::accept::accept_all;
-use crate::traffic::{self, BW_BYTES, KIND_BW, KIND_LAT, LAT_BYTES};
+use crate::flows::{self, BW_BYTES, KIND_BW, KIND_LAT, LAT_BYTES};
 
 const CHUNK: usize = 64 * 1024;
 
@@ -108,7 +108,7 @@ pub fn run(
 ) -> Result<Option<IncastRun>> {
     let (rank, size) = (job.rank(), job.size());
     let n = if n == 0 { size - 1 } else { n.min(size - 1) };
-    let devices = traffic::ports_of(&peers.hosts[rank as usize]);
+    let devices = flows::ports_of(&peers.hosts[rank as usize]);
     let mut mine = RankIncast::default();
     for r in 0..size {
         let roles = Roles::of(r, n, size);
@@ -208,7 +208,7 @@ fn victim_connect(
         for (kind, s) in conns {
             s.set_read_timeout(Some(timeout * 2))?;
             servers.push(std::thread::spawn(move || {
-                traffic::serve(kind, s, Default::default())
+                flows::serve(kind, s, Default::default())
             }));
         }
         Ok(VictimEnd::Receiver(servers))
@@ -225,8 +225,8 @@ fn victim_measure(
     t0: Instant,
     phase: Duration,
 ) -> Result<[LatencyHistogram; 2]> {
-    let l = traffic::ping_pong(lat, LAT_BYTES, t0 + phase / 2).context("victim latency")?;
-    let b = traffic::ping_pong(bw, BW_BYTES, t0 + phase).context("victim bandwidth")?;
+    let l = flows::ping_pong(lat, LAT_BYTES, t0 + phase / 2).context("victim latency")?;
+    let b = flows::ping_pong(bw, BW_BYTES, t0 + phase).context("victim bandwidth")?;
     Ok([l, b])
 }
 
@@ -314,7 +314,7 @@ fn assemble(hosts: &[HostInfo], n: u32, size: u32, reports: &[RankIncast]) -> Re
                     let mut hist = LatencyHistogram::new();
                     hist.merge_encoded(&h[i])
                         .context("a victim sent an unreadable histogram")?;
-                    Ok(traffic::figures(&hist, bandwidth))
+                    Ok(flows::figures(&hist, bandwidth))
                 };
                 let alone = VictimFigures {
                     latency: fig(0, false)?,

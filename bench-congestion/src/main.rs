@@ -7,6 +7,7 @@
 //! sockets between the ranks, each bound to `--bind-addr` when given.
 
 mod accept;
+mod flows;
 mod incast;
 mod split;
 mod traffic;

@@ -1,9 +1,9 @@
 //! The run on every rank: the roster, the split, the TCP connections of the canaries' ring
 //! and of the congestor groups, the two phases, and at rank 0 the document.
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -12,27 +12,22 @@ use bootstrap::mpi::{MpiJob, Team};
 use mpi::collective::SystemOperation;
 use mpi::traits::*;
 use results::congestion::{
-    bandwidth_impact, latency_impact, CanaryFigures, CanaryTest, CongestionNode, CongestionRun,
-    CongestorGroup, CongestorThroughput,
+    bandwidth_impact, latency_impact, CanaryTest, CongestionNode, CongestionRun, CongestorGroup,
+    CongestorThroughput,
 };
 use results::{Document, HostInfo, LatencyHistogram, PortCounters};
 use serde::{Deserialize, Serialize};
 
 use crate::accept::accept_all;
+use crate::flows::{
+    figures, ping_pong, ports_of, serve, Sinks, BW_BYTES, KIND_BW, KIND_CONGEST, KIND_LAT,
+    LAT_BYTES,
+};
 use crate::split::{self, Split};
 use crate::Cli;
 
-/// The canaries' ping-pong message (GPCNeT: 8 B random-ring latency).
-pub(crate) const LAT_BYTES: usize = 8;
-/// The canaries' bandwidth transfer (GPCNeT: 128 KiB random-ring bandwidth).
-pub(crate) const BW_BYTES: usize = 128 * 1024;
 /// The congestors' message (GPCNeT: 4 KiB all-to-all and incast).
 const CONGEST_BYTES: usize = 4096;
-
-pub(crate) const KIND_LAT: u32 = 0;
-pub(crate) const KIND_BW: u32 = 1;
-/// Congestor links carry `KIND_CONGEST + group`.
-const KIND_CONGEST: u32 = 16;
 
 #[derive(Serialize, Deserialize)]
 struct Hello {
@@ -57,9 +52,6 @@ struct RankReport {
     congest: Vec<(u32, u64, f64)>,
     counters: [Vec<PortCounters>; 2],
 }
-
-/// What each congestor sink received: (group, bytes, time of the last byte).
-pub(crate) type Sinks = Arc<Mutex<Vec<(u32, u64, Option<Instant>)>>>;
 
 const TESTS: [(&str, &str); 3] = [
     ("ring_latency_8b", "us"),
@@ -305,43 +297,6 @@ fn plan_links(sp: &Split, ring: &[u32]) -> Vec<Link> {
     links
 }
 
-/// The far end of a connection: echo 8 B pings, acknowledge 128 KiB transfers with 8 B,
-/// count what congestors send. Ends at the peer's close (or the idle timeout).
-pub(crate) fn serve(kind: u32, mut s: TcpStream, received: Sinks) {
-    match kind {
-        KIND_LAT | KIND_BW => {
-            let mut buf = vec![
-                0u8;
-                if kind == KIND_LAT {
-                    LAT_BYTES
-                } else {
-                    BW_BYTES
-                }
-            ];
-            while s.read_exact(&mut buf).is_ok() {
-                if s.write_all(&buf[..LAT_BYTES]).is_err() {
-                    break;
-                }
-            }
-        }
-        _ => {
-            let mut buf = vec![0u8; 64 * 1024];
-            let (mut bytes, mut last) = (0u64, None);
-            while let Ok(n) = s.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                bytes += n as u64;
-                last = Some(Instant::now());
-            }
-            received
-                .lock()
-                .unwrap()
-                .push((kind - KIND_CONGEST, bytes, last));
-        }
-    }
-}
-
 /// One canary phase: the three tests one after another, each until its slot of the
 /// phase ends (`t0 + k * phase`).
 fn canary_phase(
@@ -360,28 +315,6 @@ fn canary_phase(
     let bw = ping_pong(stream(KIND_BW), BW_BYTES, t0 + phase * 2)?;
     let ar = allreduce(team, t0 + phase * 3);
     Ok([lat.encode(), bw.encode(), ar.encode()])
-}
-
-/// Sends `size` bytes and waits for the 8-byte answer, until `deadline`; one sample per
-/// round trip.
-pub(crate) fn ping_pong(
-    mut s: &TcpStream,
-    size: usize,
-    deadline: Instant,
-) -> Result<LatencyHistogram> {
-    let msg = vec![0x5au8; size];
-    let mut ack = [0u8; LAT_BYTES];
-    let mut h = LatencyHistogram::new();
-    loop {
-        let t = Instant::now();
-        if t >= deadline {
-            break;
-        }
-        s.write_all(&msg).context("canary send")?;
-        s.read_exact(&mut ack).context("canary answer")?;
-        h.record(t.elapsed().as_nanos() as u64);
-    }
-    Ok(h)
 }
 
 /// 8-byte MPI allreduce among the canaries until `deadline` (checked together every 32
@@ -434,39 +367,6 @@ fn congest(out: &[(Link, TcpStream)], until: Instant) -> Result<()> {
     Ok(())
 }
 
-/// The RDMA ports of this host, for counter snapshots (none without RDMA hardware).
-pub(crate) fn ports_of(host: &HostInfo) -> Vec<(String, u32)> {
-    host.rdma_devices
-        .iter()
-        .flat_map(|d| d.ports.iter().map(move |p| (d.name.clone(), p.port)))
-        .collect()
-}
-
-pub(crate) fn figures(h: &LatencyHistogram, bandwidth: bool) -> CanaryFigures {
-    let mean_ns = h.summary_us().mean * 1e3;
-    let p99_ns = h.value_at_quantile_ns(0.99) as f64;
-    let bits = (BW_BYTES * 8) as f64;
-    if bandwidth {
-        CanaryFigures {
-            samples: h.len(),
-            mean: bits / mean_ns,
-            p50: None,
-            p99: bits / p99_ns,
-            p999: None,
-            histogram: h.encode(),
-        }
-    } else {
-        CanaryFigures {
-            samples: h.len(),
-            mean: mean_ns / 1e3,
-            p50: Some(h.value_at_quantile_ns(0.5) as f64 / 1e3),
-            p99: p99_ns / 1e3,
-            p999: Some(h.value_at_quantile_ns(0.999) as f64 / 1e3),
-            histogram: h.encode(),
-        }
-    }
-}
-
 fn assemble(cli: &Cli, sp: &Split, ring: &[u32], reports: &[RankReport]) -> Result<CongestionRun> {
     let name = |n: &split::Node| n.name.clone();
     let mut nodes: Vec<CongestionNode> = sp
@@ -511,6 +411,7 @@ fn assemble(cli: &Cli, sp: &Split, ring: &[u32], reports: &[RankReport]) -> Resu
                 latency_impact(iso.p99, lod.p99),
             )
         };
+        let impact_p999 = iso.p999.zip(lod.p999).map(|(i, l)| latency_impact(i, l));
         canary_tests.push(CanaryTest {
             test: test.to_string(),
             unit: unit.to_string(),
@@ -518,6 +419,7 @@ fn assemble(cli: &Cli, sp: &Split, ring: &[u32], reports: &[RankReport]) -> Resu
             loaded: lod,
             impact_mean,
             impact_p99,
+            impact_p999,
         });
     }
     let congestor_throughput = sp

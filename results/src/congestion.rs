@@ -68,6 +68,9 @@ pub struct CanaryTest {
     pub impact_mean: f64,
     /// The same on the 99th percentile (bandwidth: its low tail, the 1st percentile).
     pub impact_p99: f64,
+    /// Latency only: the same on the 99.9th percentile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub impact_p999: Option<f64>,
 }
 
 /// The figures of one canary test in one phase, over all canaries.
