@@ -8,6 +8,7 @@
 
 mod copy;
 mod directions;
+mod incast;
 
 use anyhow::Result;
 use clap::Parser;
@@ -393,6 +394,9 @@ fn main() {
     let cli = Cli::parse();
     if cli.p2p.op.is_copy() {
         std::process::exit(copy::run(&cli.p2p, &cli.gpu, cli.interval_ms));
+    }
+    if let p2p::pattern::PatternSpec::Incast(n) = cli.p2p.pattern {
+        std::process::exit(incast::run(&cli.p2p, n, cli.bidirectional));
     }
     let code = match plan(&cli) {
         Ok(plan) => p2p_cli::launch::run(

@@ -4,11 +4,10 @@
 //! all-to-all and incast traffic (loaded); the impact factors compare the two.
 //!
 //! MPI (mpirun/srun) gives the roles, barriers and gathers; the data moves over plain TCP
-//! sockets between the ranks, each bound to `--bind-addr` when given.
+//! sockets between the ranks, each bound to `--bind-addr` when given (the flows and the
+//! incast rounds are `p2p::flows` and `p2p::incast`, which `bench-bw --pattern incast`
+//! runs too).
 
-mod accept;
-mod flows;
-mod incast;
 mod split;
 mod traffic;
 

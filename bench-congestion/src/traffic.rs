@@ -2,7 +2,7 @@
 //! and of the congestor groups, the two phases, and at rank 0 the document.
 
 use std::io::{ErrorKind, Write};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::net::TcpStream;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -15,25 +15,18 @@ use results::congestion::{
     bandwidth_impact, latency_impact, CanaryTest, CongestionNode, CongestionRun, CongestorGroup,
     CongestorThroughput,
 };
-use results::{Document, HostInfo, LatencyHistogram, PortCounters};
+use results::{Document, LatencyHistogram, PortCounters};
 use serde::{Deserialize, Serialize};
 
-use crate::accept::accept_all;
-use crate::flows::{
-    figures, ping_pong, ports_of, serve, Sinks, BW_BYTES, KIND_BW, KIND_CONGEST, KIND_LAT,
-    LAT_BYTES,
-};
 use crate::split::{self, Split};
 use crate::Cli;
+use p2p::flows::{
+    accept_all, connect, figures, ping_pong, ports_of, serve, Sinks, BW_BYTES, KIND_BW,
+    KIND_CONGEST, KIND_LAT, LAT_BYTES,
+};
 
 /// The congestors' message (GPCNeT: 4 KiB all-to-all and incast).
 const CONGEST_BYTES: usize = 4096;
-
-#[derive(Serialize, Deserialize)]
-struct Hello {
-    host: HostInfo,
-    addr: SocketAddr,
-}
 
 /// One directed TCP connection of the plan.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -64,37 +57,14 @@ pub fn run_job(cli: &Cli, job: &MpiJob) -> Result<i32> {
     let started_at = results::provenance::now_rfc3339();
     let phase = Duration::from_secs_f64(cli.phase_seconds);
     let timeout = Duration::from_secs(cli.timeout);
-    let mut host = probe::host::collect();
-    host.rank = Some(rank);
-
-    let bind = cli.bind_addr.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
-    let listener = TcpListener::bind((bind, 0)).with_context(|| format!("binding {bind}"))?;
-    let port = listener.local_addr()?.port();
-    let advertise = cli.bind_addr.unwrap_or_else(|| own_address(&host.hostname));
-    let me = Hello {
-        host: host.clone(),
-        addr: SocketAddr::new(advertise, port),
-    };
-    let roster: Vec<Hello> = job
-        .all_gather_bytes(&serde_json::to_vec(&me)?, "host facts and addresses")
-        .iter()
-        .map(|b| base::wire::decode_json(b).context("a rank sent an unreadable roster entry"))
-        .collect::<Result<_>>()?;
-    let hosts: Vec<String> = roster.iter().map(|h| h.host.hostname.clone()).collect();
     if let Some(n) = cli.incast() {
-        let addrs: Vec<SocketAddr> = roster.iter().map(|h| h.addr).collect();
-        let infos: Vec<HostInfo> = roster.into_iter().map(|h| h.host).collect();
-        let peers = crate::incast::Peers {
-            addrs: &addrs,
-            hosts: &infos,
-            bind: cli.bind_addr,
-        };
-        let Some(inc) = crate::incast::run(job, &peers, &listener, n, phase, timeout)? else {
+        let Some((inc, hosts)) = p2p::incast::run_job(job, cli.bind_addr, n, phase, timeout)?
+        else {
             return Ok(base::exit::OK);
         };
-        crate::incast::print_table(&inc);
+        p2p::incast::print_table(&inc);
         let mut doc = Document::new("bench-congestion", "mpi", job.size(), started_at);
-        doc.hosts = infos;
+        doc.hosts = hosts;
         doc.options
             .insert("mode".into(), format!("incast:{n}").into());
         doc.options
@@ -112,6 +82,8 @@ pub fn run_job(cli: &Cli, job: &MpiJob) -> Result<i32> {
         base::output::write_document(cli.json.as_deref(), &doc)?;
         return Ok(base::exit::OK);
     }
+    let (listener, roster) = p2p::flows::roster(job, cli.bind_addr)?;
+    let hosts: Vec<String> = roster.iter().map(|h| h.host.hostname.clone()).collect();
     let nodes = split::nodes(&hosts, cli.include_local);
     let sp = match split::split(&nodes, cli.seed, cli.canaries) {
         Ok(s) => s,
@@ -135,13 +107,8 @@ pub fn run_job(cli: &Cli, job: &MpiJob) -> Result<i32> {
     let mut outgoing: Vec<(Link, TcpStream)> = Vec::new();
     for l in links.iter().filter(|l| l.from == rank) {
         let to = roster[l.to as usize].addr;
-        let mut s = base::sockets::connect_from(to, cli.bind_addr, timeout)
+        let s = connect(rank, l.kind, to, cli.bind_addr, timeout)
             .with_context(|| format!("connecting to rank {} at {to}", l.to))?;
-        s.set_nodelay(true)?;
-        let mut hdr = [0u8; 8];
-        hdr[..4].copy_from_slice(&rank.to_le_bytes());
-        hdr[4..].copy_from_slice(&l.kind.to_le_bytes());
-        s.write_all(&hdr)?;
         outgoing.push((*l, s));
     }
     let incoming = acceptor
@@ -160,7 +127,7 @@ pub fn run_job(cli: &Cli, job: &MpiJob) -> Result<i32> {
         servers.push(std::thread::spawn(move || serve(kind, s, received)));
     }
 
-    let devices = ports_of(&host);
+    let devices = ports_of(&roster[rank as usize].host);
     let mut report = RankReport::default();
     for (p, loaded) in [false, true].into_iter().enumerate() {
         let before: Vec<_> = devices
@@ -241,16 +208,6 @@ pub fn run_job(cli: &Cli, job: &MpiJob) -> Result<i32> {
     doc.finish(stopped);
     base::output::write_document(cli.json.as_deref(), &doc)?;
     Ok(base::exit::OK)
-}
-
-/// This host's address as others reach it: its name resolved, else loopback.
-fn own_address(hostname: &str) -> IpAddr {
-    (hostname, 0)
-        .to_socket_addrs()
-        .ok()
-        .and_then(|mut a| a.find(|a| a.is_ipv4()))
-        .map(|a| a.ip())
-        .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST))
 }
 
 /// Every connection of the run: each canary to the next of the ring twice (latency and

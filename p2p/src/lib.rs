@@ -19,6 +19,10 @@
 pub mod coordinator;
 pub mod driver;
 #[cfg(feature = "mpi")]
+pub mod flows;
+#[cfg(feature = "mpi")]
+pub mod incast;
+#[cfg(feature = "mpi")]
 pub mod mpi;
 mod pair;
 pub mod pairlink;

@@ -36,8 +36,14 @@ pub enum PatternSpec {
     Pairs,
     AllPairs,
     Ring,
-    Random { rounds: u32, seed: Option<u64> },
+    Random {
+        rounds: u32,
+        seed: Option<u64>,
+    },
     File(PathBuf),
+    /// N senders to one receiver, every rank the receiver in turn (0: all others send).
+    /// Not rounds of pairs: `bench-bw` runs it itself (the incast module).
+    Incast(u32),
 }
 
 impl PatternSpec {
@@ -49,6 +55,7 @@ impl PatternSpec {
             PatternSpec::Ring => "ring",
             PatternSpec::Random { .. } => "random",
             PatternSpec::File(_) => "file",
+            PatternSpec::Incast(_) => "incast",
         }
     }
 }
@@ -61,6 +68,7 @@ impl fmt::Display for PatternSpec {
                 None => write!(f, "random:{rounds}"),
             },
             PatternSpec::File(p) => write!(f, "file:{}", p.display()),
+            PatternSpec::Incast(n) if *n > 0 => write!(f, "incast:{n}"),
             other => f.write_str(other.name()),
         }
     }
@@ -73,12 +81,25 @@ impl FromStr for PatternSpec {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        let usage = "use pairs, all-pairs, ring, random[:ROUNDS[:SEED]] or file:PATH";
+        let usage = "use pairs, all-pairs, ring, random[:ROUNDS[:SEED]], file:PATH or incast[:N] (bench-bw)";
         match s {
             "pairs" => return Ok(PatternSpec::Pairs),
             "all-pairs" | "all_pairs" | "allpairs" => return Ok(PatternSpec::AllPairs),
             "ring" => return Ok(PatternSpec::Ring),
             _ => {}
+        }
+        if s == "incast" {
+            return Ok(PatternSpec::Incast(0));
+        }
+        if let Some(n) = s.strip_prefix("incast:") {
+            return n
+                .parse::<u32>()
+                .ok()
+                .filter(|&n| n >= 1)
+                .map(PatternSpec::Incast)
+                .ok_or_else(|| {
+                    format!("incast:{n}: N (senders per round) must be a whole number >= 1")
+                });
         }
         if let Some(path) = s.strip_prefix("file:") {
             if path.is_empty() {
@@ -238,6 +259,12 @@ pub fn schedule(req: &Request) -> Result<Schedule> {
     }
     let rails = rails_of.values().map(|r| r.len() as u32).max().unwrap_or(0);
     let mut seed = None;
+    if let PatternSpec::Incast(_) = req.pattern {
+        bail!(
+            "--pattern incast is not a schedule of pairs: bench-bw runs its rounds itself \
+             (bench-lat has no incast)"
+        );
+    }
     let rounds = match req.pattern {
         PatternSpec::Pairs => {
             let n = slots.len() as u32;
@@ -283,6 +310,7 @@ pub fn schedule(req: &Request) -> Result<Schedule> {
                     pack(pairs)
                 }
                 PatternSpec::Pairs => unreachable!(),
+                PatternSpec::Incast(_) => unreachable!(),
             };
             expand(&node_rounds, &nodes, &rails_of, rails, req.rail_mode)
         }
@@ -737,7 +765,15 @@ mod tests {
             "random:3:9".parse::<PatternSpec>().unwrap().to_string(),
             "random:3:9"
         );
+        assert_eq!("incast".parse::<PatternSpec>(), Ok(PatternSpec::Incast(0)));
+        assert_eq!(
+            "incast:3".parse::<PatternSpec>().unwrap().to_string(),
+            "incast:3"
+        );
         for bad in [
+            "incast:0",
+            "incast:x",
+            "incasts",
             "mesh",
             "random:0",
             "random:x",

@@ -201,10 +201,11 @@ fn a_small_shared_spine_raises_the_canaries_latency() {
     );
 }
 
-/// Incast in the simulated cluster with node 1 limited to 50 Mbit/s in and out (the others
-/// 1 Gbit/s): as a receiver its aggregate is under 0.1 Gbit/s; as a sender it is the
-/// slowest of its round, and the round's Jain index (recomputed from the per-sender
-/// figures in the JSON) shows the unfairness.
+/// `bench-bw --pattern incast` in the simulated cluster with node 1 limited to 50 Mbit/s
+/// in and out (the others 1 Gbit/s): as a receiver its aggregate is under 0.1 Gbit/s; as
+/// a sender it is the slowest of its round, and the round's Jain index (recomputed from
+/// the per-sender figures in the JSON) shows the unfairness. (`bench-congestion --mode
+/// incast` runs the same rounds: the victim test below.)
 #[test]
 fn incast_fairness_and_aggregate_follow_the_shaping() {
     if !integration::is_root() {
@@ -217,14 +218,24 @@ fn incast_fairness_and_aggregate_follow_the_shaping() {
     let out = run(
         std::process::Command::new(script)
             .args(["--nodes", "4", "--slow-node", "1:50mbit", "--"])
-            .arg(bin("bench-congestion"))
-            .args(["--mode", "incast", "--phase-seconds", "1", "--json"])
+            .arg(bin("bench-bw"))
+            .args([
+                "--pattern",
+                "incast",
+                "--transport",
+                "tcp",
+                "-D",
+                "1",
+                "--json",
+            ])
             .arg(&json),
         LIMIT,
     );
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
     let doc: Document = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc.tool, "bench-bw");
+    assert_eq!(doc.options["pattern"], "incast");
     let inc = doc.congestion.unwrap().incast.expect("incast rounds");
     assert_eq!(inc.senders_per_round, 3);
     assert_eq!(inc.rounds.len(), 4);
@@ -396,6 +407,48 @@ fn incast_victim_shows_sharing_only_where_the_spine_is_shared() {
         apart < shared,
         "a victim that shares nothing suffered as much as one behind the spine: {impact:?}"
     );
+}
+
+/// `bench-bw --pattern incast` refuses what it cannot do, with exit code 2 and the way
+/// out: no launcher, verbs, both directions, a bad N; `bench-lat` has no incast.
+#[test]
+fn bench_bw_incast_refuses_what_it_cannot_do() {
+    for (args, says) in [
+        (&["--pattern", "incast"][..], "needs mpirun or srun"),
+        (&["--pattern", "incast:0"][..], "whole number >= 1"),
+    ] {
+        let out = run(
+            std::process::Command::new(bin("bench-bw")).args(args),
+            LIMIT,
+        );
+        let (_, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+    for (args, says) in [
+        (&["--transport", "verbs"][..], "--transport tcp"),
+        (&["-b"][..], "drop -b"),
+    ] {
+        let out = run(
+            mpirun(2)
+                .arg(bin("bench-bw"))
+                .args(["--pattern", "incast", "--bind-addr", "127.0.0.1"])
+                .args(args),
+            LIMIT,
+        );
+        let (_, stderr) = text(&out);
+        assert_ne!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+    let out = run(
+        mpirun(2)
+            .arg(bin("bench-lat"))
+            .args(["--pattern", "incast", "--bind-addr", "127.0.0.1"]),
+        LIMIT,
+    );
+    let (_, stderr) = text(&out);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("bench-lat has no incast"), "{stderr}");
 }
 
 /// Bad input ends with exit code 2 and a message naming the problem: too few nodes for a

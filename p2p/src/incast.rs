@@ -1,4 +1,5 @@
-//! `--mode incast[:N]`: rounds of N senders to one receiver, every rank the receiver in
+//! Incast (`bench-bw --pattern incast[:N]`, `bench-congestion --mode incast[:N]`): rounds
+//! of N senders to one receiver, every rank the receiver in
 //! turn (the next N ranks send). The receiver counts each sender's bytes; the round's
 //! figures are the per-sender bandwidth, the aggregate against the receiver's line rate,
 //! and Jain's fairness index across the senders.
@@ -31,18 +32,44 @@ use results::congestion::{
 use results::{HostInfo, LatencyHistogram, PortCounters};
 use serde::{Deserialize, Serialize};
 
-use crate::accept::accept_all;
-use crate::flows::{self, BW_BYTES, KIND_BW, KIND_LAT, LAT_BYTES};
+use crate::flows::{self, accept_all, BW_BYTES, KIND_BW, KIND_LAT, LAT_BYTES};
 
 const CHUNK: usize = 64 * 1024;
 
 /// One receiver's view of its round: (sender rank, gbit/s).
 type Round = Vec<(u32, f64)>;
 
-pub struct Peers<'a> {
-    pub addrs: &'a [SocketAddr],
-    pub hosts: &'a [HostInfo],
-    pub bind: Option<IpAddr>,
+struct Peers<'a> {
+    addrs: &'a [SocketAddr],
+    hosts: &'a [HostInfo],
+    bind: Option<IpAddr>,
+}
+
+/// Every rank: the roster, then the rounds. Rank 0 gets the run and every rank's host
+/// facts; the others `None`. `n` 0: all other ranks send.
+pub fn run_job(
+    job: &MpiJob,
+    bind: Option<IpAddr>,
+    n: u32,
+    phase: Duration,
+    timeout: Duration,
+) -> Result<Option<(IncastRun, Vec<HostInfo>)>> {
+    if job.size() < 2 {
+        anyhow::bail!(
+            "an incast needs at least 2 ranks (a receiver and a sender), and this run has {}: \
+             start it under mpirun -np N or srun -n N",
+            job.size()
+        );
+    }
+    let (listener, roster) = flows::roster(job, bind)?;
+    let addrs: Vec<SocketAddr> = roster.iter().map(|p| p.addr).collect();
+    let hosts: Vec<HostInfo> = roster.into_iter().map(|p| p.host).collect();
+    let peers = Peers {
+        addrs: &addrs,
+        hosts: &hosts,
+        bind,
+    };
+    Ok(run(job, &peers, &listener, n, phase, timeout)?.map(|r| (r, hosts)))
 }
 
 /// The ranks of round `r` of `size` with `n` senders.
@@ -98,7 +125,7 @@ enum VictimEnd {
     Receiver(Vec<JoinHandle<()>>),
 }
 
-pub fn run(
+fn run(
     job: &MpiJob,
     peers: &Peers<'_>,
     listener: &TcpListener,
@@ -190,14 +217,9 @@ fn victim_connect(
     if rank == vs {
         let to = peers.addrs[vr as usize];
         let open = |kind: u32| -> Result<TcpStream> {
-            let mut s = base::sockets::connect_from(to, peers.bind, timeout)
+            let s = flows::connect(rank, kind, to, peers.bind, timeout)
                 .with_context(|| format!("victim flow: connecting to rank {vr} at {to}"))?;
-            s.set_nodelay(true)?;
             s.set_read_timeout(Some(timeout))?;
-            let mut hdr = [0u8; 8];
-            hdr[..4].copy_from_slice(&rank.to_le_bytes());
-            hdr[4..].copy_from_slice(&kind.to_le_bytes());
-            s.write_all(&hdr)?;
             Ok(s)
         };
         Ok(VictimEnd::Sender(open(KIND_LAT)?, open(KIND_BW)?))
@@ -281,13 +303,9 @@ fn send(
     timeout: Duration,
 ) -> Result<()> {
     let to = peers.addrs[to_rank as usize];
-    let mut s = base::sockets::connect_from(to, peers.bind, timeout)
-        .with_context(|| format!("incast: connecting to rank {to_rank} at {to}"))?;
-    let mut hdr = [0u8; 8];
     // The kind field of the header names the sender (accept_all returns it).
-    hdr[..4].copy_from_slice(&rank.to_le_bytes());
-    hdr[4..].copy_from_slice(&rank.to_le_bytes());
-    s.write_all(&hdr)?;
+    let mut s = flows::connect(rank, rank, to, peers.bind, timeout)
+        .with_context(|| format!("incast: connecting to rank {to_rank} at {to}"))?;
     let msg = vec![0xa5u8; CHUNK];
     while t0.elapsed() < phase {
         if s.write_all(&msg).is_err() {

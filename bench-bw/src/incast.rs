@@ -1,0 +1,103 @@
+//! `--pattern incast[:N]`: N senders to one receiver, every rank the receiver in turn (the
+//! next N ranks send; default all others), with a victim flow beside each round and
+//! Jain's fairness index of the senders (`p2p::incast`, the rounds `bench-congestion
+//! --mode incast` runs too). Not rounds of disjoint pairs, so not the pair driver: many
+//! ranks meet one at once. Over TCP so far; `-D` sets each window's length.
+
+use p2p_cli::P2pArgs;
+use transport::TransportChoice;
+
+/// Each window's length without `-D`, seconds.
+#[cfg(feature = "mpi")]
+const DEFAULT_WINDOW_S: f64 = 2.0;
+
+fn refuse(what: &str) -> i32 {
+    eprintln!("bench-bw: error: {what}");
+    base::exit::ERROR
+}
+
+pub fn run(a: &P2pArgs, n: u32, bidirectional: bool) -> i32 {
+    if base::launcher::resolve_launcher(a.launcher) != base::launcher::Launcher::Mpi {
+        return refuse(
+            "--pattern incast needs mpirun or srun: N senders and their receiver are N + 1 ranks \
+             (e.g. mpirun -np 4 bench-bw --pattern incast --transport tcp)",
+        );
+    }
+    if a.transport == TransportChoice::Verbs {
+        return refuse(
+            "--pattern incast runs over TCP so far (verbs incast is not built yet): use \
+             --transport tcp",
+        );
+    }
+    if a.host.is_some() || a.hosts.is_some() || a.serve {
+        return refuse(
+            "--pattern incast runs under mpirun/srun only, not with a host, --hosts or --serve",
+        );
+    }
+    if bidirectional {
+        return refuse(
+            "--pattern incast is one-way by nature (N senders to one receiver): drop -b",
+        );
+    }
+    if let Err(e) = base::output::check_writable(a.json.as_deref()) {
+        return refuse(&format!("{e:#}"));
+    }
+    run_mpi(a, n)
+}
+
+#[cfg(feature = "mpi")]
+fn run_mpi(a: &P2pArgs, n: u32) -> i32 {
+    base::interrupt::install();
+    let timeout = std::time::Duration::from_secs_f64(a.timeout);
+    let window = a.duration.unwrap_or(DEFAULT_WINDOW_S);
+    let job = match bootstrap::mpi::MpiJob::init(timeout) {
+        Ok(j) => j,
+        Err(e) => return refuse(&format!("{e:#}")),
+    };
+    let started_at = results::provenance::now_rfc3339();
+    let rank = job.rank();
+    let res = p2p::incast::run_job(
+        &job,
+        a.bind_addr,
+        n,
+        std::time::Duration::from_secs_f64(window),
+        timeout,
+    )
+    .and_then(|got| {
+        let Some((inc, hosts)) = got else {
+            return Ok(());
+        };
+        p2p::incast::print_table(&inc);
+        let mut doc = results::Document::new("bench-bw", "mpi", job.size(), started_at);
+        doc.hosts = hosts;
+        doc.options
+            .insert("pattern".into(), a.pattern.to_string().into());
+        doc.options.insert("transport".into(), "tcp".into());
+        doc.options.insert("duration".into(), window.into());
+        if let Some(w) = &inc.no_victim {
+            doc.warnings.push(w.clone());
+        }
+        doc.congestion = Some(results::congestion::CongestionRun {
+            phase_seconds: window,
+            incast: Some(inc),
+            ..Default::default()
+        });
+        doc.finish(base::interrupt::interrupted().then(|| "interrupted".to_string()));
+        base::output::write_document(a.json.as_deref(), &doc)
+    });
+    match res {
+        Ok(()) => base::exit::OK,
+        Err(e) => {
+            base::output::error_line(&format!("bench-bw: rank {rank}: error: {e:#}"));
+            if job.size() > 1 {
+                job.abort(base::exit::ERROR);
+            }
+            base::exit::ERROR
+        }
+    }
+}
+
+#[cfg(not(feature = "mpi"))]
+fn run_mpi(_: &P2pArgs, _: u32) -> i32 {
+    refuse("this bench-bw was built without MPI (feature `mpi`), which --pattern incast needs")
+}

@@ -1,0 +1,204 @@
+//! The TCP flows of the runs where many ranks meet at once rather than in disjoint pairs
+//! (`bench-congestion`'s canaries and congestors, the incast and its victim): the roster
+//! of every rank's host and listening address, connections that announce themselves with
+//! an 8-byte header (rank, kind), 8 B ping-pong and 128 KiB transfers answered with 8 B
+//! (GPCNeT's random-ring latency and bandwidth), the far end that echoes or counts, and
+//! the figures of a histogram of them.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use bootstrap::mpi::MpiJob;
+use results::congestion::CanaryFigures;
+use results::{HostInfo, LatencyHistogram};
+use serde::{Deserialize, Serialize};
+
+/// One rank as the others reach it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Peer {
+    pub host: HostInfo,
+    pub addr: SocketAddr,
+}
+
+/// Binds this rank's listener (to `bind`, else every address) and gathers every rank's
+/// host facts and the address it is reached at (`bind`, else its host name's address,
+/// else loopback).
+pub fn roster(job: &MpiJob, bind: Option<IpAddr>) -> Result<(TcpListener, Vec<Peer>)> {
+    let mut host = probe::host::collect();
+    host.rank = Some(job.rank());
+    let any = bind.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+    let listener = TcpListener::bind((any, 0)).with_context(|| format!("binding {any}"))?;
+    let port = listener.local_addr()?.port();
+    let advertise = crate::coordinator::advertised_ip(bind, &host.hostname)
+        .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
+    let me = Peer {
+        host,
+        addr: SocketAddr::new(advertise, port),
+    };
+    let peers = job
+        .all_gather_bytes(&serde_json::to_vec(&me)?, "host facts and addresses")
+        .iter()
+        .map(|b| base::wire::decode_json(b).context("a rank sent an unreadable roster entry"))
+        .collect::<Result<_>>()?;
+    Ok((listener, peers))
+}
+
+/// Opens a connection from `rank` to `to` (from `bind` when given) and announces it with
+/// its header: the rank, then the kind.
+pub fn connect(
+    rank: u32,
+    kind: u32,
+    to: SocketAddr,
+    bind: Option<IpAddr>,
+    timeout: Duration,
+) -> Result<TcpStream> {
+    let mut s = base::sockets::connect_from(to, bind, timeout)?;
+    s.set_nodelay(true)?;
+    let mut hdr = [0u8; 8];
+    hdr[..4].copy_from_slice(&rank.to_le_bytes());
+    hdr[4..].copy_from_slice(&kind.to_le_bytes());
+    s.write_all(&hdr)?;
+    Ok(s)
+}
+
+/// The canaries' ping-pong message (GPCNeT: 8 B random-ring latency).
+pub const LAT_BYTES: usize = 8;
+/// The canaries' bandwidth transfer (GPCNeT: 128 KiB random-ring bandwidth).
+pub const BW_BYTES: usize = 128 * 1024;
+/// Kinds of connection, in the second half of its 8-byte header.
+pub const KIND_LAT: u32 = 0;
+pub const KIND_BW: u32 = 1;
+/// Congestor links carry `KIND_CONGEST + group`.
+pub const KIND_CONGEST: u32 = 16;
+
+/// What each congestor sink received: (group, bytes, time of the last byte).
+pub type Sinks = Arc<Mutex<Vec<(u32, u64, Option<Instant>)>>>;
+
+/// The far end of a connection: echo 8 B pings, acknowledge 128 KiB transfers with 8 B,
+/// count what congestors send. Ends at the peer's close (or the idle timeout).
+pub fn serve(kind: u32, mut s: TcpStream, received: Sinks) {
+    match kind {
+        KIND_LAT | KIND_BW => {
+            let mut buf = vec![
+                0u8;
+                if kind == KIND_LAT {
+                    LAT_BYTES
+                } else {
+                    BW_BYTES
+                }
+            ];
+            while s.read_exact(&mut buf).is_ok() {
+                if s.write_all(&buf[..LAT_BYTES]).is_err() {
+                    break;
+                }
+            }
+        }
+        _ => {
+            let mut buf = vec![0u8; 64 * 1024];
+            let (mut bytes, mut last) = (0u64, None);
+            while let Ok(n) = s.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                bytes += n as u64;
+                last = Some(Instant::now());
+            }
+            received
+                .lock()
+                .unwrap()
+                .push((kind - KIND_CONGEST, bytes, last));
+        }
+    }
+}
+
+/// Sends `size` bytes and waits for the 8-byte answer, until `deadline`; one sample per
+/// round trip, and at least one (a window that an earlier test overran still gives a
+/// figure, not an empty histogram whose mean would be 0/0).
+pub fn ping_pong(mut s: &TcpStream, size: usize, deadline: Instant) -> Result<LatencyHistogram> {
+    let msg = vec![0x5au8; size];
+    let mut ack = [0u8; LAT_BYTES];
+    let mut h = LatencyHistogram::new();
+    loop {
+        let t = Instant::now();
+        s.write_all(&msg).context("canary send")?;
+        s.read_exact(&mut ack).context("canary answer")?;
+        h.record(t.elapsed().as_nanos() as u64);
+        if Instant::now() >= deadline {
+            break;
+        }
+    }
+    Ok(h)
+}
+
+/// The RDMA ports of this host, for counter snapshots (none without RDMA hardware).
+pub fn ports_of(host: &HostInfo) -> Vec<(String, u32)> {
+    host.rdma_devices
+        .iter()
+        .flat_map(|d| d.ports.iter().map(move |p| (d.name.clone(), p.port)))
+        .collect()
+}
+
+pub fn figures(h: &LatencyHistogram, bandwidth: bool) -> CanaryFigures {
+    let mean_ns = h.summary_us().mean * 1e3;
+    let p99_ns = h.value_at_quantile_ns(0.99) as f64;
+    let bits = (BW_BYTES * 8) as f64;
+    if bandwidth {
+        CanaryFigures {
+            samples: h.len(),
+            mean: bits / mean_ns,
+            p50: None,
+            p99: bits / p99_ns,
+            p999: None,
+            histogram: h.encode(),
+        }
+    } else {
+        CanaryFigures {
+            samples: h.len(),
+            mean: mean_ns / 1e3,
+            p50: Some(h.value_at_quantile_ns(0.5) as f64 / 1e3),
+            p99: p99_ns / 1e3,
+            p999: Some(h.value_at_quantile_ns(0.999) as f64 / 1e3),
+            histogram: h.encode(),
+        }
+    }
+}
+
+/// Accepts `expected` connections within `deadline`; each is returned with the kind its
+/// header announced.
+pub fn accept_all(
+    l: &TcpListener,
+    expected: usize,
+    deadline: Instant,
+) -> Result<Vec<(u32, TcpStream)>> {
+    l.set_nonblocking(true)?;
+    let mut out = Vec::new();
+    while out.len() < expected {
+        match l.accept() {
+            Ok((mut s, _)) => {
+                s.set_nonblocking(false)?;
+                s.set_nodelay(true)?;
+                s.set_read_timeout(Some(
+                    deadline
+                        .saturating_duration_since(Instant::now())
+                        .max(Duration::from_millis(1)),
+                ))?;
+                let mut hdr = [0u8; 8];
+                s.read_exact(&mut hdr)
+                    .context("reading a connection's header")?;
+                let kind = u32::from_le_bytes(hdr[4..].try_into().unwrap());
+                out.push((kind, s));
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                if Instant::now() > deadline {
+                    bail!("only {} of {expected} peers connected in time", out.len());
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err(e) => return Err(e).context("accepting a peer"),
+        }
+    }
+    Ok(out)
+}
