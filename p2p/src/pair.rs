@@ -127,7 +127,7 @@ fn sizes(
             timeout: plan.timeout,
             local_ip,
             verbs: plan.verbs.clone(),
-            iterations: plan.duration_s.is_none().then_some(plan.iterations),
+            iterations: plan.duration_s.is_none().then_some(plan.messages()),
         };
         let mut run = SizeRun {
             plan,

@@ -25,6 +25,7 @@ pub struct Plan {
     pub op: Op,
     pub transport: TransportKind,
     pub sizes: Vec<u64>,
+    /// Timed iterations per size, per stream (`-n`, as perftest counts it per QP).
     pub iterations: u64,
     pub duration_s: Option<f64>,
     pub warmup: u64,
@@ -42,6 +43,13 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// Timed messages of a size over all streams: `-n` per stream (QP or connection), as
+    /// perftest posts `-n` on each QP.
+    pub fn messages(&self) -> u64 {
+        self.iterations
+            .saturating_mul(u64::from(self.streams.max(1)))
+    }
+
     /// Options the two sides of a standalone pair must agree on.
     pub(crate) fn must_match(&self) -> Value {
         let mut m = json!({
@@ -217,6 +225,16 @@ mod tests {
             extra: Default::default(),
             local: Default::default(),
         }
+    }
+
+    #[test]
+    fn iterations_count_per_stream_as_perftest_counts_them_per_qp() {
+        let mut p = plan(TransportKind::Verbs);
+        p.iterations = 200;
+        p.streams = 2;
+        assert_eq!(p.messages(), 400);
+        p.streams = 1;
+        assert_eq!(p.messages(), 200);
     }
 
     #[test]

@@ -203,7 +203,8 @@ run_pairs() {
     # Bidirectional, several QPs, --check.
     pair send_bw_bidir bench-bw send_bw 'r["bidirectional"] and r["bw_gbit_s"]["avg"] > 0' --test send -b "${BW[@]}"
     pair write_bw_bidir bench-bw write_bw 'r["bidirectional"] and r["bw_gbit_s"]["avg"] > 0' --test write -b "${BW[@]}"
-    pair write_bw_check bench-bw write_bw 'r.get("check_wrong_bytes") == 0 and r["streams"] == 2' --test write --check -q 2 "${BW[@]}"
+    # -n counts per QP, as perftest's: 2 QPs x 200 = 400 messages.
+    pair write_bw_check bench-bw write_bw 'r.get("check_wrong_bytes") == 0 and r["streams"] == 2 and r["iterations"] == 400' --test write --check -q 2 "${BW[@]}"
     pair read_bw_check bench-bw read_bw 'r.get("check_wrong_bytes") == 0 and r["streams"] == 2' --test read --check -q 2 "${BW[@]}"
     pair read_bw_bidir_check bench-bw read_bw 'r["bidirectional"] and r.get("check_wrong_bytes") == 0' --test read -b --check -s 4096 -n 200
     # All sizes (2 B .. 8 MiB: about 2 minutes across the emulated wire, so only in the
@@ -229,7 +230,7 @@ run_pairs() {
     # Completion events, small messages inline, path MTU, tx depth.
     pair send_lat_events bench-lat send_lat 'd["options"]["events"] is True' --test send -e "${LAT[@]}"
     pair send_bw_events bench-bw send_bw 'd["options"]["events"] is True' --test send -e "${BW[@]}"
-    pair write_bw_small bench-bw write_bw 'r["msg_rate_mpps"] > 0' --test write -s 8 -n 1000 -t 64 -q 2
+    pair write_bw_small bench-bw write_bw 'r["msg_rate_mpps"] > 0 and r["iterations"] == 2000' --test write -s 8 -n 1000 -t 64 -q 2
     pair send_lat_mtu1024 bench-lat send_lat 'd["options"]["mtu"] == 1024' --test send -m 1024 -s 4096 -n 100
 }
 

@@ -152,7 +152,8 @@ fn standalone_bandwidth_unidirectional_bidirectional_and_streams() {
         assert_eq!(r["size_bytes"], 65536);
         assert_eq!(r["streams"], streams);
         assert_eq!(r["bidirectional"], bidi);
-        let expected = if bidi { 6000 } else { 3000 };
+        // -n counts per stream, as perftest counts it per QP; -b doubles it (both ways).
+        let expected = 3000 * streams * if bidi { 2 } else { 1 };
         assert_eq!(r["iterations"], expected, "messages counted {extra:?}");
         let avg = r["bw_gbit_s"]["avg"].as_f64().unwrap();
         let peak = r["bw_gbit_s"]["peak"].as_f64().unwrap();

@@ -246,8 +246,9 @@ pub struct EndpointSpec {
     pub local_ip: IpAddr,
     /// Verbs settings (device, port, GID, MTU, inline, events, check).
     pub verbs: VerbsOptions,
-    /// Timed messages to send (`None` in duration mode): a streaming endpoint that keeps
-    /// many in flight stops posting there, so the count is exact as in perftest.
+    /// Timed messages to send over all streams (`None` in duration mode): `-n` per stream
+    /// times the streams, as perftest posts `-n` on each QP. A streaming endpoint that
+    /// keeps many in flight stops posting there, so the count is exact.
     pub iterations: Option<u64>,
 }
 
@@ -288,6 +289,16 @@ pub trait BandwidthEndpoint {
     /// measured interval, so they count.
     fn drained(&self) -> u64 {
         0
+    }
+    /// Whether a completion means the peer has the data (RC verbs: the adapter completes
+    /// a request when the peer's acknowledgement is back). Then the timed loop's last
+    /// clock read, right after the final completion was reaped, ends the measurement, as
+    /// perftest stamps it; the closing exchange in [`finish`](Self::finish) is not timed,
+    /// and in duration mode what completes after the window does not count. A TCP write
+    /// completes into the kernel's buffer, so its measurement ends in `finish`, when the
+    /// receiver has acknowledged every byte.
+    fn complete_when_reaped(&self) -> bool {
+        false
     }
     /// After the test (both sides): counter deltas since the endpoint was connected and,
     /// with `--check`, the wrong bytes this side found in what it received.

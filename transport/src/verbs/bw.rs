@@ -336,6 +336,10 @@ impl BandwidthEndpoint for VerbsBandwidth<'_> {
         self.drained
     }
 
+    fn complete_when_reaped(&self) -> bool {
+        true
+    }
+
     fn serve(&mut self) -> Result<u64> {
         if self.op != RdmaOp::Send {
             self.s.wait_stop_passive()?;
