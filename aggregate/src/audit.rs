@@ -252,6 +252,46 @@ pub fn checks(spec: &LosslessSpec, docs: &[Loaded]) -> Vec<Outcome> {
             misses,
         ));
     }
+    if let Some(db) = spec.rx_power_outlier_db {
+        let lanes: Vec<(String, usize, f64)> = all
+            .iter()
+            .filter_map(|(h, p, _)| p.module.get().map(|m| (name(h, p), m)))
+            .flat_map(|(n, m)| {
+                m.rx_power_dbm
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, v)| v.is_finite())
+                    .map(move |(i, v)| (n.clone(), i + 1, *v))
+            })
+            .collect();
+        let judged = lanes
+            .iter()
+            .map(|l| &l.0)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len();
+        let mut values: Vec<f64> = lanes.iter().map(|l| l.2).collect();
+        values.sort_by(f64::total_cmp);
+        let median = values.get(values.len() / 2).copied().unwrap_or_default();
+        let misses = lanes
+            .iter()
+            .filter(|(_, _, v)| *v < median - db)
+            .map(|(n, i, v)| {
+                format!(
+                    "{n} lane {i}: {v:.2} dBm, {:.2} dB under the cluster's median {median:.2} dBm",
+                    median - v
+                )
+            })
+            .collect();
+        out.push(outcome(
+            "rx-power-outlier",
+            format!(
+                "No lane's receive power more than {db} dB under the median of every audited lane"
+            ),
+            format!(">= median - {db} dB"),
+            judged,
+            misses,
+        ));
+    }
     out
 }
 

@@ -558,6 +558,10 @@ pub struct LosslessSpec {
     /// Every lane's receive power at or above its module's low warning threshold.
     #[serde(default)]
     pub rx_power_above_warning: bool,
+    /// No lane's receive power more than this many dB below the median of every audited
+    /// lane of the cluster (same optics, same reach: a dirty or bent link stands out long
+    /// before it crosses its own warning).
+    pub rx_power_outlier_db: Option<f64>,
 }
 
 /// `[load]` of a profile (docs/profiles.md): bounds on `bench-congestion` runs, each
