@@ -147,6 +147,36 @@ fn the_seed_repeats_the_split_and_the_factors_are_the_recorded_ratios() {
     assert_eq!(md.matches("| ring_latency_8b | us |").count(), 1, "{md}");
 }
 
+/// Runs `tool args --json FILE` in the simulated cluster (`cluster` its options); the
+/// document and the standard output, or `None` (said) where the cluster cannot run.
+fn in_simcluster(
+    dir: &std::path::Path,
+    cluster: &[&str],
+    tool: &str,
+    args: &[&str],
+) -> Option<(Document, String, std::path::PathBuf)> {
+    if !integration::is_root() {
+        eprintln!("SKIPPED: the simulated cluster needs root (ip netns, unshare --uts)");
+        return None;
+    }
+    let json = dir.join(format!("{tool}.json"));
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("cluster/simcluster.sh");
+    let out = run(
+        std::process::Command::new(script)
+            .args(cluster)
+            .arg("--")
+            .arg(bin(tool))
+            .args(args)
+            .arg("--json")
+            .arg(&json),
+        LIMIT,
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let doc = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    Some((doc, stdout, json))
+}
+
 /// The simulated cluster with every node its own leaf and one small spine class that all
 /// traffic shares: the canaries' isolated ring bandwidth stays under the spine's rate (the
 /// shaping bounds it), and the congestors' bytes queued in the same class raise the
@@ -155,32 +185,15 @@ fn the_seed_repeats_the_split_and_the_factors_are_the_recorded_ratios() {
 /// raises the factors when the spine does not throttle them (docs/congestion.md).
 #[test]
 fn a_small_shared_spine_raises_the_canaries_latency() {
-    if !integration::is_root() {
-        eprintln!("SKIPPED: the simulated cluster needs root (ip netns, unshare --uts)");
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("sim.json");
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("cluster/simcluster.sh");
-    let out = run(
-        std::process::Command::new(script)
-            .args([
-                "--nodes",
-                "8",
-                "--groups",
-                "8",
-                "--cross-rate",
-                "20mbit",
-                "--",
-            ])
-            .arg(bin("bench-congestion"))
-            .args(["--seed", "5", "--phase-seconds", "1", "--json"])
-            .arg(&json),
-        LIMIT,
-    );
-    let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
-    let doc: Document = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let Some((doc, _, _)) = in_simcluster(
+        dir.path(),
+        &["--nodes", "8", "--groups", "8", "--cross-rate", "20mbit"],
+        "bench-congestion",
+        &["--seed", "5", "--phase-seconds", "1"],
+    ) else {
+        return;
+    };
     let c = doc.congestion.unwrap();
     // Hosts, not ranks: the simulated nodes have names of their own.
     assert!(
@@ -208,32 +221,15 @@ fn a_small_shared_spine_raises_the_canaries_latency() {
 /// incast` runs the same rounds: the victim test below.)
 #[test]
 fn incast_fairness_and_aggregate_follow_the_shaping() {
-    if !integration::is_root() {
-        eprintln!("SKIPPED: the simulated cluster needs root (ip netns, unshare --uts)");
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("incast.json");
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("cluster/simcluster.sh");
-    let out = run(
-        std::process::Command::new(script)
-            .args(["--nodes", "4", "--slow-node", "1:50mbit", "--"])
-            .arg(bin("bench-bw"))
-            .args([
-                "--pattern",
-                "incast",
-                "--transport",
-                "tcp",
-                "-D",
-                "1",
-                "--json",
-            ])
-            .arg(&json),
-        LIMIT,
-    );
-    let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
-    let doc: Document = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let Some((doc, _, _)) = in_simcluster(
+        dir.path(),
+        &["--nodes", "4", "--slow-node", "1:50mbit"],
+        "bench-bw",
+        &["--pattern", "incast", "--transport", "tcp", "-D", "1"],
+    ) else {
+        return;
+    };
     assert_eq!(doc.tool, "bench-bw");
     assert_eq!(doc.options["pattern"], "incast");
     let inc = doc.congestion.unwrap().incast.expect("incast rounds");
@@ -306,33 +302,16 @@ fn node_of(name: &str) -> u32 {
 ///   crossing rounds'.
 #[test]
 fn incast_victim_shows_sharing_only_where_the_spine_is_shared() {
-    if !integration::is_root() {
-        eprintln!("SKIPPED: the simulated cluster needs root (ip netns, unshare --uts)");
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("victim.json");
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("cluster/simcluster.sh");
-    let out = run(
-        std::process::Command::new(script)
-            .args([
-                "--nodes",
-                "6",
-                "--groups",
-                "2",
-                "--cross-rate",
-                "50mbit",
-                "--",
-            ])
-            .arg(bin("bench-congestion"))
-            .args(["--mode", "incast:2", "--phase-seconds", "1", "--json"])
-            .arg(&json),
-        LIMIT,
-    );
-    let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let Some((doc, stdout, json)) = in_simcluster(
+        dir.path(),
+        &["--nodes", "6", "--groups", "2", "--cross-rate", "50mbit"],
+        "bench-congestion",
+        &["--mode", "incast:2", "--phase-seconds", "1"],
+    ) else {
+        return;
+    };
     assert!(stdout.contains("victim"), "{stdout}");
-    let doc: Document = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let inc = doc.congestion.unwrap().incast.expect("incast rounds");
     assert_eq!(inc.senders_per_round, 2);
     assert_eq!(inc.rounds.len(), 6);
@@ -406,6 +385,83 @@ fn incast_victim_shows_sharing_only_where_the_spine_is_shared() {
     assert!(
         apart < shared,
         "a victim that shares nothing suffered as much as one behind the spine: {impact:?}"
+    );
+    judged_by_aggregate(dir.path(), &json, shared);
+}
+
+/// The same document judged by `aggregate report`: roce-100g's `[load]` fails the victim
+/// behind the spine and the unfair rounds, naming them; the same figures under loose
+/// bounds pass, so the verdict follows the bound, not the presence of a run. The report
+/// shows the incast table.
+fn judged_by_aggregate(dir: &std::path::Path, json: &std::path::Path, worst_victim: f64) {
+    let report = |profile: &str, out: &str| -> serde_json::Value {
+        let out = dir.join(out);
+        let r = run(
+            std::process::Command::new(bin("aggregate"))
+                .args(["report", "--profile", profile, "--out"])
+                .arg(&out)
+                .arg(json),
+            LIMIT,
+        );
+        // A failed verdict exits 1; anything else is an error.
+        assert!(matches!(r.status.code(), Some(0 | 1)), "{:?}", text(&r));
+        let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+        assert!(md.contains("## Under load"), "{md}");
+        assert!(md.contains("### Incast: 2 sender(s) per round"), "{md}");
+        let section = &md[md.find("## Under load").unwrap()..md.find("## Plots").unwrap()];
+        let rows = section.lines().filter(|l| l.starts_with("| sim-node")).count();
+        assert_eq!(rows, 6, "a row per round: {section}");
+        // Markdown escapes do not work inside a code span: no escaped text in one.
+        assert!(!section.contains("`\\"), "an escape inside a code span: {section}");
+        let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+        assert!(html.contains("<section id=\"load\">"));
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
+    };
+    let check = |v: &serde_json::Value, id: &str| -> serde_json::Value {
+        v["verdict"]["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == id)
+            .unwrap_or_else(|| panic!("no check {id}: {v}"))
+            .clone()
+    };
+    let strict = report("roce-100g", "strict");
+    let vb = check(&strict, "load-victim-bandwidth");
+    assert_eq!(vb["status"], "FAIL", "{vb}");
+    assert!(vb["measured"].as_f64().unwrap() >= worst_victim, "{vb}");
+    let at = vb["worst_at"].as_str().unwrap();
+    assert!(
+        at.contains("beside the incast to sim-node2#2")
+            || at.contains("beside the incast to sim-node5#5"),
+        "{vb}"
+    );
+    let fair = check(&strict, "load-incast-fairness");
+    assert_eq!(fair["status"], "FAIL", "{fair}");
+    assert!(fair["measured"].as_f64().unwrap() < 0.8, "{fair}");
+    // No canary run among the inputs: said, not passed.
+    assert_eq!(check(&strict, "load-impact-mean")["status"], "MISSING");
+
+    let loose = dir.join("loose.toml");
+    std::fs::write(
+        &loose,
+        "name = \"loose\"\n[[check]]\nid = \"any\"\ndescription = \"x\"\nmetric = \"bw_avg\"\n\
+         unit = \"Gb/s\"\nmin = 0\n[load]\nvictim_bandwidth_impact_max = 1e6\n\
+         victim_latency_impact_max = 1e9\nincast_fairness_min = 0.01\n",
+    )
+    .unwrap();
+    let loose = report(loose.to_str().unwrap(), "loose");
+    for id in [
+        "load-victim-bandwidth",
+        "load-victim-latency",
+        "load-incast-fairness",
+    ] {
+        assert_eq!(check(&loose, id)["status"], "PASS", "{id}: {loose}");
+    }
+    assert_eq!(
+        check(&loose, "load-victim-bandwidth")["measured"],
+        vb["measured"],
+        "the same figure under either bound"
     );
 }
 
