@@ -65,6 +65,19 @@ pub enum Metric {
     Wrong,
     /// Retransmitted or erroneous packets over packets sent, both sides, in %.
     LinkLoss,
+    /// Bandwidth rows: the longest PFC pause of one priority and direction on either side
+    /// (`{rx,tx}_prio{p}_pause_duration`, us) over the row's duration, in %.
+    PauseShare,
+    /// Packets discarded on either side (every driver or port counter named `*discard*`:
+    /// `rx_discards_phy`, `rx_prio{p}_discards`, `_buf_discard`, `_cong_discard`,
+    /// `port_xmit_discards`); a lossless fabric has none.
+    Discards,
+    /// Bandwidth rows: CNPs sent by the notification points of both sides
+    /// (`np_cnp_sent`) per second: how often ECN marks reached the receivers.
+    CnpRate,
+    /// Errors FEC did not correct, both sides (`rx_pcs_symbol_err_phy`, `rx_crc_errors_phy`,
+    /// `rx_symbol_err_phy`, InfiniBand's `symbol_error`).
+    PostFecErrors,
     /// Scheduled pairs that could not be measured (the sweep's `failed_pairs`).
     FailedPairs,
     /// Links measured (or failed) over links a sweep scheduled, in %; below the bound the
@@ -158,6 +171,10 @@ pub const ALL: &[(&str, Metric, &str)] = &[
     ("collective_time", Metric::CollTime, "us"),
     ("wrong_elements", Metric::Wrong, "elements"),
     ("link_loss", Metric::LinkLoss, "%"),
+    ("pause_share", Metric::PauseShare, "%"),
+    ("discards", Metric::Discards, "packets"),
+    ("cnp_rate", Metric::CnpRate, "CNP/s"),
+    ("post_fec_errors", Metric::PostFecErrors, "errors"),
     ("failed_pairs", Metric::FailedPairs, "pairs"),
     ("matrix_coverage", Metric::MatrixCoverage, "%"),
     ("suspects", Metric::Suspects, "suspects"),
@@ -239,7 +256,8 @@ impl Metric {
             | Metric::EpStepP99
             | Metric::EpImbalance => RowKind::Collective,
             Metric::Wrong => RowKind::Collective,
-            Metric::LinkLoss => RowKind::Counters,
+            Metric::LinkLoss | Metric::Discards | Metric::PostFecErrors => RowKind::Counters,
+            Metric::PauseShare | Metric::CnpRate => RowKind::Bandwidth,
             Metric::FailedPairs
             | Metric::MatrixCoverage
             | Metric::Suspects
@@ -276,6 +294,10 @@ impl Metric {
             Metric::CpuPer100G => cpu_per_100g(&r.cpu, r.bw_gbit_s.avg),
             Metric::LinkLoss => r.counters.as_ref().and_then(link_loss_pct),
             Metric::CopyBw => (r.transport == "cuda").then_some(r.bw_gbit_s.avg / 8.0),
+            Metric::PauseShare | Metric::Discards | Metric::CnpRate | Metric::PostFecErrors => r
+                .counters
+                .as_ref()
+                .and_then(|c| health(c).metric(self, r.duration_s)),
             _ => None,
         }
     }
@@ -316,6 +338,10 @@ impl Metric {
         match self {
             Metric::Latency(p) => Some(p.of(&r.latency_us)),
             Metric::LinkLoss => r.counters.as_ref().and_then(link_loss_pct),
+            Metric::Discards | Metric::PostFecErrors => r
+                .counters
+                .as_ref()
+                .and_then(|c| health(c).metric(self, r.duration_s)),
             _ => None,
         }
     }
@@ -390,6 +416,74 @@ impl LossTally {
     }
 }
 
+/// Link health from a row's counter deltas, both sides, tallied one counter at a time
+/// (as [`LossTally`], so the streaming reader tallies the same way). Each figure is known
+/// only where a counter of its family was present: a driver without pause counters gives
+/// no pause share, not 0 %. Negative deltas (a counter reset) count as 0. Names are mlx5's
+/// (Documentation/networking/device_drivers/ethernet/mellanox/mlx5/counters.rst) and the
+/// InfiniBand PMA's.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct HealthTally {
+    pause_us: Option<i64>,
+    discards: Option<i64>,
+    cnp_sent: Option<i64>,
+    post_fec_errors: Option<i64>,
+}
+
+/// Counters of errors FEC did not correct.
+const POST_FEC_COUNTERS: &[&str] = &[
+    "rx_pcs_symbol_err_phy",
+    "rx_crc_errors_phy",
+    "rx_symbol_err_phy",
+    "symbol_error",
+];
+
+impl HealthTally {
+    pub fn add(&mut self, name: &str, v: i64) {
+        let v = v.max(0);
+        let sum = |slot: &mut Option<i64>| *slot = Some(slot.unwrap_or(0).saturating_add(v));
+        if (name.starts_with("rx_prio") || name.starts_with("tx_prio"))
+            && name.ends_with("_pause_duration")
+        {
+            self.pause_us = Some(self.pause_us.unwrap_or(0).max(v));
+        } else if name.contains("discard") {
+            sum(&mut self.discards);
+        } else if name == "np_cnp_sent" {
+            sum(&mut self.cnp_sent);
+        } else if POST_FEC_COUNTERS.contains(&name) {
+            sum(&mut self.post_fec_errors);
+        }
+    }
+
+    /// The value of one of the health metrics over a row of `seconds`.
+    pub fn metric(&self, m: Metric, seconds: f64) -> Option<f64> {
+        let per_s = |v: Option<i64>, scale: f64| {
+            v.filter(|_| seconds > 0.0)
+                .map(|v| v as f64 * scale / seconds)
+        };
+        match m {
+            Metric::PauseShare => per_s(self.pause_us, 1e-6 * 100.0),
+            Metric::Discards => self.discards.map(|v| v as f64),
+            Metric::CnpRate => per_s(self.cnp_sent, 1.0),
+            Metric::PostFecErrors => self.post_fec_errors.map(|v| v as f64),
+            _ => None,
+        }
+    }
+}
+
+/// [`HealthTally`] of both sides' deltas, every counter map.
+pub fn health(c: &CounterDeltas) -> HealthTally {
+    let mut t = HealthTally::default();
+    for side in [&c.initiator, &c.responder].into_iter().flatten() {
+        for map in [&side.counters, &side.hw_counters, &side.driver_counters] {
+            for (name, v) in map {
+                t.add(name, *v);
+            }
+        }
+    }
+    t
+}
+
 /// Lost or retransmitted packets over packets sent, in %, from both sides' deltas;
 /// `None` when no side has a sent-packets counter or nothing was sent.
 pub fn link_loss_pct(c: &CounterDeltas) -> Option<f64> {
@@ -407,6 +501,60 @@ pub fn link_loss_pct(c: &CounterDeltas) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn health_figures_come_from_their_counters_and_are_unknown_without_them() {
+        let mut r = match synth::bandwidth_doc("a", "b", &[65536], 100.0, 1)
+            .results
+            .remove(0)
+        {
+            results::TestResult::Bandwidth(b) => b,
+            _ => unreachable!(),
+        };
+        r.duration_s = 2.0;
+        r.counters = None;
+        for m in [
+            Metric::PauseShare,
+            Metric::Discards,
+            Metric::CnpRate,
+            Metric::PostFecErrors,
+        ] {
+            assert_eq!(m.of_bandwidth(&r), None, "{m:?} without counters");
+        }
+        let side = |drv: &[(&str, i64)], hw: &[(&str, i64)]| results::PortCounters {
+            driver_counters: drv.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            hw_counters: hw.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            ..Default::default()
+        };
+        r.counters = Some(CounterDeltas {
+            initiator: Some(side(
+                &[
+                    ("rx_prio3_pause_duration", 300_000),
+                    ("tx_prio3_pause_duration", 100_000),
+                    ("rx_discards_phy", 2),
+                    ("rx_prio3_buf_discard", 1),
+                ],
+                &[("np_cnp_sent", 500)],
+            )),
+            responder: Some(side(
+                &[
+                    ("rx_prio3_pause_duration", 400_000),
+                    ("rx_crc_errors_phy", -4),
+                ],
+                &[("np_cnp_sent", 300)],
+            )),
+        });
+        // The longest pause (0.4 s of 2 s), every discard, CNPs per second, and a
+        // negative delta (a reset) as 0.
+        assert_eq!(Metric::PauseShare.of_bandwidth(&r), Some(20.0));
+        assert_eq!(Metric::Discards.of_bandwidth(&r), Some(3.0));
+        assert_eq!(Metric::CnpRate.of_bandwidth(&r), Some(400.0));
+        assert_eq!(Metric::PostFecErrors.of_bandwidth(&r), Some(0.0));
+        assert_eq!(
+            crate::rows::BwStats::of(&r).metric(Metric::PauseShare),
+            Some(20.0)
+        );
+    }
 
     #[test]
     fn every_metric_round_trips_by_name() {

@@ -16,7 +16,9 @@ use results::{
     TestResult,
 };
 
-use crate::metric::{cpu_per_100g, fluctuation_pct, link_loss_pct, Metric, LOSS_COUNTERS};
+use crate::metric::{
+    cpu_per_100g, fluctuation_pct, health, link_loss_pct, HealthTally, Metric, LOSS_COUNTERS,
+};
 
 /// Counters that only rise on a physical or link-level fault (optics, cables, switch
 /// ports), unlike retransmission counters that rise a little on any loaded fabric and
@@ -99,6 +101,9 @@ pub struct BwStats {
     pub loss: Option<f64>,
     /// GPU copy baseline bandwidth, 10^9 byte/s (copy rows only: transport `cuda`).
     pub copy_bw: Option<f64>,
+    /// Pauses, discards, CNPs, post-FEC errors from the counters, and the row's length.
+    pub health: HealthTally,
+    pub seconds: f64,
 }
 
 impl BwStats {
@@ -111,6 +116,10 @@ impl BwStats {
             &r.interval_gbit_s,
             &r.cpu,
             r.counters.as_ref().and_then(link_loss_pct),
+            (
+                r.counters.as_ref().map(health).unwrap_or_default(),
+                r.duration_s,
+            ),
         )
     }
 
@@ -124,6 +133,7 @@ impl BwStats {
         intervals: &[f64],
         cpu: &CpuUse,
         loss: Option<f64>,
+        (health, seconds): (HealthTally, f64),
     ) -> Self {
         let interval_var = (intervals.len() >= 2).then(|| {
             let m = intervals.iter().sum::<f64>() / intervals.len() as f64;
@@ -138,6 +148,8 @@ impl BwStats {
             cpu_per_100g: cpu_per_100g(cpu, avg),
             loss,
             copy_bw: (transport == "cuda").then_some(avg / 8.0),
+            health,
+            seconds,
         }
     }
 
@@ -151,6 +163,9 @@ impl BwStats {
             Metric::CpuPer100G => self.cpu_per_100g,
             Metric::LinkLoss => self.loss,
             Metric::CopyBw => self.copy_bw,
+            Metric::PauseShare | Metric::Discards | Metric::CnpRate | Metric::PostFecErrors => {
+                self.health.metric(m, self.seconds)
+            }
             _ => None,
         }
     }
@@ -161,6 +176,8 @@ impl BwStats {
 pub struct LatStats {
     pub us: LatencySummary,
     pub loss: Option<f64>,
+    /// Discards and post-FEC errors from the counters.
+    pub health: HealthTally,
 }
 
 impl LatStats {
@@ -168,6 +185,7 @@ impl LatStats {
         LatStats {
             us: r.latency_us,
             loss: r.counters.as_ref().and_then(link_loss_pct),
+            health: r.counters.as_ref().map(health).unwrap_or_default(),
         }
     }
 
@@ -176,6 +194,7 @@ impl LatStats {
         match m {
             Metric::Latency(p) => Some(p.of(&self.us)),
             Metric::LinkLoss => self.loss,
+            Metric::Discards | Metric::PostFecErrors => self.health.metric(m, 0.0),
             _ => None,
         }
     }

@@ -31,7 +31,7 @@ use sha2::{Digest, Sha256};
 use crate::digest::hex;
 use crate::groups::Hists;
 use crate::input::{self, BadInput, LatencyGroups, Loaded};
-use crate::metric::LossTally;
+use crate::metric::{HealthTally, LossTally};
 use crate::rows::{BwStats, LatStats, P2pRow, P2pRows, RowStats, NO_ROUND};
 
 /// A streamed document: everything but its rows, and the rows in compact form.
@@ -571,6 +571,8 @@ struct LeanPort<'a> {
     counters: Counters<'a>,
     #[serde(default, borrow)]
     hw_counters: Counters<'a>,
+    #[serde(default, borrow)]
+    driver_counters: Counters<'a>,
 }
 
 /// A counter map as a list: no map is built per row.
@@ -617,6 +619,7 @@ fn add_row(chunk: &mut Chunk, r: LeanRow, max_groups: usize) -> Result<(), Fallb
         p.responder.port,
     );
     let mut loss = LossTally::default();
+    let mut health = HealthTally::default();
     let mut any_counters = false;
     if let Some(c) = &r.counters {
         any_counters = true;
@@ -624,7 +627,11 @@ fn add_row(chunk: &mut Chunk, r: LeanRow, max_groups: usize) -> Result<(), Fallb
             if let Some(side) = side {
                 for &(name, v) in side.counters.0.iter().chain(&side.hw_counters.0) {
                     loss.add(name, v);
+                    health.add(name, v);
                     rows.add_error(peer, name, v);
+                }
+                for &(name, v) in &side.driver_counters.0 {
+                    health.add(name, v);
                 }
             }
         }
@@ -649,7 +656,11 @@ fn add_row(chunk: &mut Chunk, r: LeanRow, max_groups: usize) -> Result<(), Fallb
                 .latency
                 .merge(r.test, &label, r.size_bytes, h, max_groups)
                 .map_err(Fallback::Layout)?;
-            (true, false, RowStats::Latency(LatStats { us, loss }))
+            (
+                true,
+                false,
+                RowStats::Latency(LatStats { us, loss, health }),
+            )
         }
         "bandwidth" => {
             let bw = r
@@ -673,8 +684,16 @@ fn add_row(chunk: &mut Chunk, r: LeanRow, max_groups: usize) -> Result<(), Fallb
             if r.size_bytes == 0 {
                 return Err(Fallback::Layout("a bandwidth row of 0 bytes".into()));
             }
-            let stats =
-                BwStats::from_parts(r.transport, bw.avg, bw.peak, rate, intervals, &cpu, loss);
+            let stats = BwStats::from_parts(
+                r.transport,
+                bw.avg,
+                bw.peak,
+                rate,
+                intervals,
+                &cpu,
+                loss,
+                (health, r.duration_s),
+            );
             (false, bidir, RowStats::Bandwidth(stats))
         }
         "collective" => {
@@ -949,6 +968,38 @@ mod tests {
         // A ceiling on latency groups holds while streaming too.
         assert!(
             matches!(load(&p, None, 0), Err(StreamError::Bad(m)) if m.contains("latency histogram groups"))
+        );
+    }
+
+    #[test]
+    fn driver_counters_give_the_same_health_figures_streamed_as_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut spec = SweepSpec::bandwidth(5, 1);
+        spec.counters = true;
+        let mut doc = sweep_doc(&spec);
+        for (i, r) in doc.results.iter_mut().enumerate() {
+            if let results::TestResult::Bandwidth(b) = r {
+                let side = b.counters.as_mut().unwrap().initiator.as_mut().unwrap();
+                let d = &mut side.driver_counters;
+                d.insert("rx_prio3_pause_duration".into(), 1000 * i as i64);
+                d.insert("rx_prio3_discards".into(), (i % 2) as i64);
+                d.insert("rx_pcs_symbol_err_phy".into(), 0);
+                side.hw_counters.insert("np_cnp_sent".into(), 7);
+            }
+        }
+        let p = write_pretty(dir.path(), "bw.json", &doc);
+        let s = load(&p, None, 512).unwrap_or_else(|_| panic!("streams"));
+        // The rows (their stats, health included) equal a whole read's.
+        same_rows(&s, &p);
+        let discards: Vec<Option<f64>> = s
+            .rows
+            .rows
+            .iter()
+            .map(|r| r.stats.metric(crate::metric::Metric::Discards))
+            .collect();
+        assert!(
+            discards.contains(&Some(1.0)) && discards.contains(&Some(0.0)),
+            "{discards:?}"
         );
     }
 

@@ -409,10 +409,16 @@ fn judged_by_aggregate(dir: &std::path::Path, json: &std::path::Path, worst_vict
         assert!(md.contains("## Under load"), "{md}");
         assert!(md.contains("### Incast: 2 sender(s) per round"), "{md}");
         let section = &md[md.find("## Under load").unwrap()..md.find("## Plots").unwrap()];
-        let rows = section.lines().filter(|l| l.starts_with("| sim-node")).count();
+        let rows = section
+            .lines()
+            .filter(|l| l.starts_with("| sim-node"))
+            .count();
         assert_eq!(rows, 6, "a row per round: {section}");
         // Markdown escapes do not work inside a code span: no escaped text in one.
-        assert!(!section.contains("`\\"), "an escape inside a code span: {section}");
+        assert!(
+            !section.contains("`\\"),
+            "an escape inside a code span: {section}"
+        );
         let html = std::fs::read_to_string(out.join("report.html")).unwrap();
         assert!(html.contains("<section id=\"load\">"));
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
