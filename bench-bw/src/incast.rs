@@ -68,20 +68,12 @@ fn run_mpi(a: &P2pArgs, n: u32) -> i32 {
             return Ok(());
         };
         p2p::incast::print_table(&inc);
-        let mut doc = results::Document::new("bench-bw", "mpi", job.size(), started_at);
-        doc.hosts = hosts;
+        let mut doc =
+            p2p::incast::document("bench-bw", job.size(), started_at, hosts, inc, window, 0);
         doc.options
             .insert("pattern".into(), a.pattern.to_string().into());
         doc.options.insert("transport".into(), "tcp".into());
         doc.options.insert("duration".into(), window.into());
-        if let Some(w) = &inc.no_victim {
-            doc.warnings.push(w.clone());
-        }
-        doc.congestion = Some(results::congestion::CongestionRun {
-            phase_seconds: window,
-            incast: Some(inc),
-            ..Default::default()
-        });
         doc.finish(base::interrupt::interrupted().then(|| "interrupted".to_string()));
         base::output::write_document(a.json.as_deref(), &doc)
     });

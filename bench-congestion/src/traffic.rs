@@ -63,21 +63,19 @@ pub fn run_job(cli: &Cli, job: &MpiJob) -> Result<i32> {
             return Ok(base::exit::OK);
         };
         p2p::incast::print_table(&inc);
-        let mut doc = Document::new("bench-congestion", "mpi", job.size(), started_at);
-        doc.hosts = hosts;
+        let mut doc = p2p::incast::document(
+            "bench-congestion",
+            job.size(),
+            started_at,
+            hosts,
+            inc,
+            cli.phase_seconds,
+            cli.seed,
+        );
         doc.options
             .insert("mode".into(), format!("incast:{n}").into());
         doc.options
             .insert("phase-seconds".into(), cli.phase_seconds.into());
-        if let Some(w) = &inc.no_victim {
-            doc.warnings.push(w.clone());
-        }
-        doc.congestion = Some(CongestionRun {
-            seed: cli.seed,
-            phase_seconds: cli.phase_seconds,
-            incast: Some(inc),
-            ..Default::default()
-        });
         doc.finish(base::interrupt::interrupted().then(|| "interrupted".to_string()));
         base::output::write_document(cli.json.as_deref(), &doc)?;
         return Ok(base::exit::OK);

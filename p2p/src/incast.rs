@@ -153,10 +153,16 @@ fn run(
             phase + timeout,
         );
 
-        let before: Vec<_> = devices
-            .iter()
-            .map(|(d, p)| probe::counters::read(d, *p))
-            .collect();
+        // Only the round's ranks snapshot their ports: a read waits out the kernel's
+        // hw_counters lifespan and runs ethtool -S, per port.
+        let role = roles.role(rank);
+        let before: Vec<_> = match role {
+            Some(_) => devices
+                .iter()
+                .map(|(d, p)| probe::counters::read(d, *p))
+                .collect(),
+            None => Vec::new(),
+        };
         job.barrier("incast round loaded");
         let t0 = Instant::now();
         let mut loaded = None;
@@ -167,7 +173,7 @@ fn run(
         } else if let VictimEnd::Sender(lat, bw) = &flow {
             loaded = Some(victim_measure(lat, bw, t0, phase)?);
         }
-        if let Some(role) = roles.role(rank) {
+        if let Some(role) = role {
             let deltas = before
                 .iter()
                 .zip(devices.iter())
@@ -390,6 +396,30 @@ fn assemble(hosts: &[HostInfo], n: u32, size: u32, reports: &[RankIncast]) -> Re
         rounds,
         no_victim,
     })
+}
+
+/// The document of an incast run, as rank 0 writes it for `tool`: the hosts, the rounds
+/// under `congestion.incast` and, when there is no victim, why in `warnings`. The caller
+/// adds its options, then finishes and writes it.
+pub fn document(
+    tool: &str,
+    ranks: u32,
+    started_at: String,
+    hosts: Vec<HostInfo>,
+    run: IncastRun,
+    phase_seconds: f64,
+    seed: u64,
+) -> results::Document {
+    let mut doc = results::Document::new(tool, "mpi", ranks, started_at);
+    doc.hosts = hosts;
+    doc.warnings.extend(run.no_victim.clone());
+    doc.congestion = Some(results::congestion::CongestionRun {
+        seed,
+        phase_seconds,
+        incast: Some(run),
+        ..Default::default()
+    });
+    doc
 }
 
 /// One line per round: the aggregate, the fairness, each sender, and the victim alone and
