@@ -194,3 +194,44 @@ fn a_swap_beside_a_leaf_fault_is_the_swap() {
     let (got, st) = named(&spec, &faults, true);
     assert_eq!(got, expected(&spec, &faults), "{:#?}", st.suspects);
 }
+
+/// One slow uplink (leaf to one spine) slows only the cross-group pairs ECMP hashes onto
+/// it: with three or more groups those all touch the leaf, which is named (leaf_uplinks);
+/// with two groups every cross-group pair touches both leaves and the rail's spine layer
+/// is named, its text saying that either leaf's uplink looks the same.
+#[test]
+fn one_slow_uplink_is_its_leaf_and_with_two_groups_the_spine_layer() {
+    for (g, n, r, s) in [(3, 4, 2, 2), (4, 8, 2, 4), (2, 4, 2, 2)] {
+        let spec = FabricSpec::new(g, n, r, s);
+        for (rail, group, spine) in [(0, 1, 1), (1, g - 1, 0)] {
+            let faults = [Fault::Uplink { rail, group, spine }];
+            let (got, st) = named(&spec, &faults, true);
+            assert_eq!(
+                got,
+                expected(&spec, &faults),
+                "{g}x{n}x{r}x{s} {faults:?}\n{:#?}",
+                st.suspects
+            );
+            assert_eq!(st.suspects[0].explains, st.bad_links, "{:#?}", st.suspects);
+            if g == 2 {
+                assert!(
+                    st.suspects[0].what.contains("either leaf"),
+                    "{}",
+                    st.suspects[0].what
+                );
+            }
+        }
+    }
+    // Beside a node fault elsewhere, both are named.
+    let spec = FabricSpec::new(3, 4, 2, 2);
+    let faults = [
+        Fault::Uplink {
+            rail: 1,
+            group: 2,
+            spine: 1,
+        },
+        Fault::Node { node: 1 },
+    ];
+    let (got, st) = named(&spec, &faults, true);
+    assert_eq!(got, expected(&spec, &faults), "{:#?}", st.suspects);
+}

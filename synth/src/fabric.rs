@@ -80,6 +80,13 @@ pub enum Fault {
         rail: u32,
         group: u32,
     },
+    /// One uplink of the leaf (to `spine`): the cross-group pairs touching the leaf that
+    /// ECMP hashes onto that spine. With two groups it looks like a bad spine.
+    Uplink {
+        rail: u32,
+        group: u32,
+        spine: u32,
+    },
     /// One spine's port(s) of a rail: the cross-group pairs ECMP hashes onto it.
     SpineLayer {
         rail: u32,
@@ -162,6 +169,10 @@ impl Fault {
         let (k, n) = match self {
             Fault::Leaf { rail, group } => ("leaf", s.leaf(*rail, *group)),
             Fault::Uplinks { rail, group } => ("leaf_uplinks", s.leaf(*rail, *group)),
+            Fault::Uplink { rail, .. } if s.groups == 2 => {
+                ("spine_layer", format!("spines of rail{rail}"))
+            }
+            Fault::Uplink { rail, group, .. } => ("leaf_uplinks", s.leaf(*rail, *group)),
             Fault::SpineLayer { rail, .. } => ("spine_layer", format!("spines of rail{rail}")),
             Fault::Rack { rack } => ("rack", s.rack_name(*rack)),
             Fault::Node { node } => ("node", s.node(*node)),
@@ -516,6 +527,12 @@ fn factor(s: &FabricSpec, faults: &[Fault], r: u32, a: u32, b: u32) -> (f64, Opt
         let hit = match *x {
             Fault::Leaf { rail, group } => rail == r && (ga == group || gb == group),
             Fault::Uplinks { rail, group } => rail == r && ga != gb && (ga == group || gb == group),
+            Fault::Uplink { rail, group, spine } => {
+                rail == r
+                    && ga != gb
+                    && (ga == group || gb == group)
+                    && (hash3(a.min(b), a.max(b), r) % s.spines as u64) as u32 == spine
+            }
             Fault::SpineLayer { rail, spine } => {
                 rail == r
                     && ga != gb

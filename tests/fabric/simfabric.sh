@@ -13,7 +13,8 @@
 # spine (spine<k>) a router namespace. The leaves route (each leaf's bridge is the gateway of
 # its own /24) and send everything else over ECMP multipath routes across the spines, hashed on
 # L4 ports (fib_multipath_hash_policy=1). Node links run at --rate (default 1gbit), each
-# leaf-to-spine link at --uplink-rate (default: --rate), both shaped with HTB on both ends.
+# leaf-to-spine link at --uplink-rate (default: --rate x --nodes-per-group, so nothing is
+# oversubscribed and no ECMP collision slows a flow), both shaped with HTB on both ends.
 # lldpd runs in every leaf and node (1 s transmit interval; the leaf's port id is its interface
 # name); the fabric is ready when every node sees its leaves.
 #
@@ -62,7 +63,7 @@ if [ "${1:-}" = "__rank" ]; then
   exec "$@" --bind-addr "$addr"
 fi
 
-usage() { sed -n '2,37p' "$me" >&2; exit 2; }
+usage() { sed -n '2,39p' "$me" >&2; exit 2; }
 groups= npg= rails= spines= rate=1gbit uplink_rate= plan_out=
 slow_uplinks=() slow_leaves=() swaps=() moves=() wrongs=() slow_dirs=()
 need() { [ $# -ge 2 ] || die "$1 needs a value (see --help)"; }
@@ -87,7 +88,6 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ $# -gt 0 ] || die "no command after -- (for example: -- bench-bw --pattern all-pairs)"
-uplink_rate=${uplink_rate:-$rate}
 
 # --- checks: sizes that fit, names that exist ----------------------------------------------
 int_in() { [[ "$2" =~ ^[0-9]+$ ]] && [ "$2" -ge "$3" ] && [ "$2" -le "$4" ] ||
@@ -101,6 +101,13 @@ int_in --spines "$spines" 1 16
 check_rate() { [[ "$2" =~ ^[0-9]+(\.[0-9]+)?(bit|kbit|mbit|gbit)$ ]] ||
   die "$1 '$2' is not a tc rate (examples: 50mbit, 1gbit)"; }
 check_rate --rate "$rate"
+# Default uplinks: each carries a whole leaf (--rate x --nodes-per-group), so neither the
+# spine layer's capacity nor two flows that ECMP hashes onto one spine slow anything: a clean
+# fabric is clean. Oversubscription (and ECMP collisions) is a choice: give --uplink-rate.
+if [ -z "$uplink_rate" ]; then
+  [[ "$rate" =~ ^([0-9]+(\.[0-9]+)?)([a-z]+)$ ]]
+  uplink_rate=$(awk -v x="${BASH_REMATCH[1]}" -v n="$npg" 'BEGIN { printf "%g", x * n }')${BASH_REMATCH[3]}
+fi
 check_rate --uplink-rate "$uplink_rate"
 
 node_ok() { [[ "$1" =~ ^g([0-9]+)n([0-9]+)$ ]] && [ "${BASH_REMATCH[1]}" -lt "$groups" ] &&

@@ -2,8 +2,11 @@
 //! 2 spines): a TCP all-pairs `bench-bw` sweep under it, every node and rail in the rows
 //! (Peer.device = the rail interface), LLDP neighbours in the host facts that match the
 //! plan --plan-out wrote, and faults that change what they should: swapped cables exchange
-//! a node's two leaves in LLDP; a one-way fault slows one direction only; with uplinks
-//! slower than node links a same-leaf pair beats a cross-spine pair.
+//! a node's two leaves in LLDP; a one-way fault slows one direction only. Each sweep is
+//! then judged by the real `aggregate report --plan` with tests/fabric/simfabric.toml: a
+//! clean fabric names nothing, a faulted one exactly the injected parts (a leaf, a one-way
+//! path, a cable swap, a NIC on another group's leaf, a cable on the wrong port), and one
+//! slow uplink of a three-group fabric is its leaf's uplinks.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -19,28 +22,30 @@ fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fabric/simfabric.sh")
 }
 
-/// Brings the fabric up with `faults`, runs an all-pairs TCP sweep, returns the document.
-fn sweep(faults: &[&str], plan: Option<&Path>, dir: &Path) -> Value {
+/// 2 groups x 4 nodes x 2 rails x 2 spines, node links at 200 Mbit/s, uplinks at their
+/// default (each carries its whole leaf: nothing oversubscribed).
+const TWO_GROUPS: [&str; 10] = [
+    "--groups",
+    "2",
+    "--nodes-per-group",
+    "4",
+    "--rails",
+    "2",
+    "--spines",
+    "2",
+    "--rate",
+    "200mbit",
+];
+
+/// Brings the fabric up with `faults`, runs an all-pairs TCP sweep, returns the document
+/// (written to DIR/sweep.json) and writes the intended fabric's plan to DIR/plan.toml.
+fn sweep(shape: &[&str], faults: &[&str], dir: &Path) -> Value {
     let json = dir.join("sweep.json");
     let mut cmd = Command::new(script());
-    cmd.args([
-        "--groups",
-        "2",
-        "--nodes-per-group",
-        "4",
-        "--rails",
-        "2",
-        "--spines",
-        "2",
-        "--rate",
-        "200mbit",
-        "--uplink-rate",
-        "50mbit",
-    ])
-    .args(faults);
-    if let Some(p) = plan {
-        cmd.arg("--plan-out").arg(p);
-    }
+    cmd.args(shape)
+        .args(faults)
+        .arg("--plan-out")
+        .arg(dir.join("plan.toml"));
     cmd.arg("--")
         .arg(bin("bench-bw"))
         .args([
@@ -127,6 +132,48 @@ fn plan_nics(plan: &str) -> BTreeMap<String, BTreeMap<String, (String, String)>>
     out
 }
 
+/// `aggregate report --plan DIR/plan.toml --profile tests/fabric/simfabric.toml` on
+/// DIR/sweep.json: its exit code and the (kind, name) of every structure suspect.
+fn judge(dir: &Path) -> (i32, BTreeSet<(String, String)>) {
+    let out_dir = dir.join("report");
+    let out = run(
+        Command::new(bin("aggregate"))
+            .arg("report")
+            .arg("--profile")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("fabric/simfabric.toml"))
+            .arg("--plan")
+            .arg(dir.join("plan.toml"))
+            .arg("-o")
+            .arg(&out_dir)
+            .arg(dir.join("sweep.json")),
+        Duration::from_secs(120),
+    );
+    let (stdout, stderr) = text(&out);
+    let code = out.status.code().unwrap_or(-1);
+    assert!(code == 0 || code == 1, "aggregate: {stdout}\n{stderr}");
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("summary.json")).unwrap())
+            .unwrap();
+    let named = summary["matrix"]["structure"]["suspects"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no structure section: {stdout}"))
+        .iter()
+        .map(|s| {
+            (
+                s["kind"].as_str().unwrap().to_string(),
+                s["name"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    (code, named)
+}
+
+fn names(v: &[(&str, &str)]) -> BTreeSet<(String, String)> {
+    v.iter()
+        .map(|(k, n)| (k.to_string(), n.to_string()))
+        .collect()
+}
+
 fn skip() -> bool {
     if !is_root() {
         eprintln!("skipped: the simulated fabric needs root (namespaces, veth, tc, lldpd); CI runs as root");
@@ -136,13 +183,13 @@ fn skip() -> bool {
 }
 
 #[test]
-fn clean_fabric_rows_rails_hop_classes_and_lldp_match_the_plan() {
+fn clean_fabric_rows_rails_and_lldp_match_the_plan_and_nothing_is_named() {
     if skip() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let plan = dir.path().join("plan.toml");
-    let doc = sweep(&[], Some(&plan), dir.path());
+    let doc = sweep(&TWO_GROUPS, &[], dir.path());
     let rows = rows(&doc);
     // Every node and rail is an end of some row.
     let ends: BTreeSet<(String, String)> = rows
@@ -158,42 +205,36 @@ fn clean_fabric_rows_rails_hop_classes_and_lldp_match_the_plan() {
         }
     }
     assert_eq!(ends, want);
-    // Hop classes are real: same leaf (g0n0.rail0 - g0n1.rail0, one switch) beats a pair
-    // across the spines (g0n0.rail0 - g1n0.rail0) when uplinks are slower than node links.
-    let bw = |a: &str, ra: &str, b: &str, rb: &str| {
-        let k1 = (
-            (a.to_string(), ra.to_string()),
-            (b.to_string(), rb.to_string()),
-        );
-        let k2 = (k1.1.clone(), k1.0.clone());
-        rows.get(&k1).or_else(|| rows.get(&k2)).copied().unwrap()
-    };
-    let same_leaf = bw("g0n0", "rail0", "g0n1", "rail0");
-    let cross = bw("g0n0", "rail0", "g1n0", "rail0");
-    assert!(
-        same_leaf > cross,
-        "same leaf {same_leaf} vs across spines {cross}"
-    );
     // LLDP in every host's facts agrees with the plan, NIC for NIC.
     let plan = plan_nics(&std::fs::read_to_string(&plan).unwrap());
     assert_eq!(plan.len(), 8);
     assert_eq!(lldp(&doc), plan);
+    // aggregate against the plan: every check passes, nothing is named.
+    let (code, named) = judge(dir.path());
+    assert_eq!(named, BTreeSet::new());
+    assert_eq!(code, 0);
 }
 
 #[test]
-fn swapped_cables_exchange_leaves_and_a_one_way_fault_slows_one_direction() {
+fn faults_of_five_kinds_change_what_they_should_and_exactly_they_are_named() {
     if skip() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let doc = sweep(
+        &TWO_GROUPS,
         &[
             "--swap-cables",
             "g1n2:0,1",
             "--slow-dir",
             "g0n3>g0n2:10mbit",
+            "--slow-leaf",
+            "leaf-r1-g0",
+            "--move-nic",
+            "g1n1:0:0",
+            "--wrong-port",
+            "g0n1:0",
         ],
-        None,
         dir.path(),
     );
     let seen = lldp(&doc);
@@ -201,7 +242,7 @@ fn swapped_cables_exchange_leaves_and_a_one_way_fault_slows_one_direction() {
     assert_eq!(n["rail0"], ("leaf-r1-g1".to_string(), "swp3".to_string()));
     assert_eq!(n["rail1"], ("leaf-r0-g1".to_string(), "swp3".to_string()));
     assert_eq!(
-        seen["g1n1"]["rail0"].0, "leaf-r0-g1",
+        seen["g1n3"]["rail0"].0, "leaf-r0-g1",
         "other nodes unchanged"
     );
     // One direction only. A sweep is bidirectional, so each row's `bw_gbit_s` is the sum
@@ -222,6 +263,53 @@ fn swapped_cables_exchange_leaves_and_a_one_way_fault_slows_one_direction() {
     // A direction that is not touched by the fault runs near the 200 Mbit/s node rate.
     let other = dirs[&("g0n2".to_string(), "g0n1".to_string())];
     assert!(other > 0.05, "g0n2 -> g0n1 measured {other} Gbit/s");
+    // The moved NIC and the wrong port show in LLDP only.
+    assert_eq!(seen["g1n1"]["rail0"].0, "leaf-r0-g0");
+    assert_eq!(seen["g0n1"]["rail0"].0, "leaf-r0-g0");
+    assert_ne!(seen["g0n1"]["rail0"].1, "swp2");
+    // aggregate names exactly these parts. The slow leaf holds g0n3 -> g0n2 on rail 1,
+    // so the one-way fault is named on rail 0 only.
+    let (code, named) = judge(dir.path());
+    assert_eq!(
+        named,
+        names(&[
+            ("leaf", "leaf-r1-g0"),
+            ("one_way", "g0n3 rail0 -> g0n2 rail0"),
+            ("cable_swap", "g1n2 rail0 and rail1"),
+            ("wrong_leaf", "g1n1 rail0"),
+            ("wrong_port", "g0n1 rail0"),
+        ])
+    );
+    assert_eq!(code, 1);
+}
+
+/// One slow uplink: ECMP hashes some of the leaf's cross-group pairs onto it. With three
+/// groups every slow pair touches that leaf, so its uplinks are named, not the spines.
+#[test]
+fn one_slow_uplink_of_three_groups_is_its_leafs_uplinks() {
+    if skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    sweep(
+        &[
+            "--groups",
+            "3",
+            "--nodes-per-group",
+            "2",
+            "--rails",
+            "1",
+            "--spines",
+            "2",
+            "--rate",
+            "200mbit",
+        ],
+        &["--slow-uplink", "leaf-r0-g1:spine0"],
+        dir.path(),
+    );
+    let (code, named) = judge(dir.path());
+    assert_eq!(named, names(&[("leaf_uplinks", "leaf-r0-g1")]));
+    assert_eq!(code, 1);
 }
 
 /// (from host, to host) -> Gbit/s of that direction on rail 0, from every bidirectional

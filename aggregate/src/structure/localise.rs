@@ -16,7 +16,11 @@
 //! its uplinks, a rack: one part higher up is preferred over many below only when it adds
 //! no contradiction). The spine layer of a rail explains scattered cells only: cross-leaf
 //! blocks partly bad (ECMP sends a share of the pairs over the bad spine), intra-leaf
-//! cells fine. Noise within the profile's bounds makes no cell bad, so names nothing.
+//! cells fine. When such scattered cells all touch one leaf of a rail with three or more
+//! leaves, they are that leaf's uplinks (one bad uplink: ECMP hashed a share of the
+//! leaf's pairs onto it); with two leaves a rail every cross-leaf cell touches both, and
+//! the spine layer is named, saying so. A part is chosen once. Noise within the profile's
+//! bounds makes no cell bad, so names nothing.
 
 use std::collections::HashMap;
 
@@ -402,6 +406,8 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
         }
     };
     let mut picks = Vec::new();
+    // A part is chosen once: what it explains is covered by that one pick.
+    let mut picked: std::collections::HashSet<Part> = std::collections::HashSet::new();
     let in_spine_domain = |c: &BadCell, blocks_ok: &HashMap<(u32, u32), bool>| -> bool {
         let (la, lb) = (t.leaf(c.a, c.r), t.leaf(c.b, c.r));
         la != NONE && lb != NONE && la != lb && blocks_ok.get(&(la, lb)).copied().unwrap_or(false)
@@ -421,8 +427,11 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
                 intra_left[c.r as usize] += 1;
             }
         }
-        let mut spine_best: Option<(u32, u32, Blocks, u32)> = None;
+        let mut spine_best: Option<(Part, u32, Blocks, u32)> = None;
         for r in 0..rails as u32 {
+            if picked.contains(&Part::SpineLayer(r)) {
+                continue;
+            }
             let blocks: Vec<(&(u32, u32), &Count)> = block
                 .iter()
                 .filter(|((la, _), _)| {
@@ -435,6 +444,7 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
             // ECMP scatters a bad spine's pairs over many nodes; one node's (or a few
             // nodes') links are that node's fault, not a spine's.
             let mut per_node: HashMap<u32, u32> = HashMap::new();
+            let mut per_leaf: HashMap<u32, u32> = HashMap::new();
             let mut in_domain = 0u32;
             for (k, c) in bad_list.iter().enumerate() {
                 if covered[k] || c.r != r {
@@ -445,19 +455,52 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
                     in_domain += 1;
                     *per_node.entry(c.a).or_default() += 1;
                     *per_node.entry(c.b).or_default() += 1;
+                    *per_leaf.entry(la).or_default() += 1;
+                    *per_leaf.entry(lb).or_default() += 1;
                 }
             }
-            if per_node.values().any(|&v| v * 2 > in_domain) {
+            // (A node in half the cells but bad on fewer than `suspect_share` of its own
+            // cells is one end of many ECMP-hashed pairs, not the fault: small groups.)
+            if per_node.iter().any(|(&i, &v)| {
+                let c = nic(i, r);
+                v * 2 > in_domain && c.bad as f64 >= rules.suspect_share * c.tried as f64
+            }) {
                 continue;
             }
+            // With three or more leaves on the rail, scattered cells that (nearly) all
+            // touch one leaf are that leaf's uplinks, partly bad: ECMP hashed a share of
+            // its cross-group pairs onto the bad uplink. With two leaves every cross-leaf
+            // cell touches both, and a bad uplink of either looks like a bad spine.
+            let leaves_on_rail: std::collections::BTreeSet<u32> =
+                blocks.iter().map(|((la, _), _)| *la).collect();
+            let one_leaf = (leaves_on_rail.len() >= 3)
+                .then(|| {
+                    per_leaf
+                        .iter()
+                        .filter(|(l, &v)| {
+                            v as f64 >= rules.high_share * in_domain as f64
+                                && !picked.contains(&Part::Uplinks(**l))
+                        })
+                        .max_by_key(|(l, &v)| (v, std::cmp::Reverse(**l)))
+                        .map(|(l, _)| *l)
+                })
+                .flatten();
             let mut ok = HashMap::new();
             let mut partial = 0;
             let mut gain_r = 0;
             let mut clean_good = 0;
+            let mut considered = 0;
             for (k, c) in &blocks {
+                let touches = one_leaf.is_none_or(|l| k.0 == l || k.1 == l);
+                if !touches {
+                    continue;
+                }
+                considered += 1;
                 let u = unexplained.get(k).copied().unwrap_or(0);
                 let frac = u as f64 / c.tried.max(1) as f64;
-                let is_partial = u > 0 && frac <= 0.6;
+                // Partly bad: some pairs of the block, not (nearly) all of them, which
+                // is the leaf's or its uplinks' pattern.
+                let is_partial = u > 0 && frac < rules.high_share;
                 if is_partial {
                     partial += 1;
                     gain_r += u;
@@ -469,17 +512,18 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
             }
             let intra_ok =
                 intra_left[r as usize] as f64 <= 0.1 * intra_rail[r as usize].tried.max(1) as f64;
-            if partial * 2 >= blocks.len()
+            if partial * 2 >= considered
                 && intra_ok
                 && gain_r > 0
                 && spine_best.as_ref().is_none_or(|b| gain_r > b.1)
             {
-                spine_best = Some((r, gain_r, ok, clean_good));
+                let part = one_leaf.map_or(Part::SpineLayer(r), Part::Uplinks);
+                spine_best = Some((part, gain_r, ok, clean_good));
             }
         }
         let mut best: Option<(Part, i64)> = None;
         for (&p, &g) in &gain {
-            if g == 0 || !acceptable(p, total[&p]) {
+            if g == 0 || picked.contains(&p) || !acceptable(p, total[&p]) {
                 continue;
             }
             let c = tried_of(p);
@@ -496,8 +540,8 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
             _ => false,
         };
         let (part, domain_ok): (Part, Option<Blocks>) = if take_spine {
-            let (r, _, ok, _) = spine_best.clone().unwrap();
-            (Part::SpineLayer(r), Some(ok))
+            let (p, _, ok, _) = spine_best.clone().unwrap();
+            (p, Some(ok))
         } else if let Some((p, _)) = best {
             (p, None)
         } else {
@@ -509,6 +553,7 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
         for (k, c) in bad_list.iter().enumerate() {
             let inside = match (&domain_ok, part) {
                 (Some(ok), Part::SpineLayer(r)) => c.r == r && in_spine_domain(c, ok),
+                (Some(ok), Part::Uplinks(_)) => contains(part, c) && in_spine_domain(c, ok),
                 _ => contains(part, c),
             };
             if !inside {
@@ -530,13 +575,14 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
                 }
             }
         }
-        let contradicted = match part {
-            Part::SpineLayer(_) => spine_best.map(|s| s.3).unwrap_or(0),
-            p => {
+        let contradicted = match (part, &domain_ok) {
+            (_, Some(_)) => spine_best.map(|s| s.3).unwrap_or(0),
+            (p, None) => {
                 let c = tried_of(p);
                 c.tried.saturating_sub(total[&p])
             }
         };
+        picked.insert(part);
         picks.push(Pick {
             part,
             explains,

@@ -211,13 +211,19 @@ fn describe(
         Part::Uplinks(l) => (
             "leaf_uplinks",
             t.switch_name(l).into(),
-            "the leaf's uplinks (optics, cables, spine ports, or too few links): inside the group fine, across groups degraded",
+            "the leaf's uplinks (optics, cables, spine ports, or too few links): inside the group fine, across groups degraded (all pairs: every uplink; some pairs, hashed by ECMP: one uplink or its spine port)",
             vec![format!("up:{}", t.switch_name(l))],
         ),
         Part::SpineLayer(r) => (
             "spine_layer",
             format!("spines of {}", t.rails.get(r as usize).map_or("?", |s| s.as_str())),
-            "a spine or spine port on this rail: scattered cross-group pairs bad, no pair inside a leaf; check each spine's ports and counters",
+            if t.switches.iter().filter(|s| s.tier == Tier::Leaf && s.rail == r).count() == 2 {
+                // Every cross-leaf pair of the rail touches both leaves: a bad uplink of
+                // either and a bad spine port hash the same pairs onto the same slow path.
+                "a spine, a spine port or one uplink of either leaf on this rail (with two leaves on a rail the hosts cannot tell them apart): scattered cross-group pairs bad, no pair inside a leaf; check both leaves' uplinks and each spine's ports and counters"
+            } else {
+                "a spine or spine port on this rail: scattered cross-group pairs bad, no pair inside a leaf; check each spine's ports and counters"
+            },
             vec![format!("spines:{r}")],
         ),
         Part::Rack(k) => (
