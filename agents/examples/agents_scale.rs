@@ -157,6 +157,7 @@ fn launch(pattern: p2p::pattern::PatternSpec) -> p2p::Launch {
         secret_file: None,
         metrics: None,
         transport: transport::TransportChoice::Auto,
+        fabric_plan: None,
     }
 }
 

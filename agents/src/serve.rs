@@ -300,6 +300,8 @@ impl Agent {
             secret_file: None,
             metrics: None,
             transport: launch.transport,
+            // The plan is read by the coordinator (the root) and shared with the roster.
+            fabric_plan: None,
         };
         Ok((sweep_launch, plan))
     }

@@ -128,6 +128,14 @@ pub struct P2pArgs {
     #[arg(long)]
     pub include_local: bool,
 
+    /// The fabric plan (the file `aggregate --plan` reads: native TOML, Slurm
+    /// topology.conf, NetBox CSV or ibnetdiscover output, detected): nodes are scheduled
+    /// group by group in its order, planned nodes missing from the run and hosts it does
+    /// not know are warned about before the first round and kept in the document, and the
+    /// pairs are counted by hop (one leaf, across the spines).
+    #[arg(long, value_name = "FILE")]
+    pub plan: Option<PathBuf>,
+
     /// Be an agent: listen on the control port (-p) and take part in the sweeps a
     /// coordinator (`--hosts`) runs, until killed. Needs the shared secret.
     #[arg(long, conflicts_with_all = ["host", "hosts", "json"])]
@@ -279,6 +287,7 @@ impl P2pArgs {
             secret_file: self.secret_file.clone(),
             metrics: self.metrics,
             transport: self.transport,
+            fabric_plan: self.plan.clone(),
         }
     }
 }

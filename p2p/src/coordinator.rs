@@ -82,6 +82,9 @@ pub struct Shared {
     pub seed: u64,
     /// Text of the `file:` pair list, read on the root.
     pub file_text: Option<String>,
+    /// The fabric plan (`--plan`), read on the root.
+    #[serde(default)]
+    pub fabric: Option<crate::fabric::FabricOrder>,
     /// Why the root cannot go on (every rank then exits 2; the root says why).
     pub error: Option<String>,
 }

@@ -43,6 +43,7 @@ pub fn schedule_for(
         include_local: launch.include_local,
         fallback_seed: shared.seed,
         file_text: shared.file_text.as_deref(),
+        fabric: shared.fabric.as_ref(),
     })
 }
 
@@ -76,6 +77,9 @@ pub fn run_rank(
         ctx.started_at,
         ctx.overhead_ns,
     );
+    if let Some(f) = &shared.fabric {
+        plan_against_fabric(&*coord, f, &schedule, &mut rec, plan.tool);
+    }
     if coord.is_root() {
         tool.print_header(plan);
     }
@@ -88,6 +92,67 @@ pub fn run_rank(
     };
     let done = rank.run_rounds(coord, tool, &mut rec)?;
     finish_document(coord, launch, plan, tool, rec, done)
+}
+
+/// The sweep against the fabric plan (`--plan`): the pairs by hop into the document, and
+/// the planned nodes missing from the run (and hosts the plan does not know) said before
+/// the first round, on the root, and kept in the document's warnings.
+fn plan_against_fabric(
+    coord: &dyn Coordinator,
+    fabric: &crate::fabric::FabricOrder,
+    schedule: &Schedule,
+    rec: &mut record::Recorder,
+    tool: &str,
+) {
+    let Some(sweep) = rec.sweep.as_mut() else {
+        return;
+    };
+    let members = coord.members();
+    let leaf = |r: u32| {
+        let m = &members[r as usize];
+        fabric.leaf_of(&m.host, m.device.as_deref())
+    };
+    let hops = schedule
+        .rounds
+        .iter()
+        .flatten()
+        .map(|p| crate::fabric::Hop::of(leaf(p.initiator), leaf(p.responder)));
+    let found = fabric.record(&schedule.nodes, hops);
+    let list = |v: &[String]| {
+        let mut s = v.iter().take(20).cloned().collect::<Vec<_>>().join(", ");
+        if v.len() > 20 {
+            s.push_str(&format!(" and {} more", v.len() - 20));
+        }
+        s
+    };
+    if !found.missing.is_empty() {
+        rec.warnings.push(format!(
+            "plan {}: {} planned node(s) have no rank in this run, so their links are not measured: {} \
+             (launch on every node of the plan, or leave them out of the plan knowingly)",
+            found.source,
+            found.missing.len(),
+            list(&found.missing)
+        ));
+    }
+    if !found.unplanned.is_empty() {
+        rec.warnings.push(format!(
+            "plan {}: {} host(s) of this run are not in the plan: {} (a host name differs, or \
+             the plan is out of date)",
+            found.source,
+            found.unplanned.len(),
+            list(&found.unplanned)
+        ));
+    }
+    if coord.is_root() {
+        for w in &rec.warnings {
+            base::output::error_line(&format!("{tool}: warning: {w}"));
+        }
+        eprintln!(
+            "{tool}: plan {}: {} pair(s) on one leaf, {} across the spines, {} not placed by the plan",
+            found.source, found.same_leaf_pairs, found.cross_leaf_pairs, found.unknown_pairs
+        );
+    }
+    sweep.plan = Some(found);
 }
 
 /// Meets the peers: the root decides what only it can (seed, the pair list), every rank
@@ -425,6 +490,12 @@ pub fn root_inputs(launch: &Launch) -> Shared {
         seed,
         ..Default::default()
     };
+    if let Some(path) = &launch.fabric_plan {
+        match crate::fabric::FabricOrder::load(path) {
+            Ok(f) => shared.fabric = Some(f),
+            Err(e) => shared.error = Some(format!("--plan: {e}")),
+        }
+    }
     if let PatternSpec::File(path) = &launch.pattern {
         match std::fs::read_to_string(path) {
             Ok(t) => shared.file_text = Some(t),
@@ -456,6 +527,7 @@ pub fn sweep_info(s: &Schedule) -> SweepInfo {
         rounds_done: 0,
         planned_pairs: s.planned_pairs(),
         round_seconds: Vec::new(),
+        plan: None,
     }
 }
 

@@ -231,6 +231,8 @@ pub struct Request<'a> {
     pub fallback_seed: u64,
     /// Text of the `file:` pattern's list (read once, by the caller).
     pub file_text: Option<&'a str>,
+    /// The fabric plan: nodes are scheduled in its order.
+    pub fabric: Option<&'a crate::fabric::FabricOrder>,
 }
 
 /// The node a slot belongs to.
@@ -256,6 +258,9 @@ pub fn schedule(req: &Request) -> Result<Schedule> {
             BTreeMap::new()
         });
         entry.insert(local, s.rank);
+    }
+    if let Some(f) = req.fabric {
+        f.order(&mut nodes);
     }
     let rails = rails_of.values().map(|r| r.len() as u32).max().unwrap_or(0);
     let mut seed = None;
@@ -581,6 +586,7 @@ mod tests {
             include_local: false,
             fallback_seed: 7,
             file_text: file,
+            fabric: None,
         })
     }
 
@@ -655,6 +661,7 @@ mod tests {
             include_local: true,
             fallback_seed: 1,
             file_text: None,
+            fabric: None,
         })
         .unwrap();
         assert_eq!(

@@ -201,6 +201,8 @@ pub struct Launch {
     pub metrics: Option<std::net::SocketAddr>,
     /// `--transport` as asked (the agents' coordinator checks it against the agents').
     pub transport: transport::TransportChoice,
+    /// The fabric plan to order and label the rounds by (`--plan`), read by the root.
+    pub fabric_plan: Option<PathBuf>,
 }
 
 #[cfg(test)]

@@ -40,6 +40,8 @@ pub struct Recorder<'a> {
     started_at: String,
     overhead_ns: f64,
     pub sweep: Option<SweepInfo>,
+    /// What the document's readers should know (planned nodes left out of the run).
+    pub warnings: Vec<String>,
     pub options: serde_json::Map<String, serde_json::Value>,
     pub results: Vec<TestResult>,
     failures: BTreeMap<(u32, Pair), FailedPair>,
@@ -100,6 +102,7 @@ impl<'a> Recorder<'a> {
             started_at,
             overhead_ns,
             sweep: None,
+            warnings: Vec::new(),
             options,
             results: Vec::new(),
             failures: BTreeMap::new(),
@@ -223,6 +226,7 @@ impl<'a> Recorder<'a> {
         doc.options = self.options.clone();
         doc.results = self.results.iter().chain(extra).cloned().collect();
         doc.sweep = self.sweep.clone();
+        doc.warnings.extend(self.warnings.iter().cloned());
         doc.failed_pairs = self.failures.values().cloned().collect();
         if !self.quality.is_empty() {
             doc.attach_quality(self.quality.clone());

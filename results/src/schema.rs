@@ -107,6 +107,28 @@ pub struct SweepInfo {
     /// measuring (barrier, connection set-up and teardown, exchanges, gathering).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub round_seconds: Vec<f64>,
+    /// The fabric plan the sweep was given (`--plan`): what it found and the pairs by hop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<SweepPlan>,
+}
+
+/// A sweep against the fabric plan.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SweepPlan {
+    /// Where the plan came from (`native plan.toml`).
+    pub source: String,
+    /// Planned nodes with no rank in the run: their links were never measured.
+    #[serde(default)]
+    pub missing: Vec<String>,
+    /// Hosts of the run the plan does not name.
+    #[serde(default)]
+    pub unplanned: Vec<String>,
+    /// Scheduled rank pairs with both NICs on one leaf (one switch).
+    pub same_leaf_pairs: u64,
+    /// Scheduled rank pairs across the spines (leaf, spine, leaf).
+    pub cross_leaf_pairs: u64,
+    /// Scheduled rank pairs with an end the plan does not place.
+    pub unknown_pairs: u64,
 }
 
 /// A pair that was scheduled but could not be measured.

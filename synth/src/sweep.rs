@@ -456,6 +456,7 @@ fn head(spec: &SweepSpec, failed: Vec<FailedPair>) -> Document {
     doc.launcher = "mpi".into();
     doc.options = options;
     doc.sweep = Some(SweepInfo {
+        plan: None,
         pattern: if spec.pairs.is_some() {
             "file".into()
         } else {

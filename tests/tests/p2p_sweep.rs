@@ -350,3 +350,88 @@ fn a_rank_killed_mid_sweep_leaves_the_rounds_finished_before() {
     let met = disjoint_rounds(&rows(&doc));
     assert!(met.len() as u64 >= 2 * done, "{met:?}");
 }
+
+/// `--plan`: the sweep names the planned nodes that have no rank in the run (before the
+/// first round and in the document's warnings), counts the pairs by hop, and refuses a
+/// plan it cannot read with the file named (exit 2, before any round).
+#[test]
+fn a_plan_names_its_nodes_missing_from_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_string();
+    let plan = dir.path().join("plan.toml");
+    std::fs::write(
+        &plan,
+        format!(
+            "version = 1\n[[switch]]\nname = \"leaf0\"\ntier = \"leaf\"\ngroup = \"g0\"\n\
+             [[node]]\nname = \"ghost7\"\ngroup = \"g0\"\n[[node]]\nname = \"{host}\"\ngroup = \"g0\"\n"
+        ),
+    )
+    .unwrap();
+    let json = dir.path().join("plan.json");
+    let plan_arg = plan.to_str().unwrap();
+    let out = sweep(
+        3,
+        "bench-lat",
+        &[
+            "-s",
+            "8",
+            "-n",
+            "50",
+            "--pattern",
+            "all-pairs",
+            "--include-local",
+            "--plan",
+            plan_arg,
+        ],
+        &json,
+    );
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("1 planned node(s) have no rank in this run") && stderr.contains("ghost7"),
+        "{stderr}"
+    );
+    let doc = read(&json);
+    let p = &doc["sweep"]["plan"];
+    assert_eq!(p["missing"], serde_json::json!(["ghost7"]), "{p}");
+    assert_eq!(p["unplanned"], serde_json::json!([]), "{p}");
+    // No NIC of this host is in the plan: every pair is unplaced, none guessed.
+    assert_eq!(p["unknown_pairs"], 3, "{p}");
+    assert_eq!(p["same_leaf_pairs"], 0, "{p}");
+    assert!(
+        doc["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("ghost7")),
+        "{}",
+        doc["warnings"]
+    );
+    // A plan that is not one: exit 2, the file and the problem named, no document.
+    std::fs::write(&plan, "version = 1\n[[switch]]\nname = 3\n").unwrap();
+    let bad = dir.path().join("bad.json");
+    let out = sweep(
+        2,
+        "bench-lat",
+        &[
+            "-s",
+            "8",
+            "--pattern",
+            "all-pairs",
+            "--include-local",
+            "--plan",
+            plan_arg,
+        ],
+        &bad,
+    );
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--plan:") && stderr.contains("plan.toml"),
+        "{stderr}"
+    );
+    assert!(!bad.exists());
+}

@@ -57,8 +57,10 @@ fn sweep(shape: &[&str], faults: &[&str], dir: &Path) -> Value {
             "30",
             "--pattern",
             "all-pairs",
-            "--json",
         ])
+        .arg("--plan")
+        .arg(dir.join("plan.toml"))
+        .arg("--json")
         .arg(&json);
     let out = run(&mut cmd, LIMIT);
     let (stdout, stderr) = text(&out);
@@ -209,6 +211,30 @@ fn clean_fabric_rows_rails_and_lldp_match_the_plan_and_nothing_is_named() {
     let plan = plan_nics(&std::fs::read_to_string(&plan).unwrap());
     assert_eq!(plan.len(), 8);
     assert_eq!(lldp(&doc), plan);
+    // The sweep read the plan: nodes in its order (group by group), every planned node in
+    // the run, pairs by hop: per rail 2 x C(4,2) = 12 on one leaf, 4 x 4 = 16 across.
+    let s = &doc["sweep"];
+    let order: Vec<&str> = s["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        order,
+        ["g0n0", "g0n1", "g0n2", "g0n3", "g1n0", "g1n1", "g1n2", "g1n3"]
+    );
+    let p = &s["plan"];
+    assert_eq!(p["missing"], serde_json::json!([]), "{p}");
+    assert_eq!(p["unplanned"], serde_json::json!([]), "{p}");
+    assert_eq!(
+        (
+            p["same_leaf_pairs"].as_u64(),
+            p["cross_leaf_pairs"].as_u64()
+        ),
+        (Some(24), Some(32)),
+        "{p}"
+    );
     // aggregate against the plan: every check passes, nothing is named.
     let (code, named) = judge(dir.path());
     assert_eq!(named, BTreeSet::new());

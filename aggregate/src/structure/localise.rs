@@ -22,7 +22,7 @@
 //! the spine layer is named, saying so. A part is chosen once. Noise within the profile's
 //! bounds makes no cell bad, so names nothing.
 
-use std::collections::HashMap;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use serde::Serialize;
 
@@ -179,7 +179,7 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
     let mut leaf = vec![Count::default(); nsw];
     let mut up = vec![Count::default(); nsw];
     let mut rack = vec![Count::default(); nrack];
-    let mut block: HashMap<(u32, u32), Count> = HashMap::new();
+    let mut block: HashMap<(u32, u32), Count> = HashMap::default();
     let mut intra_rail = vec![Count::default(); rails];
     let mut bad_list: Vec<BadCell> = Vec::new();
     let mut bad_grid = vec![vec![false; n * n]; rails];
@@ -299,7 +299,7 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
         }
     };
     let cabling_of: HashMap<(u32, u32), Vec<u32>> = {
-        let mut m: HashMap<(u32, u32), Vec<u32>> = HashMap::new();
+        let mut m: HashMap<(u32, u32), Vec<u32>> = HashMap::default();
         for (c, node, rs) in &rules.cabling {
             for &r in rs {
                 m.entry((*node, r)).or_default().push(*c);
@@ -380,7 +380,7 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
             Part::OneWay(x, y, pr) => pr == r && (a, b) == (x, y),
         }
     };
-    let mut gain: HashMap<Part, u32> = HashMap::new();
+    let mut gain: HashMap<Part, u32> = HashMap::default();
     let mut buf = Vec::with_capacity(24);
     for c in &bad_list {
         members(c, &mut buf);
@@ -407,14 +407,14 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
     };
     let mut picks = Vec::new();
     // A part is chosen once: what it explains is covered by that one pick.
-    let mut picked: std::collections::HashSet<Part> = std::collections::HashSet::new();
+    let mut picked: HashSet<Part> = HashSet::default();
     let in_spine_domain = |c: &BadCell, blocks_ok: &HashMap<(u32, u32), bool>| -> bool {
         let (la, lb) = (t.leaf(c.a, c.r), t.leaf(c.b, c.r));
         la != NONE && lb != NONE && la != lb && blocks_ok.get(&(la, lb)).copied().unwrap_or(false)
     };
     loop {
         // Spine layers: on each rail, cross-leaf blocks partly bad (not yet explained).
-        let mut unexplained: HashMap<(u32, u32), u32> = HashMap::new();
+        let mut unexplained: HashMap<(u32, u32), u32> = HashMap::default();
         let mut intra_left = vec![0u32; rails];
         for (k, c) in bad_list.iter().enumerate() {
             if covered[k] {
@@ -443,8 +443,8 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
             }
             // ECMP scatters a bad spine's pairs over many nodes; one node's (or a few
             // nodes') links are that node's fault, not a spine's.
-            let mut per_node: HashMap<u32, u32> = HashMap::new();
-            let mut per_leaf: HashMap<u32, u32> = HashMap::new();
+            let mut per_node: HashMap<u32, u32> = HashMap::default();
+            let mut per_leaf: HashMap<u32, u32> = HashMap::default();
             let mut in_domain = 0u32;
             for (k, c) in bad_list.iter().enumerate() {
                 if covered[k] || c.r != r {
@@ -485,7 +485,7 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
                         .map(|(l, _)| *l)
                 })
                 .flatten();
-            let mut ok = HashMap::new();
+            let mut ok = HashMap::default();
             let mut partial = 0;
             let mut gain_r = 0;
             let mut clean_good = 0;

@@ -1,0 +1,239 @@
+//! The fabric plan as a sweep uses it (`--plan FILE`, the file `aggregate --plan` reads):
+//! nodes scheduled in the plan's order, group by group, so rounds and the matrix come out
+//! the same whatever order mpirun or the hosts file gave; planned nodes missing from the
+//! run and hosts the plan does not know named before the first round (on acceptance day a
+//! node left out of the host list is otherwise found only when the report is read); each
+//! scheduled pair labelled by hop: both NICs on one leaf (one switch) or across the spines.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use results::fabric_plan::{self, FabricPlan};
+use results::schema::SweepPlan;
+use serde::{Deserialize, Serialize};
+
+/// What the schedule needs of a plan, small enough to share with every rank.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FabricOrder {
+    /// Where it came from (`native plan.toml`).
+    pub source: String,
+    /// Planned nodes, group by group (groups in order of first mention), each group's
+    /// nodes in the plan's order.
+    pub nodes: Vec<String>,
+    /// `node nic` -> the leaf it is planned on.
+    pub leaf: BTreeMap<String, String>,
+}
+
+impl FabricOrder {
+    pub fn from_plan(plan: &FabricPlan) -> FabricOrder {
+        let group_of_switch = |s: &str| plan.switch(s).and_then(|x| x.group.clone());
+        let mut group: BTreeMap<String, String> = BTreeMap::new();
+        for n in &plan.node {
+            if let Some(g) = &n.group {
+                group.insert(n.name.clone(), g.clone());
+            }
+        }
+        for n in &plan.nic {
+            if let Some(g) = group_of_switch(&n.switch) {
+                group.entry(n.node.clone()).or_insert(g);
+            }
+        }
+        let names = plan.node_names();
+        let mut groups: Vec<String> = Vec::new();
+        for n in &names {
+            if let Some(g) = group.get(n) {
+                if !groups.contains(g) {
+                    groups.push(g.clone());
+                }
+            }
+        }
+        let rank = |n: &String| {
+            group
+                .get(n)
+                .and_then(|g| groups.iter().position(|x| x == g))
+                .unwrap_or(usize::MAX)
+        };
+        let mut nodes = names.clone();
+        nodes.sort_by_key(rank);
+        FabricOrder {
+            source: plan.source.clone(),
+            nodes,
+            leaf: plan
+                .nic
+                .iter()
+                .map(|n| (format!("{} {}", n.node, n.nic), n.switch.clone()))
+                .collect(),
+        }
+    }
+
+    /// Reads and validates a plan file (format detected), for the root.
+    pub fn load(path: &Path) -> Result<FabricOrder, String> {
+        fabric_plan::load(path, None)
+            .map(|p| FabricOrder::from_plan(&p))
+            .map_err(|e| e.to_string())
+    }
+
+    /// Puts `nodes` (a run's, host or `host/rank`) in the plan's order; nodes the plan
+    /// does not name keep their order after the planned ones.
+    pub fn order(&self, nodes: &mut [String]) {
+        let at: BTreeMap<&str, usize> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.as_str(), i))
+            .collect();
+        nodes.sort_by_key(|n| at.get(host_of(n)).copied().unwrap_or(usize::MAX));
+    }
+
+    /// The planned nodes with no rank in the run, and the run's hosts the plan does not
+    /// name.
+    pub fn check(&self, nodes: &[String]) -> (Vec<String>, Vec<String>) {
+        let run: BTreeSet<&str> = nodes.iter().map(|n| host_of(n)).collect();
+        let planned: BTreeSet<&str> = self.nodes.iter().map(String::as_str).collect();
+        let missing = self
+            .nodes
+            .iter()
+            .filter(|n| !run.contains(n.as_str()))
+            .cloned()
+            .collect();
+        let unplanned = run
+            .iter()
+            .filter(|n| !planned.contains(*n))
+            .map(|n| n.to_string())
+            .collect();
+        (missing, unplanned)
+    }
+
+    /// The leaf of one end (host and NIC as the rows name them), when the plan has it.
+    pub fn leaf_of(&self, host: &str, nic: Option<&str>) -> Option<&str> {
+        self.leaf
+            .get(&format!("{host} {}", nic?))
+            .map(String::as_str)
+    }
+
+    /// The plan section of the document: what was checked and the pairs by hop.
+    pub fn record(&self, nodes: &[String], hops: impl Iterator<Item = Hop>) -> SweepPlan {
+        let (missing, unplanned) = self.check(nodes);
+        let mut p = SweepPlan {
+            source: self.source.clone(),
+            missing,
+            unplanned,
+            ..Default::default()
+        };
+        for h in hops {
+            match h {
+                Hop::SameLeaf => p.same_leaf_pairs += 1,
+                Hop::AcrossSpines => p.cross_leaf_pairs += 1,
+                Hop::Unknown => p.unknown_pairs += 1,
+            }
+        }
+        p
+    }
+}
+
+/// How many switches a pair crosses, by the plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hop {
+    /// Both NICs on one leaf: one switch.
+    SameLeaf,
+    /// Leaf, spine, leaf.
+    AcrossSpines,
+    /// An end the plan does not place (no NIC name, or not in the plan).
+    Unknown,
+}
+
+impl Hop {
+    pub fn of(a: Option<&str>, b: Option<&str>) -> Hop {
+        match (a, b) {
+            (Some(x), Some(y)) if x == y => Hop::SameLeaf,
+            (Some(_), Some(_)) => Hop::AcrossSpines,
+            _ => Hop::Unknown,
+        }
+    }
+}
+
+/// The host of a schedule node (`host`, or `host/rank` with --include-local).
+fn host_of(node: &str) -> &str {
+    node.split_once('/').map_or(node, |(h, _)| h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PLAN: &str = r#"
+version = 1
+[[switch]]
+name = "leaf-b"
+tier = "leaf"
+group = "b"
+[[switch]]
+name = "leaf-a"
+tier = "leaf"
+group = "a"
+[[switch]]
+name = "spine0"
+tier = "spine"
+[[nic]]
+node = "b1"
+nic = "rail0"
+rail = 0
+switch = "leaf-b"
+[[nic]]
+node = "a1"
+nic = "rail0"
+rail = 0
+switch = "leaf-a"
+[[nic]]
+node = "b0"
+nic = "rail0"
+rail = 0
+switch = "leaf-b"
+[[nic]]
+node = "a0"
+nic = "rail0"
+rail = 0
+switch = "leaf-a"
+"#;
+
+    fn order() -> FabricOrder {
+        FabricOrder::from_plan(&fabric_plan::parse_native("p.toml", PLAN).unwrap())
+    }
+
+    #[test]
+    fn nodes_go_group_by_group_in_the_plans_order() {
+        let o = order();
+        assert_eq!(o.nodes, ["b1", "b0", "a1", "a0"]);
+        let mut run: Vec<String> = ["x9", "a0", "b0", "a1"].map(String::from).into();
+        o.order(&mut run);
+        assert_eq!(run, ["b0", "a1", "a0", "x9"]);
+        let mut local: Vec<String> = ["a0/1", "b0/0"].map(String::from).into();
+        o.order(&mut local);
+        assert_eq!(local, ["b0/0", "a0/1"]);
+    }
+
+    #[test]
+    fn missing_and_unplanned_nodes_are_named() {
+        let (missing, unplanned) = order().check(&["a0", "b0", "x9", "a1/3"].map(String::from));
+        assert_eq!(missing, ["b1"]);
+        assert_eq!(unplanned, ["x9"]);
+    }
+
+    #[test]
+    fn pairs_are_counted_by_hop() {
+        let o = order();
+        let leaf = |h: &str| o.leaf_of(h, Some("rail0"));
+        assert_eq!(Hop::of(leaf("a0"), leaf("a1")), Hop::SameLeaf);
+        assert_eq!(Hop::of(leaf("a0"), leaf("b1")), Hop::AcrossSpines);
+        assert_eq!(Hop::of(leaf("a0"), o.leaf_of("a1", None)), Hop::Unknown);
+        let r = o.record(
+            &["a0".into(), "a1".into()],
+            [Hop::SameLeaf, Hop::AcrossSpines, Hop::AcrossSpines].into_iter(),
+        );
+        assert_eq!(
+            (r.same_leaf_pairs, r.cross_leaf_pairs, r.unknown_pairs),
+            (1, 2, 0)
+        );
+        assert_eq!(r.missing, ["b1", "b0"]);
+    }
+}
