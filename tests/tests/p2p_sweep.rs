@@ -372,22 +372,25 @@ fn a_plan_names_its_nodes_missing_from_the_run() {
     .unwrap();
     let json = dir.path().join("plan.json");
     let plan_arg = plan.to_str().unwrap();
-    let out = sweep(
-        3,
-        "bench-lat",
-        &[
-            "-s",
-            "8",
-            "-n",
-            "50",
-            "--pattern",
-            "all-pairs",
-            "--include-local",
-            "--plan",
-            plan_arg,
-        ],
-        &json,
-    );
+    let plan_sweep = |np: u32, json: &Path| {
+        sweep(
+            np,
+            "bench-lat",
+            &[
+                "-s",
+                "8",
+                "-n",
+                "50",
+                "--pattern",
+                "all-pairs",
+                "--include-local",
+                "--plan",
+                plan_arg,
+            ],
+            json,
+        )
+    };
+    let out = plan_sweep(3, &json);
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
     assert!(
@@ -413,20 +416,7 @@ fn a_plan_names_its_nodes_missing_from_the_run() {
     // A plan that is not one: exit 2, the file and the problem named, no document.
     std::fs::write(&plan, "version = 1\n[[switch]]\nname = 3\n").unwrap();
     let bad = dir.path().join("bad.json");
-    let out = sweep(
-        2,
-        "bench-lat",
-        &[
-            "-s",
-            "8",
-            "--pattern",
-            "all-pairs",
-            "--include-local",
-            "--plan",
-            plan_arg,
-        ],
-        &bad,
-    );
+    let out = plan_sweep(2, &bad);
     let (_, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
