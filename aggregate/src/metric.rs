@@ -78,6 +78,10 @@ pub enum Metric {
     /// Errors FEC did not correct, both sides (`rx_pcs_symbol_err_phy`, `rx_crc_errors_phy`,
     /// `rx_symbol_err_phy`, InfiniBand's `symbol_error`).
     PostFecErrors,
+    /// Pre-FEC bit error rate of the worse side: bits FEC corrected
+    /// (`rx_corrected_bits_phy`) over the bits the link carried in the window
+    /// (`rx_bits_phy` where the driver has it, else the port's rate x the row's seconds).
+    PreFecBer,
     /// Scheduled pairs that could not be measured (the sweep's `failed_pairs`).
     FailedPairs,
     /// Links measured (or failed) over links a sweep scheduled, in %; below the bound the
@@ -175,6 +179,7 @@ pub const ALL: &[(&str, Metric, &str)] = &[
     ("discards", Metric::Discards, "packets"),
     ("cnp_rate", Metric::CnpRate, "CNP/s"),
     ("post_fec_errors", Metric::PostFecErrors, "errors"),
+    ("pre_fec_ber", Metric::PreFecBer, "BER"),
     ("failed_pairs", Metric::FailedPairs, "pairs"),
     ("matrix_coverage", Metric::MatrixCoverage, "%"),
     ("suspects", Metric::Suspects, "suspects"),
@@ -257,7 +262,7 @@ impl Metric {
             | Metric::EpImbalance => RowKind::Collective,
             Metric::Wrong => RowKind::Collective,
             Metric::LinkLoss | Metric::Discards | Metric::PostFecErrors => RowKind::Counters,
-            Metric::PauseShare | Metric::CnpRate => RowKind::Bandwidth,
+            Metric::PauseShare | Metric::CnpRate | Metric::PreFecBer => RowKind::Bandwidth,
             Metric::FailedPairs
             | Metric::MatrixCoverage
             | Metric::Suspects
@@ -294,7 +299,11 @@ impl Metric {
             Metric::CpuPer100G => cpu_per_100g(&r.cpu, r.bw_gbit_s.avg),
             Metric::LinkLoss => r.counters.as_ref().and_then(link_loss_pct),
             Metric::CopyBw => (r.transport == "cuda").then_some(r.bw_gbit_s.avg / 8.0),
-            Metric::PauseShare | Metric::Discards | Metric::CnpRate | Metric::PostFecErrors => r
+            Metric::PauseShare
+            | Metric::Discards
+            | Metric::CnpRate
+            | Metric::PostFecErrors
+            | Metric::PreFecBer => r
                 .counters
                 .as_ref()
                 .and_then(|c| health(c).metric(self, r.duration_s)),
@@ -428,6 +437,12 @@ pub struct HealthTally {
     discards: Option<i64>,
     cnp_sent: Option<i64>,
     post_fec_errors: Option<i64>,
+    /// Per side (initiator, responder): FEC-corrected bits, bits received (where the
+    /// driver counts them) and the port's rate; `side` says which one `add` counts into.
+    corrected_bits: [Option<i64>; 2],
+    rx_bits: [Option<i64>; 2],
+    rate_gbit_s: [Option<f64>; 2],
+    side: usize,
 }
 
 /// Counters of errors FEC did not correct.
@@ -439,6 +454,13 @@ const POST_FEC_COUNTERS: &[&str] = &[
 ];
 
 impl HealthTally {
+    /// The counters added next are side `i`'s (0 initiator, 1 responder), whose port
+    /// ran at `rate_gbit_s`.
+    pub fn side(&mut self, i: usize, rate_gbit_s: Option<f64>) {
+        self.side = i.min(1);
+        self.rate_gbit_s[self.side] = rate_gbit_s;
+    }
+
     pub fn add(&mut self, name: &str, v: i64) {
         let v = v.max(0);
         let sum = |slot: &mut Option<i64>| *slot = Some(slot.unwrap_or(0).saturating_add(v));
@@ -452,7 +474,26 @@ impl HealthTally {
             sum(&mut self.cnp_sent);
         } else if POST_FEC_COUNTERS.contains(&name) {
             sum(&mut self.post_fec_errors);
+        } else if name == "rx_corrected_bits_phy" {
+            sum(&mut self.corrected_bits[self.side]);
+        } else if name == "rx_bits_phy" {
+            sum(&mut self.rx_bits[self.side]);
         }
+    }
+
+    /// The worse side's pre-FEC BER over `seconds`; `None` without a corrected-bits
+    /// counter or without a denominator (neither `rx_bits_phy` nor the port's rate).
+    fn pre_fec_ber(&self, seconds: f64) -> Option<f64> {
+        (0..2)
+            .filter_map(|i| {
+                let corrected = self.corrected_bits[i]? as f64;
+                let bits = match self.rx_bits[i] {
+                    Some(b) if b > 0 => b as f64,
+                    _ => self.rate_gbit_s[i].filter(|r| *r > 0.0)? * 1e9 * seconds,
+                };
+                (bits > 0.0).then(|| corrected / bits)
+            })
+            .reduce(f64::max)
     }
 
     /// The value of one of the health metrics over a row of `seconds`.
@@ -466,6 +507,7 @@ impl HealthTally {
             Metric::Discards => self.discards.map(|v| v as f64),
             Metric::CnpRate => per_s(self.cnp_sent, 1.0),
             Metric::PostFecErrors => self.post_fec_errors.map(|v| v as f64),
+            Metric::PreFecBer => self.pre_fec_ber(seconds),
             _ => None,
         }
     }
@@ -474,7 +516,11 @@ impl HealthTally {
 /// [`HealthTally`] of both sides' deltas, every counter map.
 pub fn health(c: &CounterDeltas) -> HealthTally {
     let mut t = HealthTally::default();
-    for side in [&c.initiator, &c.responder].into_iter().flatten() {
+    for (i, side) in [&c.initiator, &c.responder].into_iter().enumerate() {
+        let Some(side) = side else {
+            continue;
+        };
+        t.side(i, side.rate_gbit_s);
         for map in [&side.counters, &side.hw_counters, &side.driver_counters] {
             for (name, v) in map {
                 t.add(name, *v);
@@ -518,6 +564,7 @@ mod tests {
             Metric::Discards,
             Metric::CnpRate,
             Metric::PostFecErrors,
+            Metric::PreFecBer,
         ] {
             assert_eq!(m.of_bandwidth(&r), None, "{m:?} without counters");
         }
@@ -554,6 +601,32 @@ mod tests {
             crate::rows::BwStats::of(&r).metric(Metric::PauseShare),
             Some(20.0)
         );
+        // No corrected-bits counter: no pre-FEC BER, not a passing 0.
+        assert_eq!(Metric::PreFecBer.of_bandwidth(&r), None);
+        // The initiator corrected 2,000 bits in 2 s at 100 Gb/s (BER 1e-8); the responder
+        // counts its received bits, 1,000 corrected of 1e9 (1e-6): the worse side counts.
+        let c = r.counters.as_mut().unwrap();
+        let i = c.initiator.as_mut().unwrap();
+        i.driver_counters
+            .insert("rx_corrected_bits_phy".into(), 2_000);
+        i.rate_gbit_s = Some(100.0);
+        assert_eq!(Metric::PreFecBer.of_bandwidth(&r), Some(1e-8));
+        let c = r.counters.as_mut().unwrap();
+        let o = c.responder.as_mut().unwrap();
+        o.driver_counters
+            .insert("rx_corrected_bits_phy".into(), 1_000);
+        o.driver_counters
+            .insert("rx_bits_phy".into(), 1_000_000_000);
+        assert_eq!(Metric::PreFecBer.of_bandwidth(&r), Some(1e-6));
+        assert_eq!(
+            crate::rows::BwStats::of(&r).metric(Metric::PreFecBer),
+            Some(1e-6)
+        );
+        // Without a rate or received bits the corrected bits have no denominator.
+        let c = r.counters.as_mut().unwrap();
+        c.responder = None;
+        c.initiator.as_mut().unwrap().rate_gbit_s = None;
+        assert_eq!(Metric::PreFecBer.of_bandwidth(&r), None);
     }
 
     #[test]

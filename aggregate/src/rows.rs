@@ -163,9 +163,11 @@ impl BwStats {
             Metric::CpuPer100G => self.cpu_per_100g,
             Metric::LinkLoss => self.loss,
             Metric::CopyBw => self.copy_bw,
-            Metric::PauseShare | Metric::Discards | Metric::CnpRate | Metric::PostFecErrors => {
-                self.health.metric(m, self.seconds)
-            }
+            Metric::PauseShare
+            | Metric::Discards
+            | Metric::CnpRate
+            | Metric::PostFecErrors
+            | Metric::PreFecBer => self.health.metric(m, self.seconds),
             _ => None,
         }
     }

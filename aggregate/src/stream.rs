@@ -573,6 +573,8 @@ struct LeanPort<'a> {
     hw_counters: Counters<'a>,
     #[serde(default, borrow)]
     driver_counters: Counters<'a>,
+    #[serde(default)]
+    rate_gbit_s: Option<f64>,
 }
 
 /// A counter map as a list: no map is built per row.
@@ -623,8 +625,12 @@ fn add_row(chunk: &mut Chunk, r: LeanRow, max_groups: usize) -> Result<(), Fallb
     let mut any_counters = false;
     if let Some(c) = &r.counters {
         any_counters = true;
-        for (side, peer) in [(&c.initiator, initiator), (&c.responder, responder)] {
+        for (i, (side, peer)) in [(&c.initiator, initiator), (&c.responder, responder)]
+            .into_iter()
+            .enumerate()
+        {
             if let Some(side) = side {
+                health.side(i, side.rate_gbit_s);
                 for &(name, v) in side.counters.0.iter().chain(&side.hw_counters.0) {
                     loss.add(name, v);
                     health.add(name, v);
@@ -984,6 +990,8 @@ mod tests {
                 d.insert("rx_prio3_pause_duration".into(), 1000 * i as i64);
                 d.insert("rx_prio3_discards".into(), (i % 2) as i64);
                 d.insert("rx_pcs_symbol_err_phy".into(), 0);
+                d.insert("rx_corrected_bits_phy".into(), 100 * i as i64);
+                side.rate_gbit_s = Some(100.0);
                 side.hw_counters.insert("np_cnp_sent".into(), 7);
             }
         }
@@ -1000,6 +1008,16 @@ mod tests {
         assert!(
             discards.contains(&Some(1.0)) && discards.contains(&Some(0.0)),
             "{discards:?}"
+        );
+        let ber = s
+            .rows
+            .rows
+            .iter()
+            .filter_map(|r| r.stats.metric(crate::metric::Metric::PreFecBer))
+            .fold(0.0, f64::max);
+        assert!(
+            ber > 0.0,
+            "the rate travelled with the streamed rows: {ber}"
         );
     }
 

@@ -26,6 +26,8 @@ pub struct Snapshot {
     /// InfiniBand and where ethtool is missing.
     pub netdev: Option<String>,
     pub driver: BTreeMap<String, i64>,
+    /// The port's rate (`ports/N/rate`: `100 Gb/sec (4X EDR)`), Gbit/s.
+    pub rate_gbit_s: Option<f64>,
 }
 
 /// Reads every counter of `device` port `port` under `root` (normally [`SYSFS_ROOT`]).
@@ -38,6 +40,8 @@ pub fn read_at(root: &Path, device: &str, port: u32) -> Snapshot {
         hw_counters: read_dir(&dir.join("hw_counters")),
         netdev: netdev_of(&dir),
         driver: BTreeMap::new(),
+        rate_gbit_s: crate::sysfs::read_trim(dir.join("rate"))
+            .and_then(|r| crate::sysfs::parse_rate_gbit_s(&r)),
     }
 }
 
@@ -117,6 +121,7 @@ pub fn delta(before: &Snapshot, after: &Snapshot) -> PortCounters {
         hw_counters: sub(&before.hw_counters, &after.hw_counters),
         driver_counters: sub(&before.driver, &after.driver),
         netdev: after.netdev.clone(),
+        rate_gbit_s: after.rate_gbit_s,
     }
 }
 
@@ -151,6 +156,13 @@ mod tests {
         assert!(!d.hw_counters.contains_key("rcvd_seq_err"));
         assert_eq!(d.counters["port_xmit_data"], 0);
         assert_eq!(d.netdev.as_deref(), Some("eth1"));
+        assert_eq!(d.rate_gbit_s, None, "no rate file: unknown");
+        // The port's rate travels with the deltas (pre-FEC BER needs it).
+        std::fs::write(port.join("rate"), "100 Gb/sec (4X EDR)\n").unwrap();
+        assert_eq!(
+            delta(&before, &read_at(root.path(), "rxe0", 1)).rate_gbit_s,
+            Some(100.0)
+        );
         // Driver counters (ethtool -S) are differenced like the others.
         let (mut b, mut a) = (before.clone(), after.clone());
         b.driver.insert("rx_prio3_pause".into(), 10);

@@ -721,6 +721,10 @@ pub struct PortCounters {
     /// The netdev those driver counters are of.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub netdev: Option<String>,
+    /// The port's rate at the end of the window (`ports/N/rate`), so error counts become
+    /// rates (pre-FEC BER = corrected bits over the bits the link carried).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_gbit_s: Option<f64>,
 }
 
 /// One size of one collective (a row of the nccl-tests table).
