@@ -206,6 +206,10 @@ run_pairs() {
     # -n counts per QP, as perftest's: 2 QPs x 200 = 400 messages.
     pair write_bw_check bench-bw write_bw 'r.get("check_wrong_bytes") == 0 and r["streams"] == 2 and r["iterations"] == 400' --test write --check -q 2 "${BW[@]}"
     pair read_bw_check bench-bw read_bw 'r.get("check_wrong_bytes") == 0 and r["streams"] == 2' --test read --check -q 2 "${BW[@]}"
+    # Per-QP flows both ways (what tells an ECMP path from a NIC): 2 QPs a side, each flow
+    # with its sender, its QP number and the GRH flow label its packets carried (distinct
+    # per QP), each moving data.
+    pair write_bw_flows bench-bw write_bw 'len(r["flows"]) == 4 and len({f["flow_label"] for f in r["flows"]}) == 2 and all(f.get("flow_label") is not None and f.get("qp_num") and f.get("from") and f["bw_gbit_s"] > 0 for f in r["flows"])' --test write -b -q 2 "${BW[@]}"
     pair read_bw_bidir_check bench-bw read_bw 'r["bidirectional"] and r.get("check_wrong_bytes") == 0' --test read -b --check -s 4096 -n 200
     # All sizes (2 B .. 8 MiB: about 2 minutes across the emulated wire, so only in the
     # one-VM shape), duration mode.
