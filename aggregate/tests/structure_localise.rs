@@ -201,9 +201,10 @@ fn a_swap_beside_a_leaf_fault_is_the_swap() {
 /// is named, its text saying that either leaf's uplink looks the same.
 #[test]
 fn one_slow_uplink_is_its_leaf_and_with_two_groups_the_spine_layer() {
-    for (g, n, r, s) in [(3, 4, 2, 2), (4, 8, 2, 4), (2, 4, 2, 2)] {
+    // 3x2x1x2 is the simulated fabric's shape: blocks of 4 cells, ECMP can make one all bad.
+    for (g, n, r, s) in [(3, 4, 2, 2), (4, 8, 2, 4), (3, 2, 1, 2), (2, 4, 2, 2)] {
         let spec = FabricSpec::new(g, n, r, s);
-        for (rail, group, spine) in [(0, 1, 1), (1, g - 1, 0)] {
+        for (rail, group, spine) in [(0, 1, 1), (r - 1, g - 1, 0)] {
             let faults = [Fault::Uplink { rail, group, spine }];
             let (got, st) = named(&spec, &faults, true);
             assert_eq!(

@@ -136,7 +136,7 @@ fn plan_nics(plan: &str) -> BTreeMap<String, BTreeMap<String, (String, String)>>
 
 /// `aggregate report --plan DIR/plan.toml --profile tests/fabric/simfabric.toml` on
 /// DIR/sweep.json: its exit code and the (kind, name) of every structure suspect.
-fn judge(dir: &Path) -> (i32, BTreeSet<(String, String)>) {
+fn judge(dir: &Path) -> (i32, BTreeSet<(String, String)>, String) {
     let out_dir = dir.join("report");
     let out = run(
         Command::new(bin("aggregate"))
@@ -167,7 +167,15 @@ fn judge(dir: &Path) -> (i32, BTreeSet<(String, String)>) {
             )
         })
         .collect();
-    (code, named)
+    (code, named, stdout)
+}
+
+/// One fabric at a time: each test brings up a whole fabric and measures it, and two at
+/// once on a 2-core machine slow each other's cells (cargo runs a file's tests in
+/// parallel).
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static FABRIC: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    FABRIC.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn names(v: &[(&str, &str)]) -> BTreeSet<(String, String)> {
@@ -189,6 +197,7 @@ fn clean_fabric_rows_rails_and_lldp_match_the_plan_and_nothing_is_named() {
     if skip() {
         return;
     }
+    let _fabric = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let plan = dir.path().join("plan.toml");
     let doc = sweep(&TWO_GROUPS, &[], dir.path());
@@ -236,9 +245,9 @@ fn clean_fabric_rows_rails_and_lldp_match_the_plan_and_nothing_is_named() {
         "{p}"
     );
     // aggregate against the plan: every check passes, nothing is named.
-    let (code, named) = judge(dir.path());
-    assert_eq!(named, BTreeSet::new());
-    assert_eq!(code, 0);
+    let (code, named, report) = judge(dir.path());
+    assert_eq!(named, BTreeSet::new(), "{report}");
+    assert_eq!(code, 0, "{report}");
 }
 
 #[test]
@@ -246,6 +255,7 @@ fn faults_of_five_kinds_change_what_they_should_and_exactly_they_are_named() {
     if skip() {
         return;
     }
+    let _fabric = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let doc = sweep(
         &TWO_GROUPS,
@@ -295,7 +305,7 @@ fn faults_of_five_kinds_change_what_they_should_and_exactly_they_are_named() {
     assert_ne!(seen["g0n1"]["rail0"].1, "swp2");
     // aggregate names exactly these parts. The slow leaf holds g0n3 -> g0n2 on rail 1,
     // so the one-way fault is named on rail 0 only.
-    let (code, named) = judge(dir.path());
+    let (code, named, report) = judge(dir.path());
     assert_eq!(
         named,
         names(&[
@@ -304,9 +314,10 @@ fn faults_of_five_kinds_change_what_they_should_and_exactly_they_are_named() {
             ("cable_swap", "g1n2 rail0 and rail1"),
             ("wrong_leaf", "g1n1 rail0"),
             ("wrong_port", "g0n1 rail0"),
-        ])
+        ]),
+        "{report}"
     );
-    assert_eq!(code, 1);
+    assert_eq!(code, 1, "{report}");
 }
 
 /// One slow uplink: ECMP hashes some of the leaf's cross-group pairs onto it. With three
@@ -316,6 +327,7 @@ fn one_slow_uplink_of_three_groups_is_its_leafs_uplinks() {
     if skip() {
         return;
     }
+    let _fabric = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     sweep(
         &[
@@ -333,9 +345,9 @@ fn one_slow_uplink_of_three_groups_is_its_leafs_uplinks() {
         &["--slow-uplink", "leaf-r0-g1:spine0"],
         dir.path(),
     );
-    let (code, named) = judge(dir.path());
-    assert_eq!(named, names(&[("leaf_uplinks", "leaf-r0-g1")]));
-    assert_eq!(code, 1);
+    let (code, named, report) = judge(dir.path());
+    assert_eq!(named, names(&[("leaf_uplinks", "leaf-r0-g1")]), "{report}");
+    assert_eq!(code, 1, "{report}");
 }
 
 /// (from host, to host) -> Gbit/s of that direction on rail 0, from every bidirectional

@@ -405,6 +405,12 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
             _ => false,
         }
     };
+    let spines_n = t
+        .switches
+        .iter()
+        .filter(|s| s.tier == results::fabric_plan::Tier::Spine)
+        .count()
+        .max(1);
     let mut picks = Vec::new();
     // A part is chosen once: what it explains is covered by that one pick.
     let mut picked: HashSet<Part> = HashSet::default();
@@ -499,8 +505,10 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
                 let u = unexplained.get(k).copied().unwrap_or(0);
                 let frac = u as f64 / c.tried.max(1) as f64;
                 // Partly bad: some pairs of the block, not (nearly) all of them, which
-                // is the leaf's or its uplinks' pattern.
-                let is_partial = u > 0 && frac < rules.high_share;
+                // is the leaf's or its uplinks' pattern. For one leaf's uplinks every
+                // block through the leaf counts, whole or partly bad: with few nodes a
+                // group, ECMP can hash all of a small block's pairs onto the bad uplink.
+                let is_partial = u > 0 && (one_leaf.is_some() || frac < rules.high_share);
                 if is_partial {
                     partial += 1;
                     gain_r += u;
@@ -512,10 +520,23 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
             }
             let intra_ok =
                 intra_left[r as usize] as f64 <= 0.1 * intra_rail[r as usize].tried.max(1) as f64;
-            if partial * 2 >= considered
-                && intra_ok
-                && gain_r > 0
-                && spine_best.as_ref().is_none_or(|b| gain_r > b.1)
+            // One bad uplink of S hashes about 1/S of the leaf's cross-group pairs onto
+            // itself: a few stray cells through the leaf (a path fault, a one-way link)
+            // are not that, so a quarter of that share at least.
+            let enough_for_an_uplink = || {
+                let tried: u32 = blocks
+                    .iter()
+                    .filter(|(k, _)| one_leaf.is_some_and(|l| k.0 == l || k.1 == l))
+                    .map(|(_, c)| c.tried)
+                    .sum();
+                gain_r as f64 >= 0.25 * tried as f64 / spines_n as f64
+            };
+            let pattern = if one_leaf.is_some() {
+                enough_for_an_uplink()
+            } else {
+                partial * 2 >= considered
+            };
+            if pattern && intra_ok && gain_r > 0 && spine_best.as_ref().is_none_or(|b| gain_r > b.1)
             {
                 let part = one_leaf.map_or(Part::SpineLayer(r), Part::Uplinks);
                 spine_best = Some((part, gain_r, ok, clean_good));
