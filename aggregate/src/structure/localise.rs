@@ -181,6 +181,8 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
     let mut rack = vec![Count::default(); nrack];
     let mut block: HashMap<(u32, u32), Count> = HashMap::default();
     let mut intra_rail = vec![Count::default(); rails];
+    // Per NIC (node x rail): its cells inside its leaf.
+    let mut intra_of = vec![Count::default(); n * rails];
     let mut bad_list: Vec<BadCell> = Vec::new();
     let mut bad_grid = vec![vec![false; n * n]; rails];
     let mut cells = 0u64;
@@ -233,6 +235,8 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
                     block.entry((la, lb)).or_default().add(bad);
                 } else if la != NONE && la == lb {
                     intra_rail[r].add(bad);
+                    intra_of[a * rails + r].add(bad);
+                    intra_of[b * rails + r].add(bad);
                 }
                 let kb = t.node_rack.get(b).copied().unwrap_or(NONE);
                 if ka != NONE {
@@ -465,11 +469,16 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
                     *per_leaf.entry(lb).or_default() += 1;
                 }
             }
-            // (A node in half the cells but bad on fewer than `suspect_share` of its own
-            // cells is one end of many ECMP-hashed pairs, not the fault: small groups.)
+            // (A node in half the cells is not the fault when it is bad on fewer than
+            // `suspect_share` of its own cells, or when its cells inside its leaf are all
+            // good: a node's or NIC's fault slows those too. With few nodes a group one
+            // node can be the end of most ECMP-hashed pairs through a bad uplink.)
             if per_node.iter().any(|(&i, &v)| {
                 let c = nic(i, r);
-                v * 2 > in_domain && c.bad as f64 >= rules.suspect_share * c.tried as f64
+                let inside = intra_of[i as usize * rails + r as usize];
+                v * 2 > in_domain
+                    && c.bad as f64 >= rules.suspect_share * c.tried as f64
+                    && (inside.tried == 0 || inside.bad > 0)
             }) {
                 continue;
             }
