@@ -636,17 +636,10 @@ fn read_whole(
                 .into(),
         ));
     }
-    // What parsing would cost in memory, known before anything is built. A document that
-    // is not JSON at all costs nothing to find out: the real parse below says why.
-    let estimate = match decoded_estimate(text) {
-        Ok(n) => n,
-        // A string longer than any field holds: refused before anything is built.
-        Err(e) if e.classify() == serde_json::error::Category::Data => {
-            return Err(bad(e.to_string()))
-        }
-        // Not JSON: the parse below says where and why.
-        Err(_) => 0,
-    };
+    // What parsing would cost in memory, known before anything is built; a string longer
+    // than any field holds is refused here. Text that is not JSON gets a figure too: the
+    // real parse below says where and why it is not.
+    let estimate = decoded_estimate(text).map_err(|e| bad(e.to_string()))?;
     if budget.exceeded() || !budget.take(estimate) {
         return Err(bad("not read: the decoded-memory ceiling is spent".into()));
     }
