@@ -158,6 +158,7 @@ fn launch(pattern: p2p::pattern::PatternSpec) -> p2p::Launch {
         metrics: None,
         transport: transport::TransportChoice::Auto,
         fabric_plan: None,
+        cpu: None,
     }
 }
 

@@ -107,6 +107,11 @@ fn start(launch: &Launch, plan: &mut Plan) -> Result<Agent> {
         .device
         .clone()
         .filter(|_| plan.transport == TransportKind::Verbs);
+    host.placement = Some(p2p::placement::place(
+        plan,
+        launch.bind_addr,
+        launch.cpu.as_deref(),
+    )?);
     eprintln!(
         "{} agent {}: listening on {ip}:{} (pairs on port {}), transport {}{}; waiting for a coordinator",
         plan.tool,
@@ -302,6 +307,7 @@ impl Agent {
             transport: launch.transport,
             // The plan is read by the coordinator (the root) and shared with the roster.
             fabric_plan: None,
+            cpu: launch.cpu.clone(),
         };
         Ok((sweep_launch, plan))
     }

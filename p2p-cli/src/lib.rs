@@ -136,6 +136,14 @@ pub struct P2pArgs {
     #[arg(long, value_name = "FILE")]
     pub plan: Option<PathBuf>,
 
+    /// Run the measuring thread on these CPUs (a cpulist: `2`, `0-7,16`), every rank of
+    /// the host alike. Without it each rank is bound to its NIC's NUMA node, as perftest
+    /// does, unless the launcher already restricted its CPUs (`mpirun --bind-to`,
+    /// `srun --cpu-bind`, `taskset`), which is left as it is. Recorded per rank in the
+    /// JSON (`hosts[].placement`).
+    #[arg(long, value_name = "LIST", value_parser = parse_cpu_list)]
+    pub cpu: Option<CpuList>,
+
     /// Be an agent: listen on the control port (-p) and take part in the sweeps a
     /// coordinator (`--hosts`) runs, until killed. Needs the shared secret.
     #[arg(long, conflicts_with_all = ["host", "hosts", "json"])]
@@ -288,7 +296,21 @@ impl P2pArgs {
             metrics: self.metrics,
             transport: self.transport,
             fabric_plan: self.plan.clone(),
+            cpu: self.cpu.clone().map(|c| c.0),
         }
+    }
+}
+
+/// `--cpu`: the CPUs of a kernel cpulist, one value (clap would take a `Vec` for many).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuList(pub Vec<u32>);
+
+fn parse_cpu_list(s: &str) -> Result<CpuList, String> {
+    match probe::numa::parse_cpulist(s) {
+        Some(v) if !v.is_empty() => Ok(CpuList(v)),
+        _ => Err(format!(
+            "not a CPU list: {s:?} (give CPU numbers and ranges, e.g. 2 or 0-7,16)"
+        )),
     }
 }
 

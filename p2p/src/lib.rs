@@ -28,6 +28,7 @@ pub mod mpi;
 mod pair;
 pub mod pairlink;
 pub mod pattern;
+pub mod placement;
 pub mod plan;
 pub mod progress;
 pub mod record;

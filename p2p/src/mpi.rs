@@ -60,6 +60,10 @@ impl Mpi {
             fail(e);
         }
         me.device = rail_of(plan, launch.bind_addr);
+        match crate::placement::place(plan, launch.bind_addr, launch.cpu.as_deref()) {
+            Ok(p) => me.placement = Some(p),
+            Err(e) => fail(e),
+        }
         let listener = ControlListener::open(launch.bind_addr).unwrap_or_else(|e| fail(e));
         let bound = listener.addr();
         let ctrl = if bound.ip().is_unspecified() {

@@ -203,6 +203,9 @@ pub struct Launch {
     pub transport: transport::TransportChoice,
     /// The fabric plan to order and label the rounds by (`--plan`), read by the root.
     pub fabric_plan: Option<PathBuf>,
+    /// The CPUs to run the measuring thread on (`--cpu`); `None`: the NIC's NUMA node
+    /// unless the launcher restricted the affinity (`placement`).
+    pub cpu: Option<Vec<u32>>,
 }
 
 #[cfg(test)]

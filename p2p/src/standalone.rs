@@ -52,6 +52,11 @@ impl Standalone {
         }
         let mut me = probe::host::collect();
         me.device = rail_of(plan, launch.bind_addr);
+        me.placement = Some(crate::placement::place(
+            plan,
+            launch.bind_addr,
+            launch.cpu.as_deref(),
+        )?);
         let (link, role, mut peer) = match &launch.host {
             None => {
                 let (link, hello) = standalone::serve(

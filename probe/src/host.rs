@@ -53,6 +53,8 @@ pub fn collect() -> HostInfo {
         neighbors: crate::discovery::neighbors_from_env(),
         // Bounded: commands stop being run after 10 s (FABCHECK_AUDIT=0 turns it off).
         audit: crate::audit::collect_bounded(std::time::Duration::from_secs(10)),
+        // Set by the tool that places its measuring thread (p2p::placement).
+        placement: None,
     };
     add_gpu_facts(&mut h, Path::new("/"));
     h

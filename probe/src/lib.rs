@@ -9,6 +9,8 @@
 //! - [`discovery`]: what each port is plugged into (LLDP from lldpd, InfiniBand SMPs,
 //!   `ibnetdiscover`), every fact with its source, "unknown" with why.
 //! - [`topology`]: the PCIe tree (which GPU sits next to which NIC, ACS on the switches).
+//! - [`numa`]: the online CPUs, each NUMA node's CPUs, the node a NIC hangs off (what a
+//!   measuring thread is placed by).
 //! - [`quality`]: what disturbed a run (load, steal, preemptions), read before and after.
 //! - [`sysfs`]: how every probe reads sysfs.
 //!
@@ -20,6 +22,7 @@ pub mod discovery;
 pub mod ethtool;
 pub mod host;
 pub mod inventory;
+pub mod numa;
 pub mod quality;
 pub mod sysfs;
 pub mod topology;

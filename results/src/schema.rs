@@ -192,6 +192,34 @@ pub struct HostInfo {
     /// host settings; see `results::audit`); absent in older documents or when opted out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audit: Option<crate::audit::NodeAudit>,
+    /// Where this rank's measuring thread ran (CPUs, NUMA node) and why; absent in older
+    /// documents and in tools that do not place their thread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<Placement>,
+}
+
+/// The CPUs a rank's measuring thread was allowed and who chose them. perftest 26.04 binds
+/// to the NIC's NUMA node unless the launcher already restricted the process's affinity;
+/// the suite does the same, and `--cpu` chooses by hand. Buffers are touched first by that
+/// thread, so the kernel's first-touch policy puts their pages on its node.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Placement {
+    /// The CPUs, as a kernel cpulist (`0-15,32-47`).
+    pub cpus: String,
+    /// The NUMA node holding all of them, when one does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<u32>,
+    /// The NIC's NUMA node, when sysfs says (`None`: virtual interfaces, single-node
+    /// hosts whose firmware reports -1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic_node: Option<u32>,
+    /// `cpu-option` (`--cpu`), `nic-node` (bound to the NIC's node), `launcher` (the
+    /// launcher or `taskset` had restricted the affinity: left as it was), or `unbound`
+    /// (left on every CPU; `note` says why).
+    pub source: String,
+    /// Why the thread was not bound, or what else a reader should know.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// A kernel network interface (`/sys/class/net`).

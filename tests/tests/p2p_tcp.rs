@@ -495,3 +495,87 @@ fn ctrl_c_on_mpirun_keeps_rank_0_results() {
         results.len()
     );
 }
+
+/// The CPUs the kernel lets `pid`'s main thread run on (`Cpus_allowed_list`).
+fn cpus_allowed(pid: u32) -> Option<String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .map(|v| v.trim().to_string())
+}
+
+#[test]
+fn the_measuring_thread_is_placed_by_cpu_or_left_to_the_launcher_and_recorded() {
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    let several = online.trim() != "0";
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("placed.json");
+    let port = free_port();
+    // The server on CPU 0 by --cpu; the client restricted to CPU 0 by taskset, the way a
+    // launcher binds, which is left as it is.
+    let srv = server("bench-lat", port, &["-s", "64", "--cpu", "0"]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while cpus_allowed(srv.id()).as_deref() != Some("0") && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        cpus_allowed(srv.id()).as_deref(),
+        Some("0"),
+        "the server's thread was not bound to CPU 0"
+    );
+    let inner = client("bench-lat", port, &["-s", "64", "-n", "200", "--json"]);
+    let mut c = Command::new("taskset");
+    c.args(["-c", "0"])
+        .arg(inner.get_program())
+        .args(inner.get_args())
+        .arg(&json);
+    let out = run(&mut c, LIMIT);
+    assert_ok(&out, "client under taskset");
+    assert_ok(&wait_with_deadline(srv, LIMIT, "server"), "server");
+    let doc = read_json(&json);
+    let by_role = |role: &str| {
+        doc["hosts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["role"] == role)
+            .unwrap_or_else(|| panic!("no {role} in {}", doc["hosts"]))["placement"]
+            .clone()
+    };
+    let s = by_role("server");
+    assert_eq!(
+        (s["cpus"].as_str(), s["source"].as_str()),
+        (Some("0"), Some("cpu-option"))
+    );
+    let c = by_role("client");
+    assert_eq!(c["cpus"], "0");
+    // On a one-CPU host taskset restricts nothing, and loopback has no NUMA node.
+    assert_eq!(
+        c["source"],
+        if several { "launcher" } else { "unbound" },
+        "{c}"
+    );
+
+    for (args, needle) in [
+        (
+            &["--cpu", "4095"][..],
+            "CPU 4095 is not online on this host",
+        ),
+        (&["--cpu", "two"][..], "not a CPU list"),
+        (&["--cpu", "3-1"][..], "not a CPU list"),
+    ] {
+        let out = run(
+            Command::new(bin("bench-lat"))
+                .args(args)
+                .args(["-p", &free_port().to_string()]),
+            Duration::from_secs(30),
+        );
+        let (_, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(needle),
+            "{args:?}: expected '{needle}' in:\n{stderr}"
+        );
+    }
+}
