@@ -27,6 +27,23 @@ pub struct LatencySummary {
     pub stdev: f64,
 }
 
+/// A latency row's figures as perftest's `ib_*_lat` prints them (perftest 26.04,
+/// `print_report_lat`), in microseconds: the samples sorted and the two largest dropped
+/// (`LAT_MEASURE_TAIL`) before the median, the average and the standard deviation; the
+/// percentiles are the samples at index ceil(m x 0.99) and ceil(m x 0.999) of the sorted
+/// list, m being the number kept; `t_max` is the sample at index m, the second largest.
+/// A table of bench-lat then reads as perftest's would over the same samples, where
+/// [`LatencySummary`] counts every sample (one stray millisecond moves its mean).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct PerftestLatency {
+    pub t_max: f64,
+    pub t_typical: f64,
+    pub t_avg: f64,
+    pub t_stdev: f64,
+    pub p99: f64,
+    pub p999: f64,
+}
+
 /// Error decoding a histogram carried in JSON.
 #[derive(Debug, thiserror::Error)]
 pub enum HistogramError {
@@ -104,6 +121,65 @@ impl LatencyHistogram {
             mean: h.mean() / 1000.0,
             stdev: h.stdev() / 1000.0,
         }
+    }
+
+    /// [`PerftestLatency`] of the samples (each value its bucket's, 3 significant digits);
+    /// `None` under three samples, where perftest's method has nothing left to report.
+    pub fn perftest_us(&self) -> Option<PerftestLatency> {
+        let h = &self.inner;
+        let n = h.len();
+        if n < 3 {
+            return None;
+        }
+        let kept = n - 2;
+        // Ascending (bucket value, samples at or below it).
+        let mut cum = Vec::new();
+        let mut seen = 0u64;
+        for v in h.iter_recorded() {
+            seen += v.count_at_value();
+            cum.push((v.value_iterated_to(), seen));
+        }
+        let at = |k: u64| -> f64 {
+            let i = cum.partition_point(|&(_, c)| c <= k);
+            cum.get(i)
+                .or(cum.last())
+                .map_or(0.0, |&(v, _)| v as f64 / 1000.0)
+        };
+        // Sums over the kept samples, each at its bucket's middle (as the mean of
+        // `summary_us`).
+        let (mut sum, mut left) = (0.0f64, kept);
+        let mut kept_values: Vec<(f64, u64)> = Vec::new();
+        for v in h.iter_recorded() {
+            if left == 0 {
+                break;
+            }
+            let take = v.count_at_value().min(left);
+            let x = h.median_equivalent(v.value_iterated_to()) as f64 / 1000.0;
+            sum += x * take as f64;
+            kept_values.push((x, take));
+            left -= take;
+        }
+        let avg = sum / kept as f64;
+        let var = kept_values
+            .iter()
+            .map(|&(x, c)| (x - avg) * (x - avg) * c as f64)
+            .sum::<f64>()
+            / kept as f64;
+        // perftest's median of the kept: the middle one, or the mean of the two middle.
+        let typical = if kept.is_multiple_of(2) {
+            (at(kept / 2) + at(kept / 2 - 1)) / 2.0
+        } else {
+            at(kept / 2)
+        };
+        let index = |q: f64| ((kept as f64) * q).ceil() as u64;
+        Some(PerftestLatency {
+            t_max: at(kept),
+            t_typical: typical,
+            t_avg: avg,
+            t_stdev: var.sqrt(),
+            p99: at(index(0.99)),
+            p999: at(index(0.999)),
+        })
     }
 
     /// Base64 of the HDR V2+deflate encoding (the JSON `histogram` field).
@@ -626,6 +702,38 @@ mod tests {
         assert_eq!(h.len(), 64 * MAX_SAMPLES);
         let s = h.summary_us();
         assert!((s.p99 - 1.0).abs() < 0.01, "{s:?}");
+    }
+
+    #[test]
+    fn perftest_figures_drop_the_two_largest_samples_as_perftest_does() {
+        // 1..100 us, then two stray milliseconds.
+        let mut h = LatencyHistogram::new();
+        for us in 1..=100u64 {
+            h.record(us * 1000);
+        }
+        h.record(10_000_000);
+        h.record(20_000_000);
+        let p = h.perftest_us().unwrap();
+        let close = |a: f64, b: f64| (a - b).abs() <= b * 0.002;
+        assert!(close(p.t_avg, 50.5), "{p:?}");
+        assert!(close(p.t_stdev, (9999.0f64 / 12.0).sqrt()), "{p:?}");
+        assert!(close(p.t_typical, 50.5), "{p:?}");
+        assert!(close(p.p99, 100.0), "{p:?}");
+        // The second largest sample, as perftest's delta[measure_cnt].
+        assert!(close(p.t_max, 10_000.0), "{p:?}");
+        assert!(close(p.p999, 10_000.0), "{p:?}");
+        // Every sample counted: the strays move the mean by 0.3 ms.
+        let all = h.summary_us();
+        assert!(all.mean > 340.0 && close(all.max, 20_000.0), "{all:?}");
+        // An odd count kept: the middle sample.
+        let mut odd = LatencyHistogram::new();
+        for us in [5u64, 1, 3, 9, 9] {
+            odd.record(us * 1000);
+        }
+        let p = odd.perftest_us().unwrap();
+        assert!(close(p.t_typical, 3.0) && close(p.t_avg, 3.0), "{p:?}");
+        assert!(close(p.t_max, 9.0), "{p:?}");
+        assert_eq!(LatencyHistogram::new().perftest_us(), None);
     }
 
     #[test]

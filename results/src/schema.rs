@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-pub use crate::histogram::LatencySummary;
+pub use crate::histogram::{LatencySummary, PerftestLatency};
 
 /// Version of the document layout. Readers refuse versions they do not know.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -510,6 +510,11 @@ pub struct LatencyResult {
     /// One-way latency (round trip / 2, as perftest reports; `read_lat` is the full read
     /// round trip, as `ib_read_lat` reports it).
     pub latency_us: LatencySummary,
+    /// The same samples as perftest's `ib_*_lat` reports them (the two largest dropped
+    /// before the average, median, deviation and percentiles), which is what bench-lat's
+    /// table prints; absent in older documents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub perftest_us: Option<PerftestLatency>,
     /// Base64 HDR V2+deflate histogram of the same samples, in nanoseconds.
     pub histogram: String,
     pub pair: Pair,
@@ -894,6 +899,7 @@ mod tests {
                 warmup_iterations: 100,
                 duration_s: 0.1,
                 latency_us: LatencySummary::default(),
+                perftest_us: None,
                 histogram: crate::LatencyHistogram::new().encode(),
                 pair: Pair::default(),
                 complete: true,

@@ -169,6 +169,7 @@ pub fn latency_row_of(
         warmup_iterations: 100,
         duration_s: h.len() as f64 * base_us * 2e-6,
         latency_us: h.summary_us(),
+        perftest_us: None,
         histogram: h.encode(),
         pair: p,
         complete: true,

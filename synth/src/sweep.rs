@@ -390,6 +390,7 @@ fn row(
             warmup_iterations: 100,
             duration_s: h.len() as f64 * us * 2e-6,
             latency_us: h.summary_us(),
+            perftest_us: None,
             histogram: h.encode(),
             counters: counter_deltas(spec, &pair, 400, lost / 100),
             pair,

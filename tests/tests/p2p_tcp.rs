@@ -113,6 +113,36 @@ fn standalone_latency_writes_every_schema_field() {
     assert!(l["p99"].as_f64() <= l["max"].as_f64());
     let h = results::LatencyHistogram::decode(r["histogram"].as_str().unwrap()).unwrap();
     assert_eq!(h.len(), 300, "histogram holds every timed iteration");
+    // perftest's figures beside ours: the two largest samples dropped, and those are what
+    // the table prints (t_max t_typical t_avg t_stdev 99% 99.9%).
+    let p = &r["perftest_us"];
+    let f = |v: &Value| v.as_f64().unwrap();
+    assert!(f(&p["t_avg"]) <= f(&l["mean"]) * 1.001, "{p} vs {l}");
+    assert!(f(&p["t_max"]) <= f(&l["max"]) && f(&p["t_max"]) >= f(&l["p99"]) * 0.999);
+    let row = stdout
+        .lines()
+        .find(|line| line.split_whitespace().next() == Some("64"))
+        .unwrap_or_else(|| panic!("no 64-byte row in:\n{stdout}"));
+    let cols: Vec<f64> = row
+        .split_whitespace()
+        .take(9)
+        .map(|c| c.parse().unwrap())
+        .collect();
+    for (i, k) in [
+        (3, "t_max"),
+        (4, "t_typical"),
+        (5, "t_avg"),
+        (6, "t_stdev"),
+        (7, "p99"),
+        (8, "p999"),
+    ] {
+        assert!(
+            (cols[i] - f(&p[k])).abs() < 0.006,
+            "column {i} ({k}) {} vs JSON {}: {row}",
+            cols[i],
+            p[k]
+        );
+    }
     assert!(r["pair"]["initiator"]["host"].is_string());
     assert!(r["pair"]["responder"]["host"].is_string());
 }
