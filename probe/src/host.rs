@@ -26,14 +26,7 @@ pub fn collect() -> HostInfo {
     let cores = std::thread::available_parallelism()
         .map(|n| n.get() as u32)
         .unwrap_or(1);
-    let numa_nodes = dir_names("/sys/devices/system/node")
-        .iter()
-        .filter(|n| {
-            n.strip_prefix("node")
-                .is_some_and(|d| d.chars().all(|c| c.is_ascii_digit()))
-        })
-        .count()
-        .max(1) as u32;
+    let numa_nodes = crate::numa::nodes(Path::new("/")).len().max(1) as u32;
     let mut h = HostInfo {
         rank: None,
         role: None,

@@ -88,7 +88,7 @@ pub fn node_holding(root: &Path, cpus: &[u32]) -> Option<u32> {
 
 /// The node of a PCI function's `numa_node` file; `-1` (a single-node host, or firmware
 /// that does not say) is no node.
-fn numa_node_file(path: &Path) -> Option<u32> {
+pub(crate) fn numa_node_file(path: &Path) -> Option<u32> {
     read_trim(path)?
         .parse::<i64>()
         .ok()

@@ -174,11 +174,6 @@ fn is_bus_id(s: &str) -> bool {
     normalize_bus_id(s).as_deref() == Some(s)
 }
 
-/// First CPU of a `cpulist` such as `0-31,64-95`.
-fn first_cpu(list: &str) -> Option<u32> {
-    list.split([',', '-']).next()?.trim().parse().ok()
-}
-
 impl Topology {
     /// The topology of this host.
     pub fn read() -> Topology {
@@ -250,7 +245,7 @@ impl Topology {
                     continue;
                 };
                 let socket = read_trim(e.path().join("cpulist"))
-                    .and_then(|l| first_cpu(&l))
+                    .and_then(|l| crate::numa::parse_cpulist(&l)?.first().copied())
                     .and_then(|cpu| {
                         read_trim(root.join(format!(
                             "sys/devices/system/cpu/cpu{cpu}/topology/physical_package_id"
@@ -286,10 +281,7 @@ impl Topology {
             bus_id: me.clone(),
             host_bridge: host_bridge.clone(),
             upstream: upstream.to_vec(),
-            numa_node: read_trim(real.join("numa_node"))
-                .and_then(|s| s.parse::<i64>().ok())
-                .filter(|n| *n >= 0)
-                .map(|n| n as u32),
+            numa_node: crate::numa::numa_node_file(&real.join("numa_node")),
             vendor: read_hex(&real.join("vendor")).map(|v| v as u16),
             class: read_hex(&real.join("class")),
         })
