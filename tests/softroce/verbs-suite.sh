@@ -209,10 +209,10 @@ run_pairs() {
     # Per-QP flows both ways (what tells an ECMP path from a NIC): 2 QPs a side, each flow
     # with its sender, its QP number and the GRH flow label its packets carried (distinct
     # per QP), each moving data. One-VM shape only for now: across the two VMs, -b with two
-    # QPs a side hangs when another case ran just before it (the server's writes get no
-    # completion for 60 s while the client waits for its stop word; 4 of 4 runs after
-    # send_lat on 2026-12-02, 0 of 3 alone; at 64 KiB the client saw IBV_WC_WR_FLUSH_ERR
-    # in CI). An open defect: `tests/softroce/vm.sh two tests/softroce/verbs-suite.sh
+    # QPs a side can hang when another case ran just before it (the server's writes get no
+    # completion for 60 s while the client waits for its stop word; on 2026-12-02 4 of 7
+    # runs after other cases, 0 of 5 alone, builds with and without that day's changes
+    # among both; at 64 KiB in CI the client saw IBV_WC_WR_FLUSH_ERR). An open defect: `tests/softroce/vm.sh two tests/softroce/verbs-suite.sh
     # 'send_lat$|write_bw_flows'` reproduces it (docs/verbs.md, "Known problems").
     if [[ $SOFTROCE_SHAPE == one ]]; then
         pair write_bw_flows bench-bw write_bw 'len(r["flows"]) == 4 and len({f["flow_label"] for f in r["flows"]}) == 2 and all(f.get("flow_label") is not None and f.get("qp_num") and f.get("from") and f["bw_gbit_s"] > 0 for f in r["flows"])' --test write -b -q 2 -s 4096 -n 200
