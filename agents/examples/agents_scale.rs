@@ -122,6 +122,8 @@ fn row(pair: results::Pair) -> TestResult {
         bidirectional: false,
         streams: 1,
         tx_depth: 128,
+        cq_mod: None,
+        post_list: None,
         bw_gbit_s: BandwidthSummary {
             avg: 97.2,
             peak: 97.5,

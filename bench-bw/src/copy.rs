@@ -219,6 +219,8 @@ mod imp {
                     bidirectional: false,
                     streams: 1,
                     tx_depth: 1,
+                    cq_mod: None,
+                    post_list: None,
                     bw_gbit_s: BandwidthSummary { avg, peak },
                     msg_rate_mpps: mpps(iters, seconds),
                     interval_s: seconds / iters.max(1) as f64,

@@ -62,6 +62,18 @@ struct Cli {
     #[arg(short = 't', long = "tx-depth", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=16384))]
     tx_depth: u32,
 
+    /// Completion moderation (verbs; perftest's -Q/--cq-mod): one request in N asks for a
+    /// completion. Default: 100, every request above 8 KiB, the post list's length with
+    /// -l; never more than -t.
+    #[arg(short = 'Q', long = "cq-mod", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=16384))]
+    cq_mod: Option<u32>,
+
+    /// Post list (verbs; perftest's -l/--post_list): chain N work requests in one
+    /// ibv_post_send, one doorbell a chain, which lowers the CPU's cost per message where
+    /// the message rate is CPU-bound (small messages on a 200-400 Gb/s NIC). Must fit in -t.
+    #[arg(short = 'l', long = "post-list", alias = "post_list", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=16384))]
+    post_list: Option<u32>,
+
     /// RDMA write/read: fill the source with a pattern and count the bytes that arrived
     /// wrong at the end (reported as `check_wrong_bytes`; any makes the run fail).
     #[arg(long)]
@@ -247,6 +259,10 @@ impl PairTool for Bandwidth {
             bidirectional: plan.bidirectional,
             streams: plan.streams,
             tx_depth: plan.tx_depth,
+            cq_mod: (plan.transport == transport::TransportKind::Verbs)
+                .then(|| plan.verbs.moderation(size, u64::from(plan.tx_depth.max(1)))),
+            post_list: (plan.transport == transport::TransportKind::Verbs)
+                .then(|| plan.verbs.post_list.unwrap_or(1)),
             bw_gbit_s: BandwidthSummary { avg, peak },
             msg_rate_mpps: mpps(messages, t.seconds),
             interval_s,
@@ -289,6 +305,24 @@ impl PairTool for Bandwidth {
                 |d| format!("{d} s per size")
             ),
         );
+        if plan.transport == transport::TransportKind::Verbs {
+            let v = &plan.verbs;
+            let depth = u64::from(plan.tx_depth.max(1));
+            let sizes = &plan.sizes;
+            let mods: std::collections::BTreeSet<u64> =
+                sizes.iter().map(|&s| v.moderation(s, depth)).collect();
+            let mods: Vec<String> = mods.iter().map(u64::to_string).collect();
+            println!(
+                " CQ moderation {}{}, post list {}",
+                mods.join("/"),
+                if v.cq_mod.is_none() && mods.len() > 1 {
+                    " (1 above 8 KiB, as perftest)"
+                } else {
+                    ""
+                },
+                v.post_list.unwrap_or(1)
+            );
+        }
         if let Some(m) = transport::gpudirect::describe(&plan.verbs) {
             println!(" buffers: {m}");
         }
@@ -322,6 +356,7 @@ impl PairTool for Bandwidth {
 
 fn plan(cli: &Cli) -> Result<Plan> {
     let a = &cli.p2p;
+    check_posting(cli, &a.sizes(65536))?;
     let transport = a.transport_kind()?;
     let mut verbs = a.verbs_options();
     verbs.check = cli.check;
@@ -330,6 +365,17 @@ fn plan(cli: &Cli) -> Result<Plan> {
         anyhow::bail!(
             "--src-port picks TCP source ports: use it with --transport tcp (verbs flows are \
              told apart by their QP numbers)"
+        );
+    }
+    verbs.cq_mod = cli.cq_mod;
+    verbs.post_list = cli.post_list.filter(|&n| n > 1);
+    if (cli.cq_mod.is_some() || cli.post_list.is_some())
+        && transport != transport::TransportKind::Verbs
+    {
+        anyhow::bail!(
+            "-Q/--cq-mod and -l/--post-list shape how work requests are posted to a verbs \
+             queue pair; over {} there is none: drop them, or run with --transport verbs",
+            transport.name()
         );
     }
     cli.gpu.apply(&mut verbs);
@@ -380,6 +426,39 @@ fn plan(cli: &Cli) -> Result<Plan> {
         extra,
         local,
     })
+}
+
+/// `-Q` and `-l` as perftest takes them (verbs only, checked once the transport is
+/// known): a chain fits in the send queue; with both, the moderation divides the chain
+/// (each chain's last request is then signaled). Warns, as perftest does, when moderation
+/// was asked for messages above 8 KiB.
+fn check_posting(cli: &Cli, sizes: &[u64]) -> Result<()> {
+    let list = cli.post_list.unwrap_or(1);
+    if list > cli.tx_depth {
+        anyhow::bail!(
+            "-l {list}: a post list must fit in the send queue (-t {}): raise -t to at \
+             least {list} or shorten the list",
+            cli.tx_depth
+        );
+    }
+    if let Some(q) = cli.cq_mod {
+        if list > 1 && !list.is_multiple_of(q) {
+            anyhow::bail!(
+                "-l {list} with -Q {q}: the post list's length must be a multiple of the \
+                 completion moderation (perftest's rule), so each chain ends signaled; \
+                 drop -Q (it then follows -l) or pick a divisor of {list}"
+            );
+        }
+        let large = sizes.iter().any(|&s| s > transport::CQ_MOD_SIZE_LIMIT);
+        if q > 1 && large && base::launcher::is_reporting_process() {
+            eprintln!(
+                "bench-bw: warning: -Q {q} with messages above {} bytes: perftest warns \
+                 that large messages with completion moderation can give inaccurate results",
+                transport::CQ_MOD_SIZE_LIMIT
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Timed iterations per size without `-n`, as perftest's defaults: 5000 for write

@@ -42,6 +42,8 @@ fn row(i: u32) -> TestResult {
         bidirectional: false,
         streams: 1,
         tx_depth: 128,
+        cq_mod: None,
+        post_list: None,
         bw_gbit_s: BandwidthSummary {
             avg: 97.31,
             peak: 97.52,

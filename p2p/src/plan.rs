@@ -110,6 +110,14 @@ impl Plan {
                 "pcie_relaxed_ordering".into(),
                 json!(!v.disable_pcie_relaxed),
             );
+            m.insert("tclass".into(), json!(v.tclass));
+            m.insert("sl".into(), json!(v.sl));
+            if self.tool == "bench-bw" {
+                // As asked (null: perftest's choice per size); each result row has the one
+                // in force for its size.
+                m.insert("cq_mod".into(), json!(v.cq_mod));
+                m.insert("post_list".into(), json!(v.post_list.unwrap_or(1)));
+            }
         }
         m
     }
@@ -274,6 +282,28 @@ mod tests {
             plan(TransportKind::Tcp).round_limit(),
             Duration::from_secs(91)
         );
+    }
+
+    #[test]
+    fn the_traffic_class_and_posting_options_are_recorded() {
+        let mut p = plan(TransportKind::Verbs);
+        p.verbs.tclass = 106;
+        p.verbs.sl = 3;
+        let o = p.options();
+        assert_eq!(
+            (o["tclass"].as_u64(), o["sl"].as_u64()),
+            (Some(106), Some(3))
+        );
+        assert!(!o.contains_key("post_list"), "bench-lat posts no lists");
+        p.tool = "bench-bw";
+        p.verbs.post_list = Some(8);
+        let o = p.options();
+        assert_eq!(o["post_list"], 8);
+        assert!(
+            o["cq_mod"].is_null(),
+            "-Q not given: perftest's choice per size"
+        );
+        assert!(!plan(TransportKind::Tcp).options().contains_key("tclass"));
     }
 
     #[test]

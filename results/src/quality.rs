@@ -569,6 +569,8 @@ mod tests {
             bidirectional: false,
             streams: 1,
             tx_depth: 128,
+            cq_mod: None,
+            post_list: None,
             bw_gbit_s: BandwidthSummary::default(),
             msg_rate_mpps: 0.0,
             interval_s: 0.1,

@@ -548,6 +548,13 @@ pub struct BandwidthResult {
     pub streams: u32,
     /// Messages in flight per stream.
     pub tx_depth: u32,
+    /// Verbs: one request in this many asked for a completion, as in force for this size
+    /// (`-Q`, or perftest's default for the size).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cq_mod: Option<u64>,
+    /// Verbs: requests chained per `ibv_post_send` (`-l`; 1: one at a time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub post_list: Option<u32>,
     pub bw_gbit_s: BandwidthSummary,
     pub msg_rate_mpps: f64,
     /// Length of one interval sample.

@@ -416,6 +416,8 @@ fn row(
             bidirectional: false,
             streams: 1,
             tx_depth: 128,
+            cq_mod: None,
+            post_list: None,
             bw_gbit_s: BandwidthSummary { avg, peak },
             msg_rate_mpps: msgs as f64 / duration / 1e6,
             interval_s: 0.1,

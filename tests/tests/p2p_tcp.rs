@@ -484,6 +484,24 @@ fn bad_input_is_refused_with_exit_code_2_before_any_measurement() {
             "cannot write the JSON",
         ),
         ("bench-lat", &["-n", "10", "-D", "1"], "cannot be used with"),
+        // perftest's -Q and -l: verbs only, a chain within the send queue, the
+        // moderation dividing the chain.
+        (
+            "bench-bw",
+            &["--transport", "tcp", "-Q", "10"],
+            "over tcp there is none",
+        ),
+        (
+            "bench-bw",
+            &["--transport", "tcp", "-l", "256", "-t", "128"],
+            "must fit in the send queue (-t 128)",
+        ),
+        (
+            "bench-bw",
+            &["--transport", "tcp", "-l", "8", "-Q", "3"],
+            "multiple of the completion moderation",
+        ),
+        ("bench-bw", &["-Q", "0"], "cq-mod"),
     ];
     for (tool, args, needle) in cases {
         let out = run(Command::new(bin(tool)).args(*args), Duration::from_secs(30));

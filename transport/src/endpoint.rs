@@ -62,6 +62,44 @@ pub struct VerbsOptions {
     /// Service level of the QPs' address vector (`-S`/`--sl`), 0..15.
     #[serde(default)]
     pub sl: u8,
+    /// Streaming bandwidth: one request in this many asks for a completion (`-Q`,
+    /// perftest's `--cq-mod`); `None`: perftest's choice for the size (100, 1 above 8 KiB,
+    /// the post list's length with `-l`).
+    #[serde(default)]
+    pub cq_mod: Option<u32>,
+    /// Streaming bandwidth: requests chained in one `ibv_post_send` (`-l`, perftest's
+    /// `--post_list`); `None`: one at a time.
+    #[serde(default)]
+    pub post_list: Option<u32>,
+}
+
+/// perftest's default completion moderation (`DEF_CQ_MOD`): one signaled request in 100.
+pub const CQ_MOD: u64 = 100;
+/// Above this message size perftest signals every request (`MSG_SIZE_CQ_MOD_LIMIT`): with
+/// large messages, completions are rare anyway, and refilling the queue one message at a
+/// time as each completes keeps the wire paced instead of posting bursts of 100 large
+/// messages (which overflow Soft-RoCE's queues into retransmission storms).
+pub const CQ_MOD_SIZE_LIMIT: u64 = 8192;
+
+impl VerbsOptions {
+    /// The completion moderation of streaming `size`-byte messages `depth` deep, as
+    /// perftest settles it: what `-Q` asked for, else the post list's length when `-l`
+    /// chains requests (each chain then ends signaled), else one in [`CQ_MOD`], or every
+    /// request above [`CQ_MOD_SIZE_LIMIT`]; never more than the queue depth (a queue that
+    /// holds fewer requests than one completion accounts for would wait forever).
+    /// perftest applies the size rule to a single `-s` size and keeps 100 for every size
+    /// of `-a`; here it applies to each size of `-a` too, so a sweep's large sizes are
+    /// timed as a single-size run of that size is.
+    pub fn moderation(&self, size: u64, depth: u64) -> u64 {
+        let list = u64::from(self.post_list.unwrap_or(1));
+        let m = match self.cq_mod {
+            Some(q) => u64::from(q),
+            None if list > 1 => list,
+            None if size > CQ_MOD_SIZE_LIMIT => 1,
+            None => CQ_MOD,
+        };
+        m.clamp(1, depth.max(1))
+    }
 }
 
 /// What one side reports after a size: its device counter deltas and, with `--check`, the
@@ -304,5 +342,36 @@ pub trait BandwidthEndpoint {
     /// with `--check`, the wrong bytes this side found in what it received.
     fn side_report(&mut self) -> Result<SideReport> {
         Ok(SideReport::default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(cq_mod: Option<u32>, post_list: Option<u32>) -> VerbsOptions {
+        VerbsOptions {
+            cq_mod,
+            post_list,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn moderation_is_settled_as_perftest_settles_it() {
+        // Defaults: one in 100, every request above 8 KiB.
+        assert_eq!(with(None, None).moderation(8192, 128), 100);
+        assert_eq!(with(None, None).moderation(8193, 128), 1);
+        // Never deeper than the queue.
+        assert_eq!(with(None, None).moderation(64, 16), 16);
+        assert_eq!(with(Some(500), None).moderation(64, 128), 128);
+        // -Q wins over the size rule (perftest warns, and so does bench-bw).
+        assert_eq!(with(Some(10), None).moderation(1 << 20, 128), 10);
+        // -l without -Q: the chain's length, also above 8 KiB (perftest's order).
+        assert_eq!(with(None, Some(8)).moderation(64, 128), 8);
+        assert_eq!(with(None, Some(8)).moderation(65536, 128), 8);
+        assert_eq!(with(Some(4), Some(8)).moderation(64, 128), 4);
+        // 0 asked never reaches the loop as "never signal".
+        assert_eq!(with(Some(0), None).moderation(64, 128), 1);
     }
 }

@@ -1,9 +1,11 @@
 //! Streaming bandwidth over verbs, as perftest's `ib_{send,write,read}_bw` stream:
 //!
-//! Each queue pair keeps `tx_depth` work requests in flight. Only one in [`CQ_MOD`] asks
+//! Each queue pair keeps `tx_depth` work requests in flight. Only one in 100 asks
 //! for a completion (selective signaling: completions cost the adapter a DMA write and the
 //! CPU a poll); RC completes a queue's requests in order, so one completion accounts for
 //! every request posted before it on that queue. Completions are polled in batches.
+//! `-Q` sets the moderation and `-l` posts requests in chains of that many per
+//! `ibv_post_send` (one doorbell a chain), both as perftest settles them ([`crate::VerbsOptions::moderation`]).
 //!
 //! - `send`: the receiver keeps `RX_DEPTH` receives posted per QP and reposts each one it
 //!   polls; without one posted, the sender gets an RNR NAK and waits.
@@ -19,19 +21,12 @@ use anyhow::Result;
 use rdma_sys::*;
 
 use super::cq;
-use super::qp::SendOp;
+use super::qp::{PostList, Request, SendOp};
 use super::session::{self, Session, Shape, CTRL_WR};
 use super::RdmaOp;
 use crate::endpoint::{BandwidthEndpoint, EndpointSpec, Op, QpSent, Role, SideReport};
 use base::link::PeerLink;
 
-/// perftest's default completion moderation: one signaled request in 100.
-const CQ_MOD: u64 = 100;
-/// Above this message size perftest signals every request (`MSG_SIZE_CQ_MOD_LIMIT`): with
-/// large messages, completions are rare anyway, and refilling the queue one message at a
-/// time as each completes keeps the wire paced instead of posting bursts of 100 large
-/// messages (which overflow Soft-RoCE's queues into retransmission storms).
-const CQ_MOD_SIZE_LIMIT: u64 = 8192;
 /// Receives posted per QP for send (perftest's default rx depth).
 const RX_DEPTH: u32 = 512;
 /// Completions polled at once.
@@ -62,6 +57,8 @@ pub struct VerbsBandwidth<'a> {
     check: bool,
     depth: u64,
     cq_mod: u64,
+    /// Requests chained per post (`-l`), and the room for them.
+    list: PostList,
     /// Per QP: messages posted, and completed (known from signaled completions).
     posted: Vec<u64>,
     completed: Vec<u64>,
@@ -116,11 +113,8 @@ impl<'a> VerbsBandwidth<'a> {
             bidirectional: spec.bidirectional,
             check: spec.verbs.check,
             depth,
-            cq_mod: if spec.size > CQ_MOD_SIZE_LIMIT {
-                1
-            } else {
-                CQ_MOD.min(depth)
-            },
+            cq_mod: spec.verbs.moderation(spec.size, depth),
+            list: PostList::new(spec.verbs.post_list.unwrap_or(1) as usize),
             posted: vec![0; n],
             completed: vec![0; n],
             base_per_qp: vec![0; n],
@@ -146,22 +140,41 @@ impl<'a> VerbsBandwidth<'a> {
         }
     }
 
-    /// Posts message number `posted[q] + 1` on QP `q`.
+    /// Posts the next `n` requests on QP `q` (a chain of them with `-l`) and counts them
+    /// against the budget. In the final stretch of the budget every request is
+    /// signaled, or the tail's completion would never be known and the loop would wait
+    /// forever (with a chain the moderation divides its length, so each chain's last is
+    /// signaled anyway).
     #[inline(always)]
-    fn post(&mut self, q: usize, last: bool) -> Result<()> {
-        self.posted[q] += 1;
-        let count = self.posted[q];
-        // `last`: in the final stretch of the budget every message is signaled, or the
-        // tail's completion would never be known and the loop would wait forever.
-        let signaled = count.is_multiple_of(self.cq_mod) || last;
-        let wr_id = ((q as u64) << QP_SHIFT) | count;
+    fn post(&mut self, q: usize, n: u64) -> Result<()> {
+        let first = self.posted[q] + 1;
+        let before = self.timed_posted;
+        self.posted[q] += n;
+        self.timed_posted += n;
+        let (cq_mod, budget) = (self.cq_mod, self.budget);
+        let tail_len = cq_mod * self.posted.len() as u64;
+        let signaled =
+            move |count: u64, timed: u64| count.is_multiple_of(cq_mod) || budget - timed < tail_len;
         let s = &self.s;
         let (op, local, inline) = match self.op {
             RdmaOp::Send => (SendOp::Send, s.src(q), true),
             RdmaOp::Write => (SendOp::Write(s.remote_dst(q)), s.src(q), true),
             RdmaOp::Read => (SendOp::Read(s.remote_src(q)), s.dst(q), false),
         };
-        s.qps[q].post_send(op, Some(local), signaled, s.inline(inline), wr_id)
+        let inline = s.inline(inline);
+        let request = |i: u64| Request {
+            op,
+            local: Some(local),
+            signaled: signaled(first + i, before + i + 1),
+            inline,
+            wr_id: ((q as u64) << QP_SHIFT) | (first + i),
+        };
+        if n == 1 {
+            let r = request(0);
+            s.qps[q].post_send(r.op, r.local, r.signaled, r.inline, r.wr_id)
+        } else {
+            s.qps[q].post_send_list(&mut self.list, n as usize, |i| request(i as u64))
+        }
     }
 
     /// Polls the send CQ once; returns the messages newly known complete.
@@ -253,14 +266,16 @@ impl BandwidthEndpoint for VerbsBandwidth<'_> {
     fn step(&mut self) -> Result<u64> {
         self.steps += 1;
         let mut posted_any = false;
+        let chain = self.list.len() as u64;
         for q in 0..self.posted.len() {
-            while self.posted[q] - self.completed[q] < self.depth && self.timed_posted < self.budget
-            {
-                self.timed_posted += 1;
-                // The last stretch of the budget is signaled on every QP, so each QP's
-                // final message reports its completion.
-                let tail = self.budget - self.timed_posted < self.cq_mod * self.posted.len() as u64;
-                self.post(q, tail)?;
+            // A whole chain when it fits in the queue; the budget's last one may be shorter
+            // (`-n` not a multiple of `-l`).
+            loop {
+                let n = chain.min(self.budget - self.timed_posted);
+                if n == 0 || self.posted[q] - self.completed[q] + n > self.depth {
+                    break;
+                }
+                self.post(q, n)?;
                 posted_any = true;
             }
         }

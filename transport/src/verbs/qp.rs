@@ -83,6 +83,55 @@ pub enum SendOp {
     Read(Remote),
 }
 
+/// One send work request, before it is laid out for the adapter.
+#[derive(Clone, Copy)]
+pub struct Request<'a> {
+    pub op: SendOp,
+    /// The local bytes (`None`: no data, e.g. a zero-byte send).
+    pub local: Option<&'a Local>,
+    /// Ask for a completion.
+    pub signaled: bool,
+    /// Copy the bytes into the request when they fit and the CPU can read them.
+    pub inline: bool,
+    pub wr_id: u64,
+}
+
+/// Room for a chain of send requests posted at once ([`QueuePair::post_send_list`]),
+/// allocated once before the timed loop so posting a list allocates nothing.
+pub struct PostList {
+    wrs: Box<[ibv_send_wr]>,
+    sges: Box<[ibv_sge]>,
+}
+
+impl PostList {
+    /// A list of `len` requests (at least one).
+    pub fn new(len: usize) -> Self {
+        let len = len.max(1);
+        // SAFETY: plain C structs; zero is valid (each is filled before it is posted).
+        let zero = || unsafe { std::mem::zeroed::<ibv_send_wr>() };
+        Self {
+            wrs: (0..len).map(|_| zero()).collect(),
+            sges: vec![
+                ibv_sge {
+                    addr: 0,
+                    length: 0,
+                    lkey: 0
+                };
+                len
+            ]
+            .into_boxed_slice(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.wrs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.wrs.is_empty()
+    }
+}
+
 /// One RC queue pair.
 pub struct QueuePair {
     pub(crate) qp: *mut ibv_qp,
@@ -285,19 +334,20 @@ impl QueuePair {
         )
     }
 
-    /// Posts one work request: `op` on `local` (`None`: no data, e.g. a zero-byte send).
-    /// `signaled` asks for a completion; `inline` copies the bytes into the request when
-    /// they fit and the CPU can read them (never for GPU memory).
+    /// Fills `wr` and its one gather entry `sge` for `op` on `local` (`None`: no data, e.g.
+    /// a zero-byte send). `signaled` asks for a completion; `inline` copies the bytes into
+    /// the request when they fit and the CPU can read them (never for GPU memory). `wr`
+    /// points at `sge` afterwards, so neither may move before the post.
     #[inline(always)]
-    pub fn post_send(
-        &self,
-        op: SendOp,
-        local: Option<&Local>,
-        signaled: bool,
-        inline: bool,
-        wr_id: u64,
-    ) -> Result<()> {
-        let mut sge = ibv_sge {
+    fn request(&self, req: Request<'_>, wr: &mut ibv_send_wr, sge: &mut ibv_sge) -> Result<()> {
+        let Request {
+            op,
+            local,
+            signaled,
+            inline,
+            wr_id,
+        } = req;
+        *sge = ibv_sge {
             addr: 0,
             length: 0,
             lkey: 0,
@@ -309,7 +359,7 @@ impl QueuePair {
         };
         if let Some(l) = local {
             self.owns(l)?;
-            sge = ibv_sge {
+            *sge = ibv_sge {
                 addr: l.addr,
                 length: l.len,
                 lkey: l.lkey,
@@ -318,10 +368,9 @@ impl QueuePair {
                 flags |= ibv_send_flags::IBV_SEND_INLINE.0;
             }
         }
-        // SAFETY: plain C struct; zero is valid.
-        let mut wr: ibv_send_wr = unsafe { std::mem::zeroed() };
         wr.wr_id = wr_id;
-        wr.sg_list = &mut sge;
+        wr.next = std::ptr::null_mut();
+        wr.sg_list = sge;
         wr.num_sge = i32::from(sge.length > 0);
         wr.send_flags = flags;
         wr.opcode = match op {
@@ -347,13 +396,21 @@ impl QueuePair {
                 }
             }
         };
+        Ok(())
+    }
+
+    /// Hands the chain starting at `wr` to the adapter in one `ibv_post_send`.
+    #[inline(always)]
+    fn post_chain(&self, wr: &mut ibv_send_wr) -> Result<()> {
         let mut bad: *mut ibv_send_wr = std::ptr::null_mut();
-        // SAFETY: qp is live; wr and sge live across the call; the local bytes lie in a
-        // registered region this QP holds (checked by `owns`, bounds by Local's maker), so
-        // they stay registered while the request is outstanding; inline data is read now
-        // from host memory only; the remote range was bounds-checked against the peer's
-        // advertised region (the peer's adapter checks the rkey).
-        let rc = unsafe { ibv_post_send(self.qp, &mut wr, &mut bad) };
+        // SAFETY: qp is live; every request of the chain and its gather entry were filled
+        // by `request` and live across the call (the caller's stack or a PostList it
+        // borrows); the local bytes lie in a registered region this QP holds (checked by
+        // `owns`, bounds by Local's maker), so they stay registered while the request is
+        // outstanding; inline data is read now from host memory only; the remote range was
+        // bounds-checked against the peer's advertised region (the peer's adapter checks
+        // the rkey).
+        let rc = unsafe { ibv_post_send(self.qp, wr, &mut bad) };
         if rc != 0 {
             bail!(
                 "posting a work request on queue pair {} failed: {} (send queue full, or \
@@ -363,6 +420,56 @@ impl QueuePair {
             );
         }
         Ok(())
+    }
+
+    /// Posts one work request: `op` on `local` (`None`: no data, e.g. a zero-byte send).
+    /// `signaled` asks for a completion; `inline` copies the bytes into the request when
+    /// they fit and the CPU can read them (never for GPU memory).
+    #[inline(always)]
+    pub fn post_send(
+        &self,
+        op: SendOp,
+        local: Option<&Local>,
+        signaled: bool,
+        inline: bool,
+        wr_id: u64,
+    ) -> Result<()> {
+        // SAFETY: plain C structs; zero is valid.
+        let (mut wr, mut sge): (ibv_send_wr, ibv_sge) = unsafe { std::mem::zeroed() };
+        self.request(
+            Request {
+                op,
+                local,
+                signaled,
+                inline,
+                wr_id,
+            },
+            &mut wr,
+            &mut sge,
+        )?;
+        self.post_chain(&mut wr)
+    }
+
+    /// Posts `count` work requests (at most `list.len()`) chained in one `ibv_post_send`
+    /// (perftest's `-l`, post list): one doorbell for the whole chain, so the CPU's cost per
+    /// message falls and the adapter fetches the requests in a burst. Request `i` of the
+    /// chain is `make(i)`.
+    #[inline(always)]
+    pub fn post_send_list<'l>(
+        &self,
+        list: &mut PostList,
+        count: usize,
+        mut make: impl FnMut(usize) -> Request<'l>,
+    ) -> Result<()> {
+        let n = count.clamp(1, list.wrs.len());
+        for i in 0..n {
+            self.request(make(i), &mut list.wrs[i], &mut list.sges[i])?;
+        }
+        for i in 1..n {
+            let next: *mut ibv_send_wr = &mut list.wrs[i];
+            list.wrs[i - 1].next = next;
+        }
+        self.post_chain(&mut list.wrs[0])
     }
 
     /// Posts one receive into `local`.
