@@ -209,17 +209,13 @@ run_pairs() {
     pair read_bw_check bench-bw read_bw 'r.get("check_wrong_bytes") == 0 and r["streams"] == 2' --test read --check -q 2 "${BW[@]}"
     # Per-QP flows both ways (what tells an ECMP path from a NIC): 2 QPs a side, each flow
     # with its sender, its QP number and the GRH flow label its packets carried (distinct
-    # per QP), each moving data. One-VM shape only for now: across the two VMs, -b with two
-    # QPs a side can hang when another case ran just before it (the server's writes get no
-    # completion for 60 s while the client waits for its stop word; on 2026-12-02 4 of 7
-    # runs after other cases, 0 of 5 alone, builds with and without that day's changes
-    # among both; at 64 KiB in CI the client saw IBV_WC_WR_FLUSH_ERR). An open defect: `tests/softroce/vm.sh two tests/softroce/verbs-suite.sh
-    # 'send_lat$|write_bw_flows'` reproduces it (docs/verbs.md, "Known problems").
-    if [[ $SOFTROCE_SHAPE == one ]]; then
-        pair write_bw_flows bench-bw write_bw 'len(r["flows"]) == 4 and len({f["flow_label"] for f in r["flows"]}) == 2 and all(f.get("flow_label") is not None and f.get("qp_num") and f.get("from") and f["bw_gbit_s"] > 0 for f in r["flows"])' --test write -b -q 2 -s 4096 -n 200
-    else
-        say "note: write_bw_flows runs in the one-VM shape only (a known hang across two VMs, docs/verbs.md)"
-    fi
+    # per QP), each moving data.
+    pair write_bw_flows bench-bw write_bw 'len(r["flows"]) == 4 and len({f["flow_label"] for f in r["flows"]}) == 2 and all(f.get("flow_label") is not None and f.get("qp_num") and f.get("from") and f["bw_gbit_s"] > 0 for f in r["flows"])' --test write -b -q 2 -s 4096 -n 200
+    # The QPs share the budget: here QP 0 fills its 256-deep queue in the first step and
+    # QP 1 takes the rest, so QP 0 ends on 56 unsignaled requests (moderation 100) that
+    # only a fence can report. Before the fence this hung every time (the loop waiting for
+    # QP 0's completion 256); across the two VMs it was the flows case's intermittent hang.
+    pair write_bw_shared_budget bench-bw write_bw 'r["iterations"] == 1024 and r["cq_mod"] == 100' --test write -b -q 2 -t 256 -s 64 -n 256
     pair read_bw_bidir_check bench-bw read_bw 'r["bidirectional"] and r.get("check_wrong_bytes") == 0' --test read -b --check -s 4096 -n 200
     # All sizes (2 B .. 8 MiB: about 2 minutes across the emulated wire, so only in the
     # one-VM shape), duration mode.
