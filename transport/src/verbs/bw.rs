@@ -62,8 +62,9 @@ pub struct VerbsBandwidth<'a> {
     /// Per QP: messages posted, and completed (known from signaled completions).
     posted: Vec<u64>,
     completed: Vec<u64>,
-    /// Per QP: the count of the last request posted signaled (a fence counts).
-    last_signaled: Vec<u64>,
+    /// Per QP: `posted` when a fence last went behind its tail (0: none yet). Whether the
+    /// last request was signaled follows from its count and the moderation.
+    fenced_at: Vec<u64>,
     /// Sum of `completed` when the timed loop started.
     base: u64,
     /// Per QP: `completed` when the timed loop started.
@@ -119,7 +120,7 @@ impl<'a> VerbsBandwidth<'a> {
             list: PostList::new(spec.verbs.post_list.unwrap_or(1) as usize),
             posted: vec![0; n],
             completed: vec![0; n],
-            last_signaled: vec![0; n],
+            fenced_at: vec![0; n],
             base_per_qp: vec![0; n],
             base: 0,
             budget: u64::MAX,
@@ -153,9 +154,6 @@ impl<'a> VerbsBandwidth<'a> {
         self.timed_posted += n;
         let cq_mod = self.cq_mod;
         let signaled = move |count: u64| count.is_multiple_of(cq_mod);
-        if signaled(self.posted[q]) {
-            self.last_signaled[q] = self.posted[q];
-        }
         let s = &self.s;
         let (op, local, inline) = match self.op {
             RdmaOp::Send => (SendOp::Send, s.src(q), true),
@@ -255,12 +253,13 @@ impl<'a> VerbsBandwidth<'a> {
     /// VMs: QP 0 at 128 posted and 100 known complete, its 28 unsignaled requests long done).
     fn fence_tails(&mut self) -> Result<()> {
         for q in 0..self.posted.len() {
-            if self.last_signaled[q] < self.posted[q] && self.posted[q] > self.completed[q] {
-                let wr_id = FENCE | ((q as u64) << QP_SHIFT) | self.posted[q];
+            let (p, c) = (self.posted[q], self.completed[q]);
+            if p > c && !p.is_multiple_of(self.cq_mod) && self.fenced_at[q] != p {
+                let wr_id = FENCE | ((q as u64) << QP_SHIFT) | p;
                 // 8 bytes into the peer's heartbeat slot: harmless there, and not zero-length
                 // (a zero-byte RDMA write threw Soft-RoCE into a retransmission storm).
                 self.s.post_fence(q, wr_id)?;
-                self.last_signaled[q] = self.posted[q];
+                self.fenced_at[q] = p;
             }
         }
         Ok(())
