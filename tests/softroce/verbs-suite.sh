@@ -30,6 +30,13 @@ elif [[ -x $REPO/target/release/bench-lat ]]; then
 else
     BIN=$REPO/target/debug
 fi
+# FABCHECK_BIN reaches the guest only through SOFTROCE_ENV=FABCHECK_BIN; without it the
+# release build runs, so say so when the sources changed after it was built (a check of a
+# change on stale binaries proves nothing).
+newer=$(find "$REPO" -path "$REPO/target" -prune -o -name '*.rs' -newer "$BIN/bench-bw" -print -quit 2> /dev/null)
+if [[ -n $newer ]]; then
+    echo "WARNING: $BIN is older than the sources ($newer changed since); rebuild it, or pass SOFTROCE_ENV=FABCHECK_BIN FABCHECK_BIN=..." >&2
+fi
 FILTER=${1:-.}
 DEV=$SOFTROCE_DEV
 ROLE=${SOFTROCE_ROLE:-both}
