@@ -122,6 +122,7 @@ fn outcome(
         worst_at,
         observations: judged,
         warning: None,
+        at_least: false,
     }
 }
 

@@ -273,6 +273,7 @@ fn judge_check(
         worst_at: at,
         observations: n,
         warning: None,
+        at_least: false,
     };
     let no_sweep = || {
         mk(

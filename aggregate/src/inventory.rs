@@ -295,6 +295,7 @@ fn expect(
         worst_at,
         observations: judged,
         warning: None,
+        at_least: false,
     }
 }
 

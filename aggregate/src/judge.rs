@@ -8,6 +8,7 @@ use results::{LatencyHistogram, TestResult};
 use serde::Serialize;
 
 use crate::input::{LatKey, Loaded};
+use crate::metric::health;
 use crate::metric::{Metric, RowKind};
 use crate::profile::{Bound, Check, Profile, Selector};
 use crate::rows::{GroupKey, P2pRow, P2pRows, RowStats};
@@ -54,6 +55,9 @@ pub struct Outcome {
     /// What a reader must know to read the value right (e.g. busbw above the link rate).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub warning: Option<String>,
+    /// `measured` is only a lower bound (see [`AT_LEAST`]).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub at_least: bool,
 }
 
 /// The verdict of a whole profile.
@@ -95,6 +99,9 @@ impl Verdict {
 struct Obs {
     value: f64,
     at: At,
+    /// The value is only a lower bound: a counter behind it saturated or was cleared in
+    /// the window (`PortCounters::at_least`).
+    at_least: bool,
 }
 
 enum At {
@@ -229,6 +236,7 @@ pub fn judge_check(
                         continue;
                     }
                     obs.push(Obs {
+                        at_least: false,
                         value: percentile(h, p),
                         at: At::Text(format!("{} {} {}", k.test, k.transport, size_label(k.size))),
                     });
@@ -266,6 +274,7 @@ pub fn judge_check(
                         if let RowStats::Latency(l) = &r.stats {
                             if matches_compact(sel, &groups, p2p, r) {
                                 obs.push(Obs {
+                                    at_least: false,
                                     value: p.of(&l.us),
                                     at: At::Compact(di, ri),
                                 });
@@ -276,6 +285,7 @@ pub fn judge_check(
                 for (k, h) in groups {
                     if !h.is_empty() {
                         obs.push(Obs {
+                            at_least: false,
                             value: percentile(&h, p),
                             at: At::Text(format!(
                                 "{} {} {}",
@@ -300,6 +310,7 @@ pub fn judge_check(
                 for (p, base, e) in curve.efficiencies(check.base_ranks) {
                     let k = &curve.key;
                     obs.push(Obs {
+                        at_least: false,
                         value: e,
                         at: At::Text(format!(
                             "{} {} {} {}: {} vs {}",
@@ -339,7 +350,15 @@ pub fn judge_check(
                         _ => None,
                     };
                     if let Some(value) = value.filter(|v| v.is_finite()) {
+                        let at_least = check.metric.from_counters()
+                            && match r {
+                                TestResult::Latency(l) => l.counters.as_ref(),
+                                TestResult::Bandwidth(b) => b.counters.as_ref(),
+                                TestResult::Collective(_) => None,
+                            }
+                            .is_some_and(|c| health(c).at_least(check.metric));
                         obs.push(Obs {
+                            at_least,
                             value,
                             at: At::Row(di, ri),
                         });
@@ -374,6 +393,7 @@ pub fn judge_check(
                     };
                     if let Some(value) = value.filter(|v| v.is_finite()) {
                         obs.push(Obs {
+                            at_least: row_marks.is_none() && r.stats.at_least(check.metric),
                             value,
                             at: At::Compact(di, ri),
                         });
@@ -388,7 +408,11 @@ pub fn judge_check(
         let first = obs.iter().position(|o| o.value > 0.0).unwrap_or(0);
         let n = obs.len();
         let at = obs.swap_remove(first).at;
-        obs = vec![Obs { value: count, at }];
+        obs = vec![Obs {
+            value: count,
+            at,
+            at_least: false,
+        }];
         let mut o = finish(check, docs, &obs);
         o.observations = n;
         return o;
@@ -400,24 +424,52 @@ pub fn judge_check(
     o
 }
 
-/// The outcome of a check from its observations: the worst one decides.
+/// The outcome of a check from its observations: the worst one decides. A lower bound
+/// ("at least") decides only where it is decisive: above a maximum it fails for sure, but
+/// under one (or under a minimum) the true value is unknown, and the check is MISSING
+/// there unless another value fails it for sure.
 fn finish(check: &Check, docs: &[Loaded], obs: &[Obs]) -> Outcome {
     let sel = &check.select;
-    let worst = obs.iter().reduce(|a, b| {
-        let b_worse = match check.bound {
-            Bound::Min(_) => b.value < a.value,
-            Bound::Max(_) => b.value > a.value,
-        };
-        if b_worse {
-            b
-        } else {
-            a
+    fn worst_of<'a>(bound: Bound, it: impl Iterator<Item = &'a Obs>) -> Option<&'a Obs> {
+        it.reduce(|a, b| {
+            let b_worse = match bound {
+                Bound::Min(_) => b.value < a.value,
+                Bound::Max(_) => b.value > a.value,
+            };
+            if b_worse {
+                b
+            } else {
+                a
+            }
+        })
+    }
+    let undecided = |o: &Obs| {
+        o.at_least
+            && match check.bound {
+                Bound::Max(_) => check.bound.holds(o.value),
+                Bound::Min(_) => !check.bound.holds(o.value),
+            }
+    };
+    let failed = worst_of(
+        check.bound,
+        obs.iter()
+            .filter(|o| !undecided(o) && !check.bound.holds(o.value)),
+    );
+    let unknown = worst_of(check.bound, obs.iter().filter(|o| undecided(o)));
+    let (worst, status) = match (failed, unknown) {
+        (Some(f), _) => (Some(f), Status::Fail),
+        (None, Some(u)) => (Some(u), Status::Missing),
+        (None, None) => {
+            let w = worst_of(check.bound, obs.iter());
+            (
+                w,
+                if w.is_some() {
+                    Status::Pass
+                } else {
+                    Status::Missing
+                },
+            )
         }
-    });
-    let status = match worst {
-        None => Status::Missing,
-        Some(w) if check.bound.holds(w.value) => Status::Pass,
-        Some(_) => Status::Fail,
     };
     Outcome {
         id: check.id.clone(),
@@ -438,9 +490,16 @@ fn finish(check: &Check, docs: &[Loaded], obs: &[Obs]) -> Outcome {
             "no result matches this check's selector: run the test it names".to_string()
         }),
         observations: obs.len(),
-        warning: None,
+        at_least: worst.is_some_and(|w| w.at_least),
+        warning: worst.filter(|w| w.at_least).map(|_| AT_LEAST.to_string()),
     }
 }
+
+/// What a reader of an "at least" value must know, and the next step.
+const AT_LEAST: &str = "at least: a port counter behind this value saturated (InfiniBand \
+PortCounters error fields stop at 2^16-1, 2^8-1 or 2^4-1) or was cleared during the run, so \
+only a lower bound is known; clear the port counters (perfquery -x -R) before the run and \
+measure again";
 
 /// NCCL's busbw above the link rate: inside a node NVLink carries the traffic, and on few
 /// nodes tree or NVLS algorithms move less than the ring the bus factor assumes, so the
@@ -688,6 +747,60 @@ mod tests {
         assert_eq!(v.checks[1].status, Status::Pass, "{:?}", v.checks[1]);
         assert_eq!(v.checks[2].status, Status::Pass);
         assert_eq!(v.overall, "PASS");
+    }
+
+    /// A value from a counter that saturated (or was cleared) is only "at least": it fails
+    /// a maximum it exceeds, but under the maximum the check is MISSING, never PASS.
+    #[test]
+    fn a_saturated_counter_is_a_lower_bound() {
+        let with = |discards: i64, at_least: bool| {
+            let mut d = synth::bandwidth_doc("a", "b", &[65536], 90.0, 1);
+            if let TestResult::Bandwidth(b) = &mut d.results[0] {
+                let side = b.counters.as_mut().unwrap().initiator.as_mut().unwrap();
+                side.counters.insert("port_xmit_discards".into(), discards);
+                if at_least {
+                    side.at_least.insert("port_xmit_discards".into());
+                }
+            }
+            vec![loaded(d)]
+        };
+        let p = profile(
+            "[[check]]\nid=\"discards\"\ndescription=\"d\"\nmetric=\"discards\"\nunit=\"packets\"\nmax=0\n\
+             [[check]]\nid=\"loss\"\ndescription=\"d\"\nmetric=\"link_loss\"\nunit=\"%\"\nmax=1\n",
+        );
+        let exact = run(&p, &with(0, false));
+        assert_eq!(
+            exact.checks[0].status,
+            Status::Pass,
+            "{:?}",
+            exact.checks[0]
+        );
+        assert!(!exact.checks[0].at_least && exact.checks[0].warning.is_none());
+        // Stuck at the ceiling the whole run: 0 known, the truth unknown.
+        let stuck = run(&p, &with(0, true));
+        let c = &stuck.checks[0];
+        assert_eq!(c.status, Status::Missing, "{c:?}");
+        assert!(c.at_least && c.measured == Some(0.0));
+        assert!(c.warning.as_deref().unwrap().contains("perfquery"), "{c:?}");
+        // port_xmit_discards is a loss counter too: the loss figure is a floor as well.
+        assert_eq!(
+            stuck.checks[1].status,
+            Status::Missing,
+            "{:?}",
+            stuck.checks[1]
+        );
+        assert_eq!(stuck.overall, "FAIL");
+        // Already over the bound: at least 12 fails for sure.
+        let over = run(&p, &with(12, true));
+        assert_eq!(over.checks[0].status, Status::Fail);
+        assert!(over.checks[0].at_least);
+        // A sure failure elsewhere decides over an unknown.
+        let mut docs = with(0, true);
+        docs.extend(with(3, false));
+        let both = run(&p, &docs);
+        assert_eq!(both.checks[0].status, Status::Fail);
+        assert_eq!(both.checks[0].measured, Some(3.0));
+        assert!(!both.checks[0].at_least);
     }
 
     /// Scaling efficiency: busbw at each larger communicator over the base one, the

@@ -311,6 +311,7 @@ fn outcome(t: CheckText<'_>, bound: crate::profile::Bound, w: Worst) -> Outcome 
         worst_at,
         observations: w.judged,
         warning: None,
+        at_least: false,
     }
 }
 

@@ -271,6 +271,12 @@ impl Metric {
         }
     }
 
+    /// True for the figures summed from port counters (loss, pauses, discards, CNPs,
+    /// FEC), which can be "at least" ([`HealthTally::at_least`]).
+    pub fn from_counters(self) -> bool {
+        Floor::of_metric(self).is_some()
+    }
+
     /// True when a larger value is better (bandwidth); false when smaller is (latency).
     pub fn higher_is_better(self) -> bool {
         matches!(
@@ -443,6 +449,59 @@ pub struct HealthTally {
     rx_bits: [Option<i64>; 2],
     rate_gbit_s: [Option<f64>; 2],
     side: usize,
+    /// One bit per [`Floor`]: a counter of that family was only a lower bound (saturated
+    /// or cleared in the window), so the figure is "at least".
+    floors: u8,
+}
+
+/// The counter families a figure is summed from, as bits of [`HealthTally::floors`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Floor {
+    Loss = 1,
+    Pause = 2,
+    Discards = 4,
+    Cnp = 8,
+    PostFec = 16,
+    Corrected = 32,
+    /// Bits received: a lower bound here makes the BER an upper bound; not a floor of
+    /// any figure, kept apart so it is not mistaken for one.
+    RxBits = 64,
+}
+
+impl Floor {
+    /// The family a health counter belongs to, by the driver's or the PMA's name.
+    fn of(name: &str) -> Option<Floor> {
+        if (name.starts_with("rx_prio") || name.starts_with("tx_prio"))
+            && name.ends_with("_pause_duration")
+        {
+            Some(Floor::Pause)
+        } else if name.contains("discard") {
+            Some(Floor::Discards)
+        } else if name == "np_cnp_sent" {
+            Some(Floor::Cnp)
+        } else if POST_FEC_COUNTERS.contains(&name) {
+            Some(Floor::PostFec)
+        } else if name == "rx_corrected_bits_phy" {
+            Some(Floor::Corrected)
+        } else if name == "rx_bits_phy" {
+            Some(Floor::RxBits)
+        } else {
+            None
+        }
+    }
+
+    /// The family whose lower bound makes `m` a lower bound.
+    fn of_metric(m: Metric) -> Option<Floor> {
+        match m {
+            Metric::LinkLoss => Some(Floor::Loss),
+            Metric::PauseShare => Some(Floor::Pause),
+            Metric::Discards => Some(Floor::Discards),
+            Metric::CnpRate => Some(Floor::Cnp),
+            Metric::PostFecErrors => Some(Floor::PostFec),
+            Metric::PreFecBer => Some(Floor::Corrected),
+            _ => None,
+        }
+    }
 }
 
 /// Counters of errors FEC did not correct.
@@ -464,21 +523,31 @@ impl HealthTally {
     pub fn add(&mut self, name: &str, v: i64) {
         let v = v.max(0);
         let sum = |slot: &mut Option<i64>| *slot = Some(slot.unwrap_or(0).saturating_add(v));
-        if (name.starts_with("rx_prio") || name.starts_with("tx_prio"))
-            && name.ends_with("_pause_duration")
-        {
-            self.pause_us = Some(self.pause_us.unwrap_or(0).max(v));
-        } else if name.contains("discard") {
-            sum(&mut self.discards);
-        } else if name == "np_cnp_sent" {
-            sum(&mut self.cnp_sent);
-        } else if POST_FEC_COUNTERS.contains(&name) {
-            sum(&mut self.post_fec_errors);
-        } else if name == "rx_corrected_bits_phy" {
-            sum(&mut self.corrected_bits[self.side]);
-        } else if name == "rx_bits_phy" {
-            sum(&mut self.rx_bits[self.side]);
+        match Floor::of(name) {
+            Some(Floor::Pause) => self.pause_us = Some(self.pause_us.unwrap_or(0).max(v)),
+            Some(Floor::Discards) => sum(&mut self.discards),
+            Some(Floor::Cnp) => sum(&mut self.cnp_sent),
+            Some(Floor::PostFec) => sum(&mut self.post_fec_errors),
+            Some(Floor::Corrected) => sum(&mut self.corrected_bits[self.side]),
+            Some(Floor::RxBits) => sum(&mut self.rx_bits[self.side]),
+            Some(Floor::Loss) | None => {}
         }
+    }
+
+    /// Counter `name`'s delta was only a lower bound (named in the row's `at_least`):
+    /// the figures summed from it become "at least".
+    pub fn at_least_of(&mut self, name: &str) {
+        if LOSS_COUNTERS.contains(&name) {
+            self.floors |= Floor::Loss as u8;
+        }
+        if let Some(f) = Floor::of(name) {
+            self.floors |= f as u8;
+        }
+    }
+
+    /// Whether `m`'s value from these counters is only a lower bound.
+    pub fn at_least(&self, m: Metric) -> bool {
+        Floor::of_metric(m).is_some_and(|f| self.floors & f as u8 != 0)
     }
 
     /// The worse side's pre-FEC BER over `seconds`; `None` without a corrected-bits
@@ -525,6 +594,9 @@ pub fn health(c: &CounterDeltas) -> HealthTally {
             for (name, v) in map {
                 t.add(name, *v);
             }
+        }
+        for name in &side.at_least {
+            t.at_least_of(name);
         }
     }
     t

@@ -215,6 +215,15 @@ impl RowStats {
             RowStats::Bandwidth(b) => b.metric(m),
         }
     }
+
+    /// Whether `m`'s value is only a lower bound (a counter behind it saturated or was
+    /// cleared in the window).
+    pub fn at_least(&self, m: Metric) -> bool {
+        match self {
+            RowStats::Latency(l) => l.health.at_least(m),
+            RowStats::Bandwidth(b) => b.health.at_least(m),
+        }
+    }
 }
 
 /// A [`GroupKey`] borrowed from a row being read (no allocation for groups seen).

@@ -575,6 +575,8 @@ struct LeanPort<'a> {
     driver_counters: Counters<'a>,
     #[serde(default)]
     rate_gbit_s: Option<f64>,
+    #[serde(default, borrow)]
+    at_least: Vec<&'a str>,
 }
 
 /// A counter map as a list: no map is built per row.
@@ -638,6 +640,9 @@ fn add_row(chunk: &mut Chunk, r: LeanRow, max_groups: usize) -> Result<(), Fallb
                 }
                 for &(name, v) in &side.driver_counters.0 {
                     health.add(name, v);
+                }
+                for name in &side.at_least {
+                    health.at_least_of(name);
                 }
             }
         }
@@ -993,6 +998,11 @@ mod tests {
                 d.insert("rx_corrected_bits_phy".into(), 100 * i as i64);
                 side.rate_gbit_s = Some(100.0);
                 side.hw_counters.insert("np_cnp_sent".into(), 7);
+                if i == 3 {
+                    // A 16-bit PMA counter at its ceiling: discards known as "at least".
+                    side.counters.insert("port_xmit_discards".into(), 0);
+                    side.at_least.insert("port_xmit_discards".into());
+                }
             }
         }
         let p = write_pretty(dir.path(), "bw.json", &doc);
@@ -1009,6 +1019,19 @@ mod tests {
             discards.contains(&Some(1.0)) && discards.contains(&Some(0.0)),
             "{discards:?}"
         );
+        // The lower bound travels with the streamed rows, for that one row and metric.
+        let floors: Vec<bool> = s
+            .rows
+            .rows
+            .iter()
+            .map(|r| r.stats.at_least(crate::metric::Metric::Discards))
+            .collect();
+        assert_eq!(floors.iter().filter(|f| **f).count(), 1, "{floors:?}");
+        assert!(!s
+            .rows
+            .rows
+            .iter()
+            .any(|r| r.stats.at_least(crate::metric::Metric::CnpRate)));
         let ber = s
             .rows
             .rows

@@ -7,7 +7,7 @@
 //! Plain file reads: no verbs call, no unsafe. A file that cannot be read or does not hold
 //! a number (some mlx5 files are write-only or need privileges) is skipped.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use results::PortCounters;
@@ -26,6 +26,8 @@ pub struct Snapshot {
     /// InfiniBand and where ethtool is missing.
     pub netdev: Option<String>,
     pub driver: BTreeMap<String, i64>,
+    /// Why `driver` is empty where the port has a netdev (ethtool's own words).
+    pub driver_unknown: Option<String>,
     /// The port's rate (`ports/N/rate`: `100 Gb/sec (4X EDR)`), Gbit/s.
     pub rate_gbit_s: Option<f64>,
 }
@@ -40,6 +42,7 @@ pub fn read_at(root: &Path, device: &str, port: u32) -> Snapshot {
         hw_counters: read_dir(&dir.join("hw_counters")),
         netdev: netdev_of(&dir),
         driver: BTreeMap::new(),
+        driver_unknown: None,
         rate_gbit_s: crate::sysfs::read_trim(dir.join("rate"))
             .and_then(|r| crate::sysfs::parse_rate_gbit_s(&r)),
     }
@@ -72,7 +75,10 @@ pub fn read(device: &str, port: u32) -> Snapshot {
     }
     let mut s = read_at(Path::new(SYSFS_ROOT), device, port);
     if let Some(nd) = &s.netdev {
-        s.driver = crate::ethtool::stats(nd).unwrap_or_default();
+        match crate::ethtool::stats(nd) {
+            Ok(m) => s.driver = m,
+            Err(why) => s.driver_unknown = Some(why),
+        }
     }
     s
 }
@@ -106,22 +112,71 @@ fn parse_value(text: &str) -> Option<i64> {
         .or_else(|| t.parse::<u64>().ok().map(|v| v as i64))
 }
 
+/// The InfiniBand PortCounters fields that saturate, with their width in bits (IBA vol. 1,
+/// PortCounters; the kernel's `PORT_PMA_ATTR` table in drivers/infiniband/core/sysfs.c).
+/// At its ceiling such a counter stops counting, so a window that ends there saw at least
+/// its delta. `port_xmit_wait` is 32 bits. The data and packet counters are left out: the
+/// kernel shows PortCountersExtended's 64-bit ones where the port has them and the 32-bit
+/// ones otherwise, and sysfs does not say which.
+pub const SATURATING: &[(&str, u32)] = &[
+    ("symbol_error", 16),
+    ("link_error_recovery", 8),
+    ("link_downed", 8),
+    ("port_rcv_errors", 16),
+    ("port_rcv_remote_physical_errors", 16),
+    ("port_rcv_switch_relay_errors", 16),
+    ("port_xmit_discards", 16),
+    ("port_xmit_constraint_errors", 8),
+    ("port_rcv_constraint_errors", 8),
+    ("local_link_integrity_errors", 4),
+    ("excessive_buffer_overrun_errors", 4),
+    ("VL15_dropped", 16),
+    ("port_xmit_wait", 32),
+];
+
+/// The value a saturating PortCounters field stops at; `None` for other counters.
+pub fn ceiling(name: &str) -> Option<i64> {
+    SATURATING
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, bits)| (1i64 << bits) - 1)
+}
+
 /// `after - before`, per name present in both (a counter that appeared or vanished between
-/// the two reads says nothing about the test).
+/// the two reads says nothing about the test). Two cases give only a lower bound, and the
+/// counter is named in `at_least`: a PortCounters field at its [`ceiling`] after the
+/// window, and a counter lower after than before (cleared in the window: `after` is what
+/// it counted since, so that is the delta).
 pub fn delta(before: &Snapshot, after: &Snapshot) -> PortCounters {
-    fn sub(a: &BTreeMap<String, i64>, b: &BTreeMap<String, i64>) -> BTreeMap<String, i64> {
+    let mut at_least = BTreeSet::new();
+    let mut sub = |a: &BTreeMap<String, i64>, b: &BTreeMap<String, i64>, pma: bool| {
         b.iter()
-            .filter_map(|(k, v)| a.get(k).map(|old| (k.clone(), v.wrapping_sub(*old))))
-            .collect()
-    }
+            .filter_map(|(k, &new)| {
+                let old = *a.get(k)?;
+                if new < old {
+                    at_least.insert(k.clone());
+                    return Some((k.clone(), new));
+                }
+                if pma && ceiling(k) == Some(new) {
+                    at_least.insert(k.clone());
+                }
+                Some((k.clone(), new - old))
+            })
+            .collect::<BTreeMap<_, _>>()
+    };
+    let counters = sub(&before.counters, &after.counters, true);
+    let hw_counters = sub(&before.hw_counters, &after.hw_counters, false);
+    let driver_counters = sub(&before.driver, &after.driver, false);
     PortCounters {
         device: after.device.clone(),
         port: after.port,
-        counters: sub(&before.counters, &after.counters),
-        hw_counters: sub(&before.hw_counters, &after.hw_counters),
-        driver_counters: sub(&before.driver, &after.driver),
+        counters,
+        hw_counters,
+        driver_counters,
         netdev: after.netdev.clone(),
         rate_gbit_s: after.rate_gbit_s,
+        at_least,
+        driver_counters_unknown: after.driver_unknown.clone(),
     }
 }
 
@@ -171,6 +226,60 @@ mod tests {
         let d = delta(&b, &a);
         assert_eq!(d.driver_counters["rx_prio3_pause"], 15);
         assert!(!d.driver_counters.contains_key("np_cnp_sent"));
+    }
+
+    #[test]
+    fn saturated_and_cleared_counters_are_lower_bounds() {
+        let snap = |counters: &[(&str, i64)], hw: &[(&str, i64)]| Snapshot {
+            device: "mlx5_0".into(),
+            port: 1,
+            counters: counters.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            hw_counters: hw.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            ..Default::default()
+        };
+        let before = snap(
+            &[
+                ("symbol_error", 65_000),
+                ("link_downed", 255),
+                ("local_link_integrity_errors", 3),
+                ("port_rcv_errors", 10),
+                ("port_xmit_data", 65_535),
+            ],
+            &[("out_of_sequence", 900)],
+        );
+        let after = snap(
+            &[
+                ("symbol_error", 65_535),
+                ("link_downed", 255),
+                ("local_link_integrity_errors", 15),
+                ("port_rcv_errors", 12),
+                ("port_xmit_data", 65_535),
+            ],
+            &[("out_of_sequence", 40)],
+        );
+        let d = delta(&before, &after);
+        // At the 16-bit ceiling: at least 535 more.
+        assert_eq!(d.counters["symbol_error"], 535);
+        // Stuck at the 8-bit ceiling the whole window: at least 0 says nothing.
+        assert_eq!(d.counters["link_downed"], 0);
+        assert_eq!(d.counters["local_link_integrity_errors"], 12);
+        // Cleared in the window: what it counted since.
+        assert_eq!(d.hw_counters["out_of_sequence"], 40);
+        let want: BTreeSet<String> = [
+            "symbol_error",
+            "link_downed",
+            "local_link_integrity_errors",
+            "out_of_sequence",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(d.at_least, want);
+        // Below their ceilings, and counters of unknown width, are exact.
+        assert_eq!(d.counters["port_rcv_errors"], 2);
+        assert_eq!(ceiling("port_xmit_data"), None);
+        assert_eq!(ceiling("port_xmit_wait"), Some(u32::MAX as i64));
+        assert!(delta(&before, &before).at_least.contains("link_downed"));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! add fields freely, never rename or change the unit of one without bumping
 //! [`SCHEMA_VERSION`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -765,6 +765,17 @@ pub struct PortCounters {
     /// rates (pre-FEC BER = corrected bits over the bits the link carried).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_gbit_s: Option<f64>,
+    /// Counters (by name, in whichever map) whose delta is only a lower bound: an
+    /// InfiniBand PortCounters error field that reached its ceiling (they stop there
+    /// instead of wrapping: `symbol_error` 16 bits, `link_downed` 8, `local_link_integrity_errors`
+    /// 4, ...), or a counter that went down in the window (cleared by `perfquery -R`, a
+    /// subnet manager's PerfMgr or a driver reload: the delta is what it counted since).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub at_least: BTreeSet<String>,
+    /// Why `driver_counters` is empty where the port has a netdev (ethtool missing, the
+    /// driver keeps no statistics, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver_counters_unknown: Option<String>,
 }
 
 /// One size of one collective (a row of the nccl-tests table).

@@ -124,6 +124,46 @@ fn passing_failing_and_missing_verdicts_set_the_exit_code() {
     expect_code(&out, 0, "--force");
 }
 
+/// A counter that saturated during the run gives only a lower bound: every format says
+/// "at least", and under the bound the check is MISSING (exit 1), not PASS.
+#[test]
+fn a_saturated_counter_reads_at_least_in_every_format() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    fs::create_dir(dir.join("data")).unwrap();
+    let mut doc = synth::bandwidth_doc("node-a", "node-b", &[65536], 90.0, 1);
+    if let results::TestResult::Bandwidth(b) = &mut doc.results[0] {
+        let side = b.counters.as_mut().unwrap().initiator.as_mut().unwrap();
+        side.counters.insert("port_xmit_discards".into(), 0);
+        side.at_least.insert("port_xmit_discards".into());
+    }
+    write(
+        dir,
+        "data/bw.json",
+        &serde_json::to_string_pretty(&doc).unwrap(),
+    );
+    let profile = write(
+        dir,
+        "p.toml",
+        "name = \"floor\"\ndescription = \"d\"\n[[check]]\nid = \"discards\"\n\
+         description = \"no discards\"\nmetric = \"discards\"\nunit = \"packets\"\nmax = 0\n",
+    );
+    let out = aggregate(dir, &["report", "data", "-p", &profile, "-o", "r"]);
+    expect_code(&out, 1, "a check known only as a lower bound");
+    assert!(text(&out).0.contains("MISSING"), "{}", text(&out).0);
+    let md = fs::read_to_string(dir.join("r/report.md")).unwrap();
+    assert!(md.contains("at least 0 packets"), "{md}");
+    assert!(md.contains("perfquery -x -R"), "{md}");
+    let html = fs::read_to_string(dir.join("r/report.html")).unwrap();
+    assert!(html.contains("&ge;&nbsp;0 packets"));
+    assert_well_formed_xml(&dir.join("r/report.junit.xml"));
+    let junit = fs::read_to_string(dir.join("r/report.junit.xml")).unwrap();
+    assert!(
+        junit.contains("discards known only as at least 0 packets"),
+        "{junit}"
+    );
+}
+
 #[test]
 fn bad_inputs_name_the_file_and_json_path_and_skip_bad_reports_them() {
     let tmp = tempfile::tempdir().unwrap();
