@@ -77,6 +77,26 @@ def one_connection(d):
     """The pair connected at its first size and re-armed that connection for the others."""
     s = [r["setup"]["connected"] for r in d["results"]]
     return s[0] and not any(s[1:])
+def driver_moved(r):
+    """The driver's own counters (ethtool -S of each side's netdev) saw the payload: sent
+    from the initiator's queues, received on the responder's."""
+    c = r["counters"]
+    payload = r["iterations"] * r["size_bytes"]
+    def total(side, prefix):
+        dc = c[side].get("driver_counters") or {}
+        assert dc, "%s: no driver counters (%s)" % (side, c[side].get("driver_counters_unknown"))
+        return sum(v for k, v in dc.items() if k.startswith(prefix) and k.endswith("_bytes"))
+    tx, rx = total("initiator", "tx_queue_"), total("responder", "rx_queue_")
+    assert tx >= payload and rx >= payload, "driver bytes tx %d rx %d, payload %d" % (tx, rx, payload)
+    return True
+def driver_unknown(r):
+    """No driver counters, and each side says why (ethtool's own words)."""
+    for side in ("initiator", "responder"):
+        s = r["counters"][side]
+        assert not s.get("driver_counters"), "%s has driver counters" % side
+        why = s.get("driver_counters_unknown") or ""
+        assert "ethtool" in why, "%s: no reason given (%r)" % (side, why)
+    return True
 assert d["schema_version"] == 1, "schema_version"
 assert d["complete"], "document marked incomplete: %s" % d.get("incomplete_reason")
 assert d["results"], "no results"
@@ -93,7 +113,8 @@ for r in d["results"]:
         assert s, "no %s counters" % side
         assert s["device"], "no device name"
         assert s["hw_counters"] or s["counters"], "%s counters empty" % side
-    assert eval(expr, {}, {"r": r, "d": d, "one_connection": one_connection}), "failed: " + expr
+    assert eval(expr, {}, {"r": r, "d": d, "one_connection": one_connection,
+                       "driver_moved": driver_moved, "driver_unknown": driver_unknown}), "failed: " + expr
 # rxe counts packets in hw_counters (real NICs name them differently): over the run the
 # initiator must have sent some.
 sent = [r["counters"]["initiator"]["hw_counters"].get("sent_pkts") for r in d["results"]]
@@ -223,6 +244,14 @@ run_pairs() {
     # only a fence can report. Before the fence this hung every time (the loop waiting for
     # QP 0's completion 256); across the two VMs it was the flows case's intermittent hang.
     pair write_bw_shared_budget bench-bw write_bw 'r["iterations"] == 1024 and r["cq_mod"] == 100' --test write -b -q 2 -t 256 -s 64 -n 256
+    # The driver's counters (ethtool -S of rxe's netdev) around each run: virtio-net counts
+    # the RoCE bytes it carried (two VMs); a dummy netdev keeps no statistics, and each
+    # side says so (one VM).
+    if [[ $SOFTROCE_SHAPE == two ]]; then
+        pair write_bw_driver_counters bench-bw write_bw 'driver_moved(r)' --test write "${BW[@]}"
+    else
+        pair write_bw_driver_counters bench-bw write_bw 'driver_unknown(r)' --test write "${BW[@]}"
+    fi
     pair read_bw_bidir_check bench-bw read_bw 'r["bidirectional"] and r.get("check_wrong_bytes") == 0' --test read -b --check -s 4096 -n 200
     # All sizes (2 B .. 8 MiB: about 2 minutes across the emulated wire, so only in the
     # one-VM shape), duration mode.

@@ -32,7 +32,7 @@ SOFTROCE_APPEND=${SOFTROCE_APPEND:-}                # extra kernel command line
 SOFTROCE_TSC=${SOFTROCE_TSC:-1}                     # 1: tsc=reliable (cheap guest clock)
 
 PACKAGES=(qemu-system-x86 linux-image-amd64 rdma-core ibverbs-providers ibverbs-utils
-    perftest busybox-static iproute2 openmpi-bin)
+    perftest busybox-static iproute2 openmpi-bin ethtool)
 # Modules the initramfs needs to mount its root; their dependencies are added from modinfo.
 INITRAMFS_MODULES=(virtio_pci 9pnet_virtio 9p overlay)
 
