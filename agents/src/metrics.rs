@@ -21,9 +21,10 @@
 //! touches the measuring thread. Each connection has a 2 s read and write deadline, one
 //! request, then close; anything but `GET /metrics` gets 404 or 405.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::Path;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -47,9 +48,44 @@ pub struct LastSweep {
 /// Shared between the agent's thread (which records) and the metrics thread.
 pub type Shared = Arc<Mutex<LastSweep>>;
 
+/// The node a scrape reads: this host, or a capture of one (`fabric-doctor --capture DIR`:
+/// its `fs/` tree and the `ethtool -S` outputs under `cmd/`), which is how the dashboard's
+/// live panels are checked against a real NIC's counters on a machine without that NIC.
+#[derive(Debug, Clone)]
+pub enum Node {
+    Live,
+    Capture(PathBuf),
+}
+
+impl Node {
+    /// Where `/sys` lies for this node.
+    fn root(&self) -> PathBuf {
+        match self {
+            Node::Live => PathBuf::from("/"),
+            Node::Capture(dir) => dir.join("fs"),
+        }
+    }
+
+    /// The driver's counters of `ifname` (`ethtool -S`), or why there are none.
+    fn ethtool(&self, ifname: &str) -> Result<BTreeMap<String, i64>, String> {
+        use probe::audit::Source;
+        match self {
+            Node::Live => probe::ethtool::stats(ifname),
+            Node::Capture(dir) => {
+                let out = probe::audit::Replay::open(dir)?.run(&["ethtool", "-S", ifname]);
+                if out.ok() {
+                    Ok(probe::ethtool::parse_stats(&out.stdout))
+                } else {
+                    Err(out.why())
+                }
+            }
+        }
+    }
+}
+
 /// Listens on `addr` and answers scrapes on a thread of its own, for as long as the process
-/// lives. The sysfs root is `/` on a real host (tests pass another tree).
-pub fn serve(addr: SocketAddr, host: String, last: Shared, root: &Path) -> Result<SocketAddr> {
+/// lives.
+pub fn serve(addr: SocketAddr, host: String, last: Shared, node: Node) -> Result<SocketAddr> {
     let listener = TcpListener::bind(addr).map_err(|e| {
         if e.kind() == std::io::ErrorKind::AddrInUse {
             anyhow!("--metrics {addr}: the port is already in use: pick another")
@@ -58,19 +94,18 @@ pub fn serve(addr: SocketAddr, host: String, last: Shared, root: &Path) -> Resul
         }
     })?;
     let bound = listener.local_addr()?;
-    let root = root.to_path_buf();
     std::thread::spawn(move || {
         for s in listener.incoming().flatten() {
-            let (host, last, root) = (host.clone(), Arc::clone(&last), root.clone());
+            let (host, last, node) = (host.clone(), Arc::clone(&last), node.clone());
             std::thread::spawn(move || {
-                let _ = answer(s, &host, &last, &root);
+                let _ = answer(s, &host, &last, &node);
             });
         }
     });
     Ok(bound)
 }
 
-fn answer(mut s: TcpStream, host: &str, last: &Shared, root: &Path) -> std::io::Result<()> {
+fn answer(mut s: TcpStream, host: &str, last: &Shared, node: &Node) -> std::io::Result<()> {
     s.set_read_timeout(Some(DEADLINE))?;
     s.set_write_timeout(Some(DEADLINE))?;
     let mut head = String::new();
@@ -84,7 +119,7 @@ fn answer(mut s: TcpStream, host: &str, last: &Shared, root: &Path) -> std::io::
     let mut parts = head.split_whitespace();
     let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     let (status, body) = match (method, path.split('?').next().unwrap_or("")) {
-        ("GET", "/metrics") => ("200 OK", exposition(host, last, root)),
+        ("GET", "/metrics") => ("200 OK", exposition(host, last, node)),
         ("GET", _) => (
             "404 Not Found",
             "only /metrics is served here\n".to_string(),
@@ -163,7 +198,9 @@ fn number(v: f64) -> String {
 }
 
 /// The whole exposition of one scrape.
-pub fn exposition(host: &str, last: &Shared, root: &Path) -> String {
+pub fn exposition(host: &str, last: &Shared, node: &Node) -> String {
+    let root = node.root();
+    let root = root.as_path();
     let h = || ("host", host.to_string());
     let mut up = Family::new(
         "fabcheck_node_source_up",
@@ -226,7 +263,10 @@ pub fn exposition(host: &str, last: &Shared, root: &Path) -> String {
                     ("port", p.port.to_string()),
                 ]
             };
-            state.add(l(), f64::from(u8::from(p.state.contains("ACTIVE"))));
+            // No state file: unknown, so no sample (a 0 would raise a false port-down).
+            if !p.state.is_empty() {
+                state.add(l(), f64::from(u8::from(p.state.contains("ACTIVE"))));
+            }
             if let Some(r) = p.rate_gbit_s {
                 rate.add(l(), r * 1e9 / 8.0);
             }
@@ -275,14 +315,12 @@ pub fn exposition(host: &str, last: &Shared, root: &Path) -> String {
                 stats.add(labels, v);
             }
         }
-        if root == Path::new("/") {
-            if let Ok(counters) = probe::ethtool::stats(ifname) {
-                ethtool_ok = true;
-                for (c, v) in counters {
-                    let mut labels = l();
-                    labels.push(("counter", c));
-                    drv.add(labels, v as f64);
-                }
+        if let Ok(counters) = node.ethtool(ifname) {
+            ethtool_ok = true;
+            for (c, v) in counters {
+                let mut labels = l();
+                labels.push(("counter", c));
+                drv.add(labels, v as f64);
             }
         }
     }
@@ -362,7 +400,7 @@ mod tests {
     #[test]
     fn a_fixture_tree_exposes_ports_counters_and_flaps() {
         let t = tempfile::tempdir().unwrap();
-        let port = t.path().join("sys/class/infiniband/mlx5_0/ports/1");
+        let port = t.path().join("fs/sys/class/infiniband/mlx5_0/ports/1");
         std::fs::create_dir_all(port.join("counters")).unwrap();
         std::fs::create_dir_all(port.join("hw_counters")).unwrap();
         std::fs::write(port.join("state"), "4: ACTIVE\n").unwrap();
@@ -370,13 +408,13 @@ mod tests {
         std::fs::write(port.join("link_layer"), "Ethernet\n").unwrap();
         std::fs::write(port.join("counters/port_rcv_errors"), "3\n").unwrap();
         std::fs::write(port.join("hw_counters/np_cnp_sent"), "9\n").unwrap();
-        let net = t.path().join("sys/class/net/eth0");
+        let net = t.path().join("fs/sys/class/net/eth0");
         std::fs::create_dir_all(net.join("statistics")).unwrap();
         std::fs::write(net.join("operstate"), "up\n").unwrap();
         std::fs::write(net.join("carrier_changes"), "6\n").unwrap();
         std::fs::write(net.join("statistics/rx_dropped"), "2\n").unwrap();
         let last: Shared = Arc::default();
-        let text = exposition("node\"1", &last, t.path());
+        let text = exposition("node\"1", &last, &Node::Capture(t.path().into()));
         for want in [
             "fabcheck_rdma_port_active{host=\"node\\\"1\",device=\"mlx5_0\",port=\"1\"} 1",
             "fabcheck_rdma_port_rate_bytes_per_second{host=\"node\\\"1\",device=\"mlx5_0\",port=\"1\"} 12500000000",

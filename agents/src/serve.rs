@@ -12,7 +12,6 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::path::Path;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
@@ -123,7 +122,12 @@ fn start(launch: &Launch, plan: &mut Plan) -> Result<Agent> {
     );
     let last = metrics::Shared::default();
     if let Some(addr) = launch.metrics {
-        let bound = metrics::serve(addr, host.hostname.clone(), last.clone(), Path::new("/"))?;
+        let bound = metrics::serve(
+            addr,
+            host.hostname.clone(),
+            last.clone(),
+            metrics::Node::Live,
+        )?;
         eprintln!(
             "{} agent {}: metrics on http://{bound}/metrics",
             plan.tool, host.hostname

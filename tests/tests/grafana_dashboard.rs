@@ -336,7 +336,36 @@ fn every_dashboard_query_parses_and_reads_what_the_export_writes() {
         ],
     );
     expect_code(&out, 0, "export");
-    let export_text = fs::read_to_string(dir.join("fabcheck.prom")).unwrap();
+    let mut export_text = fs::read_to_string(dir.join("fabcheck.prom")).unwrap();
+    // The live panels read the agents' --metrics: a scrape of a node with a ConnectX port
+    // (fabric-doctor's healthy capture: mlx5 ethtool -S names, ethtool 6.1), as the
+    // agent's own exposition writes it, named as a node of the export so that $node
+    // selects both.
+    let node = parse_export(&export_text)["fabcheck_bandwidth_bytes_per_second"]["initiator"]
+        .iter()
+        .next()
+        .unwrap()
+        .split(':')
+        .next()
+        .unwrap()
+        .to_string();
+    let capture = repo().join("fabric-doctor/tests/captures/healthy");
+    let live = agents::metrics::exposition(
+        &node,
+        &Default::default(),
+        &agents::metrics::Node::Capture(capture),
+    );
+    for want in [
+        "counter=\"rx_prio3_pause\"",
+        "fabcheck_rdma_port_active{",
+        "source=\"ethtool\"} 1",
+    ] {
+        assert!(
+            live.contains(want),
+            "{want} not in the capture's scrape:\n{live}"
+        );
+    }
+    export_text.push_str(&live);
     let export = parse_export(&export_text);
 
     let dash: Value = serde_json::from_str(

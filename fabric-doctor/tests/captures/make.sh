@@ -21,6 +21,8 @@ healthy() {
   f $I/device/uevent "DRIVER=mlx5_core
 PCI_SLOT_NAME=0000:3b:00.0"
   f $I/ports/1/link_layer Ethernet
+  f $I/ports/1/state "4: ACTIVE"
+  f $I/ports/1/rate "200 Gb/sec (4X HDR)"
   f $I/ports/1/gids/0 fe80:0000:0000:0000:0ac0:ebff:fe4a:1b2c
   f $I/ports/1/gids/1 fe80:0000:0000:0000:0ac0:ebff:fe4a:1b2c
   f $I/ports/1/gids/2 0000:0000:0000:0000:0000:ffff:c612:0001
