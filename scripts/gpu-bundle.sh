@@ -59,7 +59,7 @@ echo "gpu-bundle: building ($PROFILE) in $TARGET"
 cargo build --profile "$([[ $PROFILE == debug ]] && echo dev || echo "$PROFILE")" --quiet \
     -p bench-bw -p bench-lat -p bench-collective -p aggregate
 cargo build --profile "$([[ $PROFILE == debug ]] && echo dev || echo "$PROFILE")" --quiet \
-    -p fabric --example gpudirect_probe
+    -p transport --features cuda,verbs --example gpudirect_probe
 
 STAGE=$DEST.tmp
 rm -rf "$STAGE"

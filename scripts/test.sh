@@ -26,10 +26,15 @@ if [ -x tests/softroce/run-all.sh ]; then
   echo "== verbs on Soft-RoCE (qemu VMs)"
   tests/softroce/run-all.sh
 fi
-if [ -n "${FABCHECK_GPU_BUNDLE:-}" ]; then
-  # Opt-in: a release build of the bundle plus the chroot runs take several minutes on
-  # 2 cores (the chroot alone is made once and cached), too long for every run.
+if [ "${FABCHECK_GPU_BUNDLE:-1}" != 0 ]; then
+  # The bundle a GPU machine gets, made afresh from the release build above (about a
+  # minute: only the probe example is built again, with cuda and verbs) and run in a bare
+  # Debian 12 chroot (made once with debootstrap, then cached). When it was opt-in it
+  # broke unnoticed (it built a package the layering had removed). FABCHECK_GPU_BUNDLE=0
+  # skips it.
   echo "== the GPU bundle in a bare Debian 12 chroot"
-  tests/gpu-bundle/chroot-check.sh
+  rm -rf target/gpu-bundle
+  scripts/gpu-bundle.sh target/gpu-bundle
+  tests/gpu-bundle/chroot-check.sh target/gpu-bundle
 fi
 echo "all tests passed"

@@ -387,3 +387,77 @@ fn a_cycle_is_found() {
     .collect();
     assert_eq!(find_cycle(&g).unwrap(), ["a", "b", "c", "a"]);
 }
+
+/// The workspace packages a shell script's cargo commands name with `-p`/`--package`
+/// (continuation lines joined), with the line they start on.
+fn cargo_packages(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let (mut joined, mut start) = (String::new(), 0);
+    for (i, line) in text.lines().enumerate() {
+        if joined.is_empty() {
+            start = i + 1;
+        }
+        let l = line.split(" #").next().unwrap_or("");
+        match l.strip_suffix('\\') {
+            Some(head) => {
+                joined.push_str(head);
+                continue;
+            }
+            None => joined.push_str(l),
+        }
+        let command = std::mem::take(&mut joined);
+        if !command.contains("cargo ") {
+            continue;
+        }
+        let words: Vec<&str> = command.split_whitespace().collect();
+        for w in words.windows(2) {
+            if w[0] == "-p" || w[0] == "--package" {
+                out.push((start, w[1].trim_matches('"').to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// A script that builds a package the workspace no longer has fails only when someone runs
+/// it (scripts/gpu-bundle.sh built `-p fabric` for months after the split): every `cargo
+/// ... -p NAME` in scripts/, tests/ and .ci/ names a member.
+#[test]
+fn scripts_build_only_packages_the_workspace_has() {
+    let names: BTreeSet<String> = members().into_keys().collect();
+    let root = workspace_root();
+    let mut scripts = Vec::new();
+    let mut stack = vec![root.join("scripts"), root.join("tests"), root.join(".ci")];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "sh") || d.ends_with(".ci") {
+                scripts.push(p);
+            }
+        }
+    }
+    let mut seen = 0;
+    let mut bad = Vec::new();
+    for s in &scripts {
+        let text = std::fs::read_to_string(s).unwrap_or_default();
+        for (line, pkg) in cargo_packages(&text) {
+            seen += 1;
+            if !names.contains(&pkg) && !pkg.starts_with('$') {
+                bad.push(format!("{}:{line}: -p {pkg}", s.display()));
+            }
+        }
+    }
+    assert!(seen > 0, "no cargo -p found in {} scripts", scripts.len());
+    assert!(
+        bad.is_empty(),
+        "packages not in the workspace ({names:?}):\n{}",
+        bad.join("\n")
+    );
+    // The reader finds a package on a continuation line, as the bug had it.
+    assert_eq!(
+        cargo_packages("cargo build --quiet \\\n    -p fabric --example x\necho -p no"),
+        [(1, "fabric".to_string())]
+    );
+}
