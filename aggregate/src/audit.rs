@@ -299,51 +299,17 @@ pub fn checks(spec: &LosslessSpec, docs: &[Loaded]) -> Vec<Outcome> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use results::audit::{Cnp, Ecn, Fact, Pfc, SuiteTraffic};
+    use results::audit::{fixtures, Fact};
 
+    /// A node of the example port with its PFC priority and CNP DSCP, and FEC that no
+    /// audit could read.
     fn node(name: &str, pfc_prio: u8, cnp_dscp: u8) -> results::HostInfo {
-        let mut map = BTreeMap::new();
-        map.insert(26u8, 3u8);
-        let p = PortAudit {
-            interface: "eth2".into(),
-            link_layer: "Ethernet".into(),
-            mtu: Some(9000),
-            pfc: Fact::known(
-                "t",
-                Pfc {
-                    enabled: (0..8).map(|x| x == pfc_prio).collect(),
-                    ..Default::default()
-                },
-            ),
-            trust: Fact::known("t", "dscp".into()),
-            dscp_prio: Fact::known("t", map),
-            ecn: Fact::known(
-                "t",
-                Ecn {
-                    np_enabled: vec![true; 8],
-                    rp_enabled: vec![true; 8],
-                },
-            ),
-            cnp: Fact::known(
-                "t",
-                Cnp {
-                    dscp: Some(cnp_dscp),
-                    priority: Some(6),
-                },
-            ),
-            ..Default::default()
-        };
+        let mut p = fixtures::roce_port(pfc_prio);
+        p.cnp.value.as_mut().unwrap().dscp = Some(cnp_dscp);
+        p.fec = Fact::unknown("ethtool --show-fec eth2", "Operation not supported");
         results::HostInfo {
             hostname: name.into(),
-            audit: Some(NodeAudit {
-                hostname: name.into(),
-                suite: SuiteTraffic {
-                    traffic_class: 106,
-                    ..Default::default()
-                },
-                ports: vec![p],
-                ..Default::default()
-            }),
+            audit: Some(fixtures::node(name, vec![p])),
             ..Default::default()
         }
     }

@@ -657,11 +657,17 @@ fn nccl_lint(
     out
 }
 
-#[cfg(test)]
-mod tests {
+/// Audits as `fabric-doctor` makes them of a healthy ConnectX RoCE port, for tests that
+/// change one fact and look for its finding (here and in `aggregate`, through the
+/// `fixtures` feature, which only dev-dependencies turn on).
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures {
     use super::*;
 
-    fn port() -> PortAudit {
+    /// `eth2` at 200 Gb/s, MTU 9000: PFC on `pfc_prio` only, DSCP trust with the suite's
+    /// DSCP 26 on priority 3 (every other DSCP on DSCP/8), ECN on every priority, CNPs on
+    /// DSCP 48 priority 6, RS-FEC. Facts come from source "t".
+    pub fn roce_port(pfc_prio: u8) -> PortAudit {
         let mut map = BTreeMap::new();
         for d in 0..64u8 {
             map.insert(d, d >> 3);
@@ -671,10 +677,11 @@ mod tests {
             interface: "eth2".into(),
             link_layer: "Ethernet".into(),
             speed_mbit_s: Some(200_000),
+            mtu: Some(9000),
             pfc: Fact::known(
                 "t",
                 Pfc {
-                    enabled: (0..8).map(|p| p == 3).collect(),
+                    enabled: (0..8).map(|p| p == pfc_prio).collect(),
                     ..Default::default()
                 },
             ),
@@ -685,6 +692,13 @@ mod tests {
                 Ecn {
                     np_enabled: vec![true; 8],
                     rp_enabled: vec![true; 8],
+                },
+            ),
+            cnp: Fact::known(
+                "t",
+                Cnp {
+                    dscp: Some(48),
+                    priority: Some(6),
                 },
             ),
             fec: Fact::known(
@@ -698,15 +712,30 @@ mod tests {
         }
     }
 
-    fn audit(p: PortAudit) -> NodeAudit {
+    /// Node `hostname` with these ports; the suite's traffic class 106 (DSCP 26).
+    pub fn node(hostname: &str, ports: Vec<PortAudit>) -> NodeAudit {
         NodeAudit {
+            hostname: hostname.into(),
             suite: SuiteTraffic {
                 traffic_class: 106,
                 ..Default::default()
             },
-            ports: vec![p],
+            ports,
             ..Default::default()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn port() -> PortAudit {
+        fixtures::roce_port(3)
+    }
+
+    fn audit(p: PortAudit) -> NodeAudit {
+        fixtures::node("", vec![p])
     }
 
     fn codes(a: &NodeAudit, l: Option<&[u8]>) -> Vec<String> {
