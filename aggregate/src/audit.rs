@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use results::audit::{NodeAudit, PortAudit};
 
 use crate::input::Loaded;
-use crate::judge::{Outcome, Status};
+use crate::judge::{port_outcome, Outcome, PortCheck};
 use crate::profile::LosslessSpec;
 
 /// The facets compared across nodes.
@@ -82,8 +82,6 @@ fn facet(p: &PortAudit, f: &str) -> Option<String> {
     }
 }
 
-const NAMED: usize = 40;
-
 fn outcome(
     id: &str,
     description: String,
@@ -91,39 +89,15 @@ fn outcome(
     judged: usize,
     misses: Vec<String>,
 ) -> Outcome {
-    let status = if judged == 0 {
-        Status::Missing
-    } else if misses.is_empty() {
-        Status::Pass
-    } else {
-        Status::Fail
-    };
-    let worst_at = match status {
-        Status::Missing => "no audit says this: run fabric-doctor --json on every node, or benchmarks with the audit on (FABCHECK_AUDIT not 0)".into(),
-        Status::Pass => format!("all {judged} port(s) as expected"),
-        Status::Fail => {
-            let mut s: Vec<String> = misses.iter().take(NAMED).cloned().collect();
-            if misses.len() > NAMED {
-                s.push(format!("and {} more", misses.len() - NAMED));
-            }
-            s.join("; ")
-        }
-    };
-    Outcome {
+    let check = PortCheck {
         id: format!("lossless-{id}"),
         description,
-        metric: "audit".into(),
-        unit: "ports".into(),
-        selector: "every audited Ethernet port of every node".into(),
+        metric: "audit",
+        selector: "every audited Ethernet port of every node",
         bound,
-        bound_value: 0.0,
-        status,
-        measured: (judged > 0).then_some(misses.len() as f64),
-        worst_at,
-        observations: judged,
-        warning: None,
-        at_least: false,
-    }
+        none_judged: "no audit says this: run fabric-doctor --json on every node, or benchmarks with the audit on (FABCHECK_AUDIT not 0)",
+    };
+    port_outcome(check, judged, misses)
 }
 
 /// The checks of a `[lossless]` table, in a fixed order.
@@ -299,6 +273,7 @@ pub fn checks(spec: &LosslessSpec, docs: &[Loaded]) -> Vec<Outcome> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::judge::Status;
     use results::audit::{fixtures, Fact};
 
     /// A node of the example port with its PFC priority and CNP DSCP, and FEC that no

@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::input::Loaded;
-use crate::judge::{Outcome, Status};
+use crate::judge::{port_outcome, Outcome, PortCheck};
 use crate::matrix::natural_cmp;
 use crate::profile::InventorySpec;
 
@@ -233,9 +233,6 @@ struct Miss {
     shows: String,
 }
 
-/// Most ports named in one check's text; the count says the rest.
-const NAMED: usize = 40;
-
 /// Judges one expectation over `ports`: `fact` reads what a port shows (`None`: not
 /// reported), `ok` decides.
 fn expect(
@@ -258,45 +255,19 @@ fn expect(
             });
         }
     }
-    let status = if judged == 0 {
-        Status::Missing
-    } else if misses.is_empty() {
-        Status::Pass
-    } else {
-        Status::Fail
-    };
-    let worst_at = match status {
-        Status::Missing => {
-            "no port reports this: run the benchmarks on RDMA devices (TCP runs carry no port inventory)".into()
-        }
-        Status::Pass => format!("all {judged} port(s) as expected"),
-        Status::Fail => {
-            let mut s: Vec<String> = misses
-                .iter()
-                .take(NAMED)
-                .map(|m| format!("{}: {}", m.port, m.shows))
-                .collect();
-            if misses.len() > NAMED {
-                s.push(format!("and {} more", misses.len() - NAMED));
-            }
-            s.join("; ")
-        }
-    };
-    Outcome {
+    let check = PortCheck {
         id: format!("inventory-{id}"),
         description,
-        metric: "inventory".into(),
-        unit: "ports".into(),
-        selector: "every RDMA port the runs measured with".into(),
+        metric: "inventory",
+        selector: "every RDMA port the runs measured with",
         bound,
-        bound_value: 0.0,
-        status,
-        measured: (judged > 0).then_some(misses.len() as f64),
-        worst_at,
-        observations: judged,
-        warning: None,
-        at_least: false,
-    }
+        none_judged: "no port reports this: run the benchmarks on RDMA devices (TCP runs carry no port inventory)",
+    };
+    let misses = misses
+        .into_iter()
+        .map(|m| format!("{}: {}", m.port, m.shows))
+        .collect();
+    port_outcome(check, judged, misses)
 }
 
 /// The checks of a profile's `[inventory]` table, in a fixed order. `row_errors` gives
@@ -472,6 +443,7 @@ pub fn checks(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::judge::Status;
     use synth::sweep::{sweep_doc, Fault, InventoryFault, SweepSpec};
 
     fn loaded(doc: &results::Document) -> Loaded {

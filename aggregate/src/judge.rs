@@ -495,6 +495,61 @@ fn finish(check: &Check, docs: &[Loaded], obs: &[Obs]) -> Outcome {
     }
 }
 
+/// Most ports a check over ports names; a count says the rest.
+const PORTS_NAMED: usize = 40;
+
+/// What a check over ports (the audit's, the inventory's) is about; every judged port must
+/// show what the profile expects.
+pub struct PortCheck<'a> {
+    /// Already prefixed (`lossless-pfc`, `inventory-rate`).
+    pub id: String,
+    pub description: String,
+    pub metric: &'a str,
+    pub selector: &'a str,
+    pub bound: String,
+    /// What to do when no port could be judged (MISSING).
+    pub none_judged: &'a str,
+}
+
+/// The outcome of a check over `judged` ports of which `misses` (one text per port: the
+/// port and what it shows) are not as expected: MISSING with none judged, else FAIL naming
+/// the first [`PORTS_NAMED`] misses, else PASS.
+pub fn port_outcome(c: PortCheck<'_>, judged: usize, misses: Vec<String>) -> Outcome {
+    let status = if judged == 0 {
+        Status::Missing
+    } else if misses.is_empty() {
+        Status::Pass
+    } else {
+        Status::Fail
+    };
+    let worst_at = match status {
+        Status::Missing => c.none_judged.to_string(),
+        Status::Pass => format!("all {judged} port(s) as expected"),
+        Status::Fail => {
+            let mut s: Vec<String> = misses.iter().take(PORTS_NAMED).cloned().collect();
+            if misses.len() > PORTS_NAMED {
+                s.push(format!("and {} more", misses.len() - PORTS_NAMED));
+            }
+            s.join("; ")
+        }
+    };
+    Outcome {
+        id: c.id,
+        description: c.description,
+        metric: c.metric.into(),
+        unit: "ports".into(),
+        selector: c.selector.into(),
+        bound: c.bound,
+        bound_value: 0.0,
+        status,
+        measured: (judged > 0).then_some(misses.len() as f64),
+        worst_at,
+        observations: judged,
+        warning: None,
+        at_least: false,
+    }
+}
+
 /// What a reader of an "at least" value must know, and the next step.
 const AT_LEAST: &str = "at least: a port counter behind this value saturated (InfiniBand \
 PortCounters error fields stop at 2^16-1, 2^8-1 or 2^4-1) or was cleared during the run, so \
