@@ -14,8 +14,6 @@ use crate::judge::{port_outcome, Outcome, PortCheck};
 use crate::matrix::natural_cmp;
 use crate::profile::InventorySpec;
 
-pub use crate::rows::LINK_ERROR_COUNTERS;
-
 /// One port as the documents saw it (the latest document's facts; counters from the
 /// first and the latest).
 #[derive(Debug, Clone, Default)]
@@ -401,11 +399,16 @@ pub fn checks(
         ));
     }
     if let Some(max) = spec.error_counters_max_rise {
-        let names: Vec<String> = spec
-            .error_counters
-            .clone()
-            .unwrap_or_else(|| LINK_ERROR_COUNTERS.iter().map(|s| s.to_string()).collect());
-        let rises = |p: &Port| -> Option<Vec<(String, i64)>> {
+        let names: Vec<String> = spec.error_counters.clone().unwrap_or_else(|| {
+            results::pma::ERROR_FIELDS
+                .iter()
+                .map(|(n, _)| n.to_string())
+                .collect()
+        });
+        // A field at its ceiling no longer counts: its rise is unknown, so the port cannot
+        // show that it meets the bound (a 16-bit error counter pegged at 65535 is a finding
+        // on a delivery day in any case).
+        let rises = |p: &Port| -> Option<Vec<String>> {
             let rows = row_errors.get(&(p.host.clone(), p.device.clone()));
             if p.counters_last.is_empty() && rows.is_none() {
                 return None;
@@ -415,8 +418,15 @@ pub fn checks(
                 let r = p
                     .rise(n)
                     .saturating_add(rows.and_then(|m| m.get(n)).copied().unwrap_or(0));
-                if r > max {
-                    v.push((n.clone(), r));
+                let top = results::pma::ceiling(n);
+                if top.is_some() && p.counters_last.get(n) == top.as_ref() {
+                    v.push(format!(
+                        "{n} at its {}-bit ceiling {} (rises unseen: at least +{r}; clear the counters, perfquery -x -R, and measure again)",
+                        results::pma::width(n).unwrap_or(0),
+                        top.unwrap_or(0)
+                    ));
+                } else if r > max {
+                    v.push(format!("{n} +{r}"));
                 }
             }
             Some(v)
@@ -426,14 +436,7 @@ pub fn checks(
             format!("Link error counters rise by at most {max} on every port over the runs"),
             format!("rise <= {max}"),
             &ports,
-            |p| {
-                rises(p).map(|v| {
-                    v.iter()
-                        .map(|(n, r)| format!("{n} +{r}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                })
-            },
+            |p| rises(p).map(|v| v.join(", ")),
             |p| rises(p).map(|v| v.is_empty()),
         ));
     }
@@ -556,6 +559,30 @@ mod tests {
         assert!(out[0]
             .worst_at
             .contains("node0001:mlx5_0 port 1: link_downed +1"));
+        // A field pegged at its ceiling in both inventories rose by 0 as far as anyone can
+        // see: the port cannot show that it meets the bound, and the text says why.
+        let mut pegged = [first.clone(), later.clone()];
+        for d in &mut pegged {
+            for h in &mut d.hosts {
+                if h.hostname == "node0000" {
+                    for dev in &mut h.rdma_devices {
+                        for p in &mut dev.ports {
+                            p.counters.insert("symbol_error".into(), 65_535);
+                        }
+                    }
+                }
+            }
+        }
+        let inv = collect(&[loaded(&pegged[1]), loaded(&pegged[0])]);
+        let out = checks(&spec, &inv, &BTreeMap::new());
+        assert_eq!(out[0].status, Status::Fail);
+        assert!(
+            out[0].worst_at.contains(
+                "node0000:mlx5_0 port 1: symbol_error at its 16-bit ceiling 65535 (rises unseen: at least +0"
+            ),
+            "{}",
+            out[0].worst_at
+        );
         // Without RDMA ports nothing can be judged: MISSING, never PASS.
         let tcp = SweepSpec {
             transport: "tcp".into(),

@@ -20,24 +20,6 @@ use crate::metric::{
     cpu_per_100g, fluctuation_pct, health, link_loss_pct, HealthTally, Metric, LOSS_COUNTERS,
 };
 
-/// Counters that only rise on a physical or link-level fault (optics, cables, switch
-/// ports), unlike retransmission counters that rise a little on any loaded fabric and
-/// under emulation: the default of `error_counters_max_rise`.
-pub const LINK_ERROR_COUNTERS: &[&str] = &[
-    "symbol_error",
-    "link_error_recovery",
-    "link_downed",
-    "port_rcv_errors",
-    "port_rcv_remote_physical_errors",
-    "port_rcv_switch_relay_errors",
-    "port_xmit_discards",
-    "port_xmit_constraint_errors",
-    "port_rcv_constraint_errors",
-    "local_link_integrity_errors",
-    "excessive_buffer_overrun_errors",
-    "VL15_dropped",
-];
-
 /// Driver counters (mlx5 and rxe `hw_counters`) whose every increment is a request that
 /// failed or was retried: with the link's own error counters and the loss counters of the
 /// `link_loss` metric, the evidence beside a suspect (see [`is_error_counter`]).
@@ -53,9 +35,9 @@ pub const ERROR_COUNTERS: &[&str] = &[
 ];
 
 /// True for a counter that counts errors: the link's own (the InfiniBand PortCounters of
-/// [`LINK_ERROR_COUNTERS`]), the drivers' ([`ERROR_COUNTERS`]) and the loss counters.
+/// [`results::pma::ERROR_FIELDS`]), the drivers' ([`ERROR_COUNTERS`]) and the loss counters.
 pub fn is_error_counter(name: &str) -> bool {
-    LINK_ERROR_COUNTERS.contains(&name)
+    results::pma::is_error_field(name)
         || ERROR_COUNTERS.contains(&name)
         || LOSS_COUNTERS.contains(&name)
 }

@@ -112,39 +112,9 @@ fn parse_value(text: &str) -> Option<i64> {
         .or_else(|| t.parse::<u64>().ok().map(|v| v as i64))
 }
 
-/// The InfiniBand PortCounters fields that saturate, with their width in bits (IBA vol. 1,
-/// PortCounters; the kernel's `PORT_PMA_ATTR` table in drivers/infiniband/core/sysfs.c).
-/// At its ceiling such a counter stops counting, so a window that ends there saw at least
-/// its delta. `port_xmit_wait` is 32 bits. The data and packet counters are left out: the
-/// kernel shows PortCountersExtended's 64-bit ones where the port has them and the 32-bit
-/// ones otherwise, and sysfs does not say which.
-pub const SATURATING: &[(&str, u32)] = &[
-    ("symbol_error", 16),
-    ("link_error_recovery", 8),
-    ("link_downed", 8),
-    ("port_rcv_errors", 16),
-    ("port_rcv_remote_physical_errors", 16),
-    ("port_rcv_switch_relay_errors", 16),
-    ("port_xmit_discards", 16),
-    ("port_xmit_constraint_errors", 8),
-    ("port_rcv_constraint_errors", 8),
-    ("local_link_integrity_errors", 4),
-    ("excessive_buffer_overrun_errors", 4),
-    ("VL15_dropped", 16),
-    ("port_xmit_wait", 32),
-];
-
-/// The value a saturating PortCounters field stops at; `None` for other counters.
-pub fn ceiling(name: &str) -> Option<i64> {
-    SATURATING
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, bits)| (1i64 << bits) - 1)
-}
-
 /// `after - before`, per name present in both (a counter that appeared or vanished between
 /// the two reads says nothing about the test). Two cases give only a lower bound, and the
-/// counter is named in `at_least`: a PortCounters field at its [`ceiling`] after the
+/// counter is named in `at_least`: a PortCounters field at its ceiling ([`results::pma::ceiling`]) after the
 /// window, and a counter lower after than before (cleared in the window: `after` is what
 /// it counted since, so that is the delta).
 pub fn delta(before: &Snapshot, after: &Snapshot) -> PortCounters {
@@ -157,7 +127,7 @@ pub fn delta(before: &Snapshot, after: &Snapshot) -> PortCounters {
                     at_least.insert(k.clone());
                     return Some((k.clone(), new));
                 }
-                if pma && ceiling(k) == Some(new) {
+                if pma && results::pma::ceiling(k) == Some(new) {
                     at_least.insert(k.clone());
                 }
                 Some((k.clone(), new - old))
@@ -277,8 +247,6 @@ mod tests {
         assert_eq!(d.at_least, want);
         // Below their ceilings, and counters of unknown width, are exact.
         assert_eq!(d.counters["port_rcv_errors"], 2);
-        assert_eq!(ceiling("port_xmit_data"), None);
-        assert_eq!(ceiling("port_xmit_wait"), Some(u32::MAX as i64));
         assert!(delta(&before, &before).at_least.contains("link_downed"));
     }
 
