@@ -506,8 +506,50 @@ run_errors() {
     fi
 }
 
+# fabric-doctor in the VM: real iproute2 and ethtool against rxe and its netdev. Exit 0,
+# the rxe netdev audited with the suite's traffic on it (RoCE v2 GID), and every fact a
+# value or "unknown: why": DCB answers "not supported" on virtio and dummy netdevs; the
+# driver's counters are read on virtio-net (two VMs) and explained on a dummy (one VM).
+run_doctor() {
+    selected doctor || return 0
+    local json=$OUT/doctor.json log=$LOGS/doctor.log
+    say "run  doctor: fabric-doctor --json $json"
+    if ! timeout 60 "$BIN/fabric-doctor" --json "$json" > "$log" 2>&1; then
+        sed 's/^/    | /' "$log" | tail -n 20
+        fail doctor "fabric-doctor exit status non-zero"
+        return 0
+    fi
+    sed 's/^/    | /' "$log" | grep -E "^    \| (port|  PFC|  suite traffic|  driver counters)" | head -n 8
+    local why
+    if ! why=$(python3 - "$json" "$SOFTROCE_NETDEV" "$SOFTROCE_SHAPE" << 'PY' 2>&1
+import json, sys
+path, netdev, shape = sys.argv[1:4]
+a = json.load(open(path))["hosts"][0]["audit"]
+ports = {p["interface"]: p for p in a["ports"]}
+assert netdev in ports, "no audit of %s: %s" % (netdev, sorted(ports))
+p = ports[netdev]
+for k in ("pfc", "ets", "trust", "ecn", "fec", "driver_counters", "traffic"):
+    f = p[k]
+    assert "value" in f or f.get("unknown"), "%s: neither a value nor why: %s" % (k, f)
+assert "unknown" in p["pfc"], "PFC known on a netdev without DCB: %s" % p["pfc"]
+t = p["traffic"].get("value")
+assert t, "the suite's traffic on %s unknown: %s" % (netdev, p["traffic"])
+dc = p["driver_counters"]
+if shape == "two":
+    assert dc.get("value"), "no driver counters on virtio-net: %s" % dc
+else:
+    assert dc.get("unknown") and "ethtool" in dc.get("source", ""), "dummy netdev: no reason given: %s" % dc
+PY
+    ); then
+        fail doctor "audit check: $(tail -n 1 <<< "$why")"
+        return 0
+    fi
+    pass doctor
+}
+
 case $ROLE in
 both)
+    run_doctor
     run_pairs
     run_post_list_doorbells
     run_mpi
@@ -515,6 +557,7 @@ both)
     run_errors
     ;;
 server | client)
+    run_doctor
     run_pairs
     run_lossy_link
     run_errors
