@@ -523,7 +523,7 @@ pub struct Budget {
 }
 
 impl Budget {
-    fn new(limit: u64) -> Self {
+    pub(crate) fn new(limit: u64) -> Self {
         Budget {
             limit,
             used: AtomicU64::new(0),

@@ -319,6 +319,68 @@ const NO_RUN: &str = "no bench-congestion run in the inputs: run `mpirun ... ben
 const NO_INCAST: &str =
     "no incast run in the inputs: run `mpirun ... bench-congestion --mode incast[:N] --json FILE`";
 const NO_VICTIM: &str = "no incast round carried a victim flow: it needs N + 3 nodes for N senders (`--mode incast:N` with a smaller N)";
+const NO_EP: &str = "no expert-parallel run in the inputs: run `mpirun ... bench-collective ep_dispatch ep_combine --json FILE` with the all-pairs sweep of the same cluster";
+const NO_SWEEP: &str = "unknown, because no point-to-point bandwidth between two nodes is in the inputs: report the EP run with the cluster's all-pairs sweep (`bench-bw --pattern all-pairs`), whose pairwise bandwidth is the reference";
+
+/// The cluster's own pairwise reference for scale-out bandwidth: the median bandwidth of
+/// the one-way, host-memory point-to-point rows between two different hosts at the
+/// largest size any of them measured (an all-pairs sweep's rows, whole or streamed), in
+/// GB/s (10^9 bytes/s, the EP figures' unit), with what it was taken from.
+fn pairwise_reference(docs: &[Loaded]) -> Option<(f64, String)> {
+    // (size, Gbit/s) of every such row.
+    let mut rows: Vec<(u64, f64)> = Vec::new();
+    for d in docs {
+        for r in &d.doc.results {
+            if let results::TestResult::Bandwidth(b) = r {
+                if !b.bidirectional
+                    && b.memory_class() == "host"
+                    && b.pair.initiator.host != b.pair.responder.host
+                {
+                    rows.push((b.size_bytes, b.bw_gbit_s.avg));
+                }
+            }
+        }
+        if let Some(p2p) = d.p2p() {
+            for r in &p2p.rows {
+                let g = &p2p.groups[r.group as usize];
+                let host = |i: u32| &p2p.peers.list[i as usize].host;
+                if let crate::rows::RowStats::Bandwidth(b) = &r.stats {
+                    if !g.bidirectional
+                        && g.memory == "host"
+                        && host(r.initiator) != host(r.responder)
+                    {
+                        rows.push((g.size, b.avg));
+                    }
+                }
+            }
+        }
+    }
+    let size = rows.iter().map(|r| r.0).max()?;
+    let mut at: Vec<f64> = rows
+        .iter()
+        .filter(|r| r.0 == size && r.1.is_finite())
+        .map(|r| r.1)
+        .collect();
+    if at.is_empty() {
+        return None;
+    }
+    at.sort_by(f64::total_cmp);
+    let n = at.len();
+    let median = if n % 2 == 1 {
+        at[n / 2]
+    } else {
+        (at[n / 2 - 1] + at[n / 2]) / 2.0
+    };
+    Some((
+        median / 8.0,
+        format!(
+            "median of {n} pair(s) at {}: {:.3} GB/s",
+            results::units::format_size(size),
+            median / 8.0
+        ),
+    ))
+}
+
 const NO_RATE: &str = "unknown, because no incast receiver reported its line rate (no RDMA port or link speed in its host facts)";
 
 /// The checks of a `[load]` table, in a fixed order; each key given is one check.
@@ -502,6 +564,49 @@ pub fn checks(spec: &LoadSpec, docs: &[Loaded]) -> Vec<Outcome> {
             w,
         ));
     }
+    if let Some(b) = spec.ep_network_of_pairwise_min_pct {
+        let mut w = Worst::new(false);
+        let reference = pairwise_reference(docs);
+        let mut any_ep = false;
+        for d in docs {
+            for r in &d.doc.results {
+                let results::TestResult::Collective(c) = r else {
+                    continue;
+                };
+                let Some(ep) = &c.ep else { continue };
+                any_ep = true;
+                let Some((pair, from)) = &reference else {
+                    continue;
+                };
+                if *pair <= 0.0 {
+                    continue;
+                }
+                w.see(ep.network_gbyte_s / pair * 100.0, || {
+                    format!(
+                        "{} {} {} ranks, {} ({}): {:.3} GB/s per rank against the sweep's {from}",
+                        c.collective,
+                        ep.routing,
+                        c.ranks,
+                        ep.variant,
+                        source(d),
+                        ep.network_gbyte_s
+                    )
+                });
+            }
+        }
+        out.push(outcome(
+            CheckText {
+                id: "ep-network-of-pairwise",
+                description: "Expert-parallel scale-out bandwidth: each EP run's network bytes per rank per step, against the same cluster's pairwise bandwidth (the all-pairs sweep's median)",
+                metric: "ep_network_of_pairwise",
+                unit: "%",
+                selector: "every ep_dispatch/ep_combine row, against the sweep's one-way host-memory pairs between nodes at its largest size",
+                missing: if !any_ep { NO_EP } else { NO_SWEEP },
+            },
+            Min(b),
+            w,
+        ));
+    }
     // One machine rehearsing the method measures its CPUs: say so on every check.
     if runs(docs).any(|(d, _)| include_local(d)) {
         for o in out.iter_mut().filter(|o| o.id.starts_with("load-impact")) {
@@ -600,6 +705,7 @@ mod tests {
             incast_line_rate_min_pct: Some(90.0),
             victim_bandwidth_impact_max: Some(1.25),
             victim_latency_impact_max: Some(3.0),
+            ep_network_of_pairwise_min_pct: None,
         }
     }
 
@@ -708,6 +814,87 @@ mod tests {
         assert_eq!(v.status, Status::Missing);
         assert!(v.worst_at.contains("N + 3 nodes"), "{}", v.worst_at);
         assert_eq!(by(&out, "load-incast-fairness").status, Status::Pass);
+    }
+
+    /// EP scale-out bandwidth is judged against the cluster's own pairwise bandwidth: the
+    /// sweep's median, read the same from a whole and a streamed document.
+    #[test]
+    fn ep_bandwidth_is_judged_against_the_sweeps_pairwise_median() {
+        let mut spec = synth::sweep::SweepSpec::bandwidth(5, 1);
+        spec.base = 96.0;
+        let sweep = synth::sweep::sweep_doc(&spec);
+        let mut gbit: Vec<f64> = sweep
+            .results
+            .iter()
+            .filter_map(|r| match r {
+                results::TestResult::Bandwidth(b) => Some(b.bw_gbit_s.avg),
+                _ => None,
+            })
+            .collect();
+        gbit.sort_by(f64::total_cmp);
+        let n = gbit.len();
+        assert!(n >= 4, "{n} rows");
+        let median = if n % 2 == 1 {
+            gbit[n / 2]
+        } else {
+            (gbit[n / 2 - 1] + gbit[n / 2]) / 2.0
+        } / 8.0;
+        let ep = |gbyte_s: f64| {
+            let mut d = synth::collective_doc(8, &[1 << 20], 5.0, 100.0, 1);
+            if let results::TestResult::Collective(c) = &mut d.results[0] {
+                c.collective = "ep_dispatch".into();
+                c.ep = Some(results::collective::EpFigures {
+                    routing: "uniform".into(),
+                    variant: "flat".into(),
+                    network_gbyte_s: gbyte_s,
+                    ..Default::default()
+                });
+            }
+            Loaded::from_text("ep.json", &serde_json::to_string(&d).unwrap()).unwrap()
+        };
+        let whole =
+            Loaded::from_text("sweep.json", &serde_json::to_string(&sweep).unwrap()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sweep.json");
+        std::fs::write(&path, serde_json::to_string_pretty(&sweep).unwrap()).unwrap();
+        let limits = crate::input::Limits::default();
+        let streamed = crate::stream::read(
+            0,
+            &path,
+            &limits,
+            &crate::input::Budget::new(limits.decoded_bytes()),
+            None,
+        )
+        .unwrap()
+        .unwrap();
+        assert!(streamed.p2p().is_some(), "the sweep was streamed");
+        let spec = LoadSpec {
+            ep_network_of_pairwise_min_pct: Some(40.0),
+            ..Default::default()
+        };
+        for sweep in [&whole, &streamed] {
+            let (r, from) = pairwise_reference(std::slice::from_ref(sweep)).unwrap();
+            assert!((r - median).abs() < 1e-9, "{r} vs {median}");
+            assert!(
+                from.starts_with(&format!("median of {n} pair(s) at ")),
+                "{from}"
+            );
+            let o = &checks(&spec, &[sweep.clone(), ep(median * 0.5)])[0];
+            assert_eq!(o.status, Status::Pass, "{o:?}");
+            assert!((o.measured.unwrap() - 50.0).abs() < 1e-6);
+            let o = &checks(&spec, &[sweep.clone(), ep(median * 0.3)])[0];
+            assert_eq!(o.status, Status::Fail, "{o:?}");
+            assert!(
+                o.worst_at.contains("ep_dispatch uniform 8 ranks, flat"),
+                "{}",
+                o.worst_at
+            );
+        }
+        // Without the sweep the reference is unknown; without an EP run there is nothing.
+        let o = &checks(&spec, &[ep(1.0)])[0];
+        assert_eq!((o.status, o.worst_at.as_str()), (Status::Missing, NO_SWEEP));
+        let o = &checks(&spec, &[whole])[0];
+        assert_eq!((o.status, o.worst_at.as_str()), (Status::Missing, NO_EP));
     }
 
     #[test]

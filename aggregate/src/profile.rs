@@ -582,6 +582,10 @@ pub struct LoadSpec {
     pub victim_bandwidth_impact_max: Option<f64>,
     /// The victim's 8 B p99 during the incast over alone at most this.
     pub victim_latency_impact_max: Option<f64>,
+    /// Every expert-parallel run's scale-out bandwidth per rank (`ep_network_bw`) at least
+    /// this percentage of the same cluster's pairwise bandwidth (the all-pairs sweep's
+    /// median one-way pair between nodes at its largest size), not a fixed number.
+    pub ep_network_of_pairwise_min_pct: Option<f64>,
 }
 
 impl LoadSpec {
@@ -597,6 +601,10 @@ impl LoadSpec {
                 self.victim_bandwidth_impact_max,
             ),
             ("victim_latency_impact_max", self.victim_latency_impact_max),
+            (
+                "ep_network_of_pairwise_min_pct",
+                self.ep_network_of_pairwise_min_pct,
+            ),
         ]
         .into_iter()
         .filter_map(|(k, v)| v.map(|v| (k, v)))
