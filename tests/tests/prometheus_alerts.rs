@@ -100,6 +100,7 @@ fn alert_rules_parse_and_their_unit_tests_pass_and_can_fail() {
         "FabcheckPauseStorm",
         "FabcheckLosslessDiscards",
         "FabcheckPreFecBerHigh",
+        "FabcheckErrorCounterSaturated",
     ] {
         assert!(
             names.iter().any(|n| n == want),
