@@ -418,12 +418,12 @@ pub fn checks(
                 let r = p
                     .rise(n)
                     .saturating_add(rows.and_then(|m| m.get(n)).copied().unwrap_or(0));
-                let top = results::pma::ceiling(n);
-                if top.is_some() && p.counters_last.get(n) == top.as_ref() {
+                let pegged = results::pma::width(n)
+                    .zip(results::pma::ceiling(n))
+                    .filter(|(_, top)| p.counters_last.get(n) == Some(top));
+                if let Some((bits, top)) = pegged {
                     v.push(format!(
-                        "{n} at its {}-bit ceiling {} (rises unseen: at least +{r}; clear the counters, perfquery -x -R, and measure again)",
-                        results::pma::width(n).unwrap_or(0),
-                        top.unwrap_or(0)
+                        "{n} at its {bits}-bit ceiling {top} (rises unseen: at least +{r}; clear the counters, perfquery -x -R, and measure again)"
                     ));
                 } else if r > max {
                     v.push(format!("{n} +{r}"));

@@ -8,7 +8,6 @@ use results::{LatencyHistogram, TestResult};
 use serde::Serialize;
 
 use crate::input::{LatKey, Loaded};
-use crate::metric::health;
 use crate::metric::{Metric, RowKind};
 use crate::profile::{Bound, Check, Profile, Selector};
 use crate::rows::{GroupKey, P2pRow, P2pRows, RowStats};
@@ -350,13 +349,12 @@ pub fn judge_check(
                         _ => None,
                     };
                     if let Some(value) = value.filter(|v| v.is_finite()) {
-                        let at_least = check.metric.from_counters()
-                            && match r {
-                                TestResult::Latency(l) => l.counters.as_ref(),
-                                TestResult::Bandwidth(b) => b.counters.as_ref(),
-                                TestResult::Collective(_) => None,
-                            }
-                            .is_some_and(|c| health(c).at_least(check.metric));
+                        let at_least = match r {
+                            TestResult::Latency(l) => l.counters.as_ref(),
+                            TestResult::Bandwidth(b) => b.counters.as_ref(),
+                            TestResult::Collective(_) => None,
+                        }
+                        .is_some_and(|c| crate::metric::at_least(c, check.metric));
                         obs.push(Obs {
                             at_least,
                             value,
@@ -393,7 +391,7 @@ pub fn judge_check(
                     };
                     if let Some(value) = value.filter(|v| v.is_finite()) {
                         obs.push(Obs {
-                            at_least: row_marks.is_none() && r.stats.at_least(check.metric),
+                            at_least: r.stats.at_least(check.metric),
                             value,
                             at: At::Compact(di, ri),
                         });

@@ -361,16 +361,8 @@ fn pairwise_reference(docs: &[Loaded]) -> Option<(f64, String)> {
         .filter(|r| r.0 == size && r.1.is_finite())
         .map(|r| r.1)
         .collect();
-    if at.is_empty() {
-        return None;
-    }
-    at.sort_by(f64::total_cmp);
     let n = at.len();
-    let median = if n % 2 == 1 {
-        at[n / 2]
-    } else {
-        (at[n / 2 - 1] + at[n / 2]) / 2.0
-    };
+    let median = crate::trend::drift::median(&mut at)?;
     Some((
         median / 8.0,
         format!(

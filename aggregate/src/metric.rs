@@ -271,12 +271,6 @@ impl Metric {
         }
     }
 
-    /// True for the figures summed from port counters (loss, pauses, discards, CNPs,
-    /// FEC), which can be "at least" ([`HealthTally::at_least`]).
-    pub fn from_counters(self) -> bool {
-        Floor::of_metric(self).is_some()
-    }
-
     /// True when a larger value is better (bandwidth); false when smaller is (latency).
     pub fn higher_is_better(self) -> bool {
         matches!(
@@ -449,56 +443,57 @@ pub struct HealthTally {
     rx_bits: [Option<i64>; 2],
     rate_gbit_s: [Option<f64>; 2],
     side: usize,
-    /// One bit per [`Floor`]: a counter of that family was only a lower bound (saturated
+    /// One bit per [`Family`]: a counter of that family was only a lower bound (saturated
     /// or cleared in the window), so the figure is "at least".
     floors: u8,
 }
 
-/// The counter families a figure is summed from, as bits of [`HealthTally::floors`].
+/// The counter families a figure is summed from; as bits of [`HealthTally::floors`], the
+/// families that were only a lower bound.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Floor {
+enum Family {
     Loss = 1,
     Pause = 2,
     Discards = 4,
     Cnp = 8,
     PostFec = 16,
     Corrected = 32,
-    /// Bits received: a lower bound here makes the BER an upper bound; not a floor of
-    /// any figure, kept apart so it is not mistaken for one.
+    /// Bits received: a lower bound here makes the BER an upper bound, so this family
+    /// makes no figure "at least".
     RxBits = 64,
 }
 
-impl Floor {
+impl Family {
     /// The family a health counter belongs to, by the driver's or the PMA's name.
-    fn of(name: &str) -> Option<Floor> {
+    fn of(name: &str) -> Option<Family> {
         if (name.starts_with("rx_prio") || name.starts_with("tx_prio"))
             && name.ends_with("_pause_duration")
         {
-            Some(Floor::Pause)
+            Some(Family::Pause)
         } else if name.contains("discard") {
-            Some(Floor::Discards)
+            Some(Family::Discards)
         } else if name == "np_cnp_sent" {
-            Some(Floor::Cnp)
+            Some(Family::Cnp)
         } else if POST_FEC_COUNTERS.contains(&name) {
-            Some(Floor::PostFec)
+            Some(Family::PostFec)
         } else if name == "rx_corrected_bits_phy" {
-            Some(Floor::Corrected)
+            Some(Family::Corrected)
         } else if name == "rx_bits_phy" {
-            Some(Floor::RxBits)
+            Some(Family::RxBits)
         } else {
             None
         }
     }
 
     /// The family whose lower bound makes `m` a lower bound.
-    fn of_metric(m: Metric) -> Option<Floor> {
+    fn of_metric(m: Metric) -> Option<Family> {
         match m {
-            Metric::LinkLoss => Some(Floor::Loss),
-            Metric::PauseShare => Some(Floor::Pause),
-            Metric::Discards => Some(Floor::Discards),
-            Metric::CnpRate => Some(Floor::Cnp),
-            Metric::PostFecErrors => Some(Floor::PostFec),
-            Metric::PreFecBer => Some(Floor::Corrected),
+            Metric::LinkLoss => Some(Family::Loss),
+            Metric::PauseShare => Some(Family::Pause),
+            Metric::Discards => Some(Family::Discards),
+            Metric::CnpRate => Some(Family::Cnp),
+            Metric::PostFecErrors => Some(Family::PostFec),
+            Metric::PreFecBer => Some(Family::Corrected),
             _ => None,
         }
     }
@@ -523,14 +518,14 @@ impl HealthTally {
     pub fn add(&mut self, name: &str, v: i64) {
         let v = v.max(0);
         let sum = |slot: &mut Option<i64>| *slot = Some(slot.unwrap_or(0).saturating_add(v));
-        match Floor::of(name) {
-            Some(Floor::Pause) => self.pause_us = Some(self.pause_us.unwrap_or(0).max(v)),
-            Some(Floor::Discards) => sum(&mut self.discards),
-            Some(Floor::Cnp) => sum(&mut self.cnp_sent),
-            Some(Floor::PostFec) => sum(&mut self.post_fec_errors),
-            Some(Floor::Corrected) => sum(&mut self.corrected_bits[self.side]),
-            Some(Floor::RxBits) => sum(&mut self.rx_bits[self.side]),
-            Some(Floor::Loss) | None => {}
+        match Family::of(name) {
+            Some(Family::Pause) => self.pause_us = Some(self.pause_us.unwrap_or(0).max(v)),
+            Some(Family::Discards) => sum(&mut self.discards),
+            Some(Family::Cnp) => sum(&mut self.cnp_sent),
+            Some(Family::PostFec) => sum(&mut self.post_fec_errors),
+            Some(Family::Corrected) => sum(&mut self.corrected_bits[self.side]),
+            Some(Family::RxBits) => sum(&mut self.rx_bits[self.side]),
+            Some(Family::Loss) | None => {}
         }
     }
 
@@ -538,16 +533,16 @@ impl HealthTally {
     /// the figures summed from it become "at least".
     pub fn at_least_of(&mut self, name: &str) {
         if LOSS_COUNTERS.contains(&name) {
-            self.floors |= Floor::Loss as u8;
+            self.floors |= Family::Loss as u8;
         }
-        if let Some(f) = Floor::of(name) {
+        if let Some(f) = Family::of(name) {
             self.floors |= f as u8;
         }
     }
 
     /// Whether `m`'s value from these counters is only a lower bound.
     pub fn at_least(&self, m: Metric) -> bool {
-        Floor::of_metric(m).is_some_and(|f| self.floors & f as u8 != 0)
+        Family::of_metric(m).is_some_and(|f| self.floors & f as u8 != 0)
     }
 
     /// The worse side's pre-FEC BER over `seconds`; `None` without a corrected-bits
@@ -600,6 +595,18 @@ pub fn health(c: &CounterDeltas) -> HealthTally {
         }
     }
     t
+}
+
+/// Whether `m`'s value from a row's deltas is only a lower bound: a counter of its family
+/// is named in a side's `at_least` (reads only those names, not the counters).
+pub fn at_least(c: &CounterDeltas, m: Metric) -> bool {
+    let mut t = HealthTally::default();
+    for side in [&c.initiator, &c.responder].into_iter().flatten() {
+        for name in &side.at_least {
+            t.at_least_of(name);
+        }
+    }
+    t.at_least(m)
 }
 
 /// Lost or retransmitted packets over packets sent, in %, from both sides' deltas;

@@ -114,9 +114,9 @@ fn parse_value(text: &str) -> Option<i64> {
 
 /// `after - before`, per name present in both (a counter that appeared or vanished between
 /// the two reads says nothing about the test). Two cases give only a lower bound, and the
-/// counter is named in `at_least`: a PortCounters field at its ceiling ([`results::pma::ceiling`]) after the
-/// window, and a counter lower after than before (cleared in the window: `after` is what
-/// it counted since, so that is the delta).
+/// counter is named in `at_least`: a PortCounters field at its ceiling
+/// ([`results::pma::ceiling`]) after the window, and a counter lower after than before
+/// (cleared in the window: `after` is what it counted since, so that is the delta).
 pub fn delta(before: &Snapshot, after: &Snapshot) -> PortCounters {
     let mut at_least = BTreeSet::new();
     let mut sub = |a: &BTreeMap<String, i64>, b: &BTreeMap<String, i64>, pma: bool| {

@@ -33,23 +33,19 @@ pub fn is_error_field(name: &str) -> bool {
     ERROR_FIELDS.iter().any(|(n, _)| *n == name)
 }
 
-/// The value a saturating field stops at; `None` for counters that do not saturate (or
+/// The width in bits of a saturating field; `None` for counters that do not saturate (or
 /// whose width sysfs does not tell).
-pub fn ceiling(name: &str) -> Option<i64> {
-    ERROR_FIELDS
-        .iter()
-        .chain(std::iter::once(&XMIT_WAIT))
-        .find(|(n, _)| *n == name)
-        .map(|(_, bits)| (1i64 << bits) - 1)
-}
-
-/// The width in bits of a saturating field.
 pub fn width(name: &str) -> Option<u32> {
     ERROR_FIELDS
         .iter()
         .chain(std::iter::once(&XMIT_WAIT))
         .find(|(n, _)| *n == name)
         .map(|(_, bits)| *bits)
+}
+
+/// The value a saturating field stops at (see [`width`]).
+pub fn ceiling(name: &str) -> Option<i64> {
+    width(name).map(|bits| (1i64 << bits) - 1)
 }
 
 #[cfg(test)]

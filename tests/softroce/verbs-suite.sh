@@ -247,11 +247,9 @@ run_pairs() {
     # The driver's counters (ethtool -S of rxe's netdev) around each run: virtio-net counts
     # the RoCE bytes it carried (two VMs); a dummy netdev keeps no statistics, and each
     # side says so (one VM).
-    if [[ $SOFTROCE_SHAPE == two ]]; then
-        pair write_bw_driver_counters bench-bw write_bw 'driver_moved(r)' --test write "${BW[@]}"
-    else
-        pair write_bw_driver_counters bench-bw write_bw 'driver_unknown(r)' --test write "${BW[@]}"
-    fi
+    local driver=driver_unknown
+    [[ $SOFTROCE_SHAPE == two ]] && driver=driver_moved
+    pair write_bw_driver_counters bench-bw write_bw "$driver(r)" --test write "${BW[@]}"
     pair read_bw_bidir_check bench-bw read_bw 'r["bidirectional"] and r.get("check_wrong_bytes") == 0' --test read -b --check -s 4096 -n 200
     # All sizes (2 B .. 8 MiB: about 2 minutes across the emulated wire, so only in the
     # one-VM shape), duration mode.

@@ -114,7 +114,8 @@ pub fn mann_kendall(y: &[f64]) -> (f64, f64) {
     (s, z)
 }
 
-fn median(v: &mut [f64]) -> Option<f64> {
+/// Median (mean of the middle two for an even count); `None` when empty. Sorts `v`.
+pub(crate) fn median(v: &mut [f64]) -> Option<f64> {
     if v.is_empty() {
         return None;
     }
