@@ -362,7 +362,7 @@ fn pairwise_reference(docs: &[Loaded]) -> Option<(f64, String)> {
         .map(|r| r.1)
         .collect();
     let n = at.len();
-    let median = crate::trend::drift::median(&mut at)?;
+    let median = crate::metric::median(&mut at)?;
     Some((
         median / 8.0,
         format!(

@@ -356,6 +356,20 @@ impl Metric {
     }
 }
 
+/// Median (mean of the middle two for an even count); `None` when empty. Sorts `v`.
+pub fn median(v: &mut [f64]) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    Some(if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    })
+}
+
 /// Largest |sample - mean| / mean over the interval samples, in %; `None` with fewer than
 /// two samples (one interval says nothing about stability).
 pub fn fluctuation_pct(samples: &[f64]) -> Option<f64> {

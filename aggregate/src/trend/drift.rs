@@ -19,6 +19,8 @@
 
 use serde::Serialize;
 
+use crate::metric::median;
+
 /// The drift rule's knobs (`aggregate trend --window --drift-pct --drift-z`).
 #[derive(Debug, Clone, Copy)]
 pub struct Rule {
@@ -112,20 +114,6 @@ pub fn mann_kendall(y: &[f64]) -> (f64, f64) {
         0.0
     };
     (s, z)
-}
-
-/// Median (mean of the middle two for an even count); `None` when empty. Sorts `v`.
-pub(crate) fn median(v: &mut [f64]) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let m = v.len() / 2;
-    Some(if v.len() % 2 == 1 {
-        v[m]
-    } else {
-        (v[m - 1] + v[m]) / 2.0
-    })
 }
 
 /// Theil-Sen slope and intercept of `y` over `x` (pairs with equal x skipped).
