@@ -7,6 +7,8 @@
 #              it (two largest samples dropped; ours is `perftest_us.t_typical`)
 #              (target <= 1.10 in a VM, 1.03 on hardware)
 #   bandwidth: ours / perftest of the average bandwidth      (target >= 0.90 in a VM, 0.97 on hardware)
+#   BW peak:   the same runs' "BW peak" (perftest's fastest run of messages, post to
+#              completion; ours is `bw_gbit_s.perftest_peak`)   (same targets)
 #   msg rate:  write_bw_list, SMALL_SIZE-byte writes in post lists of LIST (-l, both
 #              tools): ours / perftest of the message rate   (same targets as bandwidth)
 # Beside each ratio, each tool's own spread over the rounds ((max - min) / median): a
@@ -104,6 +106,8 @@ if k == "lat":
     print((r.get("perftest_us") or {}).get("t_typical", r["latency_us"]["p50"]))
 elif k == "rate":
     print(r["msg_rate_mpps"])
+elif k == "peak":
+    print(r["bw_gbit_s"]["perftest_peak"])
 else:
     print(r["bw_gbit_s"]["avg"])' "$1" "$2"
 }
@@ -149,6 +153,16 @@ one_round() {
             [[ -n $v ]] || die "no figure parsed from $who $name (round $r); logs in $WORK"
             record "$name" "$who" "$v"
             printf '  round %s %-9s %-8s %s\n' "$r" "$name" "$who" "$v"
+            if [[ $kind == bw ]]; then
+                # The same run's BW peak: perftest's column 3, ours perftest_peak.
+                if [[ $who == perftest ]]; then
+                    v=$(perftest_col "$WORK/$name.$r.perftest" 3)
+                else
+                    v=$(ours_value "$WORK/$name.$r.json" peak)
+                fi
+                [[ -n $v && $v != None ]] || die "no BW peak from $who $name (round $r); logs in $WORK"
+                record "${name}_peak" "$who" "$v"
+            fi
         done
     done
 }
@@ -170,7 +184,8 @@ def spread(v):
     return (max(v) - min(v)) / m if m else float("nan")
 print("%-13s %-12s %10s %10s %7s %9s %9s  %s" % ("test", "figure", "perftest", "fabcheck", "ratio",
       "pt spread", "fc spread", "target (VM / hardware)"))
-for name in ("send_lat", "write_lat", "write_bw", "read_bw", "write_bw_list"):
+for name in ("send_lat", "write_lat", "write_bw", "write_bw_peak", "read_bw", "read_bw_peak",
+             "write_bw_list"):
     p = statistics.median(by[name]["perftest"])
     o = statistics.median(by[name]["ours"])
     ratio = o / p if p else float("nan")
@@ -178,6 +193,8 @@ for name in ("send_lat", "write_lat", "write_bw", "read_bw", "write_bw_list"):
         fig, target, ok = "t_typical us", "<= 1.10 / 1.03", ratio <= 1.10
     elif name == "write_bw_list":
         fig, target, ok = "Mpps", ">= 0.90 / 0.97", ratio >= 0.90
+    elif name.endswith("_peak"):
+        fig, target, ok = "peak Gb/s", ">= 0.90 / 0.97", ratio >= 0.90
     else:
         fig, target, ok = "avg Gb/s", ">= 0.90 / 0.97", ratio >= 0.90
     sp, so = spread(by[name]["perftest"]), spread(by[name]["ours"])

@@ -127,6 +127,7 @@ fn row(pair: results::Pair) -> TestResult {
         bw_gbit_s: BandwidthSummary {
             avg: 97.2,
             peak: 97.5,
+            perftest_peak: None,
         },
         msg_rate_mpps: 0.0116,
         interval_s: 0.1,

@@ -221,7 +221,11 @@ mod imp {
                     tx_depth: 1,
                     cq_mod: None,
                     post_list: None,
-                    bw_gbit_s: BandwidthSummary { avg, peak },
+                    bw_gbit_s: BandwidthSummary {
+                        avg,
+                        peak,
+                        perftest_peak: None,
+                    },
                     msg_rate_mpps: mpps(iters, seconds),
                     interval_s: seconds / iters.max(1) as f64,
                     interval_gbit_s: samples,

@@ -28,6 +28,9 @@ pub struct LoopFigures {
     pub seconds: f64,
     /// The best interval sample of this side's sending, Gb/s.
     pub peak_gbit_s: f64,
+    /// perftest's BW peak of this side's loop, where it took the stamps.
+    #[serde(default)]
+    pub perftest_peak_gbit_s: Option<f64>,
 }
 
 /// One direction's figures from what its receiver counted on each stream; `None` when
@@ -41,7 +44,11 @@ fn from_receipts(receipts: &[StreamReceipt], size: u64) -> Option<(BandwidthSumm
     let seconds = receipts.iter().map(|r| r.seconds).fold(0.0, f64::max);
     let avg = gbit_s(bytes, seconds);
     Some((
-        BandwidthSummary { avg, peak: avg },
+        BandwidthSummary {
+            avg,
+            peak: avg,
+            perftest_peak: None,
+        },
         mpps(bytes / size.max(1), seconds),
     ))
 }
@@ -53,6 +60,7 @@ fn from_loop(l: &LoopFigures, size: u64) -> (BandwidthSummary, f64) {
         BandwidthSummary {
             avg,
             peak: l.peak_gbit_s.max(avg),
+            perftest_peak: l.perftest_peak_gbit_s,
         },
         mpps(l.sent, l.seconds),
     )
@@ -189,6 +197,7 @@ mod tests {
             sent: 1000,
             seconds: 1.0,
             peak_gbit_s: 9.0,
+            perftest_peak_gbit_s: None,
         };
         // a -> b: 1e9 bytes in 1 s arrived at b (8 Gb/s); b -> a: 1e8 bytes in 2 s
         // arrived at a (0.4 Gb/s) over two streams, the longer one decides the time.
@@ -213,11 +222,13 @@ mod tests {
             sent: 2_000_000,
             seconds: 2.0,
             peak_gbit_s: 70.0,
+            perftest_peak_gbit_s: None,
         };
         let slow = LoopFigures {
             sent: 100_000,
             seconds: 1.0,
             peak_gbit_s: 0.0,
+            perftest_peak_gbit_s: None,
         };
         let d = directions(&p, 4096, [&fast, &slow], [&[], &[]]);
         assert!((d[0].bw_gbit_s.avg - 32.768).abs() < 1e-9, "{:?}", d[0]);

@@ -9,6 +9,7 @@
 mod copy;
 mod directions;
 mod incast;
+mod peak;
 
 use anyhow::Result;
 use clap::Parser;
@@ -79,6 +80,11 @@ struct Cli {
     #[arg(long)]
     check: bool,
 
+    /// Do not measure perftest's BW peak (perftest's -N/--noPeak): no clock stamp per post
+    /// and per completion in the timed loop; the BW peak column is then the best interval.
+    #[arg(short = 'N', long = "no-peak", alias = "noPeak")]
+    no_peak: bool,
+
     /// Length of one throughput sample, milliseconds.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=60_000))]
     interval_ms: u64,
@@ -92,6 +98,8 @@ struct Transfer {
     samples: Vec<u64>,
     cores: f64,
     complete: bool,
+    /// perftest's post and completion stamps, when the loop took them.
+    stamps: Option<results::peak::MessageStamps>,
 }
 
 /// The timed loop: advance the transfer, stamp, and at each interval boundary note the
@@ -101,11 +109,13 @@ fn stream(
     clock: &LoopClock,
     plan: &Plan,
     interval_ns: u64,
+    stamp: bool,
 ) -> Result<Transfer> {
     for _ in 0..plan.warmup {
         ep.step()?;
     }
     ep.quiesce()?;
+    let stamped = stamp && ep.stamp_messages(clock, plan.messages());
     let limit = if plan.duration_s.is_some() {
         u64::MAX
     } else {
@@ -143,6 +153,7 @@ fn stream(
         }
     }
     let received = ep.finish()?;
+    let stamps = if stamped { ep.take_stamps() } else { None };
     let seconds = if ep.complete_when_reaped() {
         // Verbs: what completed by the last read is what arrived by then (perftest's end
         // stamp); a duration's tail completing in `finish` is outside the window.
@@ -159,11 +170,13 @@ fn stream(
         samples,
         cores: cpu.cores(),
         complete,
+        stamps,
     })
 }
 
 struct Bandwidth {
     interval_ms: u64,
+    no_peak: bool,
 }
 
 impl PairTool for Bandwidth {
@@ -174,8 +187,9 @@ impl PairTool for Bandwidth {
         let (mut ep, setup) =
             transport::connect_bandwidth(plan.transport, &run.spec, run.link, run.conn)?;
         let active = run.spec.role == Role::Initiator || plan.bidirectional;
+        let stamp = peak::not_measured(plan, self.no_peak).is_none();
         let mine = if active {
-            Some(stream(&mut *ep, run.clock, plan, interval_ns)?)
+            Some(stream(&mut *ep, run.clock, plan, interval_ns, stamp)?)
         } else {
             let cpu = CpuMeter::start();
             ep.serve()?;
@@ -198,6 +212,10 @@ impl PairTool for Bandwidth {
                 .iter()
                 .map(|&m| gbit_s(m * size, interval_s))
                 .fold(0.0, f64::max),
+            perftest_peak_gbit_s: t
+                .stamps
+                .as_ref()
+                .and_then(|s| peak::gbit_s_of(s, run.clock, size)),
         };
         if run.spec.role == Role::Responder {
             send_json(run.link, &t.cores)?;
@@ -250,6 +268,14 @@ impl PairTool for Bandwidth {
             .map(|&m| gbit_s(m * size, interval_s))
             .collect();
         let peak = interval_gbit_s.iter().copied().fold(avg, f64::max);
+        // perftest -b adds the two sides' peaks, each over its own stamps.
+        let perftest_peak = match &their_loop {
+            Some(tl) => my_loop
+                .perftest_peak_gbit_s
+                .zip(tl.perftest_peak_gbit_s)
+                .map(|(a, b)| a + b),
+            None => my_loop.perftest_peak_gbit_s,
+        };
         Ok(Some(TestResult::Bandwidth(BandwidthResult {
             test: plan.test.clone(),
             transport: plan.transport.name().into(),
@@ -263,7 +289,11 @@ impl PairTool for Bandwidth {
                 .then(|| plan.verbs.moderation(size, u64::from(plan.tx_depth.max(1)))),
             post_list: (plan.transport == transport::TransportKind::Verbs)
                 .then(|| plan.verbs.post_list.unwrap_or(1)),
-            bw_gbit_s: BandwidthSummary { avg, peak },
+            bw_gbit_s: BandwidthSummary {
+                avg,
+                peak,
+                perftest_peak,
+            },
             msg_rate_mpps: mpps(messages, t.seconds),
             interval_s,
             interval_gbit_s,
@@ -326,6 +356,7 @@ impl PairTool for Bandwidth {
         if let Some(m) = transport::gpudirect::describe(&plan.verbs) {
             println!(" buffers: {m}");
         }
+        println!(" {}", peak::describe(plan, self.no_peak, self.interval_ms));
         println!("{line}");
         println!(
             " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]   CPU client[cores]   CPU server[cores]"
@@ -343,7 +374,7 @@ impl PairTool for Bandwidth {
                 " {:<10} {:<14} {:<18.2} {:<20.2} {:<15.6} {:<19.2} {:.2}{}{check}",
                 r.size_bytes,
                 r.iterations,
-                r.bw_gbit_s.peak,
+                r.bw_gbit_s.perftest_peak.unwrap_or(r.bw_gbit_s.peak),
                 r.bw_gbit_s.avg,
                 r.msg_rate_mpps,
                 r.cpu.initiator_cores,
@@ -497,6 +528,7 @@ fn main() {
             plan,
             &mut Bandwidth {
                 interval_ms: cli.interval_ms,
+                no_peak: cli.no_peak,
             },
         ),
         Err(e) => {

@@ -47,6 +47,7 @@ fn row(i: u32) -> TestResult {
         bw_gbit_s: BandwidthSummary {
             avg: 97.31,
             peak: 97.52,
+            perftest_peak: None,
         },
         msg_rate_mpps: 0.0116,
         interval_s: 0.1,

@@ -726,6 +726,12 @@ pub struct BandwidthSummary {
     pub avg: f64,
     /// Best interval.
     pub peak: f64,
+    /// perftest's BW peak: message size over the least time per message of any run of
+    /// consecutive messages, from a post to a completion after it (`results::peak`).
+    /// Measured where perftest measures it (verbs, iteration mode, at most 20000
+    /// iterations, not `-N`); absent elsewhere and in documents written before it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub perftest_peak: Option<f64>,
 }
 
 /// Cores busy on each side: (user + sys CPU seconds) / wall seconds over the timed loop.

@@ -630,6 +630,7 @@ pub fn document(s: &FabricSpec, faults: &[Fault]) -> Document {
                     bw_gbit_s: BandwidthSummary {
                         avg: v,
                         peak: v * 1.02,
+                        perftest_peak: None,
                     },
                     msg_rate_mpps: v / 8.0 / 1.048576 / 1000.0 * 1000.0,
                 };
@@ -659,6 +660,7 @@ pub fn document(s: &FabricSpec, faults: &[Fault]) -> Document {
                     bw_gbit_s: BandwidthSummary {
                         avg: ab + ba,
                         peak: (ab + ba) * 1.02,
+                        perftest_peak: None,
                     },
                     pair: Pair {
                         initiator: peer(a, r),

@@ -210,7 +210,11 @@ pub fn bandwidth_row(
         tx_depth: 128,
         cq_mod: None,
         post_list: None,
-        bw_gbit_s: BandwidthSummary { avg, peak },
+        bw_gbit_s: BandwidthSummary {
+            avg,
+            peak,
+            perftest_peak: None,
+        },
         msg_rate_mpps: msgs as f64 / duration / 1e6,
         interval_s: 0.1,
         interval_gbit_s: intervals,

@@ -16,6 +16,8 @@ use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 use crate::gpu::GpuOptions;
+use base::clock::LoopClock;
+use results::peak::MessageStamps;
 use results::{CounterDeltas, MemorySide, MemoryUse, PortCounters};
 
 /// Verbs settings from the command line (perftest's `-d -i -x -m -I -e -R` and bench-bw's
@@ -342,6 +344,18 @@ pub trait BandwidthEndpoint {
     /// with `--check`, the wrong bytes this side found in what it received.
     fn side_report(&mut self) -> Result<SideReport> {
         Ok(SideReport::default())
+    }
+    /// Sender, after [`quiesce`](Self::quiesce): stamp on `clock` the post and the
+    /// completion of each of the next `messages` timed messages, as perftest's `tposted`
+    /// and `tcompleted`, for its BW peak ([`results::peak`]). Returns whether it will:
+    /// an RC completion says a message arrived, a TCP write only that the kernel took it.
+    fn stamp_messages(&mut self, _clock: &LoopClock, _messages: u64) -> bool {
+        false
+    }
+    /// The stamps taken since [`stamp_messages`](Self::stamp_messages), once the loop is
+    /// over.
+    fn take_stamps(&mut self) -> Option<MessageStamps> {
+        None
     }
 }
 

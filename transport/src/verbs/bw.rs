@@ -25,7 +25,9 @@ use super::qp::{PostList, Request, SendOp};
 use super::session::{self, Session, Shape, CTRL_WR};
 use super::RdmaOp;
 use crate::endpoint::{BandwidthEndpoint, EndpointSpec, Op, QpSent, Role, SideReport};
+use base::clock::LoopClock;
 use base::link::PeerLink;
+use results::peak::MessageStamps;
 
 /// Receives posted per QP for send (perftest's default rx depth).
 const RX_DEPTH: u32 = 512;
@@ -81,6 +83,16 @@ pub struct VerbsBandwidth<'a> {
     idle: u64,
     idle_since: Option<Instant>,
     wcs: [ibv_wc; BATCH],
+    /// perftest's post and completion stamps ([`BandwidthEndpoint::stamp_messages`]), and
+    /// how many timed messages they cover and have seen complete.
+    stamps: Option<Stamping>,
+}
+
+struct Stamping {
+    clock: LoopClock,
+    messages: u64,
+    done: u64,
+    stamps: MessageStamps,
 }
 
 impl<'a> VerbsBandwidth<'a> {
@@ -132,6 +144,7 @@ impl<'a> VerbsBandwidth<'a> {
             idle: 0,
             idle_since: None,
             wcs: std::array::from_fn(|_| cq::empty_wc()),
+            stamps: None,
         };
         Ok((me, connected))
     }
@@ -149,6 +162,12 @@ impl<'a> VerbsBandwidth<'a> {
     /// divides k; a QP's unsignaled tail is covered by a fence ([`Self::fence_tails`]).
     #[inline(always)]
     fn post(&mut self, q: usize, n: u64) -> Result<()> {
+        if let Some(st) = &mut self.stamps {
+            // perftest stamps before the post, one stamp a chain (its first message).
+            if self.timed_posted < st.messages {
+                st.stamps.post(self.timed_posted, st.clock.raw());
+            }
+        }
         let first = self.posted[q] + 1;
         self.posted[q] += n;
         self.timed_posted += n;
@@ -181,6 +200,12 @@ impl<'a> VerbsBandwidth<'a> {
     fn poll_send(&mut self) -> Result<u64> {
         let n = self.s.send_cq.poll(&mut self.wcs)?;
         let mut done = 0;
+        // One read for the batch: perftest reads the clock per completion, right after
+        // polling them, so the batch's stamps would differ by the loop's few instructions.
+        let now = match &self.stamps {
+            Some(st) if n > 0 => st.clock.raw(),
+            _ => 0,
+        };
         for i in 0..n {
             cq::check(&self.wcs[i], self.what())?;
             let id = self.wcs[i].wr_id;
@@ -191,8 +216,15 @@ impl<'a> VerbsBandwidth<'a> {
             let count = id & COUNT_MASK;
             if let Some(c) = self.completed.get_mut(q) {
                 if count > *c {
-                    done += count - *c;
+                    let d = count - *c;
+                    done += d;
                     *c = count;
+                    if let Some(st) = &mut self.stamps {
+                        st.done += d;
+                        if st.done <= st.messages {
+                            st.stamps.complete(st.done - 1, now);
+                        }
+                    }
                 }
             }
         }
@@ -382,6 +414,27 @@ impl BandwidthEndpoint for VerbsBandwidth<'_> {
 
     fn drained(&self) -> u64 {
         self.drained
+    }
+
+    fn stamp_messages(&mut self, clock: &LoopClock, messages: u64) -> bool {
+        let qps = self.posted.len();
+        let chain = self.list.len().max(1) as u64;
+        // Every chain, every signaled request and every QP's fenced tail, reserved now so
+        // the loop never allocates.
+        self.stamps = Some(Stamping {
+            clock: clock.clone(),
+            messages,
+            done: 0,
+            stamps: MessageStamps::with_capacity(
+                (messages / chain) as usize + qps,
+                (messages / self.cq_mod.max(1)) as usize + 2 * qps,
+            ),
+        });
+        true
+    }
+
+    fn take_stamps(&mut self) -> Option<MessageStamps> {
+        self.stamps.take().map(|st| st.stamps)
     }
 
     fn complete_when_reaped(&self) -> bool {
