@@ -179,7 +179,8 @@ pub fn build_with(
     }
     if let Some(spec) = &profile.inventory {
         // Counter deltas of the rows, per host and device, for "not rising".
-        let mut rows: BTreeMap<(String, String), BTreeMap<String, i64>> = BTreeMap::new();
+        let mut rows: BTreeMap<(String, String), BTreeMap<String, crate::rows::ErrorSum>> =
+            BTreeMap::new();
         for (e, counters) in &a.errors {
             let (Some(d), node) = (e.dev, &a.nodes[e.node as usize]) else {
                 continue;
@@ -189,8 +190,7 @@ pub fn build_with(
                 .entry((host.to_string(), a.devices[d as usize].clone()))
                 .or_default();
             for (k, v) in counters {
-                let e = into.entry(k.clone()).or_default();
-                *e = e.saturating_add(*v);
+                into.entry(k.clone()).or_default().add(*v);
             }
         }
         for o in inventory::checks(spec, &inv, &rows) {

@@ -273,7 +273,7 @@ fn expect(
 pub fn checks(
     spec: &InventorySpec,
     inv: &Inventory,
-    row_errors: &BTreeMap<(String, String), BTreeMap<String, i64>>,
+    row_errors: &BTreeMap<(String, String), BTreeMap<String, crate::rows::ErrorSum>>,
 ) -> Vec<Outcome> {
     let any_measured = inv.ports.iter().any(|p| p.measured);
     let ports: Vec<&Port> = inv
@@ -407,7 +407,8 @@ pub fn checks(
         });
         // A field at its ceiling no longer counts: its rise is unknown, so the port cannot
         // show that it meets the bound (a 16-bit error counter pegged at 65535 is a finding
-        // on a delivery day in any case).
+        // on a delivery day in any case). So for a row's delta that was only a lower bound
+        // (cleared or pegged during a run): under the bound it proves nothing.
         let rises = |p: &Port| -> Option<Vec<String>> {
             let rows = row_errors.get(&(p.host.clone(), p.device.clone()));
             if p.counters_last.is_empty() && rows.is_none() {
@@ -415,9 +416,8 @@ pub fn checks(
             }
             let mut v = Vec::new();
             for n in &names {
-                let r = p
-                    .rise(n)
-                    .saturating_add(rows.and_then(|m| m.get(n)).copied().unwrap_or(0));
+                let row = rows.and_then(|m| m.get(n)).copied().unwrap_or_default();
+                let r = p.rise(n).saturating_add(row.delta);
                 let pegged = results::pma::width(n)
                     .zip(results::pma::ceiling(n))
                     .filter(|(_, top)| p.counters_last.get(n) == Some(top));
@@ -425,6 +425,14 @@ pub fn checks(
                     v.push(format!(
                         "{n} at its {bits}-bit ceiling {top} (rises unseen: at least +{r}; clear the counters, perfquery -x -R, and measure again)"
                     ));
+                } else if row.at_least {
+                    v.push(if r > max {
+                        format!("{n} at least +{r}")
+                    } else {
+                        format!(
+                            "{n} at least +{r} (cleared or at its ceiling during a run: the rise is unknown; measure again without clearing the counters)"
+                        )
+                    });
                 } else if r > max {
                     v.push(format!("{n} +{r}"));
                 }
@@ -531,6 +539,10 @@ mod tests {
         assert!(inv.differences("node0001", Some("mlx5_1")).is_empty());
     }
 
+    fn sum(delta: i64, at_least: bool) -> crate::rows::ErrorSum {
+        crate::rows::ErrorSum { delta, at_least }
+    }
+
     #[test]
     fn rising_error_counters_are_found_across_documents_and_rows() {
         let first = sweep_doc(&SweepSpec::bandwidth(3, 1));
@@ -553,12 +565,44 @@ mod tests {
         let mut rows = BTreeMap::new();
         rows.insert(
             ("node0001".to_string(), "mlx5_0".to_string()),
-            [("link_downed".to_string(), 1)].into_iter().collect(),
+            [("link_downed".to_string(), sum(1, false))]
+                .into_iter()
+                .collect(),
         );
         let out = checks(&spec, &inv, &rows);
         assert!(out[0]
             .worst_at
             .contains("node0001:mlx5_0 port 1: link_downed +1"));
+        // A row's lower bound: over the bound it fails as "at least"; under it (a counter
+        // cleared in a run, its delta then 0 or more) it proves nothing and fails too.
+        rows.insert(
+            ("node0000".to_string(), "mlx5_0".to_string()),
+            [
+                ("link_downed".to_string(), sum(3, true)),
+                ("port_rcv_errors".to_string(), sum(0, true)),
+            ]
+            .into_iter()
+            .collect(),
+        );
+        let out = checks(&spec, &inv, &rows);
+        assert!(
+            out[0].worst_at.contains(
+                "node0000:mlx5_0 port 1: link_downed at least +3, port_rcv_errors at least +0 (cleared or at its ceiling during a run"
+            ),
+            "{}",
+            out[0].worst_at
+        );
+        let lax = InventorySpec {
+            error_counters_max_rise: Some(5),
+            ..Default::default()
+        };
+        let out = checks(&lax, &inv, &rows);
+        assert!(
+            out[0].worst_at.contains("link_downed at least +3 (cleared")
+                && !out[0].worst_at.contains("node0001"),
+            "{}",
+            out[0].worst_at
+        );
         // A field pegged at its ceiling in both inventories rose by 0 as far as anyone can
         // see: the port cannot show that it meets the bound, and the text says why.
         let mut pegged = [first.clone(), later.clone()];

@@ -319,7 +319,7 @@ pub struct Analysis {
     pub failures: Vec<Failure>,
     pub plans: Vec<Plan>,
     /// Error-counter deltas summed per end over every row (evidence).
-    pub errors: BTreeMap<End, BTreeMap<String, i64>>,
+    pub errors: BTreeMap<End, BTreeMap<String, crate::rows::ErrorSum>>,
     pub settings: MatrixSettings,
     /// What could not be built or judged, for the report (a ceiling reached).
     pub notes: Vec<String>,
@@ -845,13 +845,12 @@ pub fn analyse(docs: &[Loaded], profile: &Profile) -> Analysis {
         p.done_pairs = seen.into_iter().map(|(g, s)| (g, s.len() as u64)).collect();
     }
     // Error counters per end.
-    let mut errors: BTreeMap<End, BTreeMap<String, i64>> = BTreeMap::new();
+    let mut errors: BTreeMap<End, BTreeMap<String, crate::rows::ErrorSum>> = BTreeMap::new();
     for dr in &per_doc {
         for (peer, counters) in &dr.rows.errors {
             let into = errors.entry(dr.ends[*peer as usize]).or_default();
             for (k, v) in counters {
-                let e = into.entry(k.clone()).or_default();
-                *e = e.saturating_add(*v);
+                into.entry(k.clone()).or_default().add(*v);
             }
         }
     }

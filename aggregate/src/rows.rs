@@ -302,14 +302,31 @@ impl Peers {
     }
 }
 
+/// One error counter's rise summed over rows, and whether any row's delta was only a
+/// lower bound (the counter at its ceiling after the window, or cleared in it:
+/// `PortCounters::at_least`), which makes the sum one too.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ErrorSum {
+    pub delta: i64,
+    pub at_least: bool,
+}
+
+impl ErrorSum {
+    pub fn add(&mut self, other: ErrorSum) {
+        self.delta = self.delta.saturating_add(other.delta);
+        self.at_least |= other.at_least;
+    }
+}
+
 /// The compact rows of one document, with what they index.
 #[derive(Debug, Clone, Default)]
 pub struct P2pRows {
     pub groups: Vec<GroupKey>,
     pub peers: Peers,
     pub rows: Vec<P2pRow>,
-    /// Non-zero error-counter deltas summed per peer over every row where it was an end.
-    pub errors: BTreeMap<u32, BTreeMap<String, i64>>,
+    /// Error-counter deltas summed per peer over every row where it was an end: the
+    /// non-zero ones, and those that were lower bounds.
+    pub errors: BTreeMap<u32, BTreeMap<String, ErrorSum>>,
 }
 
 impl P2pRows {
@@ -341,14 +358,26 @@ impl P2pRows {
     /// Adds one error-counter delta of `peer` (zero and non-error counters are ignored).
     pub fn add_error(&mut self, peer: u32, name: &str, v: i64) {
         if v != 0 && is_error_counter(name) {
-            let e = self
-                .errors
-                .entry(peer)
-                .or_default()
-                .entry(name.to_string())
-                .or_default();
-            *e = e.saturating_add(v);
+            self.error_entry(peer, name).add(ErrorSum {
+                delta: v,
+                at_least: false,
+            });
         }
+    }
+
+    /// Notes that `peer`'s delta of error counter `name` in a row was a lower bound.
+    pub fn error_at_least(&mut self, peer: u32, name: &str) {
+        if is_error_counter(name) {
+            self.error_entry(peer, name).at_least = true;
+        }
+    }
+
+    fn error_entry(&mut self, peer: u32, name: &str) -> &mut ErrorSum {
+        self.errors
+            .entry(peer)
+            .or_default()
+            .entry(name.to_string())
+            .or_default()
     }
 
     fn add_counter_errors(&mut self, c: &Option<CounterDeltas>, ends: (u32, u32)) {
@@ -357,6 +386,9 @@ impl P2pRows {
             if let Some(side) = side {
                 for (name, v) in side.counters.iter().chain(&side.hw_counters) {
                     self.add_error(peer, name, *v);
+                }
+                for name in &side.at_least {
+                    self.error_at_least(peer, name);
                 }
             }
         }
@@ -451,8 +483,7 @@ impl P2pRows {
         for (p, counters) in other.errors {
             let into = self.errors.entry(peers[p as usize]).or_default();
             for (name, v) in counters {
-                let e = into.entry(name).or_default();
-                *e = e.saturating_add(v);
+                into.entry(name).or_default().add(v);
             }
         }
     }
@@ -520,13 +551,13 @@ mod tests {
         let first = P2pRows::from_document(&doc);
         assert_eq!(first.peers.list.len(), 2);
         // synth counters: completer_retry_err 10 on the initiator per row.
-        assert_eq!(first.errors[&0]["completer_retry_err"], 20);
+        assert_eq!(first.errors[&0]["completer_retry_err"].delta, 20);
         assert!(!first.errors.contains_key(&1));
         doc.tool = "other".into();
         let mut all = first.clone();
         all.append(P2pRows::from_document(&doc));
         assert_eq!(all.groups.len(), 4);
         assert_eq!(all.peers.list.len(), 2);
-        assert_eq!(all.errors[&0]["completer_retry_err"], 40);
+        assert_eq!(all.errors[&0]["completer_retry_err"].delta, 40);
     }
 }

@@ -643,6 +643,7 @@ fn add_row(chunk: &mut Chunk, r: LeanRow, max_groups: usize) -> Result<(), Fallb
                 }
                 for name in &side.at_least {
                     health.at_least_of(name);
+                    rows.error_at_least(peer, name);
                 }
             }
         }
@@ -1009,6 +1010,12 @@ mod tests {
         let s = load(&p, None, 512).unwrap_or_else(|_| panic!("streams"));
         // The rows (their stats, health included) equal a whole read's.
         same_rows(&s, &p);
+        // The per-end error sums keep the bound too (the inventory's "not rising" reads it).
+        assert!(s
+            .rows
+            .errors
+            .values()
+            .any(|m| m.get("port_xmit_discards").is_some_and(|e| e.at_least)));
         let discards: Vec<Option<f64>> = s
             .rows
             .rows

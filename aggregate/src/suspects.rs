@@ -473,10 +473,10 @@ fn finish(
         let mut ev = Evidence::default();
         for e in &d.ends {
             if let Some(c) = a.errors.get(e) {
-                for (k, v) in c {
+                for (k, v) in c.iter().filter(|(_, v)| v.delta != 0) {
                     let dev = e.dev.map(|x| a.devices[x as usize].as_str()).unwrap_or("-");
                     let e = ev.counter_deltas.entry(format!("{dev}:{k}")).or_default();
-                    *e = e.saturating_add(*v);
+                    *e = e.saturating_add(v.delta);
                 }
             }
             let h = host(e.node);
