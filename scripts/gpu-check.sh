@@ -17,7 +17,8 @@
 #   4. GPUDirect through the tools: with an RDMA device a loopback write test from GPU
 #      memory with --check (or its diagnosed refusal: Soft-RoCE takes neither dma-buf nor
 #      peer memory); without one, the start-up error (exit 2, no panic);
-#   5. the copy baselines (h2d, d2h, d2d; p2p with two GPUs, else its refusal);
+#   5. the copy baselines (h2d, d2h, d2d, timed behind the copy gate; an h2d sweep without
+#      it beside; p2p with two GPUs, else its refusal);
 #   6. TCP staged through pinned memory over loopback with --check (bench-bw, -b too, and
 #      bench-lat), beside host-memory TCP at the same sizes;
 #   7. aggregate: a profile over the JSON of 5 and 6 must PASS. Its floors catch a real
@@ -283,6 +284,26 @@ for t in h2d d2h d2d; do
         fi
     done
 done
+# The gate: copies are queued behind a stream wait the host releases (options.timing
+# "gated"). Beside it the same small-size sweep ungated, so the summary shows what the gate
+# changes where a copy is shorter than its enqueue (at 4 KiB: the host's rate ungated).
+if json_ok "$OUT/json/copy-h2d-sweep.json" 'd["options"]["timing"] == "gated"' 2> /dev/null; then
+    say "ok     copies timed behind the gate (options.timing = gated)"
+else
+    failed "copy gate: $(python3 -c 'import json,sys; o=json.load(open(sys.argv[1]))["options"]; print(o.get("timing"), o.get("timing_why"))' "$OUT/json/copy-h2d-sweep.json" 2>&1 | tail -1)"
+fi
+if step copy-h2d-ungated 120 env FABCHECK_COPY_UNGATED=1 "$BIN/bench-bw" --test h2d -a -n 50 \
+    --json "$OUT/json/copy-h2d-ungated.json"; then
+    python3 - "$OUT/json/copy-h2d-sweep.json" "$OUT/json/copy-h2d-ungated.json" << 'PY' | tee -a "$OUT/summary.txt"
+import json, sys
+gated, ungated = ({r["size_bytes"]: r["bw_gbit_s"]["avg"] for r in json.load(open(f))["results"]} for f in sys.argv[1:3])
+for size in (4096, 65536, 1 << 20):
+    if size in gated and size in ungated:
+        print(f"== h2d {size} B: gated {gated[size] / 8:.2f} GB/s, ungated {ungated[size] / 8:.2f} GB/s")
+PY
+else
+    failed "copy-h2d-ungated"
+fi
 step copy-p2p 120 "$BIN/bench-bw" --test p2p -s 256M -n 20 --json "$OUT/json/copy-p2p.json"
 rc=$?
 if ((NGPU >= 2)); then

@@ -3,7 +3,9 @@
 //! One process, one host: host-to-device and device-to-host through pinned memory, device
 //! to device within the GPU, and GPU to GPU (the chosen GPU to every other one and back).
 //! Each size is timed on the GPU (copies back to back on one stream, an event after each,
-//! as the CUDA `bandwidthTest` sample and nvbandwidth time them) and written as a bandwidth
+//! as the CUDA `bandwidthTest` sample and nvbandwidth time them, queued behind a stream
+//! wait the host releases so small copies are not timed at the host's enqueue rate) and
+//! written as a bandwidth
 //! row of the usual schema (`test` = `h2d_bw` ..., `transport` = `cuda`), so a report puts
 //! the GPU's own limits beside the GPUDirect and staged figures.
 
@@ -45,7 +47,7 @@ mod imp {
         BandwidthResult, BandwidthSummary, CpuUse, Document, MemorySide, MemoryUse, Pair, Peer,
         TestResult,
     };
-    use transport::cuda::copy::{CopyBench, CopyKind};
+    use transport::cuda::copy::{CopyBench, CopyKind, Timing};
     use transport::cuda::facts::{self, GpuFacts};
     use transport::gpu::GpuSelector;
     use transport::Op;
@@ -149,6 +151,8 @@ mod imp {
         println!(" #bytes       #copies   BW peak[Gb/sec]   BW average[Gb/sec]   BW average[GB/sec]   route");
         let mut rows = Vec::new();
         let mut stopped = None;
+        // Why copies ran without the gate, if any did (said once, kept in the options).
+        let mut ungated: Option<String> = None;
         'sizes: for size in &sizes {
             for (src, dst) in &routes {
                 if base::interrupt::interrupted() {
@@ -178,6 +182,17 @@ mod imp {
                     None => None,
                 };
                 let mut warnings = Vec::new();
+                if let Timing::Ungated(why) = &t.timing {
+                    let text = format!(
+                        "copies timed without the gate ({why}): where a copy takes the GPU \
+                         less time than its enqueue, this figure is the host's enqueue rate"
+                    );
+                    if ungated.is_none() {
+                        eprintln!("bench-bw: warning: {text}");
+                        ungated = Some(why.clone());
+                    }
+                    warnings.push(text);
+                }
                 if t.peer_access == Some(false) {
                     warnings.push(format!(
                         "GPU {src} and GPU {} cannot reach each other directly \
@@ -185,10 +200,11 @@ mod imp {
                         dst.unwrap_or(0)
                     ));
                 }
+                // The source side carries the run's warnings.
                 let (from, to) = match kind {
-                    CopyKind::H2d => (side(None, vec![]), side(Some(&src_f), vec![])),
-                    CopyKind::D2h => (side(Some(&src_f), vec![]), side(None, vec![])),
-                    CopyKind::D2d => (side(Some(&src_f), vec![]), side(Some(&src_f), vec![])),
+                    CopyKind::H2d => (side(None, warnings), side(Some(&src_f), vec![])),
+                    CopyKind::D2h => (side(Some(&src_f), warnings), side(None, vec![])),
+                    CopyKind::D2d => (side(Some(&src_f), warnings), side(Some(&src_f), vec![])),
                     CopyKind::P2p => (side(Some(&src_f), warnings), side(dst_f.as_ref(), vec![])),
                 };
                 let route = match (kind, dst) {
@@ -263,6 +279,9 @@ mod imp {
             // D2D counts every byte read and written (bandwidthTest's rule); the others
             // every byte copied.
             "bytes_counted": kind.counting(),
+            // Copies queued behind a stream wait and released whole ("gated"), or not.
+            "timing": if ungated.is_some() { "ungated" } else { "gated" },
+            "timing_why": ungated,
         });
         if let serde_json::Value::Object(o) = opts {
             doc.options = o;

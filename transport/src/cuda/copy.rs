@@ -3,8 +3,18 @@
 //! `bandwidthTest` sample and nvbandwidth do (copy-engine memcpys enqueued back to back on
 //! one stream, each between two events, GPU time). Beside a GPUDirect or staged result they
 //! say which part is the limit: the GPU's memory, its PCIe link, or the wire.
+//!
+//! A small copy takes the copy engine less time than the host takes to enqueue it (a
+//! `cuMemcpyAsync` and an event record cost microseconds): launched into a running stream,
+//! the GPU would idle between copies and the events would time the host's enqueue rate.
+//! So each block of copies is queued behind a [`Gate`], a stream wait on a host word, and
+//! released at once when the block is queued, as nvbandwidth queues its copies behind a
+//! blocking kernel.
 
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
 use cudarc::driver::{result as cu, sys as cusys};
@@ -65,6 +75,167 @@ pub struct CopyTimes {
     pub per_copy_ns: Vec<u64>,
     /// For P2p: whether the GPUs reach each other directly (cuDeviceCanAccessPeer).
     pub peer_access: Option<bool>,
+    /// How the copies were queued: behind a gate, or not and why.
+    pub timing: Timing,
+}
+
+/// How a size's copies were queued for timing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Timing {
+    /// Each block queued behind a [`Gate`] and released whole: GPU time only.
+    Gated,
+    /// Launched into the running stream (the reason why): at sizes the copy engine
+    /// finishes faster than the host enqueues, the figure is the host's enqueue rate.
+    Ungated(String),
+}
+
+impl Timing {
+    /// The document's name for it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Timing::Gated => "gated",
+            Timing::Ungated(_) => "ungated",
+        }
+    }
+}
+
+/// Copies queued behind one hold of the gate. Short, so the host never waits on a full
+/// queue while the stream is held (nvbandwidth queues 16 behind its blocking kernel).
+pub const GATED_BLOCK: u64 = 64;
+
+/// Set to `1` to time copies without the gate (for a driver that mishandles stream waits
+/// on host memory; the figures at small sizes are then the host's enqueue rate).
+pub const UNGATED_ENV: &str = "FABCHECK_COPY_UNGATED";
+
+/// No copy completing for this long means the GPU or the gate is stuck, not slow: one
+/// 16 GiB copy over PCIe Gen5 takes a third of a second.
+pub const STALL: Duration = Duration::from_secs(30);
+
+/// A hold on a stream the host lifts: `cuStreamWaitValue32` on a word of pinned host
+/// memory mapped into the GPU's address space. The stream stops at the wait until the host
+/// writes the awaited value into the word; everything queued behind it then runs back to
+/// back. Each hold awaits the next generation, so the word never needs resetting.
+pub(crate) struct Gate {
+    ctx: Arc<GpuContext>,
+    word: *mut u32,
+    device_word: cusys::CUdeviceptr,
+    released: Cell<u32>,
+}
+
+/// The hold of one block; dropping it releases the stream.
+pub(crate) struct Held<'a> {
+    gate: &'a Gate,
+    generation: u32,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the word is the gate's live pinned allocation; the GPU only reads it.
+        unsafe { std::ptr::write_volatile(self.gate.word, self.generation) };
+        self.gate.released.set(self.generation);
+    }
+}
+
+impl Gate {
+    /// A gate in `ctx`, proven on `stream` (held, released, drained within [`STALL`]), so a
+    /// driver that refuses or ignores stream waits on host memory is found before timing.
+    pub(crate) fn new(ctx: &Arc<GpuContext>, stream: cusys::CUstream) -> Result<Gate> {
+        ctx.make_current()?;
+        let flags = cusys::CU_MEMHOSTALLOC_PORTABLE | cusys::CU_MEMHOSTALLOC_DEVICEMAP;
+        // SAFETY: the context is current; 4 bytes.
+        let word = unsafe { cu::malloc_host(std::mem::size_of::<u32>(), flags) }
+            .map_err(cuda_err("allocating the copy gate's word"))?
+            .cast::<u32>();
+        // SAFETY: a fresh allocation of one u32.
+        unsafe { std::ptr::write_volatile(word, 0) };
+        let mut device_word: cusys::CUdeviceptr = 0;
+        // SAFETY: word is mapped (DEVICEMAP); flags must be 0.
+        let r = unsafe { cusys::cuMemHostGetDevicePointer_v2(&mut device_word, word.cast(), 0) };
+        let gate = Gate {
+            ctx: ctx.clone(),
+            word,
+            device_word,
+            released: Cell::new(0),
+        };
+        r.result()
+            .map_err(cuda_err("mapping the copy gate's word into the GPU"))?;
+        drop(gate.hold(stream)?);
+        let stall = Stall::new(STALL);
+        // SAFETY: the caller's stream is alive for the duration of this call.
+        super::poll_until(
+            || unsafe { cusys::cuStreamQuery(stream) },
+            || stall.check(0, Instant::now()),
+            "releasing the copy gate",
+        )?;
+        Ok(gate)
+    }
+
+    /// Holds `stream` at a wait for the next generation until the result is dropped.
+    pub(crate) fn hold(&self, stream: cusys::CUstream) -> Result<Held<'_>> {
+        let generation = self.released.get().wrapping_add(1);
+        // SAFETY: device_word maps the gate's live word; the stream is the caller's.
+        unsafe {
+            cusys::cuStreamWaitValue32_v2(
+                stream,
+                self.device_word,
+                generation,
+                cusys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_EQ as u32,
+            )
+        }
+        .result()
+        .map_err(cuda_err(
+            "holding the stream at the copy gate (cuStreamWaitValue32)",
+        ))?;
+        Ok(Held {
+            gate: self,
+            generation,
+        })
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        let _ = self.ctx.make_current();
+        // SAFETY: allocated by cuMemHostAlloc in `new` and freed once; every hold was
+        // released and its stream drained before the gate drops (timed_on_stream waits on
+        // the last event of each block).
+        let _ = unsafe { cu::free_host(self.word.cast()) };
+    }
+}
+
+/// Turns "no copy has completed for `limit`" into an error, so a stuck GPU or gate ends
+/// the run with a message instead of a hang.
+pub struct Stall {
+    limit: Duration,
+    last: Cell<Option<(u64, Instant)>>,
+}
+
+impl Stall {
+    pub fn new(limit: Duration) -> Stall {
+        Stall {
+            limit,
+            last: Cell::new(None),
+        }
+    }
+
+    /// `done` copies have completed by `now`: an error when that count has not moved for
+    /// longer than the limit.
+    pub fn check(&self, done: u64, now: Instant) -> Result<()> {
+        match self.last.get() {
+            Some((seen, since)) if seen == done => {
+                if now.duration_since(since) > self.limit {
+                    bail!(
+                        "no GPU copy completed in {} s: the GPU is stuck, or it never saw \
+                         the copy gate's release (set {UNGATED_ENV}=1 to time copies without \
+                         the gate)",
+                        self.limit.as_secs()
+                    );
+                }
+            }
+            _ => self.last.set(Some((done, now))),
+        }
+        Ok(())
+    }
 }
 
 enum End {
@@ -206,16 +377,33 @@ impl CopyBench {
         r.result().map_err(cuda_err("enqueueing a copy"))
     }
 
-    /// `warmup` untimed copies, then `iters` timed ones.
+    /// `warmup` untimed copies, then `iters` timed ones, behind a [`Gate`] unless the
+    /// driver refuses one or [`UNGATED_ENV`] is set.
     pub fn run(&self, warmup: u64, iters: u64) -> Result<CopyTimes> {
         self.src_ctx.make_current()?;
-        let per_copy_ns =
-            super::timed_on_stream(self.stream, warmup, iters, || self.launch(), None, &|| {
-                Ok(())
-            })?;
+        let (gate, timing) = if std::env::var(UNGATED_ENV).is_ok_and(|v| v == "1") {
+            (None, Timing::Ungated(format!("{UNGATED_ENV}=1")))
+        } else {
+            match Gate::new(&self.src_ctx, self.stream) {
+                Ok(g) => (Some(g), Timing::Gated),
+                Err(e) => (None, Timing::Ungated(format!("{e:#}"))),
+            }
+        };
+        let done = AtomicU64::new(0);
+        let stall = Stall::new(STALL);
+        let per_copy_ns = super::timed_on_stream(
+            self.stream,
+            warmup,
+            iters,
+            || self.launch(),
+            Some(&done),
+            &|| stall.check(done.load(Ordering::Relaxed), Instant::now()),
+            gate.as_ref(),
+        )?;
         Ok(CopyTimes {
             per_copy_ns,
             peer_access: self.peer_access,
+            timing,
         })
     }
 }
@@ -231,6 +419,27 @@ impl Drop for CopyBench {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stall_is_an_error_only_when_nothing_completes_for_the_limit() {
+        let stall = Stall::new(Duration::from_secs(30));
+        let t0 = Instant::now();
+        stall.check(0, t0).unwrap();
+        stall.check(0, t0 + Duration::from_secs(29)).unwrap();
+        // Progress restarts the clock.
+        stall.check(5, t0 + Duration::from_secs(40)).unwrap();
+        stall.check(5, t0 + Duration::from_secs(69)).unwrap();
+        let e = stall.check(5, t0 + Duration::from_secs(71)).unwrap_err();
+        let text = format!("{e:#}");
+        assert!(text.contains("no GPU copy completed in 30 s"), "{text}");
+        assert!(text.contains(UNGATED_ENV), "{text}");
+    }
+
+    #[test]
+    fn timing_names_are_the_documents() {
+        assert_eq!(Timing::Gated.name(), "gated");
+        assert_eq!(Timing::Ungated("why".into()).name(), "ungated");
+    }
 
     #[test]
     fn device_to_device_counts_read_and_write_as_bandwidth_test_does() {

@@ -302,11 +302,17 @@ impl Drop for PinnedHost {
     }
 }
 
-/// A staged message: device memory and the pinned host memory it crosses PCIe through.
+/// A staged message: device memory and the pinned host memory it crosses PCIe through,
+/// with a stream of its own. The synchronous `cuMemcpyDtoH`/`HtoD` would run on the legacy
+/// default stream, which serialises all work of the context: a bidirectional run's
+/// download (sending side) and upload (receiving side) would take turns on one copy queue.
+/// On two non-blocking streams they run at once on the GPU's two copy engines, as a real
+/// application's staging does.
 pub struct CudaStage {
     dev: DeviceMemory,
     host: PinnedHost,
     size: usize,
+    stream: cusys::CUstream,
 }
 
 // SAFETY: owns its memory; the context is made current on whichever thread uses it.
@@ -319,18 +325,27 @@ impl StagedBuffer for CudaStage {
 
     fn download(&mut self) -> Result<()> {
         self.dev.ctx.make_current()?;
-        // SAFETY: host holds size bytes; the device range is within the allocation.
-        unsafe { cusys::cuMemcpyDtoH_v2(self.host.raw().cast(), self.dev.raw(), self.size) }
-            .result()
-            .map_err(cuda_err("staging GPU memory to the host"))
+        let s = self.stream;
+        // SAFETY: host holds size bytes; the device range is within the allocation; the
+        // stream is this stage's own and synchronised before the bytes are used.
+        unsafe {
+            cusys::cuMemcpyDtoHAsync_v2(self.host.raw().cast(), self.dev.raw(), self.size, s)
+        }
+        .result()
+        .map_err(cuda_err("staging GPU memory to the host"))?;
+        self.sync("staging GPU memory to the host")
     }
 
     fn upload(&mut self) -> Result<()> {
         self.dev.ctx.make_current()?;
+        let s = self.stream;
         // SAFETY: as above, the other way.
-        unsafe { cusys::cuMemcpyHtoD_v2(self.dev.raw(), self.host.raw().cast(), self.size) }
-            .result()
-            .map_err(cuda_err("staging host memory to the GPU"))
+        unsafe {
+            cusys::cuMemcpyHtoDAsync_v2(self.dev.raw(), self.host.raw().cast(), self.size, s)
+        }
+        .result()
+        .map_err(cuda_err("staging host memory to the GPU"))?;
+        self.sync("staging host memory to the GPU")
     }
 
     fn write_device(&mut self, data: &[u8]) -> Result<()> {
@@ -339,6 +354,22 @@ impl StagedBuffer for CudaStage {
 
     fn read_device(&mut self, out: &mut [u8]) -> Result<()> {
         self.dev.copy_out(0, out)
+    }
+}
+
+impl CudaStage {
+    /// Waits for this stage's copy: the bytes are in place when it returns.
+    fn sync(&self, what: &str) -> Result<()> {
+        // SAFETY: the stream is this stage's own, alive until drop.
+        unsafe { cu::stream::synchronize(self.stream) }.map_err(cuda_err(what))
+    }
+}
+
+impl Drop for CudaStage {
+    fn drop(&mut self) {
+        let _ = self.dev.ctx.make_current();
+        // SAFETY: created in `make`, destroyed once; every copy on it was synchronised.
+        let _ = unsafe { cu::stream::destroy(self.stream) };
     }
 }
 
@@ -360,10 +391,16 @@ impl CudaStageMaker {
 
 impl StageMaker for CudaStageMaker {
     fn make(&self, size: usize) -> Result<Box<dyn StagedBuffer>> {
+        let dev = DeviceMemory::alloc(&self.ctx, size)?;
+        let host = PinnedHost::alloc(&self.ctx, size)?;
+        self.ctx.make_current()?;
+        let stream = cu::stream::create(cu::stream::StreamKind::NonBlocking)
+            .map_err(cuda_err("creating a CUDA stream for staging"))?;
         Ok(Box::new(CudaStage {
-            dev: DeviceMemory::alloc(&self.ctx, size)?,
-            host: PinnedHost::alloc(&self.ctx, size)?,
+            dev,
+            host,
             size: size.max(1),
+            stream,
         }))
     }
 

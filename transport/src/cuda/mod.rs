@@ -597,6 +597,7 @@ impl NcclComm {
             || self.launch(call),
             Some(progress),
             &|| self.check_async(),
+            None,
         )
     }
 }
@@ -681,6 +682,10 @@ fn poll_until(
 /// returns per-iteration GPU times in ns. The host only enqueues; it waits on the events,
 /// so the times are the GPU's, not the enqueue's (nccl-tests' and the CUDA bandwidth
 /// samples' method). `progress` is bumped as iterations complete.
+///
+/// With a `gate` the stream is held before each block and released once the whole block
+/// is queued ([`copy::Gate`]): work shorter than its own enqueue (a small memcpy) then
+/// runs back to back on the GPU, and the events time the work, not the host's rate.
 pub(crate) fn timed_on_stream(
     stream: cusys::CUstream,
     warmup: u64,
@@ -688,6 +693,7 @@ pub(crate) fn timed_on_stream(
     mut launch: impl FnMut() -> Result<()>,
     progress: Option<&AtomicU64>,
     check: &dyn Fn() -> Result<()>,
+    gate: Option<&copy::Gate>,
 ) -> Result<Vec<u64>> {
     for _ in 0..warmup {
         launch()?;
@@ -697,8 +703,14 @@ pub(crate) fn timed_on_stream(
     poll_until(query_stream, check, "waiting for the GPU")?;
     // Events are reused block by block, so memory stays bounded for any -n; between
     // blocks the host drains the stream, a gap that falls outside every timed pair.
-    const BLOCK: u64 = 1024;
-    let events = (0..=iters.clamp(1, BLOCK))
+    // A held block stays short (nvbandwidth queues 16 copies behind its blocking kernel):
+    // the host must never block on a full queue before it releases the gate.
+    let block_len: u64 = if gate.is_some() {
+        copy::GATED_BLOCK
+    } else {
+        1024
+    };
+    let events = (0..=iters.clamp(1, block_len))
         .map(|_| cu::event::create(cusys::CUevent_flags::CU_EVENT_DEFAULT))
         .collect::<Result<Vec<_>, _>>()
         .map_err(cuda_err("creating CUDA events"))?;
@@ -707,7 +719,9 @@ pub(crate) fn timed_on_stream(
         let mut times = Vec::with_capacity(iters as usize);
         let mut done = 0;
         while done < iters {
-            let block = (iters - done).min(BLOCK) as usize;
+            let block = (iters - done).min(block_len) as usize;
+            // Released when dropped: on every path out of the block, errors included.
+            let held = gate.map(|g| g.hold(s)).transpose()?;
             // SAFETY: events and stream are alive until the end of this function.
             unsafe { cu::event::record(events[0], s) }.map_err(cuda_err("recording an event"))?;
             for e in &events[1..=block] {
@@ -715,6 +729,7 @@ pub(crate) fn timed_on_stream(
                 // SAFETY: as above.
                 unsafe { cu::event::record(*e, s) }.map_err(cuda_err("recording an event"))?;
             }
+            drop(held);
             for w in events[..=block].windows(2) {
                 // SAFETY: both events were recorded on `s`; waiting on the later one
                 // makes the pair's elapsed time readable.
