@@ -6,7 +6,9 @@
 # phase of the report (AGGREGATE_TIMINGS=1: load = read, hash, estimate, parse, decode
 # every latency histogram once into its group, write the bytes into the bundle; tables;
 # judge; matrix; plots; copy inputs = rename the copies; render; sign), the load average
-# beside them, and the floor of reading the input once (cat > /dev/null). docs/benchmarks-aggregate.md.
+# beside them, and two floors: reading the input once (cat > /dev/null), and reading and
+# parsing it into the result schema on every core with nothing else (the example
+# parse_floor). docs/benchmarks-aggregate.md.
 # Target on a 2-core machine: under 5 s and under 1 GiB.
 #
 # Usage: scripts/bench-aggregate-scale.sh [RANKS] [SIZES]
@@ -35,6 +37,11 @@ echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 FLOOR_START=$(date +%s.%N)
 cat "$WORK"/data/*.json >/dev/null
 echo "floor, reading the input once (cat > /dev/null, page cache): $(awk -v a="$FLOOR_START" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }') s"
+if [[ -z ${PARSE_FLOOR:-} ]]; then
+    cargo build --release -q -p aggregate --example parse_floor --manifest-path "$ROOT/Cargo.toml" >&2
+    PARSE_FLOOR=${CARGO_TARGET_DIR:-$ROOT/target}/release/examples/parse_floor
+fi
+echo "floor, reading and parsing it (serde into the schema, every core, nothing else): $("$PARSE_FLOOR" "$WORK"/data/*.json)"
 AGGREGATE_TIMINGS=1 timed_aggregate report "$WORK/data" --profile roce-100g --out "$WORK/report" --sign "$WORK/key"
 grep '^verdict' "$WORK/stdout.txt"
 echo "phases (wall s, AGGREGATE_TIMINGS=1):"
