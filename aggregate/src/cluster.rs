@@ -189,9 +189,7 @@ pub fn build_with(
             let into = rows
                 .entry((host.to_string(), a.devices[d as usize].clone()))
                 .or_default();
-            for (k, v) in counters {
-                into.entry(k.clone()).or_default().add(*v);
-            }
+            crate::rows::ErrorSum::add_all(into, counters);
         }
         for o in inventory::checks(spec, &inv, &rows) {
             outcomes.push((None, o));

@@ -848,10 +848,10 @@ pub fn analyse(docs: &[Loaded], profile: &Profile) -> Analysis {
     let mut errors: BTreeMap<End, BTreeMap<String, crate::rows::ErrorSum>> = BTreeMap::new();
     for dr in &per_doc {
         for (peer, counters) in &dr.rows.errors {
-            let into = errors.entry(dr.ends[*peer as usize]).or_default();
-            for (k, v) in counters {
-                into.entry(k.clone()).or_default().add(*v);
-            }
+            crate::rows::ErrorSum::add_all(
+                errors.entry(dr.ends[*peer as usize]).or_default(),
+                counters,
+            );
         }
     }
     let mut a = Analysis {

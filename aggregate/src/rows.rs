@@ -316,6 +316,14 @@ impl ErrorSum {
         self.delta = self.delta.saturating_add(other.delta);
         self.at_least |= other.at_least;
     }
+
+    /// Adds every counter's sum of `from` into `into`: the one way per-row sums become
+    /// per-end, per-device or merged-document sums.
+    pub fn add_all(into: &mut BTreeMap<String, ErrorSum>, from: &BTreeMap<String, ErrorSum>) {
+        for (name, v) in from {
+            into.entry(name.clone()).or_default().add(*v);
+        }
+    }
 }
 
 /// The compact rows of one document, with what they index.
@@ -480,11 +488,8 @@ impl P2pRows {
                 ..r
             });
         }
-        for (p, counters) in other.errors {
-            let into = self.errors.entry(peers[p as usize]).or_default();
-            for (name, v) in counters {
-                into.entry(name).or_default().add(v);
-            }
+        for (p, counters) in &other.errors {
+            ErrorSum::add_all(self.errors.entry(peers[*p as usize]).or_default(), counters);
         }
     }
 

@@ -115,7 +115,9 @@ fn stream(
         ep.step()?;
     }
     ep.quiesce()?;
-    let stamped = stamp && ep.stamp_messages(clock, plan.messages());
+    if stamp {
+        ep.stamp_messages(clock, plan.messages());
+    }
     let limit = if plan.duration_s.is_some() {
         u64::MAX
     } else {
@@ -153,7 +155,7 @@ fn stream(
         }
     }
     let received = ep.finish()?;
-    let stamps = if stamped { ep.take_stamps() } else { None };
+    let stamps = ep.take_stamps();
     let seconds = if ep.complete_when_reaped() {
         // Verbs: what completed by the last read is what arrived by then (perftest's end
         // stamp); a duration's tail completing in `finish` is outside the window.

@@ -72,10 +72,6 @@ impl MessageStamps {
         self.completed.push((message, tick));
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.posted.is_empty() || self.completed.is_empty()
-    }
-
     /// The window with the least time per message; `None` without a post followed by a
     /// completion.
     pub fn fastest(&self) -> Option<Window> {
@@ -109,8 +105,8 @@ impl MessageStamps {
             }
             None
         };
-        let per_message = |w: &Window| rel(w.completed_tick) - rel(w.posted_tick);
-        let rate = |w: &Window| per_message(w) / w.messages() as f64;
+        let span = |w: &Window| rel(w.completed_tick) - rel(w.posted_tick);
+        let rate = |w: &Window| span(w) / w.messages() as f64;
         // Every window is at least as fast as its own span, so any window qualifies for a
         // bound past the last stamp; each bisection step then keeps one as fast as the
         // bound, so the last one kept is the answer.

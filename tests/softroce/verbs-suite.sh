@@ -91,11 +91,22 @@ def driver_moved(r):
     return True
 def perftest_peak(r, alone=True):
     """perftest's BW peak was measured; one-way, the whole run is one of its windows, so it
-    is never below the average (up to rounding)."""
+    is never below the average (up to rounding). Bidirectional (alone False): it is the sum
+    of the two sides' own peaks (perftest -b), each in its direction and never below that
+    direction's average."""
     bw = r["bw_gbit_s"]
     p = bw.get("perftest_peak")
     assert p is not None and p > 0, "no perftest_peak in %s" % bw
-    assert not alone or p >= bw["avg"] * 0.999, "perftest_peak %s below avg %s" % (p, bw["avg"])
+    if alone:
+        assert p >= bw["avg"] * 0.999, "perftest_peak %s below avg %s" % (p, bw["avg"])
+        return True
+    dirs = [x["bw_gbit_s"] for x in r.get("directions", [])]
+    assert len(dirs) == 2, "want two directions, got %s" % dirs
+    for x in dirs:
+        assert x.get("perftest_peak") is not None, "a direction without its peak: %s" % x
+        assert x["perftest_peak"] >= x["avg"] * 0.999, "direction peak below its avg: %s" % x
+    total = sum(x["perftest_peak"] for x in dirs)
+    assert abs(p - total) <= 1e-9 * total, "perftest_peak %s, the sides' sum %s" % (p, total)
     return True
 def driver_unknown(r):
     """No driver counters, and each side says why (ethtool's own words)."""

@@ -347,13 +347,11 @@ pub trait BandwidthEndpoint {
     }
     /// Sender, after [`quiesce`](Self::quiesce): stamp on `clock` the post and the
     /// completion of each of the next `messages` timed messages, as perftest's `tposted`
-    /// and `tcompleted`, for its BW peak ([`results::peak`]). Returns whether it will:
-    /// an RC completion says a message arrived, a TCP write only that the kernel took it.
-    fn stamp_messages(&mut self, _clock: &LoopClock, _messages: u64) -> bool {
-        false
-    }
+    /// and `tcompleted`, for its BW peak ([`results::peak`]). Only verbs takes them: an RC
+    /// completion says a message arrived, a TCP write only that the kernel took it.
+    fn stamp_messages(&mut self, _clock: &LoopClock, _messages: u64) {}
     /// The stamps taken since [`stamp_messages`](Self::stamp_messages), once the loop is
-    /// over.
+    /// over; `None` when none were.
     fn take_stamps(&mut self) -> Option<MessageStamps> {
         None
     }

@@ -416,7 +416,7 @@ impl BandwidthEndpoint for VerbsBandwidth<'_> {
         self.drained
     }
 
-    fn stamp_messages(&mut self, clock: &LoopClock, messages: u64) -> bool {
+    fn stamp_messages(&mut self, clock: &LoopClock, messages: u64) {
         let qps = self.posted.len();
         let chain = self.list.len().max(1) as u64;
         // Every chain, every signaled request and every QP's fenced tail, reserved now so
@@ -430,7 +430,6 @@ impl BandwidthEndpoint for VerbsBandwidth<'_> {
                 (messages / self.cq_mod.max(1)) as usize + 2 * qps,
             ),
         });
-        true
     }
 
     fn take_stamps(&mut self) -> Option<MessageStamps> {
