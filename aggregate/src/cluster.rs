@@ -155,12 +155,16 @@ pub fn build_with(
     // parts for the rows it judged, and the matrix's own suspects for those rows would
     // name the same faults again as many NICs; otherwise the matrix's suspects (with
     // their counters, inventory and retest list) stay and the structure adds only its
-    // cabling findings.
+    // cabling findings. Where the plan's rates put uplinks slower than the NICs, only the
+    // structure judges cells across the spines against what they can reach (the matrix
+    // compares them with the rail's median and would name each as a slow link), so its
+    // suspects stand for those rows whatever they are, none included.
     let replaces = structure.as_ref().is_some_and(|s| {
         !s.rows.is_empty()
-            && s.suspects
-                .iter()
-                .any(|x| x.explains > 0 && !crate::structure::NODE_KINDS.contains(&x.kind))
+            && (s.judged_by_rates
+                || s.suspects
+                    .iter()
+                    .any(|x| x.explains > 0 && !crate::structure::NODE_KINDS.contains(&x.kind)))
     });
     if replaces {
         let st = structure.as_ref();

@@ -14,15 +14,17 @@ fn named(
     faults: &[Fault],
     with_plan: bool,
 ) -> (BTreeSet<(String, String)>, structure::Structure) {
+    named_against(spec, faults, with_plan.then(|| fabric::plan(spec)))
+}
+
+fn named_against(
+    spec: &FabricSpec,
+    faults: &[Fault],
+    plan: Option<results::fabric_plan::FabricPlan>,
+) -> (BTreeSet<(String, String)>, structure::Structure) {
     let doc = fabric::document(spec, faults);
     let loaded = Loaded::from_text("fabric.json", &serde_json::to_string(&doc).unwrap()).unwrap();
-    let plan = fabric::plan(spec);
-    let st = structure::build(
-        &[loaded],
-        with_plan.then_some(&plan),
-        &MatrixSettings::default(),
-    )
-    .unwrap();
+    let st = structure::build(&[loaded], plan.as_ref(), &MatrixSettings::default()).unwrap();
     let got = st
         .suspects
         .iter()
@@ -235,4 +237,55 @@ fn one_slow_uplink_is_its_leaf_and_with_two_groups_the_spine_layer() {
     ];
     let (got, st) = named(&spec, &faults, true);
     assert_eq!(got, expected(&spec, &faults), "{:#?}", st.suspects);
+}
+
+/// Uplinks slower than the NICs (a flow across the spines reaches half the NIC's rate):
+/// judged against the rail's median alone, every cross-group cell is slow and the spine
+/// layer is named on a clean fabric; with the plan's rates each cell is judged against
+/// what it can reach, so a clean fabric names nothing and a fault is named as without
+/// the slow uplinks.
+#[test]
+fn uplinks_slower_than_the_nics_are_judged_by_the_plans_rates() {
+    for (g, n, r, s) in [(2, 4, 2, 2), (3, 4, 2, 2), (4, 8, 2, 4)] {
+        let mut spec = FabricSpec::new(g, n, r, s);
+        spec.uplink_share = Some(0.4);
+        let (got, st) = named(&spec, &[], true);
+        assert!(got.is_empty(), "{g}x{n}x{r}x{s}: {:#?}", st.suspects);
+        assert!(
+            st.notes
+                .iter()
+                .any(|x| x.contains("slowest planned uplink")),
+            "{:?}",
+            st.notes
+        );
+        for faults in [
+            vec![Fault::Leaf { rail: 0, group: 1 }],
+            vec![Fault::Node { node: 2 }],
+            vec![Fault::OneWay {
+                from: n + 1,
+                to: 1,
+                rail: r - 1,
+            }],
+        ] {
+            let (got, st) = named(&spec, &faults, true);
+            assert_eq!(
+                got,
+                expected(&spec, &faults),
+                "{g}x{n}x{r}x{s} {faults:?}\n{:#?}",
+                st.suspects
+            );
+        }
+    }
+    // The same cells without the rates in the plan: false suspects (what the rates fix).
+    let mut spec = FabricSpec::new(2, 4, 2, 2);
+    spec.uplink_share = Some(0.4);
+    let mut plan = fabric::plan(&spec);
+    for l in &mut plan.link {
+        l.rate_gbit_s = None;
+    }
+    let (got, _) = named_against(&spec, &[], Some(plan));
+    assert!(
+        !got.is_empty(),
+        "without the rates the slow cross cells look bad"
+    );
 }

@@ -121,7 +121,31 @@ fn plan_against_fabric(
     let hops = schedule.rounds.iter().flatten().map(|p| {
         crate::fabric::Hop::of(leaves[p.initiator as usize], leaves[p.responder as usize])
     });
-    let found = fabric.record(&schedule.nodes, hops);
+    let mut found = fabric.record(&schedule.nodes, hops);
+    if let Some((before, after)) = schedule.cross_capped {
+        found.cross_leaf_cap = fabric
+            .cross_cap
+            .iter()
+            .map(|(g, c)| (g.clone(), c.pairs))
+            .collect();
+        found.rounds_uncapped = Some(before as u64);
+        for (g, c) in &fabric.cross_cap {
+            eprintln!(
+                "{tool}: plan {}: group {g}'s uplinks are oversubscribed {:.3}:1 ({}), so at \
+                 most {} pair(s) of it cross the spines per round: {after} rounds instead of \
+                 {before}",
+                found.source, c.oversubscription, c.leaf, c.pairs
+            );
+        }
+    } else if !fabric.cross_cap.is_empty() {
+        rec.warnings.push(format!(
+            "plan {}: the uplinks of {} group(s) are oversubscribed, but with --rails all \
+             every rail pair crosses the spines and rounds are not held to what the uplinks \
+             carry: pairs of one round share them and measure below line rate",
+            found.source,
+            fabric.cross_cap.len()
+        ));
+    }
     let list = |v: &[String]| {
         let mut s = v.iter().take(20).cloned().collect::<Vec<_>>().join(", ");
         if v.len() > 20 {
@@ -167,7 +191,14 @@ fn agree_schedule(
 ) -> Result<Option<(Shared, Schedule)>> {
     let root = coord.is_root();
     let shared = coord.share(if root {
-        root_inputs(launch)
+        let mut s = root_inputs(launch);
+        // A latency sweep's messages load no uplink: its rounds are never held back.
+        if plan.tool != "bench-bw" {
+            if let Some(f) = s.fabric.as_mut() {
+                f.cross_cap.clear();
+            }
+        }
+        s
     } else {
         Shared::default()
     })?;

@@ -22,6 +22,24 @@ pub struct FabricOrder {
     pub nodes: Vec<String>,
     /// `node nic` -> the leaf it is planned on.
     pub leaf: BTreeMap<String, String>,
+    /// Node -> its planned group.
+    #[serde(default)]
+    pub group: BTreeMap<String, String>,
+    /// Groups whose leaves are oversubscribed by the plan's declared rates, with the
+    /// cross-leaf pairs their uplinks carry at once at line rate. A bandwidth sweep holds
+    /// every round to it (the root clears it for latency, which loads no uplink).
+    #[serde(default)]
+    pub cross_cap: BTreeMap<String, CrossCap>,
+}
+
+/// How many pairs across the spines one group's uplinks carry at once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CrossCap {
+    /// Pairs at once (at least one).
+    pub pairs: u32,
+    /// The group's most oversubscribed leaf and its ratio (4 for 4:1).
+    pub leaf: String,
+    pub oversubscription: f64,
 }
 
 impl FabricOrder {
@@ -55,6 +73,29 @@ impl FabricOrder {
         };
         let mut nodes = names.clone();
         nodes.sort_by_key(rank);
+        // Each group is held to its tightest oversubscribed leaf. A pair across the
+        // spines sends both ways at once, so each leaf it touches carries one flow up and
+        // one down: the uplinks' capacity over a NIC's rate is the pairs at line rate.
+        let mut cross_cap: BTreeMap<String, CrossCap> = BTreeMap::new();
+        for (leaf, c) in plan.leaf_capacity() {
+            let Some(g) = group_of_switch(&leaf) else {
+                continue;
+            };
+            if c.oversubscription() <= 1.0 + 1e-9 {
+                continue;
+            }
+            let cap = CrossCap {
+                pairs: c.flows_at_line_rate(),
+                leaf,
+                oversubscription: c.oversubscription(),
+            };
+            match cross_cap.get(&g) {
+                Some(old) if old.pairs <= cap.pairs => {}
+                _ => {
+                    cross_cap.insert(g, cap);
+                }
+            }
+        }
         FabricOrder {
             source: plan.source.clone(),
             nodes,
@@ -63,7 +104,35 @@ impl FabricOrder {
                 .iter()
                 .map(|n| (format!("{} {}", n.node, n.nic), n.switch.clone()))
                 .collect(),
+            group,
+            cross_cap,
         }
+    }
+
+    /// For the schedule, when some group is capped: each node's group (an index, `None`
+    /// when the plan does not place it) and each group's cap (`u32::MAX`: not capped).
+    pub fn caps_of(&self, nodes: &[String]) -> Option<(Vec<Option<usize>>, Vec<u32>)> {
+        if self.cross_cap.is_empty() {
+            return None;
+        }
+        let names: Vec<&String> = self
+            .group
+            .values()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let groups = nodes
+            .iter()
+            .map(|n| {
+                let g = self.group.get(host_of(n))?;
+                names.iter().position(|x| *x == g)
+            })
+            .collect();
+        let caps = names
+            .iter()
+            .map(|g| self.cross_cap.get(*g).map_or(u32::MAX, |c| c.pairs))
+            .collect();
+        Some((groups, caps))
     }
 
     /// Reads and validates a plan file (format detected), for the root.
@@ -210,6 +279,35 @@ switch = "leaf-a"
         let mut local: Vec<String> = ["a0/1", "b0/0"].map(String::from).into();
         o.order(&mut local);
         assert_eq!(local, ["b0/0", "a0/1"]);
+    }
+
+    #[test]
+    fn oversubscribed_leaves_cap_their_group() {
+        // PLAN with rates: NICs 200 Mb/s; leaf-a has two uplinks of 200 Mb/s for its two
+        // NICs (not oversubscribed), leaf-b one of 100 Mb/s for two NICs (4:1).
+        let rated =
+            PLAN.replace(
+                "switch = \"leaf-b\"",
+                "switch = \"leaf-b\"\nrate_gbit_s = 0.2",
+            )
+            .replace(
+                "switch = \"leaf-a\"",
+                "switch = \"leaf-a\"\nrate_gbit_s = 0.2",
+            ) + "[[link]]\na = \"leaf-a\"\nb = \"spine0\"\ncount = 2\nrate_gbit_s = 0.2\n"
+                + "[[link]]\na = \"spine0\"\nb = \"leaf-b\"\nrate_gbit_s = 0.1\n";
+        let o = FabricOrder::from_plan(&fabric_plan::parse_native("p.toml", &rated).unwrap());
+        assert_eq!(o.cross_cap.len(), 1, "{:?}", o.cross_cap);
+        let c = &o.cross_cap["b"];
+        assert_eq!((c.pairs, c.leaf.as_str()), (1, "leaf-b"));
+        assert!((c.oversubscription - 4.0).abs() < 1e-9);
+        let (groups, caps) = o.caps_of(&["a0".into(), "b1".into(), "x".into()]).unwrap();
+        assert_eq!(groups, [Some(0), Some(1), None]);
+        assert_eq!(caps, [u32::MAX, 1]);
+        // A rate left out (b1's, the first NIC) is unknown: leaf-b gets no cap by guess.
+        let partial = rated.replacen("rate_gbit_s = 0.2\n", "", 1);
+        let o = FabricOrder::from_plan(&fabric_plan::parse_native("p.toml", &partial).unwrap());
+        assert!(o.cross_cap.is_empty(), "{:?}", o.cross_cap);
+        assert!(order().caps_of(&["a0".into()]).is_none());
     }
 
     #[test]

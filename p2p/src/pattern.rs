@@ -204,6 +204,9 @@ pub struct Schedule {
     /// Seed actually used by `random`.
     pub seed: Option<u64>,
     pub rounds: Vec<Vec<RankPair>>,
+    /// Node rounds before and after holding cross-leaf pairs to what oversubscribed
+    /// uplinks carry (`FabricOrder::cross_cap`), when that applied.
+    pub cross_capped: Option<(usize, usize)>,
 }
 
 impl Schedule {
@@ -264,6 +267,7 @@ pub fn schedule(req: &Request) -> Result<Schedule> {
     }
     let rails = rails_of.values().map(|r| r.len() as u32).max().unwrap_or(0);
     let mut seed = None;
+    let mut cross_capped = None;
     if let PatternSpec::Incast(_) = req.pattern {
         bail!(
             "--pattern incast is not a schedule of pairs: bench-bw runs its rounds itself \
@@ -317,6 +321,21 @@ pub fn schedule(req: &Request) -> Result<Schedule> {
                 PatternSpec::Pairs => unreachable!(),
                 PatternSpec::Incast(_) => unreachable!(),
             };
+            // Rail-aligned pairs cross the spines only between groups; with --rails all
+            // every pair of rails does, which no per-group budget describes.
+            let caps = req
+                .fabric
+                .filter(|_| req.rail_mode == RailMode::Aligned)
+                .and_then(|f| f.caps_of(&nodes));
+            let node_rounds = match caps {
+                Some((groups, caps)) => {
+                    let before = node_rounds.len();
+                    let after = cap_cross(node_rounds, &groups, &caps);
+                    cross_capped = Some((before, after.len()));
+                    after
+                }
+                None => node_rounds,
+            };
             expand(&node_rounds, &nodes, &rails_of, rails, req.rail_mode)
         }
     };
@@ -328,6 +347,7 @@ pub fn schedule(req: &Request) -> Result<Schedule> {
         include_local: req.include_local,
         seed,
         rounds,
+        cross_capped,
     })
 }
 
@@ -416,6 +436,86 @@ fn pack(pairs: Vec<NodePair>) -> Vec<Vec<NodePair>> {
         rounds[i].push(p);
     }
     rounds
+}
+
+/// Holds every round to the pairs across the spines each group's uplinks carry at line
+/// rate (`caps[g]`, `u32::MAX` for none): a pair between groups counts against both. Pairs
+/// inside a group stay where they are; a cross pair that does not fit goes to the first
+/// round where both its nodes are free and both groups have room, new rounds appended as
+/// needed. An oversubscribed fabric so takes longer to sweep (the uplinks cannot carry
+/// more at line rate), and no measured pair is slowed by the others of its round.
+fn cap_cross(
+    rounds: Vec<Vec<NodePair>>,
+    group: &[Option<usize>],
+    caps: &[u32],
+) -> Vec<Vec<NodePair>> {
+    let n = group.len();
+    let cross = |p: &NodePair| match (group[p.a], group[p.b]) {
+        (Some(x), Some(y)) if x != y => Some((x, y)),
+        _ => None,
+    };
+    struct Room {
+        busy: Vec<bool>,
+        used: Vec<u32>,
+    }
+    impl Room {
+        fn fits(&self, p: &NodePair, x: usize, y: usize, caps: &[u32]) -> bool {
+            !self.busy[p.a] && !self.busy[p.b] && self.used[x] < caps[x] && self.used[y] < caps[y]
+        }
+    }
+    let mut out: Vec<Vec<NodePair>> = Vec::with_capacity(rounds.len());
+    let mut rooms: Vec<Room> = Vec::with_capacity(rounds.len());
+    let mut waiting = Vec::new();
+    for round in rounds {
+        let mut room = Room {
+            busy: vec![false; n],
+            used: vec![0; caps.len()],
+        };
+        let mut kept = Vec::with_capacity(round.len());
+        for p in round {
+            if let Some((x, y)) = cross(&p) {
+                if !room.fits(&p, x, y, caps) {
+                    waiting.push((p, x, y));
+                    continue;
+                }
+                room.used[x] += 1;
+                room.used[y] += 1;
+            }
+            room.busy[p.a] = true;
+            room.busy[p.b] = true;
+            kept.push(p);
+        }
+        out.push(kept);
+        rooms.push(room);
+    }
+    // Rounds fill up only, so the first round a group may still have room never moves
+    // back: the search for each waiting pair starts there.
+    let mut open = vec![0usize; caps.len()];
+    for (p, x, y) in waiting {
+        let from = open[x].max(open[y]);
+        let at = (from..rooms.len()).find(|&i| rooms[i].fits(&p, x, y, caps));
+        let i = at.unwrap_or_else(|| {
+            rooms.push(Room {
+                busy: vec![false; n],
+                used: vec![0; caps.len()],
+            });
+            out.push(Vec::new());
+            rooms.len() - 1
+        });
+        let room = &mut rooms[i];
+        room.used[x] += 1;
+        room.used[y] += 1;
+        room.busy[p.a] = true;
+        room.busy[p.b] = true;
+        out[i].push(p);
+        for g in [x, y] {
+            while open[g] < rooms.len() && rooms[open[g]].used[g] >= caps[g] {
+                open[g] += 1;
+            }
+        }
+    }
+    out.retain(|r| !r.is_empty());
+    out
 }
 
 /// Node rounds -> rank rounds, rail by rail.
@@ -588,6 +688,83 @@ mod tests {
             file_text: file,
             fabric: None,
         })
+    }
+
+    /// Two groups of four hosts, leaves 4:1 oversubscribed (one pair across at once).
+    fn capped_order(pairs: u32) -> crate::fabric::FabricOrder {
+        let mut f = crate::fabric::FabricOrder::default();
+        for h in 0..8 {
+            f.group.insert(format!("node{h:02}"), format!("g{}", h / 4));
+        }
+        for g in ["g0", "g1"] {
+            f.cross_cap.insert(
+                g.into(),
+                crate::fabric::CrossCap {
+                    pairs,
+                    leaf: format!("leaf-{g}"),
+                    oversubscription: 4.0,
+                },
+            );
+        }
+        f
+    }
+
+    fn run_capped(p: &str, s: &[Slot], f: &crate::fabric::FabricOrder) -> Schedule {
+        schedule(&Request {
+            pattern: &p.parse().unwrap(),
+            slots: s,
+            rail_mode: RailMode::Aligned,
+            include_local: false,
+            fallback_seed: 7,
+            file_text: None,
+            fabric: Some(f),
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn oversubscribed_groups_cross_no_more_than_their_uplinks_carry() {
+        let s = slots(8, 2);
+        let plain = run("all-pairs", &s, RailMode::Aligned, None).unwrap();
+        for cap in [1u32, 2] {
+            let f = capped_order(cap);
+            let capped = run_capped("all-pairs", &s, &f);
+            check_disjoint(&capped);
+            let host = |r: u32| s[r as usize].host.clone();
+            let group = |r: u32| f.group[&host(r)].clone();
+            // Every pair of every rail exactly once, as without the cap.
+            let set = |x: &Schedule| {
+                let mut v: Vec<(u32, u32)> = x
+                    .rounds
+                    .iter()
+                    .flatten()
+                    .map(|p| (p.initiator.min(p.responder), p.initiator.max(p.responder)))
+                    .collect();
+                v.sort();
+                v
+            };
+            assert_eq!(set(&capped), set(&plain));
+            for (i, round) in capped.rounds.iter().enumerate() {
+                // Per rail (the two ranks of a host are its two rails' NICs).
+                for rail in 0..2 {
+                    let cross = round
+                        .iter()
+                        .filter(|p| s[p.initiator as usize].local_rank == rail)
+                        .filter(|p| group(p.initiator) != group(p.responder))
+                        .count();
+                    assert!(cross as u32 <= cap, "round {i} rail {rail}: {cross} across");
+                }
+            }
+            // 16 cross pairs a rail, at most `cap` a round.
+            let (before, after) = capped.cross_capped.unwrap();
+            assert_eq!(before, 7);
+            assert_eq!(after, capped.rounds.len());
+            assert!(after >= (16 / cap) as usize, "{after} rounds for cap {cap}");
+        }
+        // Latency sweeps and fabrics without oversubscription keep the circle.
+        let uncapped = run_capped("all-pairs", &s, &crate::fabric::FabricOrder::default());
+        assert_eq!(uncapped.rounds.len(), 7);
+        assert!(uncapped.cross_capped.is_none());
     }
 
     /// Every round's pairs are disjoint; returns the unordered host pairs (with rails).

@@ -76,6 +76,10 @@ pub struct PlanNic {
     /// The switch port as LLDP/SMP report it (`swp1`, `17`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port: Option<String>,
+    /// The NIC's line rate in Gb/s (400 for NDR or 400GbE). With the uplinks' rates it
+    /// says what a flow across the spines can reach and how many cross at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_gbit_s: Option<f64>,
 }
 
 /// Switch-to-switch cabling.
@@ -87,10 +91,52 @@ pub struct PlanLink {
     /// Parallel links (the uplink count).
     #[serde(default = "one")]
     pub count: u32,
+    /// The rate of each of the `count` links, Gb/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_gbit_s: Option<f64>,
 }
 
 fn one() -> u32 {
     1
+}
+
+/// `Some(message)` when a declared rate is not a positive number of Gb/s.
+fn bad_rate(rate: Option<f64>) -> Option<String> {
+    rate.filter(|r| !(r.is_finite() && *r > 0.0)).map(|r| {
+        format!("rate_gbit_s {r} is not a rate; give the line rate in Gb/s (400, 100, 0.2)")
+    })
+}
+
+/// What one leaf carries by the plan's declared rates.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LeafCapacity {
+    /// NICs planned on the leaf.
+    pub nics: u32,
+    /// The slowest of their rates, Gb/s.
+    pub nic_gbit_s: f64,
+    /// All its links toward the spines together, and the slowest one, Gb/s.
+    pub uplinks_gbit_s: f64,
+    pub slowest_uplink_gbit_s: f64,
+}
+
+impl LeafCapacity {
+    /// What the NICs can send across the spines over what the uplinks carry: 4 for a
+    /// 4:1 leaf; 1 or less is not oversubscribed.
+    pub fn oversubscription(&self) -> f64 {
+        f64::from(self.nics) * self.nic_gbit_s / self.uplinks_gbit_s
+    }
+
+    /// Flows across the spines the uplinks carry at once at the NICs' rate, on average
+    /// (at least one).
+    pub fn flows_at_line_rate(&self) -> u32 {
+        ((self.uplinks_gbit_s / self.nic_gbit_s + 1e-9).floor() as u32).max(1)
+    }
+
+    /// What one flow leaving the leaf reaches, as a share of the NIC's rate: ECMP puts a
+    /// flow on one uplink, so an uplink slower than the NIC is its ceiling.
+    pub fn flow_share(&self) -> f64 {
+        (self.slowest_uplink_gbit_s / self.nic_gbit_s).min(1.0)
+    }
 }
 
 /// A whole plan (the native format's document).
@@ -362,8 +408,58 @@ impl FabricPlan {
             if l.count == 0 {
                 return err(item, "count 0: leave the link out instead".into());
             }
+            if let Some(e) = bad_rate(l.rate_gbit_s) {
+                return err(item, e);
+            }
+        }
+        for (i, n) in self.nic.iter().enumerate() {
+            if let Some(e) = bad_rate(n.rate_gbit_s) {
+                return err(format!("nic[{i}] ({} {})", n.node, n.nic), e);
+            }
         }
         Ok(())
+    }
+
+    /// What each leaf's NICs and uplinks carry by the declared rates: only leaves whose
+    /// every NIC and every link toward a spine or core switch has a rate, and that have an
+    /// uplink (a rate left out is unknown, never guessed).
+    pub fn leaf_capacity(&self) -> BTreeMap<String, LeafCapacity> {
+        let tier: HashMap<&str, Tier> = self
+            .switch
+            .iter()
+            .map(|s| (s.name.as_str(), s.tier))
+            .collect();
+        let mut out: BTreeMap<String, Option<LeafCapacity>> = BTreeMap::new();
+        for n in &self.nic {
+            let c = out.entry(n.switch.clone()).or_insert(Some(LeafCapacity {
+                nics: 0,
+                nic_gbit_s: f64::INFINITY,
+                uplinks_gbit_s: 0.0,
+                slowest_uplink_gbit_s: f64::INFINITY,
+            }));
+            *c = c.zip(n.rate_gbit_s).map(|(mut c, r)| {
+                c.nics += 1;
+                c.nic_gbit_s = c.nic_gbit_s.min(r);
+                c
+            });
+        }
+        for l in &self.link {
+            for (leaf, other) in [(&l.a, &l.b), (&l.b, &l.a)] {
+                if tier.get(other.as_str()).is_none_or(|t| *t == Tier::Leaf) {
+                    continue;
+                }
+                if let Some(c) = out.get_mut(leaf.as_str()) {
+                    *c = c.zip(l.rate_gbit_s).map(|(mut c, r)| {
+                        c.uplinks_gbit_s += r * f64::from(l.count);
+                        c.slowest_uplink_gbit_s = c.slowest_uplink_gbit_s.min(r);
+                        c
+                    });
+                }
+            }
+        }
+        out.into_iter()
+            .filter_map(|(k, c)| Some((k, c.filter(|c| c.uplinks_gbit_s > 0.0)?)))
+            .collect()
     }
 
     /// Switch by name.
@@ -533,6 +629,7 @@ pub fn import_slurm(file: &str, text: &str) -> Result<FabricPlan> {
                 a: k.clone(),
                 b: parent.clone(),
                 count: 1,
+                rate_gbit_s: None,
             });
         }
     }
@@ -775,6 +872,7 @@ pub fn import_netbox(file: &str, text: &str) -> Result<FabricPlan> {
                 rail: rail as u32,
                 switch: sw,
                 port: Some(port).filter(|p| !p.is_empty()),
+                rate_gbit_s: None,
             });
         }
         if let Some(r) = racks.get(&host) {
@@ -791,7 +889,12 @@ pub fn import_netbox(file: &str, text: &str) -> Result<FabricPlan> {
     }
     plan.link = links
         .into_iter()
-        .map(|((a, b), count)| PlanLink { a, b, count })
+        .map(|((a, b), count)| PlanLink {
+            a,
+            b,
+            count,
+            rate_gbit_s: None,
+        })
         .collect();
     Ok(plan)
 }
@@ -927,12 +1030,18 @@ pub fn import_ibnetdiscover(file: &str, text: &str) -> Result<FabricPlan> {
                 rail: rail as u32,
                 switch: sw,
                 port: Some(port),
+                rate_gbit_s: None,
             });
         }
     }
     plan.link = link_counts
         .into_iter()
-        .map(|((a, b), count)| PlanLink { a, b, count })
+        .map(|((a, b), count)| PlanLink {
+            a,
+            b,
+            count,
+            rate_gbit_s: None,
+        })
         .collect();
     Ok(plan)
 }
@@ -1047,11 +1156,36 @@ count = 2
         assert!(e.contains("link[0]") && e.contains("spine9"), "{e}");
         let e = problem(&NATIVE.replace("count = 2", "count = 0"));
         assert!(e.contains("count 0"), "{e}");
+        let e = problem(&NATIVE.replace("count = 2", "count = 2\nrate_gbit_s = -400"));
+        assert!(e.contains("link[0]") && e.contains("Gb/s"), "{e}");
+        let e = problem(&NATIVE.replace("port = \"swp1\"", "port = \"swp1\"\nrate_gbit_s = nan"));
+        assert!(e.contains("nic[0]") && e.contains("not a rate"), "{e}");
         let e = problem(&NATIVE.replace("port = \"swp1\"", "prot = \"swp1\""));
         assert!(
             e.contains("unknown field") && e.contains("docs/structure.md"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn rates_give_what_a_leaf_carries_across_the_spines() {
+        let rated = NATIVE
+            .replace("port = \"swp1\"", "port = \"swp1\"\nrate_gbit_s = 400")
+            .replace("count = 2", "count = 2\nrate_gbit_s = 100.0");
+        let p = parse("p.toml", &rated, Format::Native).unwrap();
+        let c = p.leaf_capacity()["leaf-r0-g0"];
+        assert_eq!((c.nics, c.nic_gbit_s, c.uplinks_gbit_s), (1, 400.0, 200.0));
+        assert_eq!(c.oversubscription(), 2.0);
+        assert_eq!(c.flows_at_line_rate(), 1);
+        assert_eq!(c.flow_share(), 0.25);
+        // The rates survive the TOML round trip.
+        let again = parse("again.toml", &p.to_toml(), Format::Native).unwrap();
+        assert_eq!(again.leaf_capacity(), p.leaf_capacity());
+        // A leaf with a rate left out is unknown.
+        assert!(parse("p.toml", NATIVE, Format::Native)
+            .unwrap()
+            .leaf_capacity()
+            .is_empty());
     }
 
     #[test]

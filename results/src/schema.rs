@@ -129,6 +129,13 @@ pub struct SweepPlan {
     pub cross_leaf_pairs: u64,
     /// Scheduled rank pairs with an end the plan does not place.
     pub unknown_pairs: u64,
+    /// Groups whose uplinks the plan's rates say are oversubscribed, and the pairs across
+    /// the spines each round held them to (what the uplinks carry at line rate).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cross_leaf_cap: BTreeMap<String, u32>,
+    /// Rounds the schedule had before that cap (it has `rounds` now).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rounds_uncapped: Option<u64>,
 }
 
 /// A pair that was scheduled but could not be measured.

@@ -30,6 +30,10 @@ pub struct FabricSpec {
     /// Spread of healthy values (fraction; keep it well inside the profile's bound).
     pub jitter: f64,
     pub seed: u64,
+    /// Each uplink's rate over a NIC's, when the plan declares rates (`None`: it declares
+    /// none). Below 1 the fabric is one where a flow across the spines cannot reach the
+    /// NIC's rate: cells between planned groups come out at that share.
+    pub uplink_share: Option<f64>,
 }
 
 impl FabricSpec {
@@ -43,6 +47,7 @@ impl FabricSpec {
             base_gbit: 100.0,
             jitter: 0.03,
             seed: 1,
+            uplink_share: None,
         }
     }
     pub fn nodes(&self) -> u32 {
@@ -382,6 +387,7 @@ pub fn plan(s: &FabricSpec) -> FabricPlan {
                     a: s.leaf(r, g),
                     b: format!("spine{k}"),
                     count: 1,
+                    rate_gbit_s: s.uplink_share.map(|x| x * s.base_gbit),
                 });
             }
         }
@@ -408,6 +414,7 @@ pub fn plan(s: &FabricSpec) -> FabricPlan {
                 rail: r,
                 switch: s.leaf(r, s.group_of(i)),
                 port: Some(format!("swp{}", i % s.nodes_per_group + 1)),
+                rate_gbit_s: s.uplink_share.map(|_| s.base_gbit),
             });
         }
     }
@@ -575,7 +582,10 @@ pub fn compact(s: &FabricSpec, faults: &[Fault]) -> Compact {
                 if a == b {
                     continue;
                 }
-                let (f, fl) = factor(s, faults, r, a, b);
+                let (mut f, fl) = factor(s, faults, r, a, b);
+                if s.group_of(a) != s.group_of(b) {
+                    f *= s.uplink_share.unwrap_or(1.0).min(1.0);
+                }
                 let noise = 1.0 + s.jitter * (2.0 * rng.unit() - 1.0);
                 let bw = s.base_gbit * f * noise;
                 v[a as usize * n + b as usize] = bw as f32;

@@ -35,7 +35,9 @@
 #                                    128 bytes, B's acknowledgements among them, pass)
 # A NIC gets its address from the leaf it lands on (as DHCP or a routed fabric would), so a
 # mis-cabled NIC still carries data and the fault shows in hop classes and in LLDP.
-# --plan-out FILE writes the INTENDED fabric (no faults) in fabcheck's native plan format.
+# --plan-out FILE writes the INTENDED fabric (no faults) in fabcheck's native plan format,
+# with --rate and --uplink-rate as the NICs' and uplinks' rate_gbit_s (a sweep given that plan
+# holds an oversubscribed group's cross-spine pairs per round to what its uplinks carry).
 # Documentation: docs/simfabric.md.
 set -euo pipefail
 
@@ -63,7 +65,7 @@ if [ "${1:-}" = "__rank" ]; then
   exec "$@" --bind-addr "$addr"
 fi
 
-usage() { sed -n '2,39p' "$me" >&2; exit 2; }
+usage() { sed -n '2,41p' "$me" >&2; exit 2; }
 groups= npg= rails= spines= rate=1gbit uplink_rate= plan_out=
 slow_uplinks=() slow_leaves=() swaps=() moves=() wrongs=() slow_dirs=()
 need() { [ $# -ge 2 ] || die "$1 needs a value (see --help)"; }
@@ -183,8 +185,15 @@ nic_addr() { echo "198.18.$(leaf_idx "${land_leaf[$1]}").$((land_port[$1] + 9))"
 mgmt_addr() { echo "198.19.255.$(($(node_group "$1") * npg + $(node_index "$1") + 10))"; }
 
 # --- the intended fabric ------------------------------------------------------------------
+gbit() { # gbit TC_RATE -> the rate in Gb/s as a TOML float (200mbit -> 0.2)
+  [[ "$1" =~ ^([0-9]+(\.[0-9]+)?)([a-z]+)$ ]]
+  awk -v x="${BASH_REMATCH[1]}" -v u="${BASH_REMATCH[3]}" 'BEGIN {
+    m = (u == "gbit") ? 1 : (u == "mbit") ? 1e-3 : (u == "kbit") ? 1e-6 : 1e-9
+    v = sprintf("%.9g", x * m); if (v !~ /[.e]/) v = v ".0"; print v }'
+}
 write_plan() {
-  local tmp="$1.tmp.$$"
+  local tmp="$1.tmp.$$" nic_gbit up_gbit
+  nic_gbit=$(gbit "$rate") up_gbit=$(gbit "$uplink_rate")
   {
     echo "# The intended fabric of tests/fabric/simfabric.sh (no faults): fabcheck plan format."
     echo "version = 1"
@@ -199,15 +208,15 @@ write_plan() {
       for ((i = 0; i < npg; i++)); do
         printf '\n[[node]]\nname = "g%dn%d"\ngroup = "g%d"\n' "$g" "$i" "$g"
         for ((r = 0; r < rails; r++)); do
-          printf '\n[[nic]]\nnode = "g%dn%d"\nnic = "rail%d"\nrail = %d\nswitch = "leaf-r%d-g%d"\nport = "swp%d"\n' \
-            "$g" "$i" "$r" "$r" "$r" "$g" $((i + 1))
+          printf '\n[[nic]]\nnode = "g%dn%d"\nnic = "rail%d"\nrail = %d\nswitch = "leaf-r%d-g%d"\nport = "swp%d"\nrate_gbit_s = %s\n' \
+            "$g" "$i" "$r" "$r" "$r" "$g" $((i + 1)) "$nic_gbit"
         done
       done
     done
     for ((r = 0; r < rails; r++)); do
       for ((g = 0; g < groups; g++)); do
         for ((k = 0; k < spines; k++)); do
-          printf '\n[[link]]\na = "leaf-r%d-g%d"\nb = "spine%d"\ncount = 1\n' "$r" "$g" "$k"
+          printf '\n[[link]]\na = "leaf-r%d-g%d"\nb = "spine%d"\ncount = 1\nrate_gbit_s = %s\n' "$r" "$g" "$k" "$up_gbit"
         done
       done
     done

@@ -244,6 +244,8 @@ fn clean_fabric_rows_rails_and_lldp_match_the_plan_and_nothing_is_named() {
         (Some(24), Some(32)),
         "{p}"
     );
+    // The plan's rates say nothing is oversubscribed: rounds are the circle's.
+    assert!(p.get("cross_leaf_cap").is_none(), "{p}");
     // aggregate against the plan: every check passes, nothing is named.
     let (code, named, report) = judge(dir.path());
     assert_eq!(named, BTreeSet::new(), "{report}");
@@ -348,6 +350,64 @@ fn one_slow_uplink_of_three_groups_is_its_leafs_uplinks() {
     let (code, named, report) = judge(dir.path());
     assert_eq!(named, names(&[("leaf_uplinks", "leaf-r0-g1")]), "{report}");
     assert_eq!(code, 1, "{report}");
+}
+
+/// Uplinks at 100 Mbit/s under four NICs of 200 Mbit/s per leaf (4:1), declared in the
+/// plan: the sweep holds each group to one pair across the spines per round (the uplinks
+/// carry one NIC's rate), every cell across them is judged against the 0.5 of the NIC's
+/// rate one flow reaches through one uplink, and so a clean fabric names nothing while a
+/// one-way fault is still named exactly. Without the rates in the plan the same fabric
+/// named the spine layer and a leaf's uplinks (stop 24's note).
+#[test]
+fn an_oversubscribed_fabric_is_swept_within_its_uplinks_and_judged_by_the_plans_rates() {
+    if skip() {
+        return;
+    }
+    let _fabric = one_at_a_time();
+    let mut shape = TWO_GROUPS.to_vec();
+    shape.extend(["--uplink-rate", "100mbit"]);
+    for faults in [vec![], vec!["--slow-dir", "g1n3>g0n1:20mbit"]] {
+        let dir = tempfile::tempdir().unwrap();
+        let doc = sweep(&shape, &faults, dir.path());
+        let p = &doc["sweep"]["plan"];
+        assert_eq!(
+            p["cross_leaf_cap"],
+            serde_json::json!({"g0": 1, "g1": 1}),
+            "{p}"
+        );
+        assert_eq!(p["rounds_uncapped"].as_u64(), Some(7), "{p}");
+        // 16 pairs a rail across the spines, one a round: at least 16 rounds.
+        let rounds = doc["sweep"]["rounds"].as_u64().unwrap();
+        assert!(rounds >= 16, "{rounds} rounds");
+        // No round carries two pairs across the spines on one rail.
+        let mut across: BTreeMap<(u64, String), u32> = BTreeMap::new();
+        for r in doc["results"].as_array().unwrap() {
+            let (a, b) = (end(&r["pair"]["initiator"]), end(&r["pair"]["responder"]));
+            if a.0[..2] != b.0[..2] {
+                *across
+                    .entry((r["pair"]["round"].as_u64().unwrap(), a.1.clone()))
+                    .or_default() += 1;
+            }
+        }
+        assert_eq!(across.len(), 32, "{across:?}");
+        assert!(across.values().all(|&c| c == 1), "{across:?}");
+        let (code, named, report) = judge(dir.path());
+        if faults.is_empty() {
+            assert_eq!(named, BTreeSet::new(), "{report}");
+            assert_eq!(code, 0, "{report}");
+        } else {
+            // simfabric's --slow-dir shapes what A sends to B on every rail.
+            assert_eq!(
+                named,
+                names(&[
+                    ("one_way", "g1n3 rail0 -> g0n1 rail0"),
+                    ("one_way", "g1n3 rail1 -> g0n1 rail1")
+                ]),
+                "{report}"
+            );
+            assert_eq!(code, 1, "{report}");
+        }
+    }
 }
 
 /// (from host, to host) -> Gbit/s of that direction on rail 0, from every bidirectional

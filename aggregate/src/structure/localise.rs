@@ -155,21 +155,36 @@ struct BadCell {
 pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
     let n = o.n;
     let rails = o.rails;
+    // What a cell can reach as a share of the NIC's rate: below 1 only across the spines
+    // where the plan's rates put a slower uplink than the NIC on the way (one ECMP flow
+    // takes one uplink). Cells are judged against the reference times that share.
+    let expect = |r: usize, a: usize, b: usize| -> f32 {
+        if t.uplink_share.is_empty() {
+            return 1.0;
+        }
+        let (la, lb) = (t.leaf(a as u32, r as u32), t.leaf(b as u32, r as u32));
+        if la == NONE || lb == NONE || la == lb {
+            1.0
+        } else {
+            t.flow_share(la).min(t.flow_share(lb))
+        }
+    };
+    // Each rail's cells as shares of what they can reach (the values themselves without
+    // the plan's rates).
+    let scaled: Vec<Vec<f32>> = (0..rails)
+        .map(|r| {
+            let row = &o.values[r];
+            (0..n * n)
+                .map(|i| row[i] / expect(r, i / n, i % n))
+                .filter(|x| x.is_finite())
+                .collect()
+        })
+        .collect();
     // The reference of a rail: its median, or the whole fabric's 75th percentile when
     // that is higher (a leaf fault, or a few faults together, can hold half of a small
     // fabric's cells; the rails of a rail-optimised fabric run at one rate).
-    let all = quantile(
-        o.values
-            .iter()
-            .flat_map(|v| v.iter().copied().filter(|x| x.is_finite()))
-            .collect(),
-        0.75,
-    );
-    let medians: Vec<f64> = o
-        .values
-        .iter()
-        .map(|v| median(v.iter().copied().filter(|x| x.is_finite()).collect()).max(all))
-        .collect();
+    let all = quantile(scaled.iter().flatten().copied().collect(), 0.75);
+    let medians: Vec<f64> = scaled.into_iter().map(|v| median(v).max(all)).collect();
     let nsw = t.switches.len();
     let nrack = t.racks.len();
     let (mut tx, mut rx) = (
@@ -191,7 +206,8 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
         let Some(f) = o.flows.get(&(r as u32, a as u32, b as u32)) else {
             return false;
         };
-        let lim = (rules.bw_below_median * medians[r] / f.len().max(1) as f64) as f32;
+        let lim =
+            (rules.bw_below_median * medians[r] / f.len().max(1) as f64) as f32 * expect(r, a, b);
         let slow = f.iter().filter(|&&x| x < lim).count();
         f.len() >= 2 && slow > 0 && slow < f.len()
     };
@@ -207,7 +223,7 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
                     continue;
                 }
                 cells += 1;
-                let bad = v < lim;
+                let bad = v < lim * expect(r, a, b);
                 let path = bad && bimodal(r, a, b);
                 if bad {
                     bad_grid[r][a * n + b] = true;
@@ -593,7 +609,8 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
             let v = o.get(c.r as usize, c.a as usize, c.b as usize) as f64;
             if v < worst {
                 worst = v;
-                med = medians[c.r as usize];
+                med = medians[c.r as usize]
+                    * f64::from(expect(c.r as usize, c.a as usize, c.b as usize));
             }
             if !covered[k] {
                 covered[k] = true;

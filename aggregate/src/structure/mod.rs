@@ -90,6 +90,10 @@ pub struct Structure {
     pub svg: String,
     pub matrices: Vec<DirMatrix>,
     pub notes: Vec<String>,
+    /// Whether cells across the spines were judged against the plan's uplink rates (a
+    /// flow through an uplink slower than the NIC), which the matrix's own localiser
+    /// cannot do.
+    pub judged_by_rates: bool,
     /// Whether its suspects replace the matrix's for the rows it judged (set by
     /// `cluster`: when it names more than nodes, NICs and links).
     pub replaces: bool,
@@ -375,6 +379,21 @@ pub fn build(docs: &[Loaded], plan: Option<&FabricPlan>, s: &MatrixSettings) -> 
             st.notes.push(format!(
                 "{} bidirectional row(s) without per-direction figures left out of the per-direction matrix (a summed figure cannot say which end is slow)",
                 o.summed_skipped
+            ));
+        }
+        let slow: Vec<String> = t
+            .uplink_share
+            .iter()
+            .enumerate()
+            .filter(|(_, &x)| x < 1.0)
+            .map(|(i, x)| format!("{} {x:.3}", t.switch_name(i as u32)))
+            .collect();
+        if !slow.is_empty() {
+            st.judged_by_rates = true;
+            st.notes.push(format!(
+                "cells across the spines are judged against the rail median times what one flow reaches through the slowest planned uplink of its leaves, as a share of the NIC's rate ({}{}); \"rail median\" in such a suspect's line is that product",
+                slow.iter().take(8).cloned().collect::<Vec<_>>().join(", "),
+                if slow.len() > 8 { format!(" and {} more", slow.len() - 8) } else { String::new() }
             ));
         }
         for p in &loc.picks {

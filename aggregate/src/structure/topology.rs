@@ -71,6 +71,10 @@ pub struct Topology {
     pub nic_names: Vec<Option<String>>,
     /// (node, NIC name) -> rail.
     pub rail_of: HashMap<(u32, String), u32>,
+    /// Per switch: what one flow leaving it across the spines reaches, as a share of its
+    /// NICs' rate (the slowest uplink over the NIC's rate, at most 1), where the plan gives
+    /// both rates; empty without them.
+    pub uplink_share: Vec<f32>,
     /// Whether the rails' leaves serve one rail each and groups are known (localisation
     /// above the node is possible).
     pub has_leaves: bool,
@@ -355,7 +359,23 @@ impl Topology {
         } else {
             sources.join("; ")
         };
+        if let Some(p) = f.plan {
+            for (leaf, c) in p.leaf_capacity() {
+                if let Some(&i) = t.switch_index.get(&leaf) {
+                    if t.uplink_share.is_empty() {
+                        t.uplink_share = vec![1.0; t.switches.len()];
+                    }
+                    t.uplink_share[i as usize] = c.flow_share() as f32;
+                }
+            }
+        }
         t
+    }
+
+    /// What one flow leaving leaf `s` across the spines reaches, as a share of the NIC's
+    /// rate, by the plan's rates (1 without them).
+    pub fn flow_share(&self, s: u32) -> f32 {
+        self.uplink_share.get(s as usize).copied().unwrap_or(1.0)
     }
 
     /// Leaves that share at least half of the smaller one's nodes (and two) are one group.
