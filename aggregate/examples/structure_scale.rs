@@ -110,6 +110,9 @@ fn main() {
         for x in got.difference(&want) {
             println!("EXTRA    {} {}", x.0, x.1);
         }
+        for f in &faults {
+            println!("injected {f:?}");
+        }
         std::process::exit(1);
     }
 }

@@ -289,3 +289,30 @@ fn uplinks_slower_than_the_nics_are_judged_by_the_plans_rates() {
         "without the rates the slow cross cells look bad"
     );
 }
+
+/// Two bad NICs (or a slow transmitter and a slow receiver) on one leaf of 16 nodes: their
+/// cells across the spines are an eighth of the leaf's, the share one bad uplink of 8
+/// hashes onto itself, and scale seed 13 named the leaf's uplinks beside the two NICs.
+/// Nodes that are their own fault leave no scatter to explain.
+#[test]
+fn two_bad_nics_on_one_leaf_are_not_its_uplinks() {
+    let spec = FabricSpec::new(8, 16, 8, 8);
+    for faults in [
+        vec![
+            Fault::Nic { node: 0, rail: 5 },
+            Fault::Nic { node: 1, rail: 5 },
+        ],
+        vec![
+            Fault::Tx { node: 82, rail: 4 },
+            Fault::Rx { node: 94, rail: 4 },
+        ],
+    ] {
+        let (got, st) = named(&spec, &faults, true);
+        assert_eq!(
+            got,
+            expected(&spec, &faults),
+            "{faults:?}\n{:#?}",
+            st.suspects
+        );
+    }
+}

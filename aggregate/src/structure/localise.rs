@@ -485,17 +485,25 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
                     *per_leaf.entry(lb).or_default() += 1;
                 }
             }
-            // (A node in half the cells is not the fault when it is bad on fewer than
-            // `suspect_share` of its own cells, or when its cells inside its leaf are all
-            // good: a node's or NIC's fault slows those too. With few nodes a group one
-            // node can be the end of most ECMP-hashed pairs through a bad uplink.)
-            if per_node.iter().any(|(&i, &v)| {
-                let c = nic(i, r);
-                let inside = intra_of[i as usize * rails + r as usize];
-                v * 2 > in_domain
-                    && c.bad as f64 >= rules.suspect_share * c.tried as f64
-                    && (inside.tried == 0 || inside.bad > 0)
-            }) {
+            // Nodes that are their own fault (bad on `suspect_share` of their own cells,
+            // of those they send or of those they receive, and inside their leaf too: a
+            // NIC's, transmitter's or receiver's fault slows those, a spine's does not) at
+            // an end of half the cells or more leave no scatter to explain: two bad NICs
+            // on one leaf of 16 look like one bad uplink of 8 otherwise. (A node that is
+            // not its own fault can be the end of most ECMP-hashed pairs through a bad
+            // uplink when a group has few nodes.)
+            let mostly_bad = |c: Count| c.bad as f64 >= rules.suspect_share * c.tried as f64;
+            let by_own: u32 = per_node
+                .iter()
+                .filter(|(&i, _)| {
+                    let s = i as usize * rails + r as usize;
+                    let inside = intra_of[s];
+                    (mostly_bad(nic(i, r)) || mostly_bad(tx[s]) || mostly_bad(rx[s]))
+                        && (inside.tried == 0 || inside.bad > 0)
+                })
+                .map(|(_, &v)| v)
+                .sum();
+            if by_own * 2 > in_domain {
                 continue;
             }
             // With three or more leaves on the rail, scattered cells that (nearly) all
