@@ -106,7 +106,7 @@ fn each_kind_alone_is_named_on_a_small_fabric() {
         },
     ];
     for f in cases {
-        let faults = [f.clone()];
+        let faults = [f];
         let (got, st) = named(&spec, &faults, true);
         assert_eq!(got, expected(&spec, &faults), "{f:?}: {:#?}", st.suspects);
         // Explained suspects carry their evidence counts.
@@ -312,6 +312,44 @@ fn two_bad_nics_on_one_leaf_are_not_its_uplinks() {
             got,
             expected(&spec, &faults),
             "{faults:?}\n{:#?}",
+            st.suspects
+        );
+    }
+}
+
+/// Where uplinks are slower than the NICs, a NIC that discovery found on another leaf
+/// sends pairs over uplinks the sweep's rounds did not budget, and the flows sharing them
+/// come out slow: a slow direction touching that NIC is the cabling fault's doing and is
+/// counted in it (simfabric: g0n2's swapped cables named a one-way g0n2 -> g0n0 beside
+/// the swap). Only a fault that moves the NIC to another leaf takes it in: a wrong port
+/// keeps the leaf, and a fabric whose uplinks keep up with its NICs names both.
+#[test]
+fn a_slow_direction_of_a_nic_on_another_leaf_is_its_cabling_where_uplinks_are_slower() {
+    let one_way = Fault::OneWay {
+        from: 1,
+        to: 2,
+        rail: 0,
+    };
+    let moved = Fault::WrongLeaf {
+        node: 1,
+        rail: 0,
+        group: 1,
+    };
+    let port = Fault::WrongPort { node: 1, rail: 0 };
+    let mut slow = FabricSpec::new(2, 4, 2, 2);
+    slow.uplink_share = Some(0.4);
+    let fast = FabricSpec::new(2, 4, 2, 2);
+    for (spec, faults, want) in [
+        (&slow, [moved, one_way], vec![moved]),
+        (&fast, [moved, one_way], vec![moved, one_way]),
+        (&slow, [port, one_way], vec![port, one_way]),
+    ] {
+        let (got, st) = named(spec, &faults, true);
+        assert_eq!(
+            got,
+            expected(spec, &want),
+            "uplink share {:?}, {faults:?}\n{:#?}",
+            spec.uplink_share,
             st.suspects
         );
     }

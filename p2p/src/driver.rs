@@ -129,6 +129,7 @@ fn plan_against_fabric(
             .map(|(g, c)| (g.clone(), c.pairs))
             .collect();
         found.rounds_uncapped = Some(before as u64);
+        found.held_as_built = fabric.built.clone();
         for (g, c) in &fabric.cross_cap {
             eprintln!(
                 "{tool}: plan {}: group {g}'s uplinks are oversubscribed {:.3}:1 ({}), so at \
@@ -192,10 +193,17 @@ fn agree_schedule(
     let root = coord.is_root();
     let shared = coord.share(if root {
         let mut s = root_inputs(launch);
-        // A latency sweep's messages load no uplink: its rounds are never held back.
-        if plan.tool != "bench-bw" {
-            if let Some(f) = s.fabric.as_mut() {
-                f.cross_cap.clear();
+        if let Some(f) = s.fabric.as_mut() {
+            if plan.tool != "bench-bw" {
+                // A latency sweep's messages load no uplink: its rounds are never held.
+                f.uncapped();
+            } else if !f.leaf_cap.is_empty() {
+                for line in f.as_built(&coord.hosts()) {
+                    eprintln!(
+                        "{}: plan {}: discovery: {line}; its pairs are held by the leaf it is on",
+                        plan.tool, f.source
+                    );
+                }
             }
         }
         s

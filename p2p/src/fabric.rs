@@ -22,15 +22,23 @@ pub struct FabricOrder {
     pub nodes: Vec<String>,
     /// `node nic` -> the leaf it is planned on.
     pub leaf: BTreeMap<String, String>,
-    /// Node -> its planned group.
+    /// Leaves oversubscribed by the plan's declared rates, with the pairs across the
+    /// spines their uplinks carry at once at line rate. A bandwidth sweep holds every round
+    /// to it (the root clears it for latency, which loads no uplink).
     #[serde(default)]
-    pub group: BTreeMap<String, String>,
-    /// Groups whose leaves are oversubscribed by the plan's declared rates, with the
-    /// cross-leaf pairs their uplinks carry at once at line rate. A bandwidth sweep holds
-    /// every round to it (the root clears it for latency, which loads no uplink).
+    pub leaf_cap: BTreeMap<String, u32>,
+    /// The same per group, for the messages and the document: its tightest leaf.
     #[serde(default)]
     pub cross_cap: BTreeMap<String, CrossCap>,
+    /// `node nic` -> the planned leaf discovery found it on instead (set by the root from
+    /// the ranks' LLDP or SMP neighbours): a pair is budgeted on the leaves its NICs are
+    /// on, so a swapped cable does not load uplinks the round did not count.
+    #[serde(default)]
+    pub built: BTreeMap<String, String>,
 }
+
+/// Per node and rail, the index of the leaf its NIC is on (`None`: not placed).
+pub type NicLeaves = Vec<Vec<Option<usize>>>;
 
 /// How many pairs across the spines one group's uplinks carry at once.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -77,13 +85,15 @@ impl FabricOrder {
         // spines sends both ways at once, so each leaf it touches carries one flow up and
         // one down: the uplinks' capacity over a NIC's rate is the pairs at line rate.
         let mut cross_cap: BTreeMap<String, CrossCap> = BTreeMap::new();
+        let mut leaf_cap: BTreeMap<String, u32> = BTreeMap::new();
         for (leaf, c) in plan.leaf_capacity() {
-            let Some(g) = group_of_switch(&leaf) else {
-                continue;
-            };
             if c.oversubscription() <= 1.0 + 1e-9 {
                 continue;
             }
+            leaf_cap.insert(leaf.clone(), c.flows_at_line_rate());
+            let Some(g) = group_of_switch(&leaf) else {
+                continue;
+            };
             let cap = CrossCap {
                 pairs: c.flows_at_line_rate(),
                 leaf,
@@ -104,35 +114,88 @@ impl FabricOrder {
                 .iter()
                 .map(|n| (format!("{} {}", n.node, n.nic), n.switch.clone()))
                 .collect(),
-            group,
+            leaf_cap,
             cross_cap,
+            built: BTreeMap::new(),
         }
     }
 
-    /// For the schedule, when some group is capped: each node's group (an index, `None`
-    /// when the plan does not place it) and each group's cap (`u32::MAX`: not capped).
-    pub fn caps_of(&self, nodes: &[String]) -> Option<(Vec<Option<usize>>, Vec<u32>)> {
-        if self.cross_cap.is_empty() {
+    /// Stops holding rounds (latency sweeps load no uplink).
+    pub fn uncapped(&mut self) {
+        self.leaf_cap.clear();
+        self.cross_cap.clear();
+    }
+
+    /// Takes the leaves discovery found (each rank's LLDP or SMP neighbours, on the root)
+    /// where they are planned leaves other than the NIC's own; returns a line per NIC
+    /// moved. Only the budget of the rounds uses them: hops are counted by the plan.
+    pub fn as_built(&mut self, hosts: &[results::HostInfo]) -> Vec<String> {
+        let leaves: BTreeSet<&String> = self.leaf.values().collect();
+        let mut moved = BTreeMap::new();
+        for h in hosts {
+            for nb in h.neighbors.iter().filter(|n| n.state == "found") {
+                let Some(sw) = nb.system_name.as_deref().or(nb.chassis_id.as_deref()) else {
+                    continue;
+                };
+                let sw = fabric_plan::switch_name(sw);
+                for nic in [&nb.device, &nb.interface].into_iter().flatten() {
+                    let key = format!("{} {nic}", h.hostname);
+                    match self.leaf.get(&key) {
+                        Some(planned) if *planned != sw && leaves.contains(&sw) => {
+                            moved.insert(key, (planned.clone(), sw.clone()));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        moved
+            .into_iter()
+            .map(|(key, (planned, found))| {
+                let line = format!("{key} is on {found} (planned {planned})");
+                self.built.insert(key, found);
+                line
+            })
+            .collect()
+    }
+
+    /// For the schedule, when some leaf is held: per node and rail the leaf its NIC is on
+    /// (an index; `None` where the plan does not place it), and each leaf's pairs across
+    /// the spines per round (`u32::MAX`: not held). `nic(node, rail)` names a NIC.
+    pub fn caps_of(
+        &self,
+        nodes: &[String],
+        rails: usize,
+        nic: impl Fn(usize, usize) -> Option<String>,
+    ) -> Option<(NicLeaves, Vec<u32>)> {
+        if self.leaf_cap.is_empty() {
             return None;
         }
         let names: Vec<&String> = self
-            .group
+            .leaf
             .values()
+            .chain(self.built.values())
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
-        let groups = nodes
+        let on = nodes
             .iter()
-            .map(|n| {
-                let g = self.group.get(host_of(n))?;
-                names.iter().position(|x| *x == g)
+            .enumerate()
+            .map(|(i, n)| {
+                (0..rails)
+                    .map(|r| {
+                        let key = format!("{} {}", host_of(n), nic(i, r)?);
+                        let leaf = self.built.get(&key).or_else(|| self.leaf.get(&key))?;
+                        names.binary_search(&leaf).ok()
+                    })
+                    .collect()
             })
             .collect();
         let caps = names
             .iter()
-            .map(|g| self.cross_cap.get(*g).map_or(u32::MAX, |c| c.pairs))
+            .map(|l| self.leaf_cap.get(*l).copied().unwrap_or(u32::MAX))
             .collect();
-        Some((groups, caps))
+        Some((on, caps))
     }
 
     /// Reads and validates a plan file (format detected), for the root.
@@ -300,14 +363,36 @@ switch = "leaf-a"
         let c = &o.cross_cap["b"];
         assert_eq!((c.pairs, c.leaf.as_str()), (1, "leaf-b"));
         assert!((c.oversubscription - 4.0).abs() < 1e-9);
-        let (groups, caps) = o.caps_of(&["a0".into(), "b1".into(), "x".into()]).unwrap();
-        assert_eq!(groups, [Some(0), Some(1), None]);
+        assert_eq!(o.leaf_cap, BTreeMap::from([("leaf-b".to_string(), 1)]));
+        let nodes = ["a0".to_string(), "b1".into(), "x".into()];
+        let rail0 = |_: usize, _: usize| Some("rail0".to_string());
+        let (on, caps) = o.caps_of(&nodes, 1, rail0).unwrap();
+        assert_eq!(on, [[Some(0)], [Some(1)], [None]]);
         assert_eq!(caps, [u32::MAX, 1]);
+        // Discovery moving a0's NIC onto leaf-b: a0 is held by leaf-b.
+        let mut moved = o.clone();
+        let mut h = results::HostInfo {
+            hostname: "a0".into(),
+            ..Default::default()
+        };
+        h.neighbors.push(results::discovery::Neighbor {
+            interface: Some("rail0".into()),
+            source: "lldp".into(),
+            state: "found".into(),
+            system_name: Some("leaf-b".into()),
+            ..Default::default()
+        });
+        assert_eq!(
+            moved.as_built(&[h]),
+            ["a0 rail0 is on leaf-b (planned leaf-a)"]
+        );
+        let (on, _) = moved.caps_of(&nodes, 1, rail0).unwrap();
+        assert_eq!(on[0], [Some(1)]);
         // A rate left out (b1's, the first NIC) is unknown: leaf-b gets no cap by guess.
         let partial = rated.replacen("rate_gbit_s = 0.2\n", "", 1);
         let o = FabricOrder::from_plan(&fabric_plan::parse_native("p.toml", &partial).unwrap());
         assert!(o.cross_cap.is_empty(), "{:?}", o.cross_cap);
-        assert!(order().caps_of(&["a0".into()]).is_none());
+        assert!(order().caps_of(&["a0".into()], 1, rail0).is_none());
     }
 
     #[test]

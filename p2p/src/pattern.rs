@@ -323,14 +323,22 @@ pub fn schedule(req: &Request) -> Result<Schedule> {
             };
             // Rail-aligned pairs cross the spines only between groups; with --rails all
             // every pair of rails does, which no per-group budget describes.
+            let device: HashMap<u32, &str> = slots
+                .iter()
+                .filter_map(|s| Some((s.rank, s.device.as_deref()?)))
+                .collect();
+            let nic = |node: usize, rail: usize| {
+                let rank = rails_of.get(&nodes[node])?.values().nth(rail)?;
+                device.get(rank).map(|d| d.to_string())
+            };
             let caps = req
                 .fabric
                 .filter(|_| req.rail_mode == RailMode::Aligned)
-                .and_then(|f| f.caps_of(&nodes));
+                .and_then(|f| f.caps_of(&nodes, rails as usize, nic));
             let node_rounds = match caps {
-                Some((groups, caps)) => {
+                Some((leaves, caps)) => {
                     let before = node_rounds.len();
-                    let after = cap_cross(node_rounds, &groups, &caps);
+                    let after = cap_cross(node_rounds, &leaves, &caps);
                     cross_capped = Some((before, after.len()));
                     after
                 }
@@ -438,79 +446,90 @@ fn pack(pairs: Vec<NodePair>) -> Vec<Vec<NodePair>> {
     rounds
 }
 
-/// Holds every round to the pairs across the spines each group's uplinks carry at line
-/// rate (`caps[g]`, `u32::MAX` for none): a pair between groups counts against both. Pairs
-/// inside a group stay where they are; a cross pair that does not fit goes to the first
-/// round where both its nodes are free and both groups have room, new rounds appended as
-/// needed. An oversubscribed fabric so takes longer to sweep (the uplinks cannot carry
-/// more at line rate), and no measured pair is slowed by the others of its round.
+/// Holds every round to the pairs across the spines each leaf's uplinks carry at line
+/// rate (`caps[leaf]`, `u32::MAX` for none). A node pair crosses on each rail whose two
+/// NICs are on different leaves (`on[node][rail]`, as built where discovery said so), and
+/// counts once against both leaves of each such rail. Pairs that cross nothing held stay
+/// where they are; one that does not fit goes to the first round where both its nodes are
+/// free and its leaves have room, new rounds appended as needed. An oversubscribed fabric
+/// so takes longer to sweep (the uplinks cannot carry more at line rate), and no measured
+/// pair is slowed by the others of its round.
 fn cap_cross(
     rounds: Vec<Vec<NodePair>>,
-    group: &[Option<usize>],
+    on: &[Vec<Option<usize>>],
     caps: &[u32],
 ) -> Vec<Vec<NodePair>> {
-    let n = group.len();
-    let cross = |p: &NodePair| match (group[p.a], group[p.b]) {
-        (Some(x), Some(y)) if x != y => Some((x, y)),
-        _ => None,
+    let n = on.len();
+    // The held leaves a pair loads, once per rail it crosses on.
+    let loads = |p: &NodePair| -> Vec<usize> {
+        let mut v = Vec::new();
+        for (x, y) in on[p.a].iter().zip(&on[p.b]) {
+            if let (Some(x), Some(y)) = (*x, *y) {
+                if x != y {
+                    v.extend([x, y].into_iter().filter(|&l| caps[l] != u32::MAX));
+                }
+            }
+        }
+        v
     };
     struct Room {
         busy: Vec<bool>,
         used: Vec<u32>,
     }
     impl Room {
-        fn fits(&self, p: &NodePair, x: usize, y: usize, caps: &[u32]) -> bool {
-            !self.busy[p.a] && !self.busy[p.b] && self.used[x] < caps[x] && self.used[y] < caps[y]
+        fn fits(&self, p: &NodePair, load: &[usize], caps: &[u32]) -> bool {
+            !self.busy[p.a]
+                && !self.busy[p.b]
+                && load.iter().all(|&l| {
+                    self.used[l] + load.iter().filter(|&&x| x == l).count() as u32 <= caps[l]
+                })
+        }
+        fn take(&mut self, p: &NodePair, load: &[usize]) {
+            self.busy[p.a] = true;
+            self.busy[p.b] = true;
+            for &l in load {
+                self.used[l] += 1;
+            }
         }
     }
+    let room = || Room {
+        busy: vec![false; n],
+        used: vec![0; caps.len()],
+    };
     let mut out: Vec<Vec<NodePair>> = Vec::with_capacity(rounds.len());
     let mut rooms: Vec<Room> = Vec::with_capacity(rounds.len());
     let mut waiting = Vec::new();
     for round in rounds {
-        let mut room = Room {
-            busy: vec![false; n],
-            used: vec![0; caps.len()],
-        };
+        let mut r = room();
         let mut kept = Vec::with_capacity(round.len());
         for p in round {
-            if let Some((x, y)) = cross(&p) {
-                if !room.fits(&p, x, y, caps) {
-                    waiting.push((p, x, y));
-                    continue;
-                }
-                room.used[x] += 1;
-                room.used[y] += 1;
+            let load = loads(&p);
+            if !r.fits(&p, &load, caps) {
+                waiting.push((p, load));
+                continue;
             }
-            room.busy[p.a] = true;
-            room.busy[p.b] = true;
+            r.take(&p, &load);
             kept.push(p);
         }
         out.push(kept);
-        rooms.push(room);
+        rooms.push(r);
     }
-    // Rounds fill up only, so the first round a group may still have room never moves
-    // back: the search for each waiting pair starts there.
+    // Rounds fill up only, so the first round a leaf may still have room never moves
+    // back: the search for each waiting pair starts at the latest such round of its leaves.
     let mut open = vec![0usize; caps.len()];
-    for (p, x, y) in waiting {
-        let from = open[x].max(open[y]);
-        let at = (from..rooms.len()).find(|&i| rooms[i].fits(&p, x, y, caps));
+    for (p, load) in waiting {
+        let from = load.iter().map(|&l| open[l]).max().unwrap_or(0);
+        let at = (from..rooms.len()).find(|&i| rooms[i].fits(&p, &load, caps));
         let i = at.unwrap_or_else(|| {
-            rooms.push(Room {
-                busy: vec![false; n],
-                used: vec![0; caps.len()],
-            });
+            rooms.push(room());
             out.push(Vec::new());
             rooms.len() - 1
         });
-        let room = &mut rooms[i];
-        room.used[x] += 1;
-        room.used[y] += 1;
-        room.busy[p.a] = true;
-        room.busy[p.b] = true;
+        rooms[i].take(&p, &load);
         out[i].push(p);
-        for g in [x, y] {
-            while open[g] < rooms.len() && rooms[open[g]].used[g] >= caps[g] {
-                open[g] += 1;
+        for &l in &load {
+            while open[l] < rooms.len() && rooms[open[l]].used[l] >= caps[l] {
+                open[l] += 1;
             }
         }
     }
@@ -690,21 +709,15 @@ mod tests {
         })
     }
 
-    /// Two groups of four hosts, leaves 4:1 oversubscribed (one pair across at once).
+    /// Two groups of four hosts, two rails, each leaf holding `pairs` across the spines.
     fn capped_order(pairs: u32) -> crate::fabric::FabricOrder {
         let mut f = crate::fabric::FabricOrder::default();
         for h in 0..8 {
-            f.group.insert(format!("node{h:02}"), format!("g{}", h / 4));
-        }
-        for g in ["g0", "g1"] {
-            f.cross_cap.insert(
-                g.into(),
-                crate::fabric::CrossCap {
-                    pairs,
-                    leaf: format!("leaf-{g}"),
-                    oversubscription: 4.0,
-                },
-            );
+            for r in 0..2 {
+                let leaf = format!("leaf-r{r}-g{}", h / 4);
+                f.leaf.insert(format!("node{h:02} mlx5_{r}"), leaf.clone());
+                f.leaf_cap.insert(leaf, pairs);
+            }
         }
         f
     }
@@ -731,7 +744,7 @@ mod tests {
             let capped = run_capped("all-pairs", &s, &f);
             check_disjoint(&capped);
             let host = |r: u32| s[r as usize].host.clone();
-            let group = |r: u32| f.group[&host(r)].clone();
+            let group = |r: u32| host(r)[4..].parse::<u32>().unwrap() / 4;
             // Every pair of every rail exactly once, as without the cap.
             let set = |x: &Schedule| {
                 let mut v: Vec<(u32, u32)> = x
@@ -765,6 +778,40 @@ mod tests {
         let uncapped = run_capped("all-pairs", &s, &crate::fabric::FabricOrder::default());
         assert_eq!(uncapped.rounds.len(), 7);
         assert!(uncapped.cross_capped.is_none());
+        // Discovery puts node00's rail-0 NIC on g0's rail-1 leaf and back (a swapped
+        // cable): its pairs inside g0 now cross, and no round loads a leaf more than once
+        // but for a pair of node00's, which crosses on both rails and so loads both of
+        // g0's leaves twice by itself.
+        let mut f = capped_order(1);
+        f.built.insert("node00 mlx5_0".into(), "leaf-r1-g0".into());
+        f.built.insert("node00 mlx5_1".into(), "leaf-r0-g0".into());
+        let swapped = run_capped("all-pairs", &s, &f);
+        check_disjoint(&swapped);
+        let host = |r: u32| s[r as usize].host.clone();
+        let on = |rank: u32| {
+            let key = format!("{} mlx5_{}", host(rank), s[rank as usize].local_rank);
+            f.built.get(&key).unwrap_or(&f.leaf[&key]).clone()
+        };
+        for (i, round) in swapped.rounds.iter().enumerate() {
+            let mut load: BTreeMap<String, u32> = BTreeMap::new();
+            let mut node00 = false;
+            for p in round {
+                node00 |= host(p.initiator) == "node00" || host(p.responder) == "node00";
+                let (a, b) = (on(p.initiator), on(p.responder));
+                if a != b {
+                    *load.entry(a).or_default() += 1;
+                    *load.entry(b).or_default() += 1;
+                }
+            }
+            let most = if node00 { 2 } else { 1 };
+            assert!(load.values().all(|&c| c <= most), "round {i}: {load:?}");
+        }
+        let held = swapped.cross_capped.unwrap().1;
+        let before = run_capped("all-pairs", &s, &capped_order(1)).rounds.len();
+        assert!(
+            held > before,
+            "{held} rounds with the swap, {before} without"
+        );
     }
 
     /// Every round's pairs are disjoint; returns the unordered host pairs (with rails).

@@ -136,6 +136,10 @@ pub struct SweepPlan {
     /// Rounds the schedule had before that cap (it has `rounds` now).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rounds_uncapped: Option<u64>,
+    /// `node nic` -> the planned leaf discovery (LLDP, SMP) found it on instead of its
+    /// own: its pairs were held by that leaf's uplinks (hops still count by the plan).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub held_as_built: BTreeMap<String, String>,
 }
 
 /// A pair that was scheduled but could not be measured.

@@ -73,7 +73,7 @@ impl FabricSpec {
 }
 
 /// A fault placed in the fabric.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Fault {
     /// Every link of the leaf, inside and across its group.
     Leaf {

@@ -366,7 +366,15 @@ fn an_oversubscribed_fabric_is_swept_within_its_uplinks_and_judged_by_the_plans_
     let _fabric = one_at_a_time();
     let mut shape = TWO_GROUPS.to_vec();
     shape.extend(["--uplink-rate", "100mbit"]);
-    for faults in [vec![], vec!["--slow-dir", "g1n3>g0n1:20mbit"]] {
+    for faults in [
+        vec![],
+        vec![
+            "--slow-dir",
+            "g1n3>g0n1:20mbit",
+            "--swap-cables",
+            "g0n2:0,1",
+        ],
+    ] {
         let dir = tempfile::tempdir().unwrap();
         let doc = sweep(&shape, &faults, dir.path());
         let p = &doc["sweep"]["plan"];
@@ -376,32 +384,54 @@ fn an_oversubscribed_fabric_is_swept_within_its_uplinks_and_judged_by_the_plans_
             "{p}"
         );
         assert_eq!(p["rounds_uncapped"].as_u64(), Some(7), "{p}");
+        // The swapped NICs, as LLDP found them, held the rounds; a clean fabric has none.
+        let held = if faults.is_empty() {
+            serde_json::json!(null)
+        } else {
+            serde_json::json!({"g0n2 rail0": "leaf-r1-g0", "g0n2 rail1": "leaf-r0-g0"})
+        };
+        assert_eq!(p["held_as_built"], held, "{p}");
         // 16 pairs a rail across the spines, one a round: at least 16 rounds.
         let rounds = doc["sweep"]["rounds"].as_u64().unwrap();
         assert!(rounds >= 16, "{rounds} rounds");
-        // No round carries two pairs across the spines on one rail.
-        let mut across: BTreeMap<(u64, String), u32> = BTreeMap::new();
+        // No round loads a leaf with two pairs across the spines, counted on the leaves the
+        // NICs are on (LLDP): with g0n2's cables swapped its pairs inside g0 cross too, and
+        // one of its pairs crossing on both rails loads both of g0's leaves by itself.
+        let lldp = lldp(&doc);
+        let leaf = |e: &End| lldp[&e.0][&e.1].0.clone();
+        let mut load: BTreeMap<(u64, String), BTreeSet<(End, End)>> = BTreeMap::new();
         for r in doc["results"].as_array().unwrap() {
             let (a, b) = (end(&r["pair"]["initiator"]), end(&r["pair"]["responder"]));
-            if a.0[..2] != b.0[..2] {
-                *across
-                    .entry((r["pair"]["round"].as_u64().unwrap(), a.1.clone()))
-                    .or_default() += 1;
+            let (la, lb) = (leaf(&a), leaf(&b));
+            if la != lb {
+                let round = r["pair"]["round"].as_u64().unwrap();
+                for l in [la, lb] {
+                    load.entry((round, l))
+                        .or_default()
+                        .insert((a.clone(), b.clone()));
+                }
             }
         }
-        assert_eq!(across.len(), 32, "{across:?}");
-        assert!(across.values().all(|&c| c == 1), "{across:?}");
+        for ((round, l), pairs) in &load {
+            let hosts: BTreeSet<(&str, &str)> = pairs
+                .iter()
+                .map(|(a, b)| (a.0.as_str(), b.0.as_str()))
+                .collect();
+            assert_eq!(hosts.len(), 1, "round {round}: {l} carries {pairs:?}");
+        }
         let (code, named, report) = judge(dir.path());
         if faults.is_empty() {
             assert_eq!(named, BTreeSet::new(), "{report}");
             assert_eq!(code, 0, "{report}");
         } else {
-            // simfabric's --slow-dir shapes what A sends to B on every rail.
+            // simfabric's --slow-dir shapes what A sends to B on every rail; the swapped
+            // cables are named on LLDP, with whatever slow cells its NICs' pairs had.
             assert_eq!(
                 named,
                 names(&[
                     ("one_way", "g1n3 rail0 -> g0n1 rail0"),
-                    ("one_way", "g1n3 rail1 -> g0n1 rail1")
+                    ("one_way", "g1n3 rail1 -> g0n1 rail1"),
+                    ("cable_swap", "g0n2 rail0 and rail1"),
                 ]),
                 "{report}"
             );

@@ -649,6 +649,47 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
             break;
         }
     }
+    // Where uplinks are slower than the NICs, a NIC discovery found on another leaf
+    // sends pairs of its over uplinks the sweep's rounds did not budget for it, and the
+    // flows sharing them come out slow: a slow link or one direction that touches such a
+    // NIC is the cabling fault's doing, not a part of its own.
+    if t.uplink_share.iter().any(|&x| x < 1.0) {
+        let mut folded: Vec<(u32, Pick)> = Vec::new();
+        picks.retain(|p| {
+            let (Part::Link(a, b, r) | Part::OneWay(a, b, r) | Part::Path(a, b, r)) = p.part else {
+                return true;
+            };
+            let Some(&k) = [(a, r), (b, r)]
+                .iter()
+                .find_map(|e| cabling_of.get(e).and_then(|v| v.first()))
+            else {
+                return true;
+            };
+            folded.push((k, p.clone()));
+            false
+        });
+        for (k, p) in folded {
+            let at = picks.iter().position(|x| x.part == Part::Cabling(k));
+            let into = match at {
+                Some(i) => &mut picks[i],
+                None => {
+                    picks.push(Pick {
+                        part: Part::Cabling(k),
+                        explains: 0,
+                        contradicted: 0,
+                        worst_gbit_s: f64::INFINITY,
+                        median_gbit_s: f64::NAN,
+                    });
+                    picks.last_mut().expect("just pushed")
+                }
+            };
+            into.explains += p.explains;
+            if p.worst_gbit_s < into.worst_gbit_s {
+                into.worst_gbit_s = p.worst_gbit_s;
+                into.median_gbit_s = p.median_gbit_s;
+            }
+        }
+    }
     Localisation {
         picks,
         bad_cells: bad_list.len() as u32,
