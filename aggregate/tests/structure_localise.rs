@@ -354,3 +354,36 @@ fn a_slow_direction_of_a_nic_on_another_leaf_is_its_cabling_where_uplinks_are_sl
         );
     }
 }
+
+/// A leaf whose ports run a little under what the uplinks give a flow across the spines:
+/// its cells inside are slow, its cells across are held to the uplinks' share anyway and
+/// look fine. They say nothing against the leaf (simfabric: --slow-leaf at 50 Mbit/s on
+/// the 4:1 fabric named two NICs, three links and a spine layer), so the leaf is named
+/// alone. Two slow NICs of one leaf still leave its other nodes' cells across as fast as
+/// they can be, which contradict the leaf: the NICs are named, not the leaf.
+#[test]
+fn a_leaf_slower_inside_than_its_uplinks_let_across_is_the_leaf() {
+    let mut spec = FabricSpec::new(2, 4, 2, 2);
+    spec.uplink_share = Some(0.4);
+    let slow = Fault::SlowLeaf {
+        rail: 0,
+        group: 1,
+        share: 0.37,
+    };
+    let nics = [
+        Fault::Nic { node: 4, rail: 0 },
+        Fault::Nic { node: 5, rail: 0 },
+    ];
+    for faults in [vec![slow], nics.to_vec()] {
+        let (got, st) = named(&spec, &faults, true);
+        assert_eq!(
+            got,
+            expected(&spec, &faults),
+            "{faults:?}\n{:#?}",
+            st.suspects
+        );
+    }
+    // Uplinks as fast as the NICs: the same leaf is slow across too, and named.
+    let (got, st) = named(&FabricSpec::new(2, 4, 2, 2), &[slow], true);
+    assert_eq!(got, expected(&spec, &[slow]), "{:#?}", st.suspects);
+}

@@ -80,6 +80,14 @@ pub enum Fault {
         rail: u32,
         group: u32,
     },
+    /// The leaf's ports run at `share` of the NICs' rate (a rate limit, not a loss: a cell
+    /// through it reaches the lesser of that and what the uplinks let it), so across
+    /// uplinks slower than that the leaf cannot show.
+    SlowLeaf {
+        rail: u32,
+        group: u32,
+        share: f64,
+    },
     /// The leaf's uplinks: its links across groups.
     Uplinks {
         rail: u32,
@@ -172,7 +180,9 @@ impl Fault {
     pub fn expected(&self, s: &FabricSpec) -> (String, String) {
         let nic = |n: u32, r: u32| format!("{} rail{r}", s.node(n));
         let (k, n) = match self {
-            Fault::Leaf { rail, group } => ("leaf", s.leaf(*rail, *group)),
+            Fault::Leaf { rail, group } | Fault::SlowLeaf { rail, group, .. } => {
+                ("leaf", s.leaf(*rail, *group))
+            }
             Fault::Uplinks { rail, group } => ("leaf_uplinks", s.leaf(*rail, *group)),
             Fault::Uplink { rail, .. } if s.groups == 2 => {
                 ("spine_layer", format!("spines of rail{rail}"))
@@ -585,6 +595,13 @@ pub fn compact(s: &FabricSpec, faults: &[Fault]) -> Compact {
                 let (mut f, fl) = factor(s, faults, r, a, b);
                 if s.group_of(a) != s.group_of(b) {
                     f *= s.uplink_share.unwrap_or(1.0).min(1.0);
+                }
+                for x in faults {
+                    if let Fault::SlowLeaf { rail, group, share } = *x {
+                        if rail == r && (s.group_of(a) == group || s.group_of(b) == group) {
+                            f = f.min(share);
+                        }
+                    }
                 }
                 let noise = 1.0 + s.jitter * (2.0 * rng.unit() - 1.0);
                 let bw = s.base_gbit * f * noise;

@@ -187,6 +187,42 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
     let medians: Vec<f64> = scaled.into_iter().map(|v| median(v).max(all)).collect();
     let nsw = t.switches.len();
     let nrack = t.racks.len();
+    // A leaf whose ports are slowed shows across an uplink slower than its NICs only as
+    // far as it is slower than that uplink's share: a cell held there anyway says nothing
+    // against the leaf when it is no faster than the leaf's own bad cells inside (their
+    // median, within the profile's tolerance). Per leaf, that median (NaN: fewer than two).
+    // Without such uplinks a slow leaf slows every cell it carries, and nothing is spared.
+    let leaf_level: Vec<f32> = if t.uplink_share.iter().any(|&x| x < 1.0) {
+        let mut inside: Vec<Vec<f32>> = vec![Vec::new(); nsw];
+        for (r, m) in medians.iter().enumerate() {
+            let lim = (rules.bw_below_median * m) as f32;
+            for a in 0..n {
+                let la = t.leaf(a as u32, r as u32);
+                if la == NONE {
+                    continue;
+                }
+                for b in (0..n).filter(|&b| b != a && t.leaf(b as u32, r as u32) == la) {
+                    let v = o.values[r][a * n + b];
+                    if v < lim {
+                        inside[la as usize].push(v);
+                    }
+                }
+            }
+        }
+        inside
+            .into_iter()
+            .map(|v| {
+                if v.len() >= 2 {
+                    median(v) as f32
+                } else {
+                    f32::NAN
+                }
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let tolerance = rules.bw_below_median as f32;
     let (mut tx, mut rx) = (
         vec![Count::default(); n * rails],
         vec![Count::default(); n * rails],
@@ -239,10 +275,17 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
                     rx[b * rails + r].add(bad);
                 }
                 let lb = t.leaf(b as u32, r as u32);
-                if la != NONE {
+                let spared = |l: u32| {
+                    !bad && la != lb
+                        && expect(r, a, b) < 1.0
+                        && leaf_level
+                            .get(l as usize)
+                            .is_some_and(|&level| v * tolerance <= level)
+                };
+                if la != NONE && !spared(la) {
                     leaf[la as usize].add(bad);
                 }
-                if lb != NONE && lb != la {
+                if lb != NONE && lb != la && !spared(lb) {
                     leaf[lb as usize].add(bad);
                 }
                 if la != NONE && lb != NONE && la != lb {
