@@ -33,6 +33,8 @@ impl Load {
 pub struct RunView {
     pub source: String,
     pub seed: u64,
+    /// The flows' transport (older documents: tcp).
+    pub transport: String,
     pub phase_seconds: f64,
     pub canaries: usize,
     pub congestors: usize,
@@ -64,6 +66,8 @@ pub struct CanaryRow {
 pub struct IncastView {
     pub source: String,
     pub senders_per_round: u32,
+    /// `verbs write, counted at the sender completions` (older documents: tcp).
+    pub carried: String,
     pub no_victim: Option<String>,
     pub rounds: Vec<IncastRow>,
 }
@@ -147,6 +151,12 @@ pub fn build(docs: &[Loaded]) -> Load {
             load.incasts.push(IncastView {
                 source: source(d),
                 senders_per_round: inc.senders_per_round,
+                carried: format!(
+                    "{} {}, counted at the {}",
+                    inc.transport.as_deref().unwrap_or("tcp"),
+                    inc.op.as_deref().unwrap_or("send"),
+                    inc.counted_at.as_deref().unwrap_or("receiver")
+                ),
                 no_victim: inc.no_victim.clone(),
                 rounds: inc.rounds.iter().map(incast_row).collect(),
             });
@@ -155,6 +165,7 @@ pub fn build(docs: &[Loaded]) -> Load {
         load.runs.push(RunView {
             source: source(d),
             seed: c.seed,
+            transport: c.transport.clone().unwrap_or_else(|| "tcp".into()),
             phase_seconds: c.phase_seconds,
             canaries: c.canaries.len(),
             congestors: c.nodes.iter().filter(|n| n.role == "congestor").count(),
@@ -182,8 +193,10 @@ pub fn build(docs: &[Loaded]) -> Load {
                         .congestor_groups
                         .get(g.group as usize)
                         .map_or(0, |x| x.nodes.len());
+                    let op = g.op.as_deref().unwrap_or("send");
+                    let at = g.counted_at.as_deref().unwrap_or("receiver");
                     format!(
-                        "group {} ({}, {nodes} nodes, {} B messages): {:.3} Gbit/s over {:.2} s",
+                        "group {} ({}, {nodes} nodes, {} B {op} messages): {:.3} Gbit/s over {:.2} s, counted at the {at}",
                         g.group, g.pattern, g.message_bytes, g.gbit_s, g.seconds
                     )
                 })
@@ -751,6 +764,7 @@ mod tests {
                     round("r1", &[80.0, 10.0], Some((2.0, 6.0))),
                 ],
                 no_victim: None,
+                ..Default::default()
             }),
             ..Default::default()
         };
@@ -791,6 +805,7 @@ mod tests {
                 senders_per_round: 2,
                 rounds: vec![r],
                 no_victim: Some("no victim flow: 3 nodes".into()),
+                ..Default::default()
             }),
             ..Default::default()
         };

@@ -2,10 +2,15 @@
 //! next N ranks send; default all others), with a victim flow beside each round and
 //! Jain's fairness index of the senders (`p2p::incast`, the rounds `bench-congestion
 //! --mode incast` runs too). Not rounds of disjoint pairs, so not the pair driver: many
-//! ranks meet one at once. Over TCP so far; `-D` sets each window's length.
+//! ranks meet one at once. Over verbs (`--test send|write`: senders stream 64 KiB
+//! messages on one QP each, the victim ping-pongs sends) or TCP; `-D` sets each window's
+//! length.
 
+use std::net::{IpAddr, Ipv4Addr};
+
+use p2p::endpoint_flows::{Carrier, FlowSettings};
 use p2p_cli::P2pArgs;
-use transport::TransportChoice;
+use transport::{Op, TransportKind};
 
 /// Each window's length without `-D`, seconds.
 #[cfg(feature = "mpi")]
@@ -23,12 +28,6 @@ pub fn run(a: &P2pArgs, n: u32, bidirectional: bool) -> i32 {
              (e.g. mpirun -np 4 bench-bw --pattern incast --transport tcp)",
         );
     }
-    if a.transport == TransportChoice::Verbs {
-        return refuse(
-            "--pattern incast runs over TCP so far (verbs incast is not built yet): use \
-             --transport tcp",
-        );
-    }
     if a.host.is_some() || a.hosts.is_some() || a.serve {
         return refuse(
             "--pattern incast runs under mpirun/srun only, not with a host, --hosts or --serve",
@@ -39,14 +38,34 @@ pub fn run(a: &P2pArgs, n: u32, bidirectional: bool) -> i32 {
             "--pattern incast is one-way by nature (N senders to one receiver): drop -b",
         );
     }
+    if a.op == Op::Read {
+        return refuse(
+            "--pattern incast moves data from the senders into one receiver: use --test send \
+             or --test write (a read would pull it the other way)",
+        );
+    }
     if let Err(e) = base::output::check_writable(a.json.as_deref()) {
         return refuse(&format!("{e:#}"));
     }
-    run_mpi(a, n)
+    let carrier = match a.transport_kind() {
+        Ok(TransportKind::Tcp) => Carrier::Tcp,
+        Ok(kind) => Carrier::Endpoints {
+            settings: Box::new(FlowSettings {
+                kind,
+                verbs: a.verbs_options(),
+                local_ip: a.bind_addr.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+                timeout: a.timeout(),
+            }),
+            op: a.op,
+            devices: a.ib_dev.clone().unwrap_or_default(),
+        },
+        Err(e) => return refuse(&format!("{e:#}")),
+    };
+    run_mpi(a, n, &carrier)
 }
 
 #[cfg(feature = "mpi")]
-fn run_mpi(a: &P2pArgs, n: u32) -> i32 {
+fn run_mpi(a: &P2pArgs, n: u32, carrier: &Carrier) -> i32 {
     base::interrupt::install();
     let timeout = std::time::Duration::from_secs_f64(a.timeout);
     let window = a.duration.unwrap_or(DEFAULT_WINDOW_S);
@@ -62,6 +81,7 @@ fn run_mpi(a: &P2pArgs, n: u32) -> i32 {
         n,
         std::time::Duration::from_secs_f64(window),
         timeout,
+        carrier,
     )
     .and_then(|got| {
         let Some((inc, hosts)) = got else {
@@ -72,7 +92,12 @@ fn run_mpi(a: &P2pArgs, n: u32) -> i32 {
             p2p::incast::document("bench-bw", job.size(), started_at, hosts, inc, window, 0);
         doc.options
             .insert("pattern".into(), a.pattern.to_string().into());
-        doc.options.insert("transport".into(), "tcp".into());
+        let (transport, test) = match carrier {
+            Carrier::Tcp => ("tcp", "send"),
+            Carrier::Endpoints { settings, op, .. } => (settings.kind.name(), op.name()),
+        };
+        doc.options.insert("transport".into(), transport.into());
+        doc.options.insert("test".into(), test.into());
         doc.options.insert("duration".into(), window.into());
         doc.finish(base::interrupt::interrupted().then(|| "interrupted".to_string()));
         base::output::write_document(a.json.as_deref(), &doc)
@@ -90,6 +115,6 @@ fn run_mpi(a: &P2pArgs, n: u32) -> i32 {
 }
 
 #[cfg(not(feature = "mpi"))]
-fn run_mpi(_: &P2pArgs, _: u32) -> i32 {
+fn run_mpi(_: &P2pArgs, _: u32, _: &Carrier) -> i32 {
     refuse("this bench-bw was built without MPI (feature `mpi`), which --pattern incast needs")
 }

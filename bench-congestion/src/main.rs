@@ -3,19 +3,23 @@
 //! bandwidth and an 8-byte allreduce first alone (isolated), then while the congestors run
 //! all-to-all and incast traffic (loaded); the impact factors compare the two.
 //!
-//! MPI (mpirun/srun) gives the roles, barriers and gathers; the data moves over plain TCP
-//! sockets between the ranks, each bound to `--bind-addr` when given (the flows and the
-//! incast rounds are `p2p::flows` and `p2p::incast`, which `bench-bw --pattern incast`
-//! runs too).
+//! MPI (mpirun/srun) gives the roles, barriers and gathers; the data moves between the
+//! ranks over RDMA verbs when a device is present (sends, RDMA WRITE puts, RDMA READ gets:
+//! `p2p::endpoint_flows`) or over plain TCP sockets (`p2p::flows`), each bound to
+//! `--bind-addr` when given. The incast rounds are `p2p::incast`, which `bench-bw --pattern
+//! incast` runs too.
 
 mod split;
 mod traffic;
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
+use p2p::endpoint_flows::{Carrier, FlowSettings};
+use p2p::DeviceChoice;
+use transport::{Op, TransportChoice, TransportKind, VerbsOptions};
 
 #[derive(Parser, Debug, Clone)]
 #[command(
@@ -35,9 +39,25 @@ pub struct Cli {
     /// Count every rank as a node (one machine rehearsing the method); default: one node per host.
     #[arg(long)]
     pub include_local: bool,
-    /// Address this rank's sockets bind to and the others reach it at.
+    /// Address this rank's sockets bind to and the others reach it at (over verbs, the
+    /// flows' control connections).
     #[arg(long)]
     pub bind_addr: Option<IpAddr>,
+    /// Transport of the canaries' and congestors' flows: verbs when an RDMA device is
+    /// present, tcp otherwise (auto). The allreduce canary is MPI's either way.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "tcp", "verbs"])]
+    pub transport: String,
+    /// RDMA device (verbs): a name (mlx5_0), a list indexed by each rank's local rank on
+    /// its host (mlx5_0,mlx5_1,...), or `auto` (the local rank's ACTIVE device, in name
+    /// order). Default: the first device with an ACTIVE port.
+    #[arg(short = 'd', long = "ib-dev")]
+    pub ib_dev: Option<DeviceChoice>,
+    /// Device port (verbs).
+    #[arg(short = 'i', long = "ib-port", default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..))]
+    pub ib_port: u8,
+    /// GID index (verbs); default: the RoCE v2 GID with an IPv4-mapped address.
+    #[arg(short = 'x', long = "gid-index")]
+    pub gid_index: Option<u32>,
     /// Give up on any wait after this many seconds.
     #[arg(long, default_value_t = 60)]
     pub timeout: u64,
@@ -54,6 +74,37 @@ impl Cli {
     pub fn incast(&self) -> Option<u32> {
         let rest = self.mode.strip_prefix("incast")?;
         rest.strip_prefix(':').map_or(Some(0), |n| n.parse().ok())
+    }
+
+    /// How the flows move their bytes, with the note that says what `auto` chose (said
+    /// once, by the reporting process). Verbs devices are settled per rank later.
+    pub fn carrier(&self) -> anyhow::Result<Carrier> {
+        let choice: TransportChoice = self
+            .transport
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--transport: {e}"))?;
+        let (kind, why) = transport::resolve(choice)?;
+        if choice == TransportChoice::Auto && base::launcher::is_reporting_process() {
+            eprintln!("bench-congestion: transport: {why}");
+        }
+        Ok(match kind {
+            TransportKind::Tcp => Carrier::Tcp,
+            kind => Carrier::Endpoints {
+                settings: Box::new(FlowSettings {
+                    kind,
+                    verbs: VerbsOptions {
+                        port: self.ib_port,
+                        gid_index: self.gid_index,
+                        ..Default::default()
+                    },
+                    local_ip: self.bind_addr.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+                    timeout: Duration::from_secs(self.timeout),
+                }),
+                // An incast's senders and its victim send two-sided, as the TCP one does.
+                op: Op::Send,
+                devices: self.ib_dev.clone().unwrap_or_default(),
+            },
+        })
     }
 }
 
@@ -80,10 +131,17 @@ fn main() {
         eprintln!("bench-congestion: error: {e:#}");
         std::process::exit(base::exit::ERROR);
     }
-    std::process::exit(run(&cli));
+    let carrier = match cli.carrier() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("bench-congestion: error: {e:#}");
+            std::process::exit(base::exit::ERROR);
+        }
+    };
+    std::process::exit(run(&cli, &carrier));
 }
 
-fn run(cli: &Cli) -> i32 {
+fn run(cli: &Cli, carrier: &Carrier) -> i32 {
     base::interrupt::install();
     let job = match bootstrap::mpi::MpiJob::init(Duration::from_secs(cli.timeout)) {
         Ok(j) => j,
@@ -92,7 +150,7 @@ fn run(cli: &Cli) -> i32 {
             return base::exit::ERROR;
         }
     };
-    match traffic::run_job(cli, &job) {
+    match traffic::run_job(cli, &job, carrier) {
         Ok(code) => code,
         Err(e) => {
             base::output::error_line(&format!(

@@ -4,8 +4,10 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The congestor patterns, given to the groups in turn.
-pub const PATTERNS: [&str; 2] = ["alltoall", "incast"];
+/// The congestor patterns, given to the groups in turn: GPCNeT's four, two-sided
+/// all-to-all and incast, then the one-sided put incast and get broadcast (over verbs an
+/// RDMA WRITE into the group's first node and an RDMA READ from it).
+pub const PATTERNS: [&str; 4] = ["alltoall", "incast", "put_incast", "get_bcast"];
 
 /// SplitMix64: a small, well-mixed generator, fixed here so a seed means the same split in
 /// every version of the tool (a library's generator may change its stream).
@@ -114,6 +116,8 @@ mod tests {
         assert_ne!(a, split(&ns, 8, 20).unwrap());
         assert_eq!(a.ring.len(), 8);
         assert_eq!(a.groups.len(), 4);
+        let patterns: Vec<&str> = a.groups.iter().map(|g| g.0.as_str()).collect();
+        assert_eq!(patterns, PATTERNS);
         let total: usize = a.ring.len() + a.groups.iter().map(|g| g.1.len()).sum::<usize>();
         assert_eq!(total, 40);
     }

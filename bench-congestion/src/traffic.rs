@@ -1,5 +1,11 @@
-//! The run on every rank: the roster, the split, the TCP connections of the canaries' ring
-//! and of the congestor groups, the two phases, and at rank 0 the document.
+//! The run on every rank: the roster, the split, the connections of the canaries' ring and
+//! of the congestor groups, the two phases, and at rank 0 the document.
+//!
+//! Every flow has a TCP connection (its header names the flow's kind). Over TCP that
+//! connection carries the data (`p2p::flows`); over verbs it is the flow's control link and
+//! the data moves through the endpoints (`p2p::endpoint_flows`): the canaries ping-pong
+//! sends and write 128 KiB one message at a time, the congestors send (all-to-all,
+//! incast), RDMA WRITE into their root (put incast) or RDMA READ from it (get broadcast).
 
 use std::io::{ErrorKind, Write};
 use std::net::TcpStream;
@@ -20,15 +26,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::split::{self, Split};
 use crate::Cli;
+use p2p::endpoint_flows::{self as ef, Carrier, FlowEnd, Measured, Shape};
 use p2p::flows::{
-    accept_all, connect, figures, ping_pong, ports_of, serve, Sinks, BW_BYTES, KIND_BW,
-    KIND_CONGEST, KIND_LAT, LAT_BYTES,
+    accept_all, connect, figures, ping_pong, ports_of, read_until, serve, Sinks, BW_BYTES,
+    CONGEST_BYTES, KIND_BW, KIND_CONGEST, KIND_LAT, KIND_SOURCE, LAT_BYTES,
 };
+use transport::Op;
 
-/// The congestors' message (GPCNeT: 4 KiB all-to-all and incast).
-const CONGEST_BYTES: usize = 4096;
-
-/// One directed TCP connection of the plan.
+/// One directed connection of the plan (the data's, or an endpoint flow's control link).
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Link {
     from: u32,
@@ -52,13 +57,14 @@ const TESTS: [(&str, &str); 3] = [
     ("allreduce_8b", "us"),
 ];
 
-pub fn run_job(cli: &Cli, job: &MpiJob) -> Result<i32> {
+pub fn run_job(cli: &Cli, job: &MpiJob, carrier: &Carrier) -> Result<i32> {
     let rank = job.rank();
     let started_at = results::provenance::now_rfc3339();
     let phase = Duration::from_secs_f64(cli.phase_seconds);
     let timeout = Duration::from_secs(cli.timeout);
     if let Some(n) = cli.incast() {
-        let Some((inc, hosts)) = p2p::incast::run_job(job, cli.bind_addr, n, phase, timeout)?
+        let Some((inc, hosts)) =
+            p2p::incast::run_job(job, cli.bind_addr, n, phase, timeout, carrier)?
         else {
             return Ok(base::exit::OK);
         };
@@ -76,11 +82,14 @@ pub fn run_job(cli: &Cli, job: &MpiJob) -> Result<i32> {
             .insert("mode".into(), format!("incast:{n}").into());
         doc.options
             .insert("phase-seconds".into(), cli.phase_seconds.into());
+        carrier.record(&mut doc.options);
         doc.finish(base::interrupt::interrupted().then(|| "interrupted".to_string()));
         base::output::write_document(cli.json.as_deref(), &doc)?;
         return Ok(base::exit::OK);
     }
     let (listener, roster) = p2p::flows::roster(job, cli.bind_addr)?;
+    let host_facts: Vec<results::HostInfo> = roster.iter().map(|p| p.host.clone()).collect();
+    let carrier = carrier.settled(rank, &host_facts)?;
     let hosts: Vec<String> = roster.iter().map(|h| h.host.hostname.clone()).collect();
     let nodes = split::nodes(&hosts, cli.include_local);
     let sp = match split::split(&nodes, cli.seed, cli.canaries) {
@@ -115,15 +124,34 @@ pub fn run_job(cli: &Cli, job: &MpiJob) -> Result<i32> {
     let team = job.split(canary);
     job.barrier("connections made");
 
-    // Servers of the incoming connections: echo for the ring, sink for the congestors.
+    // The far ends of the incoming connections, and this rank's own flows.
     let idle = timeout + phase * 7;
     let received: Sinks = Arc::default();
-    let mut servers: Vec<JoinHandle<()>> = Vec::new();
-    for (kind, s) in incoming {
-        s.set_read_timeout(Some(idle))?;
-        let received = Arc::clone(&received);
-        servers.push(std::thread::spawn(move || serve(kind, s, received)));
-    }
+    let (out, servers) = match carrier.endpoints() {
+        None => {
+            let mut servers = Vec::new();
+            for (kind, s) in incoming {
+                s.set_read_timeout(Some(idle))?;
+                let received = Arc::clone(&received);
+                servers.push(std::thread::spawn(move || serve(kind, s, received)));
+            }
+            (Out::Tcp(outgoing), Servers::Tcp(servers))
+        }
+        Some((settings, _)) => {
+            let servers = incoming
+                .into_iter()
+                .map(|(_, s)| ef::serve(s, settings, idle))
+                .collect();
+            let flows = outgoing
+                .into_iter()
+                .map(|(l, s)| {
+                    let what = format!("{} flow to rank {}", kind_name(l.kind, &sp), l.to);
+                    (l, FlowEnd::open(s, shape_of(l.kind, &sp), settings, what))
+                })
+                .collect();
+            (Out::Flows(flows), Servers::Flows(servers))
+        }
+    };
 
     let devices = ports_of(&roster[rank as usize].host);
     let mut report = RankReport::default();
@@ -132,6 +160,9 @@ pub fn run_job(cli: &Cli, job: &MpiJob) -> Result<i32> {
             .iter()
             .map(|(d, n)| probe::counters::read(d, *n))
             .collect();
+        // Over verbs the flows of the phase connect before it starts: the canaries' in
+        // both phases, the congestors' in the loaded one.
+        out.arm(canary || loaded)?;
         job.barrier(if loaded {
             "loaded phase"
         } else {
@@ -140,9 +171,10 @@ pub fn run_job(cli: &Cli, job: &MpiJob) -> Result<i32> {
         let t0 = Instant::now();
         if canary {
             let team = team.as_ref().expect("canaries are in the team");
-            report.hist.push(canary_phase(&outgoing, team, t0, phase)?);
+            report.hist.push(canary_phase(&out, team, t0, phase)?);
         } else if loaded {
-            congest(&outgoing, t0 + phase * 3 + Duration::from_millis(200))?;
+            let until = t0 + phase * 3 + Duration::from_millis(200);
+            report.congest.extend(congest(&out, t0, until)?);
         }
         let after: Vec<_> = devices
             .iter()
@@ -159,12 +191,10 @@ pub fn run_job(cli: &Cli, job: &MpiJob) -> Result<i32> {
             phase * 4 + timeout,
         );
         if loaded {
-            // The congestors closed their connections: the sinks end and report.
+            // The congestors close their flows: the far ends end and report.
             let t_loaded = t0;
-            drop(outgoing);
-            for s in servers {
-                let _ = s.join();
-            }
+            out.close();
+            servers.join()?;
             let got = received.lock().unwrap();
             for (g, bytes, last) in got.iter() {
                 let secs =
@@ -186,7 +216,7 @@ pub fn run_job(cli: &Cli, job: &MpiJob) -> Result<i32> {
     let Some(reports) = gathered else {
         return Ok(base::exit::OK);
     };
-    let run = assemble(cli, &sp, &ring, &reports)?;
+    let run = assemble(cli, &sp, &ring, &reports, &carrier)?;
     print_table(&run);
     let mut doc = Document::new("bench-congestion", "mpi", job.size(), started_at);
     doc.hosts = roster.into_iter().map(|h| h.host).collect();
@@ -198,9 +228,20 @@ pub fn run_job(cli: &Cli, job: &MpiJob) -> Result<i32> {
     if let Some(b) = cli.bind_addr {
         o.insert("bind-addr".into(), b.to_string().into());
     }
-    doc.warnings.push(
-        "one-sided put/get congestors are not run (two-sided all-to-all and incast only)".into(),
-    );
+    carrier.record(o);
+    if carrier.endpoints().is_none()
+        && sp
+            .groups
+            .iter()
+            .any(|g| g.0 != "alltoall" && g.0 != "incast")
+    {
+        doc.warnings.push(
+            "over TCP there is no one-sided operation: put_incast streams into its root and \
+             get_bcast streams out of it (the directions GPCNeT's puts and gets load), both \
+             two-sided; over verbs they are RDMA WRITE and READ"
+                .into(),
+        );
+    }
     doc.congestion = Some(run);
     let stopped = base::interrupt::interrupted().then(|| "interrupted".to_string());
     doc.finish(stopped);
@@ -208,43 +249,142 @@ pub fn run_job(cli: &Cli, job: &MpiJob) -> Result<i32> {
     Ok(base::exit::OK)
 }
 
+/// This rank's outgoing flows.
+enum Out {
+    /// The connections themselves carry the data.
+    Tcp(Vec<(Link, TcpStream)>),
+    /// Each connection is the control link of an endpoint flow.
+    Flows(Vec<(Link, FlowEnd)>),
+}
+
+impl Out {
+    /// Over verbs, connects (or re-arms) every flow for the next phase when `now`.
+    fn arm(&self, now: bool) -> Result<()> {
+        match self {
+            Out::Flows(f) if now => {
+                f.iter().for_each(|(_, e)| e.arm());
+                f.iter().try_for_each(|(_, e)| e.armed())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Ends every flow: TCP connections close (their far ends see it), endpoint flows tell
+    /// their responders.
+    fn close(self) {
+        if let Out::Flows(f) = self {
+            f.into_iter().for_each(|(_, e)| e.close());
+        }
+    }
+}
+
+/// The far ends of this rank's incoming connections.
+enum Servers {
+    Tcp(Vec<JoinHandle<()>>),
+    Flows(Vec<JoinHandle<Result<()>>>),
+}
+
+impl Servers {
+    fn join(self) -> Result<()> {
+        match self {
+            Servers::Tcp(t) => t.into_iter().for_each(|t| {
+                let _ = t.join();
+            }),
+            Servers::Flows(t) => {
+                for t in t {
+                    t.join()
+                        .map_err(|_| anyhow::anyhow!("a flow's responder panicked"))?
+                        .context("a flow's far end")?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The operation a congestor pattern's messages are over verbs (GPCNeT: two-sided
+/// all-to-all and incast, one-sided put incast and get broadcast).
+fn op_of(pattern: &str) -> Op {
+    match pattern {
+        "put_incast" => Op::Write,
+        "get_bcast" => Op::Read,
+        _ => Op::Send,
+    }
+}
+
+/// The congestor group of a flow kind.
+fn group_of(kind: u32) -> Option<usize> {
+    match kind {
+        k if k >= KIND_SOURCE => Some((k - KIND_SOURCE) as usize),
+        k if k >= KIND_CONGEST => Some((k - KIND_CONGEST) as usize),
+        _ => None,
+    }
+}
+
+/// What an endpoint flow of `kind` measures.
+fn shape_of(kind: u32, sp: &Split) -> Shape {
+    match group_of(kind) {
+        None if kind == KIND_LAT => Shape::Ping {
+            size: LAT_BYTES as u64,
+        },
+        None => Shape::Sample {
+            op: Op::Write,
+            size: BW_BYTES as u64,
+        },
+        Some(g) => Shape::Stream {
+            op: op_of(&sp.groups[g].0),
+            size: CONGEST_BYTES as u64,
+        },
+    }
+}
+
+/// A flow's kind in words, for errors.
+fn kind_name(kind: u32, sp: &Split) -> String {
+    match group_of(kind) {
+        None if kind == KIND_LAT => "canary latency".into(),
+        None => "canary bandwidth".into(),
+        Some(g) => format!("congestor group {g} ({})", sp.groups[g].0),
+    }
+}
+
 /// Every connection of the run: each canary to the next of the ring twice (latency and
-/// bandwidth), every ordered pair of an all-to-all group, every incast sender to its
-/// group's first rank.
+/// bandwidth), every ordered pair of an all-to-all group, every other rank of an incast or
+/// put-incast group to its first rank, and every other rank of a get-broadcast group to its
+/// first rank, which it reads from.
 fn plan_links(sp: &Split, ring: &[u32]) -> Vec<Link> {
     let mut links = Vec::new();
     for (i, &r) in ring.iter().enumerate() {
         let next = ring[(i + 1) % ring.len()];
-        links.push(Link {
-            from: r,
-            to: next,
-            kind: KIND_LAT,
-        });
-        links.push(Link {
-            from: r,
-            to: next,
-            kind: KIND_BW,
-        });
+        for kind in [KIND_LAT, KIND_BW] {
+            links.push(Link {
+                from: r,
+                to: next,
+                kind,
+            });
+        }
     }
     for (g, (pattern, nodes)) in sp.groups.iter().enumerate() {
         let ranks: Vec<u32> = nodes.iter().flat_map(|n| n.ranks.clone()).collect();
-        let kind = KIND_CONGEST + g as u32;
-        if pattern == "incast" {
-            for &s in &ranks[1..] {
-                links.push(Link {
-                    from: s,
-                    to: ranks[0],
-                    kind,
-                });
-            }
-        } else {
-            for &a in &ranks {
-                for &b in ranks.iter().filter(|&&b| b != a) {
-                    links.push(Link {
-                        from: a,
-                        to: b,
-                        kind,
-                    });
+        let root = ranks[0];
+        let to_root = |kind: u32| {
+            ranks[1..].iter().map(move |&s| Link {
+                from: s,
+                to: root,
+                kind,
+            })
+        };
+        match pattern.as_str() {
+            "incast" | "put_incast" => links.extend(to_root(KIND_CONGEST + g as u32)),
+            "get_bcast" => links.extend(to_root(KIND_SOURCE + g as u32)),
+            _ => {
+                for &a in &ranks {
+                    for &b in ranks.iter().filter(|&&b| b != a) {
+                        links.push(Link {
+                            from: a,
+                            to: b,
+                            kind: KIND_CONGEST + g as u32,
+                        });
+                    }
                 }
             }
         }
@@ -254,20 +394,39 @@ fn plan_links(sp: &Split, ring: &[u32]) -> Vec<Link> {
 
 /// One canary phase: the three tests one after another, each until its slot of the
 /// phase ends (`t0 + k * phase`).
-fn canary_phase(
-    out: &[(Link, TcpStream)],
-    team: &Team<'_>,
-    t0: Instant,
-    phase: Duration,
-) -> Result<[String; 3]> {
-    let stream = |kind| {
-        out.iter()
-            .find(|(l, _)| l.kind == kind)
-            .map(|(_, s)| s)
-            .expect("every canary has its ring connections")
+fn canary_phase(out: &Out, team: &Team<'_>, t0: Instant, phase: Duration) -> Result<[String; 3]> {
+    let (lat, bw) = match out {
+        Out::Tcp(links) => {
+            let stream = |kind| {
+                links
+                    .iter()
+                    .find(|(l, _)| l.kind == kind)
+                    .map(|(_, s)| s)
+                    .expect("every canary has its ring connections")
+            };
+            (
+                ping_pong(stream(KIND_LAT), LAT_BYTES, t0 + phase)?,
+                ping_pong(stream(KIND_BW), BW_BYTES, t0 + phase * 2)?,
+            )
+        }
+        Out::Flows(flows) => {
+            let samples = |kind, deadline| -> Result<LatencyHistogram> {
+                let (_, f) = flows
+                    .iter()
+                    .find(|(l, _)| l.kind == kind)
+                    .expect("every canary has its ring flows");
+                f.run(deadline);
+                match f.measured(deadline)? {
+                    Measured::Samples(h) => Ok(h),
+                    Measured::Moved { .. } => anyhow::bail!("internal error: a canary streamed"),
+                }
+            };
+            (
+                samples(KIND_LAT, t0 + phase)?,
+                samples(KIND_BW, t0 + phase * 2)?,
+            )
+        }
     };
-    let lat = ping_pong(stream(KIND_LAT), LAT_BYTES, t0 + phase)?;
-    let bw = ping_pong(stream(KIND_BW), BW_BYTES, t0 + phase * 2)?;
     let ar = allreduce(team, t0 + phase * 3);
     Ok([lat.encode(), bw.encode(), ar.encode()])
 }
@@ -292,16 +451,40 @@ fn allreduce(team: &Team<'_>, deadline: Instant) -> LatencyHistogram {
     h
 }
 
-/// A congestor's senders: one thread per outgoing connection writing 4 KiB messages until
-/// `until`, then closing.
-fn congest(out: &[(Link, TcpStream)], until: Instant) -> Result<()> {
+/// A congestor's flows until `until`. TCP: one thread per connection writing 4 KiB
+/// messages, or reading what its root streams (a get), then closing; returns what the
+/// readers counted (the roots' sinks count the rest). Endpoint flows: every flow streams
+/// at once; returns what each one's completions counted.
+fn congest(out: &Out, t0: Instant, until: Instant) -> Result<Vec<(u32, u64, f64)>> {
+    let links = match out {
+        Out::Flows(flows) => {
+            for (_, f) in flows {
+                f.run(until);
+            }
+            let mut got = Vec::new();
+            for (l, f) in flows {
+                let g = group_of(l.kind).expect("a congestor flow") as u32;
+                if let Measured::Moved { bytes, seconds, .. } = f.measured(until)? {
+                    got.push((g, bytes, seconds));
+                }
+            }
+            return Ok(got);
+        }
+        Out::Tcp(links) => links,
+    };
     let mut threads = Vec::new();
-    for (_, s) in out {
+    for (l, s) in links {
         let mut s = s.try_clone()?;
-        // A shaped link drains slowly: a blocked write must not carry the congestion past
-        // `until`, and neither may the send buffer after it.
-        s.set_write_timeout(Some(Duration::from_millis(50)))?;
+        let kind = l.kind;
         threads.push(std::thread::spawn(move || {
+            if kind >= KIND_SOURCE {
+                let (bytes, last) = read_until(s, until);
+                let secs = last.map_or(0.0, |l| l.saturating_duration_since(t0).as_secs_f64());
+                return Some((kind - KIND_SOURCE, bytes, secs));
+            }
+            // A shaped link drains slowly: a blocked write must not carry the congestion
+            // past `until`, and neither may the send buffer after it.
+            let _ = s.set_write_timeout(Some(Duration::from_millis(50)));
             let msg = vec![0xc3u8; CONGEST_BYTES];
             while Instant::now() < until {
                 match s.write(&msg) {
@@ -314,15 +497,26 @@ fn congest(out: &[(Link, TcpStream)], until: Instant) -> Result<()> {
             // the congestion ends at `until` (the sink sees the reset as its end).
             let _ = socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO));
             drop(s);
+            None
         }));
     }
-    for t in threads {
-        let _ = t.join();
-    }
-    Ok(())
+    Ok(threads
+        .into_iter()
+        .filter_map(|t| t.join().ok().flatten())
+        .collect())
 }
 
-fn assemble(cli: &Cli, sp: &Split, ring: &[u32], reports: &[RankReport]) -> Result<CongestionRun> {
+fn assemble(
+    cli: &Cli,
+    sp: &Split,
+    ring: &[u32],
+    reports: &[RankReport],
+    carrier: &Carrier,
+) -> Result<CongestionRun> {
+    let (transport, counted_at) = match carrier.endpoints() {
+        None => ("tcp", "receiver"),
+        Some((settings, _)) => (settings.kind.name(), "initiator completions"),
+    };
     let name = |n: &split::Node| n.name.clone();
     let mut nodes: Vec<CongestionNode> = sp
         .ring
@@ -393,6 +587,11 @@ fn assemble(cli: &Cli, sp: &Split, ring: &[u32], reports: &[RankReport]) -> Resu
                 group: g as u32,
                 pattern: pattern.clone(),
                 message_bytes: CONGEST_BYTES as u64,
+                op: Some(match carrier.endpoints() {
+                    None => "send".into(),
+                    Some(_) => op_of(pattern).name().into(),
+                }),
+                counted_at: Some(counted_at.into()),
                 bytes,
                 seconds,
                 gbit_s: if seconds > 0.0 {
@@ -407,6 +606,7 @@ fn assemble(cli: &Cli, sp: &Split, ring: &[u32], reports: &[RankReport]) -> Resu
         seed: cli.seed,
         canary_percent: cli.canaries,
         phase_seconds: cli.phase_seconds,
+        transport: Some(transport.into()),
         canaries: sp
             .ring
             .iter()
@@ -467,8 +667,14 @@ fn print_table(run: &CongestionRun) {
     }
     for c in &run.congestor_throughput {
         println!(
-            "# congestor group {} ({}, {} B messages): {:.3} Gbit/s received over {:.3} s",
-            c.group, c.pattern, c.message_bytes, c.gbit_s, c.seconds
+            "# congestor group {} ({}, {} B {} messages): {:.3} Gbit/s over {:.3} s, counted at the {}",
+            c.group,
+            c.pattern,
+            c.message_bytes,
+            c.op.as_deref().unwrap_or("send"),
+            c.gbit_s,
+            c.seconds,
+            c.counted_at.as_deref().unwrap_or("receiver")
         );
     }
 }

@@ -119,7 +119,7 @@ pub struct P2pArgs {
     /// Which pairs to measure under mpirun/srun, in rounds of disjoint pairs: pairs
     /// (ranks (0,1), (2,3), ...), all-pairs (every node pair once), ring, random[:ROUNDS[:SEED]],
     /// or file:PATH (a list of `hostA hostB` lines, as `aggregate` writes for a retest);
-    /// bench-bw also incast[:N] (N ranks to one, each rank the receiver in turn, TCP).
+    /// bench-bw also incast[:N] (N ranks to one, each rank the receiver in turn).
     #[arg(long, default_value = "pairs", value_name = "PATTERN")]
     pub pattern: PatternSpec,
 

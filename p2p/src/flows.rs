@@ -71,16 +71,45 @@ pub const BW_BYTES: usize = 128 * 1024;
 /// Kinds of connection, in the second half of its 8-byte header.
 pub const KIND_LAT: u32 = 0;
 pub const KIND_BW: u32 = 1;
-/// Congestor links carry `KIND_CONGEST + group`.
+/// Congestor links carry `KIND_CONGEST + group` (the connecting end sends).
 pub const KIND_CONGEST: u32 = 16;
+/// Congestor links whose far end sends carry `KIND_SOURCE + group`: over TCP a get is the
+/// reader connecting and the root streaming to it until the reader closes.
+pub const KIND_SOURCE: u32 = 32;
+/// A congestor's message (GPCNeT: 4 KiB all-to-all, incast, puts and gets).
+pub const CONGEST_BYTES: usize = 4096;
 
 /// What each congestor sink received: (group, bytes, time of the last byte).
 pub type Sinks = Arc<Mutex<Vec<(u32, u64, Option<Instant>)>>>;
 
 /// The far end of a connection: echo 8 B pings, acknowledge 128 KiB transfers with 8 B,
-/// count what congestors send. Ends at the peer's close (or the idle timeout).
+/// count what congestors send, stream to a reader. Ends at the peer's close (or the idle
+/// timeout: the read timeout the caller set).
 pub fn serve(kind: u32, mut s: TcpStream, received: Sinks) {
     match kind {
+        k if k >= KIND_SOURCE => {
+            // A shaped link drains slowly: short write timeouts, so a reader that went
+            // away is noticed within the idle timeout even when no write fails.
+            let idle = s
+                .read_timeout()
+                .ok()
+                .flatten()
+                .unwrap_or(Duration::from_secs(60));
+            let _ = s.set_write_timeout(Some(Duration::from_millis(50)));
+            let msg = vec![0x3cu8; CONGEST_BYTES];
+            let mut ok = Instant::now();
+            loop {
+                match s.write(&msg) {
+                    Ok(_) => ok = Instant::now(),
+                    Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                        if ok.elapsed() > idle {
+                            break;
+                        }
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
         KIND_LAT | KIND_BW => {
             let mut buf = vec![
                 0u8;
@@ -112,6 +141,28 @@ pub fn serve(kind: u32, mut s: TcpStream, received: Sinks) {
                 .push((kind - KIND_CONGEST, bytes, last));
         }
     }
+}
+
+/// A reader of a TCP get: counts what the root streams until `until`, then resets the
+/// connection (linger 0), so the congestion ends then. Returns the bytes and the time of
+/// the last one.
+pub fn read_until(mut s: TcpStream, until: Instant) -> (u64, Option<Instant>) {
+    let _ = s.set_read_timeout(Some(Duration::from_millis(50)));
+    let mut buf = vec![0u8; 64 * 1024];
+    let (mut bytes, mut last) = (0u64, None);
+    while Instant::now() < until {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                bytes += n as u64;
+                last = Some(Instant::now());
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(_) => break,
+        }
+    }
+    let _ = socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO));
+    (bytes, last)
 }
 
 /// Sends `size` bytes and waits for the 8-byte answer, until `deadline`; one sample per

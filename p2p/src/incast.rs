@@ -32,6 +32,7 @@ use results::congestion::{
 use results::{HostInfo, LatencyHistogram, PortCounters};
 use serde::{Deserialize, Serialize};
 
+use crate::endpoint_flows::{self as ef, Carrier, FlowEnd, Measured, Shape};
 use crate::flows::{self, accept_all, BW_BYTES, KIND_BW, KIND_LAT, LAT_BYTES};
 
 const CHUNK: usize = 64 * 1024;
@@ -53,6 +54,7 @@ pub fn run_job(
     n: u32,
     phase: Duration,
     timeout: Duration,
+    carrier: &Carrier,
 ) -> Result<Option<(IncastRun, Vec<HostInfo>)>> {
     if job.size() < 2 {
         anyhow::bail!(
@@ -69,7 +71,8 @@ pub fn run_job(
         hosts: &hosts,
         bind,
     };
-    Ok(run(job, &peers, &listener, n, phase, timeout)?.map(|r| (r, hosts)))
+    let carrier = carrier.settled(job.rank(), &hosts)?;
+    Ok(run(job, &peers, &listener, n, phase, timeout, &carrier)?.map(|r| (r, hosts)))
 }
 
 /// The ranks of round `r` of `size` with `n` senders.
@@ -114,6 +117,9 @@ struct RankIncast {
     victim: Option<(u32, [String; 4])>,
     /// (round, role, deltas over the loaded window) where this rank took part.
     counters: Vec<(u32, String, Vec<PortCounters>)>,
+    /// As a sender over endpoints: (round, gbit/s) from its own completions.
+    #[serde(default)]
+    sent: Vec<(u32, f64)>,
 }
 
 /// This rank's end of a round's victim flow.
@@ -123,6 +129,83 @@ enum VictimEnd {
     Sender(TcpStream, TcpStream),
     /// The echo servers of both connections; they end when the sender closes.
     Receiver(Vec<JoinHandle<()>>),
+    /// Over endpoints: the latency and the bandwidth flow.
+    Flows(FlowEnd, FlowEnd),
+    /// Over endpoints: the responders of both flows.
+    Served(Vec<JoinHandle<Result<()>>>),
+}
+
+impl VictimEnd {
+    /// Over endpoints, connects the sender's flows for the next window.
+    fn arm(&self) -> Result<()> {
+        match self {
+            VictimEnd::Flows(lat, bw) => {
+                lat.arm();
+                bw.arm();
+                lat.armed().context("victim latency")?;
+                bw.armed().context("victim bandwidth")
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The sender's window: 8 B round trips for the first half, 128 KiB transfers for the
+    /// second.
+    fn measure(&self, t0: Instant, phase: Duration) -> Result<Option<[LatencyHistogram; 2]>> {
+        let samples = |f: &FlowEnd, deadline: Instant| -> Result<LatencyHistogram> {
+            f.run(deadline);
+            match f.measured(deadline)? {
+                Measured::Samples(h) => Ok(h),
+                Measured::Moved { .. } => anyhow::bail!("internal error: a victim flow streamed"),
+            }
+        };
+        match self {
+            VictimEnd::Sender(lat, bw) => {
+                let l =
+                    flows::ping_pong(lat, LAT_BYTES, t0 + phase / 2).context("victim latency")?;
+                let b = flows::ping_pong(bw, BW_BYTES, t0 + phase).context("victim bandwidth")?;
+                Ok(Some([l, b]))
+            }
+            VictimEnd::Flows(lat, bw) => {
+                let l = samples(lat, t0 + phase / 2).context("victim latency")?;
+                let b = samples(bw, t0 + phase).context("victim bandwidth")?;
+                Ok(Some([l, b]))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Ends the round's flow: the sender closes, the receiver waits for its servers.
+    fn end(self) -> Result<()> {
+        match self {
+            VictimEnd::Flows(lat, bw) => {
+                lat.close();
+                bw.close();
+            }
+            VictimEnd::Receiver(servers) => {
+                for s in servers {
+                    let _ = s.join();
+                }
+            }
+            VictimEnd::Served(servers) => {
+                for s in servers {
+                    s.join()
+                        .map_err(|_| anyhow::anyhow!("a victim flow's responder panicked"))?
+                        .context("victim flow (responder)")?;
+                }
+            }
+            VictimEnd::Sender(..) | VictimEnd::None => {}
+        }
+        Ok(())
+    }
+}
+
+/// This rank's part of a round's incast over endpoints, made before its window.
+enum IncastEnd {
+    None,
+    Sender(FlowEnd),
+    /// The responders, in the order the senders connected, with their ranks.
+    Receiver(Vec<(u32, JoinHandle<Result<()>>)>),
 }
 
 fn run(
@@ -132,6 +215,7 @@ fn run(
     n: u32,
     phase: Duration,
     timeout: Duration,
+    carrier: &Carrier,
 ) -> Result<Option<IncastRun>> {
     let (rank, size) = (job.rank(), job.size());
     let n = if n == 0 { size - 1 } else { n.min(size - 1) };
@@ -140,19 +224,20 @@ fn run(
     for r in 0..size {
         let roles = Roles::of(r, n, size);
         job.barrier("incast round");
-        let flow = victim_connect(rank, &roles, peers, listener, timeout)?;
+        let flow = victim_connect(rank, &roles, peers, listener, timeout, phase, carrier)?;
+        flow.arm()?;
         job.barrier("victim alone");
-        let t0 = Instant::now();
-        let alone = match &flow {
-            VictimEnd::Sender(lat, bw) => Some(victim_measure(lat, bw, t0, phase)?),
-            _ => None,
-        };
+        let alone = flow.measure(Instant::now(), phase)?;
         job.any_within(
             false,
             "waiting for the victim's window alone",
             phase + timeout,
         );
 
+        // Over endpoints the incast's flows connect before its window, and the victim's
+        // re-arm: nothing of that is timed.
+        let inc = incast_connect(rank, r, &roles, peers, listener, timeout, phase, carrier)?;
+        flow.arm()?;
         // Only the round's ranks snapshot their ports: a read waits out the kernel's
         // hw_counters lifespan and runs ethtool -S, per port.
         let role = roles.role(rank);
@@ -166,12 +251,29 @@ fn run(
         job.barrier("incast round loaded");
         let t0 = Instant::now();
         let mut loaded = None;
-        if rank == r {
-            mine.round = Some(receive(listener, &roles.senders, t0, phase, timeout)?);
-        } else if roles.senders.contains(&rank) {
-            send(rank, peers, r, t0, phase, timeout)?;
-        } else if let VictimEnd::Sender(lat, bw) = &flow {
-            loaded = Some(victim_measure(lat, bw, t0, phase)?);
+        match inc {
+            IncastEnd::Sender(f) => {
+                f.run(t0 + phase);
+                let m = f.measured(t0 + phase);
+                f.close();
+                if let Measured::Moved { bytes, seconds, .. } = m? {
+                    mine.sent.push((r, gbit_s(bytes, seconds)));
+                }
+            }
+            IncastEnd::Receiver(servers) => {
+                for (from, h) in servers {
+                    h.join()
+                        .map_err(|_| anyhow::anyhow!("an incast responder panicked"))?
+                        .with_context(|| format!("incast from rank {from} (responder)"))?;
+                }
+            }
+            IncastEnd::None if rank == r => {
+                mine.round = Some(receive(listener, &roles.senders, t0, phase, timeout)?);
+            }
+            IncastEnd::None if roles.senders.contains(&rank) => {
+                send(rank, peers, r, t0, phase, timeout)?;
+            }
+            IncastEnd::None => loaded = flow.measure(t0, phase)?,
         }
         if let Some(role) = role {
             let deltas = before
@@ -191,11 +293,7 @@ fn run(
             "waiting for the incast round to end",
             phase + timeout,
         );
-        if let VictimEnd::Receiver(servers) = flow {
-            for s in servers {
-                let _ = s.join();
-            }
-        }
+        flow.end()?;
     }
     let all = job.gather_to_root(&serde_json::to_vec(&mine)?);
     let Some(all) = all else {
@@ -205,17 +303,73 @@ fn run(
         .iter()
         .map(|b| base::wire::decode_json(b).context("a rank sent an unreadable incast report"))
         .collect::<Result<_>>()?;
-    assemble(peers.hosts, n, size, &reports).map(Some)
+    assemble(peers.hosts, n, size, &reports, carrier).map(Some)
+}
+
+fn gbit_s(bytes: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        bytes as f64 * 8.0 / seconds / 1e9
+    } else {
+        0.0
+    }
+}
+
+/// Over endpoints, the round's incast flows before its window: each sender opens its
+/// control connection to the receiver and arms a stream; the receiver accepts them and
+/// serves each on a thread. Over TCP nothing (the senders connect in the window).
+#[allow(clippy::too_many_arguments)]
+fn incast_connect(
+    rank: u32,
+    r: u32,
+    roles: &Roles,
+    peers: &Peers<'_>,
+    listener: &TcpListener,
+    timeout: Duration,
+    phase: Duration,
+    carrier: &Carrier,
+) -> Result<IncastEnd> {
+    let Some((settings, op)) = carrier.endpoints() else {
+        return Ok(IncastEnd::None);
+    };
+    if roles.senders.contains(&rank) {
+        let to = peers.addrs[r as usize];
+        // The kind field of the header names the sender (accept_all returns it).
+        let ctrl = flows::connect(rank, rank, to, peers.bind, timeout)
+            .with_context(|| format!("incast: connecting to rank {r} at {to}"))?;
+        let shape = Shape::Stream {
+            op,
+            size: CHUNK as u64,
+        };
+        let f = FlowEnd::open(ctrl, shape, settings, format!("incast to rank {r}"));
+        f.arm();
+        f.armed()?;
+        Ok(IncastEnd::Sender(f))
+    } else if rank == r {
+        let conns = accept_all(listener, roles.senders.len(), Instant::now() + timeout)
+            .context("incast: waiting for the senders to connect")?;
+        Ok(IncastEnd::Receiver(
+            conns
+                .into_iter()
+                .map(|(from, s)| (from, ef::serve(s, settings, timeout + phase * 2)))
+                .collect(),
+        ))
+    } else {
+        Ok(IncastEnd::None)
+    }
 }
 
 /// Connects the round's victim flow: the sender opens a latency and a bandwidth
-/// connection to the receiver, which serves both (echo, as the canaries' ring does).
+/// connection to the receiver, which serves both (TCP: echo, as the canaries' ring does;
+/// endpoints: a ping-pong of sends, and 128 KiB messages one at a time with the incast's
+/// operation).
 fn victim_connect(
     rank: u32,
     roles: &Roles,
     peers: &Peers<'_>,
     listener: &TcpListener,
     timeout: Duration,
+    phase: Duration,
+    carrier: &Carrier,
 ) -> Result<VictimEnd> {
     let Some((vs, vr)) = roles.victim else {
         return Ok(VictimEnd::None);
@@ -228,34 +382,48 @@ fn victim_connect(
             s.set_read_timeout(Some(timeout))?;
             Ok(s)
         };
-        Ok(VictimEnd::Sender(open(KIND_LAT)?, open(KIND_BW)?))
+        let (lat, bw) = (open(KIND_LAT)?, open(KIND_BW)?);
+        Ok(match carrier.endpoints() {
+            None => VictimEnd::Sender(lat, bw),
+            Some((settings, op)) => {
+                let what = |x: &str| format!("victim {x} to rank {vr}");
+                let ping = Shape::Ping {
+                    size: LAT_BYTES as u64,
+                };
+                let sample = Shape::Sample {
+                    op,
+                    size: BW_BYTES as u64,
+                };
+                VictimEnd::Flows(
+                    FlowEnd::open(lat, ping, settings, what("latency")),
+                    FlowEnd::open(bw, sample, settings, what("bandwidth")),
+                )
+            }
+        })
     } else if rank == vr {
         let conns = accept_all(listener, 2, Instant::now() + timeout)
             .context("victim flow: waiting for its sender")?;
-        let mut servers = Vec::new();
-        for (kind, s) in conns {
-            s.set_read_timeout(Some(timeout * 2))?;
-            servers.push(std::thread::spawn(move || {
-                flows::serve(kind, s, Default::default())
-            }));
+        match carrier.endpoints() {
+            None => {
+                let mut servers = Vec::new();
+                for (kind, s) in conns {
+                    s.set_read_timeout(Some(timeout * 2))?;
+                    servers.push(std::thread::spawn(move || {
+                        flows::serve(kind, s, Default::default())
+                    }));
+                }
+                Ok(VictimEnd::Receiver(servers))
+            }
+            Some((settings, _)) => Ok(VictimEnd::Served(
+                conns
+                    .into_iter()
+                    .map(|(_, s)| ef::serve(s, settings, timeout + phase * 2))
+                    .collect(),
+            )),
         }
-        Ok(VictimEnd::Receiver(servers))
     } else {
         Ok(VictimEnd::None)
     }
-}
-
-/// The victim's window: 8 B round trips for the first half, 128 KiB transfers for the
-/// second.
-fn victim_measure(
-    lat: &TcpStream,
-    bw: &TcpStream,
-    t0: Instant,
-    phase: Duration,
-) -> Result<[LatencyHistogram; 2]> {
-    let l = flows::ping_pong(lat, LAT_BYTES, t0 + phase / 2).context("victim latency")?;
-    let b = flows::ping_pong(bw, BW_BYTES, t0 + phase).context("victim bandwidth")?;
-    Ok([l, b])
 }
 
 /// The receiver of a round: accepts its senders and counts each one's bytes until it
@@ -322,12 +490,30 @@ fn send(
 }
 
 /// Rank 0: the rounds from every rank's report.
-fn assemble(hosts: &[HostInfo], n: u32, size: u32, reports: &[RankIncast]) -> Result<IncastRun> {
+fn assemble(
+    hosts: &[HostInfo],
+    n: u32,
+    size: u32,
+    reports: &[RankIncast],
+    carrier: &Carrier,
+) -> Result<IncastRun> {
     let name = |r: u32| hosts[r as usize].hostname.clone() + &format!("#{r}");
     let mut rounds = Vec::new();
     for r in 0..size {
         let roles = Roles::of(r, n, size);
-        let round = reports[r as usize].round.clone().unwrap_or_default();
+        // TCP: what the receiver counted; endpoints: what each sender's completions say.
+        let round = match &reports[r as usize].round {
+            Some(round) => round.clone(),
+            None => roles
+                .senders
+                .iter()
+                .map(|&s| {
+                    let sent = reports[s as usize].sent.iter().find(|x| x.0 == r);
+                    sent.map(|x| (s, x.1))
+                        .with_context(|| format!("sender rank {s} sent no figure for round {r}"))
+                })
+                .collect::<Result<_>>()?,
+        };
         let bw: Vec<f64> = round.iter().map(|x| x.1).collect();
         let victim = match roles.victim {
             Some((vs, vr)) => {
@@ -391,8 +577,15 @@ fn assemble(hosts: &[HostInfo], n: u32, size: u32, reports: &[RankIncast]) -> Re
             size.saturating_sub(3).max(1)
         )
     });
+    let (transport, op, counted_at) = match carrier.endpoints() {
+        None => ("tcp", "send", "receiver"),
+        Some((settings, op)) => (settings.kind.name(), op.name(), "sender completions"),
+    };
     Ok(IncastRun {
         senders_per_round: n,
+        transport: Some(transport.into()),
+        op: Some(op.into()),
+        counted_at: Some(counted_at.into()),
         rounds,
         no_victim,
     })

@@ -18,6 +18,7 @@
 
 pub mod coordinator;
 pub mod driver;
+pub mod endpoint_flows;
 pub mod fabric;
 #[cfg(feature = "mpi")]
 pub mod flows;

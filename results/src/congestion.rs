@@ -16,6 +16,10 @@ pub struct CongestionRun {
     pub canary_percent: u32,
     /// Length of each canary test in each phase.
     pub phase_seconds: f64,
+    /// The transport of the canaries' and congestors' flows (`tcp`, `verbs`; absent in
+    /// older documents: tcp). The allreduce canary is MPI's whatever this says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<String>,
     /// Every node and its role.
     pub nodes: Vec<CongestionNode>,
     pub canaries: Vec<String>,
@@ -97,9 +101,16 @@ pub struct CongestorThroughput {
     pub group: u32,
     pub pattern: String,
     pub message_bytes: u64,
+    /// The operation its messages were: `send` (two-sided), `write` (one-sided put),
+    /// `read` (one-sided get; absent in older documents: send).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub op: Option<String>,
+    /// Where its bytes were counted: `receiver` (TCP) or `initiator completions` (verbs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counted_at: Option<String>,
     pub bytes: u64,
     pub seconds: f64,
-    /// Received by the group's nodes, all together, 10^9 bit/s.
+    /// Moved by the group's flows, all together, 10^9 bit/s.
     pub gbit_s: f64,
 }
 
@@ -117,6 +128,17 @@ pub fn bandwidth_impact(isolated: f64, loaded: f64) -> f64 {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct IncastRun {
     pub senders_per_round: u32,
+    /// How the flows moved their bytes: `tcp`, or `verbs` with `op` `send` or `write`
+    /// (absent in documents before verbs incasts: tcp).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub op: Option<String>,
+    /// Where a sender's bytes were counted: `receiver` (TCP: bytes read, up to the last
+    /// one) or `sender completions` (verbs: completions reaped in the window, each the
+    /// receiver's acknowledgement, up to the last one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counted_at: Option<String>,
     pub rounds: Vec<IncastRound>,
     /// Why the rounds carry no victim flow (too few nodes outside each round).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -13,6 +13,8 @@
 # memory exported through vgem: the diagnostic GPU memory would get), GPU buffers without
 # a CUDA driver, write latency with GPU buffers, and the verbs_errors integration test on
 # a host that has an RDMA device (its real-device branch).
+# Under load (one VM): the incast over RDMA WRITE and sends, bench-congestion's canaries and
+# four congestor patterns over verbs, with rxe's counters moving.
 # Sweeps (one VM): all-pairs over verbs at an odd rank count with the port inventory in the
 # document, and the port taken down in the middle of a sweep (failed pairs recorded with
 # the port state, the sweep finishing its rounds). Two VMs: 5% netem loss on the wire
@@ -393,6 +395,82 @@ PY
     fi
 }
 
+# load NAME RANKS TOOL ARGS... -- CHECK: a many-to-one run under mpirun in this VM (every
+# rank shares rxe0, whose counters see all of them), its JSON checked by the python CHECK.
+load() {
+    local name=$1 np=$2 tool=$3
+    shift 3
+    local args=()
+    while [[ $1 != -- ]]; do
+        args+=("$1")
+        shift
+    done
+    local check=$2
+    selected "$name" || return 0
+    local log=$LOGS/$name.log json=$OUT/$name.json
+    say "run  $name: mpirun -np $np $tool ${args[*]}"
+    if ! timeout "$RUN_TIMEOUT" mpirun -np "$np" --oversubscribe --bind-to none "$BIN/$tool" \
+        --transport verbs -d "$DEV" --bind-addr "$SOFTROCE_IP" --timeout 60 --json "$json" \
+        "${args[@]}" > "$log" 2>&1; then
+        sed 's/^/    | /' "$log" | tail -n 20
+        fail "$name" "mpirun exit status non-zero"
+        return 0
+    fi
+    sed 's/^/    | /' "$log" | grep -vE '^    \| *$' | tail -n 8
+    local why
+    if ! why=$(python3 -c "$check" "$json" "$DEV" 2>&1); then
+        fail "$name" "JSON check: $(tail -n 1 <<< "$why")"
+        return 0
+    fi
+    pass "$name"
+}
+
+# Under load, over verbs (one VM): bench-bw's incast with RDMA WRITE and with sends (each
+# sender's figure from its completions, the victim ping-ponging sends and writing 128 KiB
+# one at a time), and bench-congestion's canaries and GPCNeT's four congestors (sends,
+# RDMA WRITE puts, RDMA READ gets). rxe's hw_counters move in every loaded window.
+run_load() {
+    load incast_write 5 bench-bw --pattern incast:2 --test write -D 1 -- '
+import json, sys
+d = json.load(open(sys.argv[1])); i = d["congestion"]["incast"]
+assert (i["transport"], i["op"], i["counted_at"]) == ("verbs", "write", "sender completions"), i
+assert d["options"]["transport"] == "verbs" and d["options"]["test"] == "write", d["options"]
+assert len(i["rounds"]) == 5, len(i["rounds"])
+for r in i["rounds"]:
+    assert len(r["senders"]) == 2 and all(x > 0 for x in r["sender_gbit_s"]), r
+    assert abs(r["aggregate_gbit_s"] - sum(r["sender_gbit_s"])) < 1e-9, r
+    v = r["victim"]
+    for w in ("alone", "loaded"):
+        assert v[w]["latency"]["samples"] > 0 and v[w]["bandwidth"]["mean"] > 0, v
+    moved = [c for c in r["counters"] for p in c["ports"] for k, x in p.get("hw_counters", {}).items() if k in ("rcvd_pkts", "sent_pkts") and x > 0]
+    assert moved, "rxe counters did not move in the loaded window: %s" % r["counters"]
+'
+    load incast_send 4 bench-bw --pattern incast:3 --test send -D 1 -- '
+import json, sys
+d = json.load(open(sys.argv[1])); i = d["congestion"]["incast"]
+assert (i["transport"], i["op"]) == ("verbs", "send"), i
+assert "no victim" in i["no_victim"], i
+for r in i["rounds"]:
+    assert len(r["senders"]) == 3 and all(x > 0 for x in r["sender_gbit_s"]), r
+    assert 1 / 3 - 1e-9 <= r["jain_fairness"] <= 1 + 1e-9, r
+'
+    load congestion_verbs 10 bench-congestion --include-local --phase-seconds 0.5 --seed 3 -- '
+import json, sys
+d = json.load(open(sys.argv[1])); c = d["congestion"]
+assert c["transport"] == "verbs" and d["options"]["transport"] == "verbs", c["transport"]
+got = {g["pattern"]: (g["op"], g["counted_at"], g["bytes"]) for g in c["congestor_throughput"]}
+want = {"alltoall": "send", "incast": "send", "put_incast": "write", "get_bcast": "read"}
+assert set(got) == set(want), got
+for p, op in want.items():
+    assert got[p][0] == op and got[p][1] == "initiator completions" and got[p][2] > 0, (p, got[p])
+assert not any("one-sided" in w for w in d.get("warnings", [])), d.get("warnings")
+for t in c["canary_tests"]:
+    assert t["isolated"]["samples"] > 0 and t["loaded"]["samples"] > 0, t
+moved = [k for p in c["counters_loaded"] for k, x in p.get("hw_counters", {}).items() if k in ("rcvd_pkts", "sent_pkts") and x > 0]
+assert moved, "rxe counters did not move while loaded: %s" % c["counters_loaded"]
+'
+}
+
 # Two VMs: 5% loss on the wire (netem on the client VM's eth0). The transfer still
 # completes (RC retransmits); the counters show it and aggregate's link-loss check fails.
 run_lossy_link() {
@@ -574,6 +652,7 @@ both)
     run_post_list_doorbells
     run_mpi
     run_sweeps
+    run_load
     run_errors
     ;;
 server | client)

@@ -472,7 +472,8 @@ fn judged_by_aggregate(dir: &std::path::Path, json: &std::path::Path, worst_vict
 }
 
 /// `bench-bw --pattern incast` refuses what it cannot do, with exit code 2 and the way
-/// out: no launcher, verbs, both directions, a bad N; `bench-lat` has no incast.
+/// out: no launcher, verbs without a device, a read (data flows into the receiver), both
+/// directions, a bad N; `bench-lat` has no incast.
 #[test]
 fn bench_bw_incast_refuses_what_it_cannot_do() {
     for (args, says) in [
@@ -488,7 +489,9 @@ fn bench_bw_incast_refuses_what_it_cannot_do() {
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
     for (args, says) in [
+        // This machine has no RDMA device (CI's neither): verbs says so, and the way out.
         (&["--transport", "verbs"][..], "--transport tcp"),
+        (&["--test", "read"][..], "--test send or --test write"),
         (&["-b"][..], "drop -b"),
     ] {
         let out = run(
@@ -511,6 +514,69 @@ fn bench_bw_incast_refuses_what_it_cannot_do() {
     let (_, stderr) = text(&out);
     assert_ne!(out.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("bench-lat has no incast"), "{stderr}");
+}
+
+/// GPCNeT's four congestor patterns, given to four groups of ten nodes: two-sided
+/// all-to-all and incast, the put incast and the get broadcast. Over TCP a get is the root
+/// streaming to each reader that connected (counted by the readers), a put a stream into
+/// the root; each group moved bytes, and the document says TCP has no one-sided
+/// operation. bench-congestion over verbs without a device is refused with the way out.
+#[test]
+fn four_congestor_groups_run_the_four_patterns() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("four.json");
+    let out = run(
+        mpirun(10)
+            .arg(bin("bench-congestion"))
+            .args([
+                "--include-local",
+                "--bind-addr",
+                "127.0.0.1",
+                "--phase-seconds",
+                "0.3",
+                "--transport",
+                "tcp",
+                "--json",
+            ])
+            .arg(&json),
+        LIMIT,
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let doc: Document = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let c = doc.congestion.expect("a congestion block");
+    let patterns: Vec<&str> = c
+        .congestor_groups
+        .iter()
+        .map(|g| g.pattern.as_str())
+        .collect();
+    assert_eq!(patterns, ["alltoall", "incast", "put_incast", "get_bcast"]);
+    assert_eq!(c.transport.as_deref(), Some("tcp"));
+    for t in &c.congestor_throughput {
+        assert!(t.bytes > 0 && t.gbit_s > 0.0, "{t:?}");
+        assert_eq!(t.op.as_deref(), Some("send"), "{t:?}");
+        assert_eq!(t.counted_at.as_deref(), Some("receiver"), "{t:?}");
+    }
+    assert!(
+        doc.warnings.iter().any(|w| w.contains("no one-sided")),
+        "{:?}",
+        doc.warnings
+    );
+    assert!(
+        stdout.contains("(get_bcast, 4096 B send messages)"),
+        "{stdout}"
+    );
+
+    let out = run(
+        mpirun(4)
+            .arg(bin("bench-congestion"))
+            .args(["--include-local", "--transport", "verbs"]),
+        LIMIT,
+    );
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("no RDMA device"), "{stderr}");
+    assert!(stderr.contains("--transport tcp"), "{stderr}");
 }
 
 /// Bad input ends with exit code 2 and a message naming the problem: too few nodes for a
