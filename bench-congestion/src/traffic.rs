@@ -153,6 +153,19 @@ pub fn run_job(cli: &Cli, job: &MpiJob, carrier: &Carrier) -> Result<i32> {
         }
     };
 
+    // Warm-up, untimed: the canaries' first exchanges pay for ARP, TCP's slow start, the
+    // queue pairs' first packets and MPI's lazily made connections (the allreduce's first
+    // calls took milliseconds in the simulated fabric), which the isolated phase must not
+    // measure and the loaded one would not.
+    let warm = warmup(phase);
+    out.arm(canary)?;
+    job.barrier("warm-up");
+    if canary {
+        let team = team.as_ref().expect("canaries are in the team");
+        canary_phase(&out, team, Instant::now(), warm)?;
+    }
+    job.any_within(false, "waiting for the warm-up to end", warm * 4 + timeout);
+
     let devices = ports_of(&roster[rank as usize].host);
     let mut report = RankReport::default();
     for (p, loaded) in [false, true].into_iter().enumerate() {
@@ -224,6 +237,7 @@ pub fn run_job(cli: &Cli, job: &MpiJob, carrier: &Carrier) -> Result<i32> {
     o.insert("seed".into(), cli.seed.into());
     o.insert("canaries".into(), cli.canaries.into());
     o.insert("phase-seconds".into(), cli.phase_seconds.into());
+    o.insert("warmup-seconds".into(), warmup(phase).as_secs_f64().into());
     o.insert("include-local".into(), cli.include_local.into());
     if let Some(b) = cli.bind_addr {
         o.insert("bind-addr".into(), b.to_string().into());
@@ -390,6 +404,11 @@ fn plan_links(sp: &Split, ring: &[u32]) -> Vec<Link> {
         }
     }
     links
+}
+
+/// The canaries' warm-up per test: a tenth of the phase, between 50 ms and 1 s.
+pub fn warmup(phase: Duration) -> Duration {
+    (phase / 10).clamp(Duration::from_millis(50), Duration::from_secs(1))
 }
 
 /// One canary phase: the three tests one after another, each until its slot of the

@@ -108,10 +108,12 @@ impl MpiJob {
     }
 
     /// [`any`](Self::any) with its own bound on the wait: between rounds of a sweep, where
-    /// the slowest pair of the round may take several timeouts before it gives up.
+    /// the slowest pair of the round may take several timeouts before it gives up. The
+    /// wait sleeps (see [`any_rank_asleep`]): the ranks that finished first must not take
+    /// the cores of those still measuring.
     pub fn any_within(&self, local: bool, what: &str, limit: Duration) -> bool {
         let _g = self.watchdog.arm_for(what, limit);
-        any_rank(&self.world, local)
+        any_rank_asleep(&self.world, local)
     }
 
     /// Brings every rank's run-quality record to rank 0, in rank order (`None` on the
@@ -333,6 +335,32 @@ fn any_rank(comm: &SimpleCommunicator, local: bool) -> bool {
     let mine = i32::from(local);
     let mut all = 0i32;
     comm.all_reduce_into(&mine, &mut all, SystemOperation::max());
+    all != 0
+}
+
+/// [`any_rank`] for ranks that may wait long while others work: a blocking collective
+/// polls MPI's progress engine on its core until the last rank arrives (Open MPI spins,
+/// yielding at most), so on a node whose ranks outnumber its free cores the idle ranks
+/// slowed the busy ones (bench-congestion's idle congestors raised the canaries' isolated
+/// p99 latency to milliseconds in the simulated fabric). Here the rank starts a
+/// non-blocking allreduce and tests it every millisecond, asleep in between; the answer is
+/// the same, at most about a millisecond a step later.
+fn any_rank_asleep(comm: &SimpleCommunicator, local: bool) -> bool {
+    let mine = i32::from(local);
+    let mut all = 0i32;
+    mpi::request::scope(|scope| {
+        let mut req =
+            comm.immediate_all_reduce_into(scope, &mine, &mut all, SystemOperation::max());
+        loop {
+            match req.test() {
+                Ok(_) => break,
+                Err(r) => {
+                    req = r;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
+    });
     all != 0
 }
 
