@@ -28,7 +28,7 @@
 #      D2D_MIN GB/s (default 1000: a MIG slice or a throttled GPU falls below);
 #   8. bench-collective's NCCL backend: every collective (nccl-tests' ten), datatype (FP8
 #      where the NCCL has it, 2.24 and later) and reduction, --check; nccl-tests' time
-#      with -a 3.
+#      with -a 3; ep_dispatch and ep_combine on the NCCL path, checked.
 # Ends with a summary of every figure (summary.txt).
 #
 # Fails on any non-zero exit where success is expected, any wrong byte or element, a
@@ -461,6 +461,10 @@ for op in sum prod min max avg; do
         check "op-$op-$dt" all_reduce reduce_scatter reduce -b 8 -e 16M -f 16 -n 5 -w 1 -o "$op" -d "$dt"
     done
 done
+# Expert-parallel dispatch and combine on the NCCL path (GPU memory, one group of
+# ncclSend/ncclRecv per call), checked: FP8 rows out, BF16 weighted sums back. One GPU:
+# every copy is the rank's own, so this proves the path and its check, not a network.
+check ep-nccl ep_dispatch ep_combine -b 128 -e 4096 -f 4 -n 10 -w 2 --routing uniform
 # nccl-tests' time: -a 3 reports the slowest rank's loop time / iterations.
 check avg-max all_reduce -b 1M -e 1M -n 50 -a 3
 if ! python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"][0]["out_of_place"]; sys.exit(abs(r["time_us"]-r["rank_time_us"]["max"])>1e-9)' "$OUT/avg-max.json" 2>/dev/null; then

@@ -1,7 +1,9 @@
-//! One size (tokens per rank) of the EP collectives on one team, over MPI: route, count
-//! exchange (timed apart), then per collective: warm up, line the ranks up, time each
+//! One size (tokens per rank) of the EP collectives on one team: route, count exchange
+//! (timed apart, over MPI), then per collective: warm up, line the ranks up, time each
 //! iteration on every rank (the step is the slowest rank's), check one extra call, and
-//! the figures (`results::collective::EpFigures`).
+//! the figures (`results::collective::EpFigures`). The rows move over MPI on host memory
+//! (`MPI_Alltoallv`, flat or two-stage) or over NCCL on GPU memory (one group of
+//! `ncclSend`/`ncclRecv` per call, flat): [`Mover`].
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -149,11 +151,39 @@ fn check_combine(
     wrong
 }
 
-/// How one direction's rows move: one exchange, or two with a regrouping between. One
-/// `Path` per direction of a run, made outside the timed loop: its size does not matter.
+/// Which library moves an EP run's rows, and from which memory.
+#[derive(Clone, Copy)]
+pub enum Mover<'b> {
+    /// MPI on host memory.
+    Mpi,
+    /// NCCL on this rank's GPU (the backend's GPU and communicator).
+    #[cfg(feature = "cuda")]
+    Nccl(&'b crate::backend::nccl::NcclBackend),
+    #[doc(hidden)]
+    #[cfg(not(feature = "cuda"))]
+    _Unused(std::marker::PhantomData<&'b ()>),
+}
+
+/// One direction's rows on the GPU: the send rows uploaded once per content (`load`), the
+/// exchange on the device each call, the received rows downloaded for the check (`fetch`).
+#[cfg(feature = "cuda")]
+struct GpuRows<'b> {
+    nccl: &'b crate::backend::nccl::NcclBackend,
+    send: transport::cuda::DeviceBuffer,
+    recv: transport::cuda::DeviceBuffer,
+    row: usize,
+    send_counts: Vec<usize>,
+    recv_counts: Vec<usize>,
+}
+
+/// How one direction's rows move: one exchange, or two with a regrouping between, or one
+/// on the GPU. One `Path` per direction of a run, made outside the timed loop: its size
+/// does not matter.
 #[allow(clippy::large_enum_variant)]
 enum Path<'c> {
     One(RowExchange<'c>),
+    #[cfg(feature = "cuda")]
+    Gpu(GpuRows<'c>),
     Two {
         first: RowExchange<'c>,
         /// (from row, to row, rows) block copies between the two stages.
@@ -166,9 +196,51 @@ enum Path<'c> {
 }
 
 impl Path<'_> {
+    /// Puts the rows to send where the exchange reads them (GPU: uploads them; host
+    /// paths read `send` in each `run`).
+    fn load(&mut self, send: &[u8]) -> Result<()> {
+        match self {
+            #[cfg(feature = "cuda")]
+            Path::Gpu(g) => g.send.write(0, send),
+            _ => {
+                let _ = send;
+                Ok(())
+            }
+        }
+    }
+
+    /// Brings the received rows into `recv` (GPU: downloads them; host paths wrote them
+    /// there in `run`).
+    fn fetch(&mut self, recv: &mut [u8]) -> Result<()> {
+        match self {
+            #[cfg(feature = "cuda")]
+            Path::Gpu(g) => g.recv.read(0, recv),
+            _ => {
+                let _ = recv;
+                Ok(())
+            }
+        }
+    }
+
+    /// Poisons the rows to be received, where the exchange writes them.
+    fn poison(&mut self, recv: &mut [u8]) -> Result<()> {
+        recv.fill(0xff);
+        match self {
+            #[cfg(feature = "cuda")]
+            Path::Gpu(g) => g.recv.fill(0xff),
+            _ => Ok(()),
+        }
+    }
+
     fn run(&mut self, send: &[u8], recv: &mut [u8]) -> Result<()> {
         match self {
             Path::One(x) => x.run(send, recv),
+            #[cfg(feature = "cuda")]
+            Path::Gpu(g) => {
+                g.nccl
+                    .comm()
+                    .exchange_rows(&g.send, &g.recv, g.row, &g.send_counts, &g.recv_counts)
+            }
             Path::Two {
                 first,
                 regroup,
@@ -317,6 +389,7 @@ fn exchange_counts(
 /// The path of one direction (`back`: combine, counts swapped, stages reversed).
 fn path<'c>(
     c: &Counts,
+    mover: Mover<'c>,
     comm: &'c SimpleCommunicator,
     node: Option<&'c SimpleCommunicator>,
     rail: Option<&'c SimpleCommunicator>,
@@ -325,8 +398,25 @@ fn path<'c>(
 ) -> Result<Path<'c>> {
     if let Some((s, r)) = &c.flat {
         let (s, r) = if back { (r, s) } else { (s, r) };
-        return Ok(Path::One(RowExchange::new(comm, row, s, r)?));
+        return match mover {
+            Mover::Mpi => Ok(Path::One(RowExchange::new(comm, row, s, r)?)),
+            #[cfg(feature = "cuda")]
+            Mover::Nccl(nccl) => Ok(Path::Gpu(GpuRows {
+                nccl,
+                send: nccl.gpu().alloc(s.iter().sum::<usize>() * row)?,
+                recv: nccl.gpu().alloc(r.iter().sum::<usize>() * row)?,
+                row,
+                send_counts: s.clone(),
+                recv_counts: r.clone(),
+            })),
+            #[cfg(not(feature = "cuda"))]
+            Mover::_Unused(_) => unreachable!(),
+        };
     }
+    ensure!(
+        matches!(mover, Mover::Mpi),
+        "internal error: the two-stage variant over NCCL (the plan refuses it)"
+    );
     let t = c.two.as_ref().expect("one variant");
     let (node, rail) = (node.expect("node comm"), rail.expect("rail comm"));
     let mid_rows: usize = t.r1.iter().sum();
@@ -400,7 +490,13 @@ pub fn ranks_per_node(ep: &EpPlan, site: &Site) -> Result<usize> {
 }
 
 /// Every EP collective of the plan at `tokens` tokens per rank.
-pub fn size(plan: &Plan, ep: &EpPlan, site: &Site, tokens: u64) -> Result<Vec<CollectiveResult>> {
+pub fn size(
+    plan: &Plan,
+    ep: &EpPlan,
+    site: &Site,
+    mover: Mover<'_>,
+    tokens: u64,
+) -> Result<Vec<CollectiveResult>> {
     let team = site.team;
     let comm = team.comm();
     let ranks = team.size() as usize;
@@ -466,6 +562,7 @@ pub fn size(plan: &Plan, ep: &EpPlan, site: &Site, tokens: u64) -> Result<Vec<Co
     fill_dispatch(&mut d_send, me, &to, &counts.order, hidden);
     let mut dispatch = path(
         &counts,
+        mover,
         comm,
         node_comm.as_ref(),
         rail_comm.as_ref(),
@@ -474,6 +571,7 @@ pub fn size(plan: &Plan, ep: &EpPlan, site: &Site, tokens: u64) -> Result<Vec<Co
     )?;
     let mut combine = path(
         &counts,
+        mover,
         comm,
         node_comm.as_ref(),
         rail_comm.as_ref(),
@@ -500,7 +598,9 @@ pub fn size(plan: &Plan, ep: &EpPlan, site: &Site, tokens: u64) -> Result<Vec<Co
         if coll.backwards {
             // The tokens must have arrived, and the experts' outputs be in place.
             let _g = guard(format!("in the dispatch before {}", coll.name));
+            dispatch.load(&d_send)?;
             dispatch.run(&d_send, &mut d_recv)?;
+            dispatch.fetch(&mut d_recv)?;
             match (&all, &rows_in) {
                 (Some(a), Some(rows)) => {
                     expert_outputs(&d_recv, rows, a, &g, me, hidden, &mut c_send)
@@ -515,6 +615,7 @@ pub fn size(plan: &Plan, ep: &EpPlan, site: &Site, tokens: u64) -> Result<Vec<Co
         };
         {
             let _g = guard(format!("in the warm-up of {}", coll.name));
+            p.load(send)?;
             for _ in 0..plan.warmup {
                 p.run(send, recv)?;
             }
@@ -534,8 +635,9 @@ pub fn size(plan: &Plan, ep: &EpPlan, site: &Site, tokens: u64) -> Result<Vec<Co
         let wrong = match (&all, &rows_in) {
             (Some(_), Some(rows)) => {
                 let _g = guard(format!("in the checked call of {}", coll.name));
-                recv.fill(0xff);
+                p.poison(recv)?;
                 p.run(send, recv)?;
+                p.fetch(recv)?;
                 if site.corrupt {
                     if let Some(b) = recv.first_mut() {
                         *b ^= 0x41;

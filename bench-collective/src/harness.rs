@@ -481,15 +481,35 @@ fn on_team_ep(
 ) -> Result<TeamEnd> {
     let team = site.team;
     let me = team.rank() == 0;
-    if plan.backend != BackendKind::Mpi {
-        if me {
-            eprintln!(
-                "bench-collective: error: ep_dispatch/ep_combine run on the MPI backend only in \
-                 this build (the NCCL grouped send/recv path is not written yet): use --backend mpi"
-            );
+    // NCCL: this rank's GPU and the team's communicator, once for every size.
+    #[cfg(feature = "cuda")]
+    let gpu = match plan.backend {
+        BackendKind::Mpi => None,
+        BackendKind::Nccl => {
+            let b = crate::backend::nccl::NcclBackend::new(team);
+            let local = b.as_ref().map(|_| ()).map_err(|e| anyhow::anyhow!("{e:#}"));
+            if agree(|f| team.any(f), team.rank(), local).is_err() {
+                return Ok(TeamEnd::Failed);
+            }
+            b.ok()
         }
-        return Ok(TeamEnd::Failed);
-    }
+    };
+    #[cfg(feature = "cuda")]
+    let mover = match &gpu {
+        Some(b) => crate::ep_run::Mover::Nccl(b),
+        None => crate::ep_run::Mover::Mpi,
+    };
+    #[cfg(not(feature = "cuda"))]
+    let mover = {
+        if plan.backend == BackendKind::Nccl {
+            let local = Err(anyhow::anyhow!(
+                "this build has no NCCL backend (feature `cuda`): rebuild with default features"
+            ));
+            let _ = agree(|f| team.any(f), team.rank(), local);
+            return Ok(TeamEnd::Failed);
+        }
+        crate::ep_run::Mover::Mpi
+    };
     let check = crate::ep_run::ranks_per_node(ep, site).and_then(|rpn| {
         let g = crate::ep::route::Geometry::new(
             team.size() as usize,
@@ -517,7 +537,7 @@ fn on_team_ep(
         if team.any(interrupt::interrupted()) {
             return Ok(TeamEnd::Stopped);
         }
-        let rows = crate::ep_run::size(plan, ep, site, tokens)?;
+        let rows = crate::ep_run::size(plan, ep, site, mover, tokens)?;
         if me {
             for r in &rows {
                 println!("{}", report::ep_row(r));

@@ -292,6 +292,18 @@ mod tests {
         // A data-movement collective ignores the reduction.
         assert!(plan(&["all_gather", "-o", "avg"]).is_ok());
         assert!(plan(&["-d", "bfloat16", "--backend", "nccl"]).is_ok());
+        // EP over NCCL: flat only (the two-stage regrouping is host code).
+        assert!(plan(&["ep_dispatch", "--backend", "nccl"]).is_ok());
+        let e = plan(&[
+            "ep_dispatch",
+            "--backend",
+            "nccl",
+            "--ep-variant",
+            "two-stage",
+        ])
+        .err()
+        .unwrap();
+        assert!(e.to_string().contains("--ep-variant flat"), "{e}");
         assert!(Cli::try_parse_from(["x", "-d", "complex"]).is_err());
         assert!(Cli::try_parse_from(["x", "-b", "0"]).is_err());
         assert!(Cli::try_parse_from(["x", "-f", "1"]).is_err());

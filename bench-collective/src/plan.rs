@@ -160,6 +160,12 @@ pub fn resolve(r: Cli) -> Result<Plan> {
         None
     } else {
         crate::ep::check_hidden(r.hidden)?;
+        if r.backend == BackendArg::Nccl && r.ep_variant == crate::EpVariantArg::TwoStage {
+            bail!(
+                "--ep-variant two-stage runs over MPI only (its middle regrouping is host \
+                 code): use --ep-variant flat with --backend nccl, or --backend mpi"
+            );
+        }
         if r.backend == BackendArg::Mpi && r.datatype != DataType::Float32 {
             bail!("-d/--datatype does not apply to ep_dispatch/ep_combine (FP8 dispatch, BF16 combine)");
         }

@@ -337,3 +337,46 @@ fn impossible_routing_is_refused() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out).1.contains("launch of their own"));
 }
+
+/// The NCCL path (one group of ncclSend/ncclRecv per call, GPU memory) is real code now,
+/// not a refusal: without a GPU it says what is missing (CUDA, NCCL or a GPU) with exit
+/// code 2 and no panic, and the two-stage variant, whose regrouping is host code, is
+/// refused under NCCL with the way out. On a GPU host `scripts/gpu-check.sh` runs it,
+/// checked.
+#[test]
+fn the_nccl_path_says_why_it_cannot_run_here() {
+    let nccl = |extra: &[&str]| {
+        let mut c = mpirun(2);
+        c.arg(bin("bench-collective"))
+            .args(["ep_dispatch", "ep_combine", "--backend", "nccl", "-c"])
+            .args([
+                "--hidden",
+                "256",
+                "--experts",
+                "8",
+                "--topk",
+                "2",
+                "-b",
+                "8",
+                "-e",
+                "8",
+            ])
+            .args(extra);
+        let out = run(&mut c, LIMIT);
+        let (so, se) = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}\n{so}\n{se}");
+        assert!(!se.contains("panicked"), "{se}");
+        assert!(!se.contains("not written yet"), "{se}");
+        se
+    };
+    let has_gpu = std::path::Path::new("/dev/nvidia0").exists();
+    if !has_gpu {
+        let se = nccl(&[]);
+        assert!(
+            ["CUDA", "NCCL", "GPU"].iter().any(|w| se.contains(w)),
+            "{se}"
+        );
+    }
+    let se = nccl(&["--ep-variant", "two-stage", "--ranks-per-node", "1"]);
+    assert!(se.contains("--ep-variant flat with --backend nccl"), "{se}");
+}

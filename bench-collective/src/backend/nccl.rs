@@ -67,6 +67,16 @@ impl NcclBackend {
         })
     }
 
+    /// This rank's GPU (for buffers the harness does not own: the EP rows).
+    pub fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    /// The team's NCCL communicator.
+    pub fn comm(&self) -> &NcclComm {
+        &self.comm
+    }
+
     fn buf(&self, b: Buf) -> Result<&DeviceBuffer> {
         match b {
             Buf::Send => self.send.as_ref(),

@@ -531,6 +531,58 @@ impl NcclComm {
         }
     }
 
+    /// Rows to and from every peer in one group, and the wait for them: NCCL has no
+    /// all-to-all-v, so as DeepEP's and UCCL-EP's NCCL baselines do, one `ncclSend` and one
+    /// `ncclRecv` of bytes per peer with rows for it, between `ncclGroupStart` and
+    /// `ncclGroupEnd`. `send_counts[p]` rows of `row` bytes, packed in peer order from the
+    /// start of `send`, go to rank p; `recv_counts[p]` come from it, packed likewise into
+    /// `recv` (the counts must mirror the peers', as the count exchange before makes them).
+    pub fn exchange_rows(
+        &self,
+        send: &DeviceBuffer,
+        recv: &DeviceBuffer,
+        row: usize,
+        send_counts: &[usize],
+        recv_counts: &[usize],
+    ) -> Result<()> {
+        ensure!(
+            send_counts.len() == self.ranks && recv_counts.len() == self.ranks,
+            "internal error: {} send and {} receive counts for {} ranks",
+            send_counts.len(),
+            recv_counts.len(),
+            self.ranks
+        );
+        let (sent, got): (usize, usize) = (send_counts.iter().sum(), recv_counts.iter().sum());
+        let sb = send.range(0, sent * row)? as *const u8;
+        let rb = recv.range(0, got * row)? as *mut u8;
+        let (comm, s, t) = (self.comm, self.stream(), ncclsys::ncclDataType_t::ncclUint8);
+        nccl::group_start().map_err(nccl_comm_err("ncclGroupStart", comm))?;
+        let (mut at_s, mut at_r) = (0usize, 0usize);
+        let mut body = || -> Result<()> {
+            for p in 0..self.ranks {
+                let (ns, nr) = (send_counts[p] * row, recv_counts[p] * row);
+                if ns > 0 {
+                    // SAFETY: `at_s + ns` never exceeds `sent * row`, the range checked
+                    // inside `send` above; the communicator and stream are alive.
+                    unsafe { nccl::send(sb.wrapping_add(at_s).cast(), ns, t, p as i32, comm, s) }
+                        .map_err(nccl_comm_err("ncclSend", comm))?;
+                }
+                if nr > 0 {
+                    // SAFETY: as above, inside the `got * row` bytes checked in `recv`.
+                    unsafe { nccl::recv(rb.wrapping_add(at_r).cast(), nr, t, p as i32, comm, s) }
+                        .map_err(nccl_comm_err("ncclRecv", comm))?;
+                }
+                at_s += ns;
+                at_r += nr;
+            }
+            Ok(())
+        };
+        let r = body();
+        let end = nccl::group_end().map_err(nccl_comm_err("ncclGroupEnd", comm));
+        r.and(end.map(|_| ()))?;
+        self.synchronize()
+    }
+
     /// Launches `call` `n` times and waits for all of them: warm-up, and the checked call.
     pub fn calls(&self, call: &NcclCall, n: u64) -> Result<()> {
         for _ in 0..n {
