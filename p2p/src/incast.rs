@@ -46,6 +46,16 @@ struct Peers<'a> {
     bind: Option<IpAddr>,
 }
 
+/// What every connection of a round is made with: the peers, this rank's listener, the
+/// run's bounds and how the flows are carried.
+struct Net<'a> {
+    peers: &'a Peers<'a>,
+    listener: &'a TcpListener,
+    timeout: Duration,
+    phase: Duration,
+    carrier: &'a Carrier,
+}
+
 /// Every rank: the roster, then the rounds. Rank 0 gets the run and every rank's host
 /// facts; the others `None`. `n` 0: all other ranks send.
 pub fn run_job(
@@ -72,7 +82,14 @@ pub fn run_job(
         bind,
     };
     let carrier = carrier.settled(job.rank(), &hosts)?;
-    Ok(run(job, &peers, &listener, n, phase, timeout, &carrier)?.map(|r| (r, hosts)))
+    let net = Net {
+        peers: &peers,
+        listener: &listener,
+        timeout,
+        phase,
+        carrier: &carrier,
+    };
+    Ok(run(job, &net, n)?.map(|r| (r, hosts)))
 }
 
 /// The ranks of round `r` of `size` with `n` senders.
@@ -208,23 +225,16 @@ enum IncastEnd {
     Receiver(Vec<(u32, JoinHandle<Result<()>>)>),
 }
 
-fn run(
-    job: &MpiJob,
-    peers: &Peers<'_>,
-    listener: &TcpListener,
-    n: u32,
-    phase: Duration,
-    timeout: Duration,
-    carrier: &Carrier,
-) -> Result<Option<IncastRun>> {
+fn run(job: &MpiJob, net: &Net<'_>, n: u32) -> Result<Option<IncastRun>> {
     let (rank, size) = (job.rank(), job.size());
+    let (peers, listener, timeout, phase) = (net.peers, net.listener, net.timeout, net.phase);
     let n = if n == 0 { size - 1 } else { n.min(size - 1) };
     let devices = flows::ports_of(&peers.hosts[rank as usize]);
     let mut mine = RankIncast::default();
     for r in 0..size {
         let roles = Roles::of(r, n, size);
         job.barrier("incast round");
-        let flow = victim_connect(rank, &roles, peers, listener, timeout, phase, carrier)?;
+        let flow = victim_connect(rank, &roles, net)?;
         flow.arm()?;
         job.barrier("victim alone");
         let alone = flow.measure(Instant::now(), phase)?;
@@ -236,7 +246,7 @@ fn run(
 
         // Over endpoints the incast's flows connect before its window, and the victim's
         // re-arm: nothing of that is timed.
-        let inc = incast_connect(rank, r, &roles, peers, listener, timeout, phase, carrier)?;
+        let inc = incast_connect(rank, r, &roles, net)?;
         flow.arm()?;
         // Only the round's ranks snapshot their ports: a read waits out the kernel's
         // hw_counters lifespan and runs ethtool -S, per port.
@@ -303,7 +313,7 @@ fn run(
         .iter()
         .map(|b| base::wire::decode_json(b).context("a rank sent an unreadable incast report"))
         .collect::<Result<_>>()?;
-    assemble(peers.hosts, n, size, &reports, carrier).map(Some)
+    assemble(peers.hosts, n, size, &reports, net.carrier).map(Some)
 }
 
 fn gbit_s(bytes: u64, seconds: f64) -> f64 {
@@ -317,20 +327,11 @@ fn gbit_s(bytes: u64, seconds: f64) -> f64 {
 /// Over endpoints, the round's incast flows before its window: each sender opens its
 /// control connection to the receiver and arms a stream; the receiver accepts them and
 /// serves each on a thread. Over TCP nothing (the senders connect in the window).
-#[allow(clippy::too_many_arguments)]
-fn incast_connect(
-    rank: u32,
-    r: u32,
-    roles: &Roles,
-    peers: &Peers<'_>,
-    listener: &TcpListener,
-    timeout: Duration,
-    phase: Duration,
-    carrier: &Carrier,
-) -> Result<IncastEnd> {
-    let Some((settings, op)) = carrier.endpoints() else {
+fn incast_connect(rank: u32, r: u32, roles: &Roles, net: &Net<'_>) -> Result<IncastEnd> {
+    let Some((settings, op)) = net.carrier.endpoints() else {
         return Ok(IncastEnd::None);
     };
+    let (peers, timeout) = (net.peers, net.timeout);
     if roles.senders.contains(&rank) {
         let to = peers.addrs[r as usize];
         // The kind field of the header names the sender (accept_all returns it).
@@ -345,12 +346,12 @@ fn incast_connect(
         f.armed()?;
         Ok(IncastEnd::Sender(f))
     } else if rank == r {
-        let conns = accept_all(listener, roles.senders.len(), Instant::now() + timeout)
+        let conns = accept_all(net.listener, roles.senders.len(), Instant::now() + timeout)
             .context("incast: waiting for the senders to connect")?;
         Ok(IncastEnd::Receiver(
             conns
                 .into_iter()
-                .map(|(from, s)| (from, ef::serve(s, settings, timeout + phase * 2)))
+                .map(|(from, s)| (from, ef::serve(s, settings, timeout + net.phase * 2)))
                 .collect(),
         ))
     } else {
@@ -362,18 +363,11 @@ fn incast_connect(
 /// connection to the receiver, which serves both (TCP: echo, as the canaries' ring does;
 /// endpoints: a ping-pong of sends, and 128 KiB messages one at a time with the incast's
 /// operation).
-fn victim_connect(
-    rank: u32,
-    roles: &Roles,
-    peers: &Peers<'_>,
-    listener: &TcpListener,
-    timeout: Duration,
-    phase: Duration,
-    carrier: &Carrier,
-) -> Result<VictimEnd> {
+fn victim_connect(rank: u32, roles: &Roles, net: &Net<'_>) -> Result<VictimEnd> {
     let Some((vs, vr)) = roles.victim else {
         return Ok(VictimEnd::None);
     };
+    let (peers, timeout, carrier) = (net.peers, net.timeout, net.carrier);
     if rank == vs {
         let to = peers.addrs[vr as usize];
         let open = |kind: u32| -> Result<TcpStream> {
@@ -401,7 +395,7 @@ fn victim_connect(
             }
         })
     } else if rank == vr {
-        let conns = accept_all(listener, 2, Instant::now() + timeout)
+        let conns = accept_all(net.listener, 2, Instant::now() + timeout)
             .context("victim flow: waiting for its sender")?;
         match carrier.endpoints() {
             None => {
@@ -417,7 +411,7 @@ fn victim_connect(
             Some((settings, _)) => Ok(VictimEnd::Served(
                 conns
                     .into_iter()
-                    .map(|(_, s)| ef::serve(s, settings, timeout + phase * 2))
+                    .map(|(_, s)| ef::serve(s, settings, timeout + net.phase * 2))
                     .collect(),
             )),
         }

@@ -91,6 +91,24 @@ setup_rxe() {
     log "$SOFTROCE_DEV on $SOFTROCE_NETDEV $SOFTROCE_IP: port ACTIVE, GID index $SOFTROCE_GID_INDEX, netdev MTU $SOFTROCE_MTU, active MTU $SOFTROCE_ACTIVE_MTU"
 }
 
+# Two VMs: sshd with the run's key for root, so mpirun in one VM starts its daemon in the
+# other (OpenMPI's rsh launcher). The host's root is this VM's root (read-only, with a
+# tmpfs overlay): keys and config written here stay in this VM.
+setup_ssh() {
+    [[ -f $CTL/ssh_key && -x /usr/sbin/sshd ]] || return 0
+    stage ssh
+    mkdir -p /root/.ssh /run/sshd || fail "cannot make /root/.ssh"
+    install -m 600 "$CTL/ssh_key" /root/.ssh/id_ed25519
+    install -m 644 "$CTL/ssh_key.pub" /root/.ssh/id_ed25519.pub
+    install -m 600 "$CTL/ssh_key.pub" /root/.ssh/authorized_keys
+    printf 'Host softroce-*\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n  ConnectTimeout 20\n' \
+        > /root/.ssh/config
+    chmod 700 /root/.ssh
+    ssh-keygen -A > /dev/null 2>&1 || fail "ssh-keygen -A failed"
+    /usr/sbin/sshd -o PermitRootLogin=prohibit-password -o UseDNS=no \
+        || fail "sshd did not start"
+}
+
 peer_answers() { "$BB" ping -c 1 -W 1 "$SOFTROCE_PEER_IP" > /dev/null 2>&1; }
 
 # Two VMs boot at slightly different speeds: do not start the script before the link works.
@@ -133,7 +151,10 @@ main() {
     setup_names
     setup_netdev
     setup_rxe
-    [[ $SOFTROCE_SHAPE == two ]] && wait_peer
+    if [[ $SOFTROCE_SHAPE == two ]]; then
+        setup_ssh
+        wait_peer
+    fi
     run_script
     exit 0
 }

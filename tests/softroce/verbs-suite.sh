@@ -19,7 +19,8 @@
 # document, and the port taken down in the middle of a sweep (failed pairs recorded with
 # the port state, the sweep finishing its rounds). Two VMs: 5% netem loss on the wire
 # raises the retransmission counters, and `aggregate` fails the link-loss check naming the
-# link.
+# link, and an incast over verbs under one mpirun across both VMs (ssh-launched), each
+# round's receiver and senders with their rxe counters moving.
 # FILTER (a regex) runs only the cases whose name matches. Exit status 1 if any case failed.
 set -uo pipefail
 
@@ -471,6 +472,86 @@ assert moved, "rxe counters did not move while loaded: %s" % c["counters_loaded"
 '
 }
 
+# Two VMs: an incast over verbs under one mpirun across both (ranks 0-1 in VM b, 2-3 in VM
+# a; OpenMPI's daemon in a is started over ssh, see guest.sh), so every round has a sender
+# on the other side of the wire and both VMs' rxe counters move for real. The server VM
+# keeps its sshd up until the client says its mpirun has ended (a TCP word on DONE_PORT).
+DONE_PORT=19998
+run_two_hosts() {
+    local name=incast_two_hosts
+    selected "$name" || return 0
+    if [[ $ROLE == server ]]; then
+        say "wait $name: until the client's mpirun across both VMs ends"
+        if python3 - "$DONE_PORT" "$RUN_TIMEOUT" << 'PY'
+import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", int(sys.argv[1])))
+s.listen(1)
+s.settimeout(float(sys.argv[2]))
+c, _ = s.accept()
+c.recv(16)
+PY
+        then
+            pass "$name (server: stayed up for it)"
+        else
+            fail "$name" "the client never said its mpirun ended"
+        fi
+        return 0
+    fi
+    local log=$LOGS/$name.log json=$OUT/$name.json rc
+    say "run  $name: mpirun -np 4 --host softroce-b:2,softroce-a:2 bench-bw --pattern incast:2 --test write"
+    timeout "$RUN_TIMEOUT" mpirun -np 4 --host softroce-b:2,softroce-a:2 --bind-to none \
+        --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 \
+        "$BIN/bench-bw" --pattern incast:2 --transport verbs -d "$DEV" --test write -D 1 \
+        --timeout 60 --json "$json" > "$log" 2>&1
+    rc=$?
+    python3 - "$SERVER_IP" "$DONE_PORT" << 'PY' || say "could not tell the server VM (it waits out its timeout)"
+import socket, sys, time
+for _ in range(50):
+    try:
+        socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=2).sendall(b"done")
+        break
+    except OSError:
+        time.sleep(0.2)
+else:
+    sys.exit(1)
+PY
+    if ((rc != 0)); then
+        sed 's/^/    | /' "$log" | tail -n 20
+        fail "$name" "mpirun exit status $rc"
+        return 0
+    fi
+    sed 's/^/    | /' "$log" | grep -vE '^    \| *$' | tail -n 6
+    local why
+    if ! why=$(python3 - "$json" << 'PY' 2>&1
+import json, sys
+d = json.load(open(sys.argv[1]))
+hosts = sorted({h["hostname"] for h in d["hosts"]})
+assert hosts == ["softroce-a", "softroce-b"], hosts
+i = d["congestion"]["incast"]
+assert (i["transport"], i["op"]) == ("verbs", "write"), i
+assert len(i["rounds"]) == 4, len(i["rounds"])
+for r in i["rounds"]:
+    assert len(r["senders"]) == 2 and all(x > 0 for x in r["sender_gbit_s"]), r
+    host = lambda n: n.split("#")[0]
+    assert {host(s) for s in r["senders"] + [r["receiver"]]} == set(hosts), r
+    moved = {}
+    for c in r["counters"]:
+        for p in c["ports"]:
+            for k in ("rcvd_pkts", "sent_pkts"):
+                moved[(c["role"], host(c["node"]), k)] = max(moved.get((c["role"], host(c["node"]), k), 0), p["hw_counters"].get(k, 0))
+    assert moved.get(("receiver", host(r["receiver"]), "rcvd_pkts"), 0) > 0, ("receiver's rxe received nothing", r["receiver"], moved)
+    for s in r["senders"]:
+        assert moved.get(("sender", host(s), "sent_pkts"), 0) > 0, ("sender's rxe sent nothing", s, moved)
+PY
+    ); then
+        fail "$name" "JSON check: $(tail -n 1 <<< "$why")"
+        return 0
+    fi
+    pass "$name"
+}
+
 # Two VMs: 5% loss on the wire (netem on the client VM's eth0). The transfer still
 # completes (RC retransmits); the counters show it and aggregate's link-loss check fails.
 run_lossy_link() {
@@ -659,6 +740,7 @@ server | client)
     run_doctor
     run_pairs
     run_lossy_link
+    run_two_hosts
     run_errors
     ;;
 esac

@@ -32,7 +32,7 @@ SOFTROCE_APPEND=${SOFTROCE_APPEND:-}                # extra kernel command line
 SOFTROCE_TSC=${SOFTROCE_TSC:-1}                     # 1: tsc=reliable (cheap guest clock)
 
 PACKAGES=(qemu-system-x86 linux-image-amd64 rdma-core ibverbs-providers ibverbs-utils
-    perftest busybox-static iproute2 openmpi-bin ethtool)
+    perftest busybox-static iproute2 openmpi-bin ethtool openssh-server)
 # Modules the initramfs needs to mount its root; their dependencies are added from modinfo.
 INITRAMFS_MODULES=(virtio_pci 9pnet_virtio 9p overlay)
 
@@ -69,16 +69,26 @@ ensure_packages() {
     mkdir -p "$SOFTROCE_DIR"
     # Another apt may hold the dpkg lock (CI images, unattended upgrades): wait for it,
     # and retry the whole thing a few times for flaky mirrors.
-    local try apt=(apt-get -q -y -o DPkg::Lock::Timeout=600)
+    local try ok=0 apt=(apt-get -q -y -o DPkg::Lock::Timeout=600)
+    # openssh-server is for the two VMs' mpirun (sshd runs inside them): no package's
+    # service may start on the host while it installs (policy-rc.d 101 says so to
+    # invoke-rc.d and deb-systemd-invoke); removed afterwards when this made it.
+    local policy=/usr/sbin/policy-rc.d own_policy=0
+    if [[ ! -e $policy ]]; then
+        printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod 755 "$policy" && own_policy=1
+    fi
     for try in 1 2 3; do
         if DEBIAN_FRONTEND=noninteractive "${apt[@]}" update > "$SOFTROCE_DIR/apt.log" 2>&1 &&
             DEBIAN_FRONTEND=noninteractive "${apt[@]}" install --no-install-recommends \
                 "${missing[@]}" >> "$SOFTROCE_DIR/apt.log" 2>&1; then
-            return 0
+            ok=1
+            break
         fi
         say "apt-get failed (try $try of 3)"
         sleep 10
     done
+    ((own_policy)) && rm -f "$policy"
+    ((ok)) && return 0
     tail -n 20 "$SOFTROCE_DIR/apt.log" >&2
     die 2 "cannot install ${missing[*]}; see $SOFTROCE_DIR/apt.log"
 }
@@ -432,6 +442,11 @@ cmd_run() {
         while [[ $pb == "$pa" ]]; do pb=$(free_udp_port); done
         write_job a server 10.99.0.1 10.99.0.2 eth0
         write_job b client 10.99.0.2 10.99.0.1 eth0
+        # One key for both VMs' root, so mpirun in one starts its daemon in the other
+        # over ssh (guest.sh starts sshd); made afresh for each run, never reused.
+        ssh-keygen -q -t ed25519 -N '' -C softroce -f "$RUN/ssh_key" || die 2 "ssh-keygen failed"
+        cp "$RUN/ssh_key" "$RUN/ssh_key.pub" "$RUN/a/"
+        cp "$RUN/ssh_key" "$RUN/ssh_key.pub" "$RUN/b/"
         # Each VM sends to the other's port and listens on its own, only on 127.0.0.1.
         start_vm a -netdev "socket,id=n0,udp=127.0.0.1:$pb,localaddr=127.0.0.1:$pa" \
             -device virtio-net-pci,netdev=n0,mac=52:54:00:99:00:01

@@ -13,9 +13,17 @@ use results::Document;
 const LIMIT: Duration = Duration::from_secs(300);
 
 fn congestion(seed: u64, dir: &std::path::Path) -> CongestionRun {
-    let json = dir.join(format!("c{seed}.json"));
+    let (doc, _) = on_loopback(8, &["--seed", &seed.to_string()], dir, &format!("c{seed}"));
+    doc.congestion.expect("a congestion block")
+}
+
+/// bench-congestion under `mpirun -np NP` on loopback (every rank a node, 0.3 s phases),
+/// `args` added; the document (DIR/NAME.json, checked to be bench-congestion's) and the
+/// standard output.
+fn on_loopback(np: u32, args: &[&str], dir: &std::path::Path, name: &str) -> (Document, String) {
+    let json = dir.join(format!("{name}.json"));
     let out = run(
-        mpirun(8)
+        mpirun(np)
             .arg(bin("bench-congestion"))
             .args([
                 "--include-local",
@@ -24,7 +32,8 @@ fn congestion(seed: u64, dir: &std::path::Path) -> CongestionRun {
                 "--phase-seconds",
                 "0.3",
             ])
-            .args(["--seed", &seed.to_string(), "--json"])
+            .args(args)
+            .arg("--json")
             .arg(&json),
         LIMIT,
     );
@@ -33,7 +42,7 @@ fn congestion(seed: u64, dir: &std::path::Path) -> CongestionRun {
     assert!(stdout.contains("impact avg"), "{stdout}");
     let doc: Document = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(doc.tool, "bench-congestion");
-    doc.congestion.expect("a congestion block")
+    (doc, stdout)
 }
 
 fn same(a: f64, b: f64) -> bool {
@@ -524,26 +533,7 @@ fn bench_bw_incast_refuses_what_it_cannot_do() {
 #[test]
 fn four_congestor_groups_run_the_four_patterns() {
     let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("four.json");
-    let out = run(
-        mpirun(10)
-            .arg(bin("bench-congestion"))
-            .args([
-                "--include-local",
-                "--bind-addr",
-                "127.0.0.1",
-                "--phase-seconds",
-                "0.3",
-                "--transport",
-                "tcp",
-                "--json",
-            ])
-            .arg(&json),
-        LIMIT,
-    );
-    let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
-    let doc: Document = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let (doc, stdout) = on_loopback(10, &["--transport", "tcp"], dir.path(), "four");
     let c = doc.congestion.expect("a congestion block");
     let patterns: Vec<&str> = c
         .congestor_groups

@@ -1,9 +1,11 @@
 //! InfiniBand discovery against ibsim (Debian `ibsim-utils`: the real infiniband-diags
 //! tools answered by a simulated fabric). Each fabric of tests/fabric/ibsim/ is served by
 //! its own ibsim; a standalone `bench-lat` pair runs with each side as one simulated HCA
-//! (`FABCHECK_IB_WRAP=ibsim-run`, `SIM_HOST=<node>`), and its document must record each
-//! side's neighbour (switch, port, width) from directed-route SMPs and, with
-//! `FABCHECK_IBNETDISCOVER=1`, every cable of the fabric with its width.
+//! (`FABCHECK_IB_WRAP=ibsim-run`, `SIM_HOST=<node description>`), and its document must
+//! record each side's neighbour (switch, port, width) from directed-route SMPs and, with
+//! `FABCHECK_IBNETDISCOVER=1`, every cable of the fabric with its width. Then the cabling
+//! checks: each faulty fabric's document judged by the real `aggregate report` against the
+//! healthy fabric's `ibnetdiscover` output as the plan names its fault.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -36,7 +38,14 @@ struct Sim {
 
 impl Sim {
     fn start(file: &str) -> Sim {
-        let sock = format!("fabcheck-{}-{}", std::process::id(), file.replace('.', "-"));
+        // Unique per Sim: two tests may serve the same file at once.
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let sock = format!(
+            "fabcheck-{}-{k}-{}",
+            std::process::id(),
+            file.replace('.', "-")
+        );
         let child = Command::new("ibsim")
             .args(["-s", "-n"])
             .arg(fabric(file))
@@ -53,7 +62,7 @@ impl Sim {
             let ok = Command::new("timeout")
                 .args(["5", "ibsim-run", "smpquery", "-D", "nodedesc", "0"])
                 .env("IBSIM_SOCKNAME", &sim.sock)
-                .env("SIM_HOST", "g0n0")
+                .env("SIM_HOST", "g0n0 ibsim0")
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .status()
@@ -77,6 +86,30 @@ impl Drop for Sim {
     }
 }
 
+/// The HCA of `host` as the fabric files describe it (rdma-ndd's `%h %d`).
+fn hca(host: &str) -> String {
+    format!("{host} ibsim0")
+}
+
+/// `cmd` under a UTS namespace of its own whose host name is `host` (root only), so the
+/// document names the host as the fabric does; without root, as it is.
+fn as_host(cmd: Command, host: &str) -> Command {
+    if !integration::is_root() {
+        return cmd;
+    }
+    let mut c = Command::new("unshare");
+    c.args(["--uts", "sh", "-c", "hostname \"$0\" && exec \"$@\"", host])
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    c
+}
+
 /// A latency pair with the client as `client` and the server as `server` of the fabric;
 /// the client's document.
 fn pair(sim: &Sim, client: &str, server: &str) -> Value {
@@ -86,13 +119,13 @@ fn pair(sim: &Sim, client: &str, server: &str) -> Value {
     let env = |c: &mut Command, host: &str| {
         c.env("FABCHECK_IB_WRAP", "ibsim-run")
             .env("IBSIM_SOCKNAME", &sim.sock)
-            .env("SIM_HOST", host)
+            .env("SIM_HOST", hca(host))
             .env("FABCHECK_DISCOVERY", "ib");
     };
     let mut s = Command::new(bin("bench-lat"));
     s.args(["-p", &port, "--timeout", "20", "-n", "50"]);
     env(&mut s, server);
-    let srv = s
+    let srv = as_host(s, server)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -111,7 +144,7 @@ fn pair(sim: &Sim, client: &str, server: &str) -> Value {
     .arg(&json);
     env(&mut c, client);
     c.env("FABCHECK_IBNETDISCOVER", "1");
-    let out = run(&mut c, LIMIT);
+    let out = run(&mut as_host(c, client), LIMIT);
     let (o, e) = text(&out);
     assert!(out.status.success(), "client: {o}\n{e}");
     let s = wait_with_deadline(srv, LIMIT, "server");
@@ -197,7 +230,7 @@ fn healthy_fabric_each_host_on_its_leaf_port_and_every_cable_at_4x() {
     assert_eq!(all.len(), 12, "{all:#?}");
     assert!(all.iter().all(|l| l.ends_with("4XSDR")), "{all:#?}");
     assert!(
-        all.contains(&"g0n1[1]-leaf-g0[2] 4XSDR".to_string()),
+        all.contains(&"g0n1 ibsim0[1]-leaf-g0[2] 4XSDR".to_string()),
         "{all:#?}"
     );
     assert_eq!(uplinks(&all, "leaf-g0").len(), 2);
@@ -215,11 +248,11 @@ fn swapped_cable_puts_each_host_on_the_others_leaf() {
     assert_eq!(neighbours(&doc), [s("leaf-g1", "2"), s("leaf-g0", "2")]);
     let all = links(&doc);
     assert!(
-        all.contains(&"g0n1[1]-leaf-g1[2] 4XSDR".to_string()),
+        all.contains(&"g0n1 ibsim0[1]-leaf-g1[2] 4XSDR".to_string()),
         "{all:#?}"
     );
     assert!(
-        all.contains(&"g1n1[1]-leaf-g0[2] 4XSDR".to_string()),
+        all.contains(&"g1n1 ibsim0[1]-leaf-g0[2] 4XSDR".to_string()),
         "{all:#?}"
     );
 }
@@ -249,4 +282,105 @@ fn narrow_uplink_trains_at_1x_and_hosts_are_unaffected() {
     let all = links(&doc);
     let narrow: Vec<&String> = all.iter().filter(|l| !l.ends_with("4XSDR")).collect();
     assert_eq!(narrow, ["leaf-g0[10]-spine1[1] 1XSDR"], "{all:#?}");
+}
+
+/// The healthy fabric's `ibnetdiscover` output, as a site keeps it (the golden "as built"
+/// fabric), written to `dir`.
+fn golden(dir: &Path) -> PathBuf {
+    let sim = Sim::start("fabric.net");
+    let out = run(
+        Command::new("ibsim-run")
+            .arg("ibnetdiscover")
+            .env("IBSIM_SOCKNAME", &sim.sock)
+            .env("SIM_HOST", hca("g0n0")),
+        LIMIT,
+    );
+    assert!(out.status.success(), "ibnetdiscover: {:?}", text(&out));
+    let path = dir.join("as-built.ibnetdiscover");
+    std::fs::write(&path, &out.stdout).unwrap();
+    path
+}
+
+/// (kind, name) of every structure suspect `aggregate report --plan GOLDEN` names for the
+/// document `doc`.
+fn judged(doc: &Value, plan: &Path, dir: &Path) -> std::collections::BTreeSet<(String, String)> {
+    let json = dir.join("pair.json");
+    std::fs::write(&json, doc.to_string()).unwrap();
+    let out_dir = dir.join("report");
+    let out = run(
+        Command::new(bin("aggregate"))
+            .arg("report")
+            .arg(&json)
+            .arg("--plan")
+            .arg(plan)
+            .args(["--plan-format", "ibnetdiscover", "--force", "--profile"])
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("fabric/simfabric.toml"))
+            .arg("--out")
+            .arg(&out_dir),
+        LIMIT,
+    );
+    let (o, e) = text(&out);
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "aggregate: {o}\n{e}"
+    );
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("summary.json")).unwrap())
+            .unwrap();
+    summary["matrix"]["structure"]["suspects"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no structure section: {o}"))
+        .iter()
+        .map(|s| {
+            let f = |k: &str| s[k].as_str().unwrap().to_string();
+            (f("kind"), f("name"))
+        })
+        .collect()
+}
+
+/// The cabling checks on what InfiniBand discovery found: each faulty fabric's pair,
+/// judged against the healthy fabric's ibnetdiscover output as the plan, names exactly its
+/// fault: two cables swapped between hosts (each HCA on the other's leaf and port), an
+/// uplink missing, an uplink trained at 1X. The healthy fabric names nothing.
+#[test]
+fn faulty_fabrics_are_judged_against_the_healthy_one() {
+    if !ready() {
+        return;
+    }
+    if !integration::is_root() {
+        eprintln!("skipped: naming each side's host as the fabric does needs unshare --uts (root)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let plan = golden(dir.path());
+    let name = |k: &str, n: &str| (k.to_string(), n.to_string());
+    for (file, client, server, want) in [
+        ("fabric.net", "g0n1", "g1n2", vec![]),
+        (
+            "swapped-cable.net",
+            "g0n1",
+            "g1n1",
+            vec![
+                name("wrong_leaf", "g0n1 ibsim0"),
+                name("wrong_leaf", "g1n1 ibsim0"),
+            ],
+        ),
+        (
+            "missing-uplink.net",
+            "g1n0",
+            "g0n0",
+            vec![name("missing_link", "leaf-g1 - spine1")],
+        ),
+        (
+            "narrow-uplink.net",
+            "g0n0",
+            "g1n3",
+            vec![name("link_downgraded", "leaf-g0[10] - spine1[1]")],
+        ),
+    ] {
+        let sim = Sim::start(file);
+        let doc = pair(&sim, client, server);
+        let got = judged(&doc, &plan, dir.path());
+        assert_eq!(got, want.into_iter().collect(), "{file}");
+    }
 }

@@ -461,9 +461,31 @@ fn directions(doc: &Value) -> BTreeMap<(String, String), f64> {
     out
 }
 
+/// Two groups of `nodes` nodes with one rail each, `spines` spines, 50 Mbit/s node links
+/// and `uplink` for each leaf-to-spine link.
+fn one_rail(nodes: u32, spines: u32, uplink: &str) -> Vec<String> {
+    let (nodes, spines) = (nodes.to_string(), spines.to_string());
+    [
+        "--groups",
+        "2",
+        "--nodes-per-group",
+        &nodes,
+        "--rails",
+        "1",
+        "--spines",
+        &spines,
+        "--rate",
+        "50mbit",
+        "--uplink-rate",
+        uplink,
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
 /// Runs `tool args --json DIR/NAME.json` across the simulated fabric `shape` (every node
 /// one rank: one rail) and returns the document.
-fn under_load(shape: &[&str], tool: &str, args: &[&str], dir: &Path, name: &str) -> Value {
+fn under_load(shape: &[String], tool: &str, args: &[&str], dir: &Path, name: &str) -> Value {
     let json = dir.join(format!("{name}.json"));
     let out = run(
         Command::new(script())
@@ -494,22 +516,7 @@ fn congestion_impact_follows_the_uplinks_oversubscription() {
     }
     let _fabric = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
-    let shape = |up: &'static str| {
-        vec![
-            "--groups",
-            "2",
-            "--nodes-per-group",
-            "4",
-            "--rails",
-            "1",
-            "--spines",
-            "2",
-            "--rate",
-            "50mbit",
-            "--uplink-rate",
-            up,
-        ]
-    };
+    let shape = |up| one_rail(4, 2, up);
     let args = ["--seed", "1", "--phase-seconds", "1", "--transport", "tcp"];
     let thin = under_load(
         &shape("10mbit"),
@@ -586,8 +593,9 @@ fn congestion_impact_follows_the_uplinks_oversubscription() {
 /// An incast across one 10 Mbit/s spine (2 groups of 3 nodes, 50 Mbit/s node links, one
 /// spine so every flow across shares it): the rounds whose two senders and victim all
 /// cross (receiver g0n2 from g1n0 and g1n1 with victim g1n2 -> g0n0, and the mirror round)
-/// slow the victim; the rounds with one sender across give that sender the uplink's share (Jain's index shows it). With uplinks
-/// that carry the whole leaf, no round is unfair and no victim slows.
+/// slow the victim; the rounds with one sender across give that sender the uplink's share
+/// (Jain's index shows it). With uplinks that carry the whole leaf, no round is unfair and
+/// no victim slows.
 #[test]
 fn an_incast_shares_an_oversubscribed_spine_with_its_victim() {
     if skip() {
@@ -595,22 +603,7 @@ fn an_incast_shares_an_oversubscribed_spine_with_its_victim() {
     }
     let _fabric = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
-    let shape = |up: &'static str| {
-        vec![
-            "--groups",
-            "2",
-            "--nodes-per-group",
-            "3",
-            "--rails",
-            "1",
-            "--spines",
-            "1",
-            "--rate",
-            "50mbit",
-            "--uplink-rate",
-            up,
-        ]
-    };
+    let shape = |up| one_rail(3, 1, up);
     let args = ["--pattern", "incast:2", "--transport", "tcp", "-D", "1"];
     for (up, thin) in [("10mbit", true), ("150mbit", false)] {
         let doc = under_load(&shape(up), "bench-bw", &args, dir.path(), up);
