@@ -107,6 +107,11 @@ async fn agent(listener: TcpListener, i: usize, secret: Secret) -> Option<()> {
                 send(&mut s, &AgentMsg::Report(rep)).await?;
             }
             Command::Stop { .. } => {}
+            // The scale benchmark times sweeps: a simulated agent takes part in no incast.
+            Command::Incast(_) => {
+                send(&mut s, &AgentMsg::Refused("a simulated agent".into())).await?;
+            }
+            Command::Gang(_) => {}
             Command::Done => return Some(()),
         }
     }

@@ -28,13 +28,15 @@ use tokio::task::JoinSet;
 use results::HostInfo;
 
 use crate::proto::{
-    self, AgentHello, AgentMsg, AuthReply, Command, CoordAuth, CoordHello, SweepOrder, Welcome,
+    self, AgentHello, AgentMsg, AuthReply, Command, CoordAuth, CoordHello, GangAnswer, GangAsk,
+    IncastOrder, SweepOrder, Welcome,
 };
 use crate::secret::{self, Secret};
 use crate::AgentAddr;
 use base::wire::{MAGIC, MAX_FRAME};
 use base::{exit, interrupt};
 use p2p::coordinator::{Member, RoundReport, Shared, SideFailure};
+use p2p::endpoint_flows::{Carrier, FlowSettings};
 use p2p::pattern::Schedule;
 use p2p::{record, Launch, PairTool, Plan};
 use transport::{Role, TransportChoice, TransportKind};
@@ -51,9 +53,133 @@ pub fn run(launch: &Launch, plan: Plan, tool: &mut dyn PairTool) -> i32 {
     }
 }
 
+/// Runs an incast over the agents of `launch.hosts` (`bench-bw --pattern incast --hosts`):
+/// every agent is a rank and runs the rounds as an MPI rank would (`p2p::incast`); the
+/// coordinator relays their barriers and exchanges ([`crate::gang`]), then writes the
+/// document. Every agent must answer: an incast's rounds need every rank. Returns the exit
+/// code.
+pub fn incast(launch: &Launch, mut plan: Plan, senders: u32, window_s: f64) -> i32 {
+    interrupt::install();
+    match incast_run(launch, &mut plan, senders, window_s) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("{}: error: {e:#}", base::output::tool_name());
+            exit::ERROR
+        }
+    }
+}
+
+fn incast_run(launch: &Launch, plan: &mut Plan, senders: u32, window_s: f64) -> Result<i32> {
+    let path = launch.hosts.as_ref().expect("--hosts");
+    let addrs = super::read_hosts(path, launch.port)?;
+    let secret = Secret::load(launch.secret_file.as_deref())?;
+    base::output::check_writable(launch.json.as_deref())?;
+    let started_at = results::provenance::now_rfc3339();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the coordinator's runtime")?;
+    rt.block_on(async {
+        let mut agents = enlist(addrs, &secret, plan.tool, plan.timeout).await?;
+        if let Some(a) = agents.iter().find(|a| !a.live()) {
+            let (name, why) = (a.addr.name.clone(), a.gone.clone().unwrap_or_default());
+            done_all(&mut agents).await;
+            bail!(
+                "agent {name} did not answer ({why}): every rank of an incast takes part in \
+                 every round; start it, or leave it out of the host file"
+            );
+        }
+        if agents.len() < 2 {
+            bail!("an incast needs at least 2 agents (a receiver and a sender); the host file lists {}", agents.len());
+        }
+        agree(&agents)?;
+        settle_transport(&agents, launch.transport, plan)?;
+        let size = agents.len() as u32;
+        let frames = (0..size)
+            .map(|rank| {
+                frame(&Command::Incast(Box::new(IncastOrder {
+                    rank,
+                    size,
+                    senders,
+                    window_s,
+                    op: plan.op,
+                    timeout_s: plan.timeout.as_secs_f64(),
+                })))
+                .ok()
+            })
+            .collect();
+        let replies = round_trip(&mut agents, frames, plan.timeout).await;
+        let mut refused = Vec::new();
+        for (a, r) in agents.iter().zip(replies) {
+            match r.map(|r| r.map(|b| base::wire::decode_json::<AgentMsg>(&b))) {
+                Some(Ok(Ok(AgentMsg::Ready))) => {}
+                Some(Ok(Ok(AgentMsg::Refused(why)))) => refused.push(format!("{}: {why}", a.addr.name)),
+                Some(Err(e)) => refused.push(format!("{}: {e}", a.addr.name)),
+                _ => refused.push(format!("{}: no answer to the order", a.addr.name)),
+            }
+        }
+        if !refused.is_empty() {
+            done_all(&mut agents).await;
+            bail!("agents refused the incast: {}", refused.join("; "));
+        }
+        eprintln!("coordinator: incast over {size} agents, {window_s} s windows");
+        // A step waits for the slowest agent: a window (two with the victim's) and the
+        // connections and counter reads around it.
+        let limit = plan.timeout * 3 + Duration::from_secs_f64(window_s * 4.0);
+        let (roster, reports) = match relay(&mut agents, limit).await {
+            Ok(x) => x,
+            Err(e) => {
+                if let Ok(f) = frame(&Command::Stop {
+                    reason: format!("{e:#}"),
+                }) {
+                    send_all(&mut agents, &f).await;
+                }
+                done_all(&mut agents).await;
+                return Err(e.context("the incast ended early"));
+            }
+        };
+        done_all(&mut agents).await;
+        let hosts: Vec<HostInfo> = roster
+            .iter()
+            .map(|b| base::wire::decode_json::<p2p::flows::Peer>(b).map(|p| p.host))
+            .collect::<Result<_>>()
+            .context("an agent sent an unreadable roster entry")?;
+        let carrier = match plan.transport {
+            TransportKind::Tcp => Carrier::Tcp,
+            kind => Carrier::Endpoints {
+                settings: Box::new(FlowSettings {
+                    kind,
+                    verbs: plan.verbs.clone(),
+                    local_ip: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+                    timeout: plan.timeout,
+                }),
+                op: plan.op,
+                devices: Default::default(),
+            },
+        };
+        let run = p2p::incast::assemble(&hosts, senders, size, &reports, &carrier)?;
+        p2p::incast::print_table(&run);
+        let mut doc = p2p::incast::document(
+            plan.tool, "agents", size, started_at, hosts, run, window_s, 0,
+        );
+        let o = &mut doc.options;
+        o.insert("pattern".into(), launch.pattern.to_string().into());
+        carrier.record(o);
+        o.insert("test".into(), plan.op.name().into());
+        o.insert("duration".into(), window_s.into());
+        o.insert(
+            "agents".into(),
+            serde_json::json!(agents.iter().map(|a| a.addr.name.clone()).collect::<Vec<_>>()),
+        );
+        doc.finish(interrupt::interrupted().then(|| "interrupted".to_string()));
+        base::output::write_document(launch.json.as_deref(), &doc)?;
+        Ok(exit::OK)
+    })
+}
+
 /// One agent as the coordinator knows it.
-struct Agent {
-    addr: AgentAddr,
+pub(crate) struct Agent {
+    pub(crate) addr: AgentAddr,
     conn: Option<TcpStream>,
     welcome: Option<Welcome>,
     /// The address the coordinator reached it at.
@@ -577,7 +703,7 @@ fn roster(agents: &[Agent]) -> Vec<Member> {
         .collect()
 }
 
-fn frame<T: Serialize>(v: &T) -> Result<Vec<u8>> {
+pub(crate) fn frame<T: Serialize>(v: &T) -> Result<Vec<u8>> {
     let payload = serde_json::to_vec(v)?;
     if payload.len() > MAX_FRAME {
         bail!(
@@ -668,6 +794,52 @@ async fn round_trip(
     out
 }
 
+/// Reads one frame from every live agent at once, each within `limit` (an agent whose
+/// read fails keeps no connection).
+pub(crate) async fn receive_all(
+    agents: &mut [Agent],
+    limit: Duration,
+) -> Vec<Option<Result<Vec<u8>, String>>> {
+    let mut set = JoinSet::new();
+    for (i, a) in agents.iter_mut().enumerate() {
+        if !a.live() {
+            continue;
+        }
+        let mut conn = a.conn.take().expect("live agents have a connection");
+        set.spawn(async move {
+            let r = tokio::time::timeout(limit, recv_frame(&mut conn))
+                .await
+                .unwrap_or_else(|_| Err(format!("no answer within {} s", limit.as_secs_f64())));
+            (i, conn, r)
+        });
+    }
+    let mut out: Vec<Option<Result<Vec<u8>, String>>> = agents.iter().map(|_| None).collect();
+    while let Some(joined) = set.join_next().await {
+        let Ok((i, conn, r)) = joined else { continue };
+        if r.is_ok() {
+            agents[i].conn = Some(conn);
+        }
+        out[i] = Some(r);
+    }
+    out
+}
+
+/// Sends one frame to every agent; an error names the first one it could not reach.
+pub(crate) async fn send_each(agents: &mut [Agent], f: &[u8]) -> Result<()> {
+    for a in agents.iter_mut() {
+        let name = a.addr.name.clone();
+        let c = a
+            .conn
+            .as_mut()
+            .ok_or_else(|| anyhow!("agent {name} is gone"))?;
+        tokio::time::timeout(Duration::from_secs(10), c.write_all(f))
+            .await
+            .map_err(|_| anyhow!("agent {name} took no message for 10 s"))?
+            .map_err(|e| anyhow!("sending to agent {name}: {e}"))?;
+    }
+    Ok(())
+}
+
 /// Sends one frame to every live agent (best effort, briefly).
 async fn send_all(agents: &mut [Agent], f: &[u8]) {
     for a in agents.iter_mut().filter(|a| a.live()) {
@@ -685,4 +857,88 @@ async fn done_all(agents: &mut [Agent]) {
     for a in agents.iter_mut() {
         a.conn = None;
     }
+}
+
+/// The coordinator's side of an agents' gang ([`crate::gang`]): answers every gang step once every agent has asked it, until
+/// all have sent their reports; returns the first exchange (the roster) and the reports,
+/// each in rank order. `limit` bounds the wait for each step.
+pub(crate) async fn relay(
+    agents: &mut [Agent],
+    limit: Duration,
+) -> Result<(Vec<Vec<u8>>, Vec<Vec<u8>>)> {
+    let mut roster: Option<Vec<Vec<u8>>> = None;
+    for seq in 0.. {
+        let replies = receive_all(agents, limit).await;
+        let mut asks = Vec::with_capacity(agents.len());
+        for (a, r) in agents.iter().zip(replies) {
+            let name = &a.addr.name;
+            let bytes = r
+                .ok_or_else(|| anyhow!("agent {name} is gone"))?
+                .map_err(|e| anyhow!("agent {name}: {e}"))?;
+            match base::wire::decode_json::<AgentMsg>(&bytes) {
+                Ok(AgentMsg::Gang(ask)) => asks.push(ask),
+                Ok(AgentMsg::Failed(why)) => bail!("agent {name} failed: {why}"),
+                Ok(other) => bail!("agent {name} sent {other:?} in the middle of the run"),
+                Err(e) => bail!("agent {name} sent an unreadable message: {e:#}"),
+            }
+        }
+        let at = |ask: &GangAsk| match ask {
+            GangAsk::Barrier { seq }
+            | GangAsk::Flag { seq, .. }
+            | GangAsk::AllGather { seq, .. }
+            | GangAsk::Gather { seq, .. } => *seq,
+        };
+        let kind = std::mem::discriminant(&asks[0]);
+        if let Some((i, a)) = asks
+            .iter()
+            .enumerate()
+            .find(|(_, a)| at(a) != seq || std::mem::discriminant(*a) != kind)
+        {
+            bail!(
+                "agent {} is out of step: it asked {a:?} at step {seq}, the first agent {:?}",
+                agents[i].addr.name,
+                asks[0]
+            );
+        }
+        let answer = match &asks[0] {
+            GangAsk::Barrier { .. } => GangAnswer::Go { seq },
+            GangAsk::Flag { .. } => GangAnswer::Any {
+                seq,
+                any: asks
+                    .iter()
+                    .any(|a| matches!(a, GangAsk::Flag { local: true, .. })),
+            },
+            GangAsk::AllGather { .. } => {
+                let data: Vec<String> = asks
+                    .iter()
+                    .map(|a| match a {
+                        GangAsk::AllGather { data, .. } => data.clone(),
+                        _ => unreachable!("checked: one kind"),
+                    })
+                    .collect();
+                if roster.is_none() {
+                    roster = Some(
+                        data.iter()
+                            .map(|d| crate::gang::unb64(d))
+                            .collect::<Result<_>>()?,
+                    );
+                }
+                GangAnswer::All { seq, data }
+            }
+            GangAsk::Gather { .. } => {
+                let reports = asks
+                    .iter()
+                    .map(|a| match a {
+                        GangAsk::Gather { data, .. } => crate::gang::unb64(data),
+                        _ => unreachable!("checked: one kind"),
+                    })
+                    .collect::<Result<_>>()?;
+                let roster = roster.ok_or_else(|| anyhow!("the agents sent no roster"))?;
+                return Ok((roster, reports));
+            }
+        };
+        let f = frame(&Command::Gang(answer))?;
+        send_each(agents, &f).await?;
+    }
+    unreachable!("the loop returns")
 }

@@ -21,6 +21,7 @@
 //!   file or the environment, never from the command line, and is never logged.
 
 pub mod conduct;
+pub mod gang;
 pub mod metrics;
 pub mod proto;
 pub mod secret;

@@ -14,6 +14,12 @@
 //! ... every round ...
 //! Done                        ->       (back to waiting for the next sweep)
 //! ```
+//!
+//! An incast (`bench-bw --pattern incast --hosts`) runs every rank at once: after
+//! `Incast {rank, size, ...}` and `Ready`, each agent runs the same rounds as an MPI rank,
+//! and every barrier, agreed flag and exchange it makes goes to the coordinator, which
+//! answers when all agents have asked (`Gang` both ways, numbered); the last, `Gather`,
+//! brings each agent's report, and the coordinator writes the document.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -24,7 +30,7 @@ use p2p::coordinator::{Member, RoundReport, Shared};
 use p2p::Plan;
 
 /// Bumped whenever these messages change; both sides must agree.
-pub const PROTOCOL: u32 = 1;
+pub const PROTOCOL: u32 = 2;
 
 /// Opens a connection: who is asking, and a fresh nonce the agent must answer.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -95,10 +101,66 @@ pub struct SweepOrder {
     pub rails: String,
 }
 
+/// Everything an agent needs to take part in an incast as rank `rank` of `size`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IncastOrder {
+    pub rank: u32,
+    pub size: u32,
+    /// Senders per round (0: all the others).
+    pub senders: u32,
+    /// Each window's length, seconds (`-D`).
+    pub window_s: f64,
+    /// What the senders' messages are over verbs (`--test send|write`).
+    pub op: transport::Op,
+    /// Longest wait for a peer, seconds.
+    pub timeout_s: f64,
+}
+
+/// A gang operation an agent asks for (numbered from 0 within the run).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum GangAsk {
+    Barrier {
+        seq: u64,
+    },
+    Flag {
+        seq: u64,
+        local: bool,
+    },
+    /// Base64 of this agent's bytes, for every agent.
+    AllGather {
+        seq: u64,
+        data: String,
+    },
+    /// Base64 of this agent's report, for the coordinator; the run's last message.
+    Gather {
+        seq: u64,
+        data: String,
+    },
+}
+
+/// The coordinator's answer once every agent has asked the same.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum GangAnswer {
+    Go {
+        seq: u64,
+    },
+    Any {
+        seq: u64,
+        any: bool,
+    },
+    /// Base64 of every agent's bytes, in rank order.
+    All {
+        seq: u64,
+        data: Vec<String>,
+    },
+}
+
 /// Coordinator to agent, once authenticated.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Command {
     Sweep(Box<SweepOrder>),
+    Incast(Box<IncastOrder>),
+    Gang(GangAnswer),
     /// Go on with round `round`; the ranks in `gone` no longer answer (their pairs are not
     /// attempted), with why.
     Round {
@@ -119,4 +181,7 @@ pub enum AgentMsg {
     Ready,
     Refused(String),
     Report(RoundReport),
+    Gang(GangAsk),
+    /// It could not go on with an incast, and why (the coordinator ends the run).
+    Failed(String),
 }

@@ -20,9 +20,11 @@ use serde_json::json;
 
 use results::{Document, HostInfo};
 
+use crate::gang::AgentGang;
 use crate::metrics;
 use crate::proto::{
-    self, AgentHello, AgentMsg, AuthReply, Command, CoordAuth, CoordHello, SweepOrder, Welcome,
+    self, AgentHello, AgentMsg, AuthReply, Command, CoordAuth, CoordHello, IncastOrder, SweepOrder,
+    Welcome,
 };
 use crate::secret::{self, Secret};
 use base::clock::LoopClock;
@@ -31,6 +33,7 @@ use base::wire;
 use bootstrap::standalone::TcpLink;
 use p2p::coordinator::{self, Coordinator, Member, RoundReport, Shared};
 use p2p::driver::RunCtx;
+use p2p::endpoint_flows::{Carrier, FlowSettings};
 use p2p::pairlink::{self, ControlListener, Ticket};
 use p2p::pattern::RankPair;
 use p2p::{Launch, PairTool, Plan};
@@ -214,7 +217,8 @@ impl Agent {
                 .context("waiting for the coordinator's next command")?;
             match cmd {
                 Command::Done => return Ok(()),
-                Command::Stop { .. } | Command::Round { .. } => continue,
+                Command::Stop { .. } | Command::Round { .. } | Command::Gang(_) => continue,
+                Command::Incast(order) => self.incast(&mut s, &order, launch, plan)?,
                 Command::Sweep(order) => {
                     let order = *order;
                     let (sweep_launch, sweep_plan) = match self.accept_order(&order, launch, plan) {
@@ -256,6 +260,61 @@ impl Agent {
                 }
             }
         }
+    }
+
+    /// One incast as rank `order.rank`: this agent's transport and device, the
+    /// coordinator's operation and windows; its barriers and exchanges go through the
+    /// coordinator ([`crate::gang`]). A failure is told to the coordinator, which ends the
+    /// run for every agent; only a broken connection ends the session.
+    fn incast(
+        &self,
+        s: &mut TcpStream,
+        order: &IncastOrder,
+        launch: &Launch,
+        plan: &Plan,
+    ) -> Result<()> {
+        if let Err(e) = transport::check_supported(plan.transport, order.op) {
+            let why = format!("{e:#}");
+            eprintln!("agent: refused an incast: {why}");
+            return wire::send_json(s, &AgentMsg::Refused(why));
+        }
+        wire::send_json(s, &AgentMsg::Ready)?;
+        let timeout = Duration::from_secs_f64(order.timeout_s);
+        let window = Duration::from_secs_f64(order.window_s);
+        let carrier = match plan.transport {
+            TransportKind::Tcp => Carrier::Tcp,
+            kind => Carrier::Endpoints {
+                settings: Box::new(FlowSettings {
+                    kind,
+                    verbs: plan.verbs.clone(),
+                    local_ip: launch
+                        .bind_addr
+                        .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)),
+                    timeout,
+                }),
+                op: order.op,
+                devices: launch.devices.clone(),
+            },
+        };
+        eprintln!(
+            "agent: incast rank {} of {}, {} s windows",
+            order.rank, order.size, order.window_s
+        );
+        let mut gang = AgentGang::new(s, order.rank, order.size, timeout * 3 + window * 4);
+        let r = p2p::incast::run_job(
+            &mut gang,
+            launch.bind_addr,
+            order.senders,
+            window,
+            timeout,
+            &carrier,
+        );
+        if let Err(e) = r {
+            let why = format!("{e:#}");
+            eprintln!("agent: the incast failed: {why}");
+            wire::send_json(s, &AgentMsg::Failed(why))?;
+        }
+        Ok(())
     }
 
     /// The plan of a sweep as this agent runs it: the coordinator's test, sizes and

@@ -13,7 +13,6 @@ use p2p_cli::P2pArgs;
 use transport::{Op, TransportKind};
 
 /// Each window's length without `-D`, seconds.
-#[cfg(feature = "mpi")]
 const DEFAULT_WINDOW_S: f64 = 2.0;
 
 fn refuse(what: &str) -> i32 {
@@ -21,18 +20,14 @@ fn refuse(what: &str) -> i32 {
     base::exit::ERROR
 }
 
-pub fn run(a: &P2pArgs, n: u32, bidirectional: bool) -> i32 {
-    if base::launcher::resolve_launcher(a.launcher) != base::launcher::Launcher::Mpi {
-        return refuse(
-            "--pattern incast needs mpirun or srun: N senders and their receiver are N + 1 ranks \
-             (e.g. mpirun -np 4 bench-bw --pattern incast --transport tcp)",
-        );
-    }
-    if a.host.is_some() || a.hosts.is_some() || a.serve {
-        return refuse(
-            "--pattern incast runs under mpirun/srun only, not with a host, --hosts or --serve",
-        );
-    }
+/// Runs the incast under mpirun/srun, or over the agents of `--hosts` (`plan` gives the
+/// coordinator the test's settings as the agents' sweeps get them).
+pub fn run(
+    a: &P2pArgs,
+    n: u32,
+    bidirectional: bool,
+    plan: impl FnOnce() -> anyhow::Result<p2p::Plan>,
+) -> i32 {
     if bidirectional {
         return refuse(
             "--pattern incast is one-way by nature (N senders to one receiver): drop -b",
@@ -44,8 +39,28 @@ pub fn run(a: &P2pArgs, n: u32, bidirectional: bool) -> i32 {
              or --test write (a read would pull it the other way)",
         );
     }
+    if a.host.is_some() || a.serve {
+        return refuse(
+            "--pattern incast runs under mpirun/srun or over agents (--hosts), not with a host \
+             or --serve (agents serve incasts as they serve sweeps: start them without --pattern)",
+        );
+    }
     if let Err(e) = base::output::check_writable(a.json.as_deref()) {
         return refuse(&format!("{e:#}"));
+    }
+    let window = a.duration.unwrap_or(DEFAULT_WINDOW_S);
+    if a.hosts.is_some() {
+        return match plan() {
+            Ok(plan) => agents::conduct::incast(&a.launch(), plan, n, window),
+            Err(e) => refuse(&format!("{e:#}")),
+        };
+    }
+    if base::launcher::resolve_launcher(a.launcher) != base::launcher::Launcher::Mpi {
+        return refuse(
+            "--pattern incast needs mpirun or srun, or agents: N senders and their receiver are \
+             N + 1 ranks (e.g. mpirun -np 4 bench-bw --pattern incast --transport tcp, or \
+             bench-bw --pattern incast --hosts agents.txt)",
+        );
     }
     let carrier = match a.transport_kind() {
         Ok(TransportKind::Tcp) => Carrier::Tcp,
@@ -61,22 +76,21 @@ pub fn run(a: &P2pArgs, n: u32, bidirectional: bool) -> i32 {
         },
         Err(e) => return refuse(&format!("{e:#}")),
     };
-    run_mpi(a, n, &carrier)
+    run_mpi(a, n, window, &carrier)
 }
 
 #[cfg(feature = "mpi")]
-fn run_mpi(a: &P2pArgs, n: u32, carrier: &Carrier) -> i32 {
+fn run_mpi(a: &P2pArgs, n: u32, window: f64, carrier: &Carrier) -> i32 {
     base::interrupt::install();
     let timeout = std::time::Duration::from_secs_f64(a.timeout);
-    let window = a.duration.unwrap_or(DEFAULT_WINDOW_S);
-    let job = match bootstrap::mpi::MpiJob::init(timeout) {
+    let mut job = match bootstrap::mpi::MpiJob::init(timeout) {
         Ok(j) => j,
         Err(e) => return refuse(&format!("{e:#}")),
     };
     let started_at = results::provenance::now_rfc3339();
     let rank = job.rank();
     let res = p2p::incast::run_job(
-        &job,
+        &mut job,
         a.bind_addr,
         n,
         std::time::Duration::from_secs_f64(window),
@@ -88,8 +102,16 @@ fn run_mpi(a: &P2pArgs, n: u32, carrier: &Carrier) -> i32 {
             return Ok(());
         };
         p2p::incast::print_table(&inc);
-        let mut doc =
-            p2p::incast::document("bench-bw", job.size(), started_at, hosts, inc, window, 0);
+        let mut doc = p2p::incast::document(
+            "bench-bw",
+            "mpi",
+            job.size(),
+            started_at,
+            hosts,
+            inc,
+            window,
+            0,
+        );
         doc.options
             .insert("pattern".into(), a.pattern.to_string().into());
         let (transport, test) = match carrier {
@@ -115,6 +137,6 @@ fn run_mpi(a: &P2pArgs, n: u32, carrier: &Carrier) -> i32 {
 }
 
 #[cfg(not(feature = "mpi"))]
-fn run_mpi(_: &P2pArgs, _: u32, _: &Carrier) -> i32 {
+fn run_mpi(_: &P2pArgs, _: u32, _: f64, _: &Carrier) -> i32 {
     refuse("this bench-bw was built without MPI (feature `mpi`), which --pattern incast needs")
 }

@@ -522,7 +522,7 @@ fn main() {
         std::process::exit(copy::run(&cli.p2p, &cli.gpu, cli.interval_ms));
     }
     if let p2p::pattern::PatternSpec::Incast(n) = cli.p2p.pattern {
-        std::process::exit(incast::run(&cli.p2p, n, cli.bidirectional));
+        std::process::exit(incast::run(&cli.p2p, n, cli.bidirectional, || plan(&cli)));
     }
     let code = match plan(&cli) {
         Ok(plan) => p2p_cli::launch::run(

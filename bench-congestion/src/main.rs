@@ -143,14 +143,14 @@ fn main() {
 
 fn run(cli: &Cli, carrier: &Carrier) -> i32 {
     base::interrupt::install();
-    let job = match bootstrap::mpi::MpiJob::init(Duration::from_secs(cli.timeout)) {
+    let mut job = match bootstrap::mpi::MpiJob::init(Duration::from_secs(cli.timeout)) {
         Ok(j) => j,
         Err(e) => {
             eprintln!("bench-congestion: error: {e:#}");
             return base::exit::ERROR;
         }
     };
-    match traffic::run_job(cli, &job, carrier) {
+    match traffic::run_job(cli, &mut job, carrier) {
         Ok(code) => code,
         Err(e) => {
             base::output::error_line(&format!(

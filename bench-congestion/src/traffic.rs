@@ -57,7 +57,7 @@ const TESTS: [(&str, &str); 3] = [
     ("allreduce_8b", "us"),
 ];
 
-pub fn run_job(cli: &Cli, job: &MpiJob, carrier: &Carrier) -> Result<i32> {
+pub fn run_job(cli: &Cli, job: &mut MpiJob, carrier: &Carrier) -> Result<i32> {
     let rank = job.rank();
     let started_at = results::provenance::now_rfc3339();
     let phase = Duration::from_secs_f64(cli.phase_seconds);
@@ -71,6 +71,7 @@ pub fn run_job(cli: &Cli, job: &MpiJob, carrier: &Carrier) -> Result<i32> {
         p2p::incast::print_table(&inc);
         let mut doc = p2p::incast::document(
             "bench-congestion",
+            "mpi",
             job.size(),
             started_at,
             hosts,

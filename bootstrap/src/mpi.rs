@@ -325,6 +325,34 @@ impl Team<'_> {
     }
 }
 
+/// An MPI job as a [`crate::gang::Gang`]: rank 0 is the root. A wait past its deadline
+/// ends the job through the watchdog (MPI cannot leave a collective), so these never
+/// return an error of their own.
+impl crate::gang::Gang for MpiJob {
+    fn launcher(&self) -> &'static str {
+        "mpi"
+    }
+    fn rank(&self) -> u32 {
+        MpiJob::rank(self)
+    }
+    fn size(&self) -> u32 {
+        MpiJob::size(self)
+    }
+    fn barrier(&mut self, what: &str) -> anyhow::Result<()> {
+        MpiJob::barrier(self, what);
+        Ok(())
+    }
+    fn any_within(&mut self, local: bool, what: &str, limit: Duration) -> anyhow::Result<bool> {
+        Ok(MpiJob::any_within(self, local, what, limit))
+    }
+    fn all_gather(&mut self, mine: &[u8], what: &str) -> anyhow::Result<Vec<Vec<u8>>> {
+        Ok(self.all_gather_bytes(mine, what))
+    }
+    fn gather(&mut self, mine: &[u8], _what: &str) -> anyhow::Result<Option<Vec<Vec<u8>>>> {
+        Ok(self.gather_to_root(mine))
+    }
+}
+
 fn guarded_barrier(comm: &SimpleCommunicator, watchdog: &Watchdog, what: &str) {
     let _g = watchdog.arm(format!("in a barrier ({what}) waiting for all ranks"));
     comm.barrier();

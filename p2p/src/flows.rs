@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use bootstrap::mpi::MpiJob;
+use bootstrap::gang::Gang;
 use results::congestion::CanaryFigures;
 use results::{HostInfo, LatencyHistogram};
 use serde::{Deserialize, Serialize};
@@ -26,9 +26,9 @@ pub struct Peer {
 /// Binds this rank's listener (to `bind`, else every address) and gathers every rank's
 /// host facts and the address it is reached at (`bind`, else its host name's address,
 /// else loopback).
-pub fn roster(job: &MpiJob, bind: Option<IpAddr>) -> Result<(TcpListener, Vec<Peer>)> {
+pub fn roster(gang: &mut dyn Gang, bind: Option<IpAddr>) -> Result<(TcpListener, Vec<Peer>)> {
     let mut host = probe::host::collect();
-    host.rank = Some(job.rank());
+    host.rank = Some(gang.rank());
     let any = bind.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
     let listener = TcpListener::bind((any, 0)).with_context(|| format!("binding {any}"))?;
     let port = listener.local_addr()?.port();
@@ -38,8 +38,8 @@ pub fn roster(job: &MpiJob, bind: Option<IpAddr>) -> Result<(TcpListener, Vec<Pe
         host,
         addr: SocketAddr::new(advertise, port),
     };
-    let peers = job
-        .all_gather_bytes(&serde_json::to_vec(&me)?, "host facts and addresses")
+    let peers = gang
+        .all_gather(&serde_json::to_vec(&me)?, "host facts and addresses")?
         .iter()
         .map(|b| base::wire::decode_json(b).context("a rank sent an unreadable roster entry"))
         .collect::<Result<_>>()?;

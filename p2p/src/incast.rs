@@ -24,7 +24,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use bootstrap::mpi::MpiJob;
+use bootstrap::gang::Gang;
 use results::congestion::{
     bandwidth_impact, jain, latency_impact, IncastRound, IncastRun, RoundCounters, VictimFigures,
     VictimFlow,
@@ -59,21 +59,21 @@ struct Net<'a> {
 /// Every rank: the roster, then the rounds. Rank 0 gets the run and every rank's host
 /// facts; the others `None`. `n` 0: all other ranks send.
 pub fn run_job(
-    job: &MpiJob,
+    gang: &mut dyn Gang,
     bind: Option<IpAddr>,
     n: u32,
     phase: Duration,
     timeout: Duration,
     carrier: &Carrier,
 ) -> Result<Option<(IncastRun, Vec<HostInfo>)>> {
-    if job.size() < 2 {
+    if gang.size() < 2 {
         anyhow::bail!(
             "an incast needs at least 2 ranks (a receiver and a sender), and this run has {}: \
              start it under mpirun -np N or srun -n N",
-            job.size()
+            gang.size()
         );
     }
-    let (listener, roster) = flows::roster(job, bind)?;
+    let (listener, roster) = flows::roster(gang, bind)?;
     let addrs: Vec<SocketAddr> = roster.iter().map(|p| p.addr).collect();
     let hosts: Vec<HostInfo> = roster.into_iter().map(|p| p.host).collect();
     let peers = Peers {
@@ -81,7 +81,7 @@ pub fn run_job(
         hosts: &hosts,
         bind,
     };
-    let carrier = carrier.settled(job.rank(), &hosts)?;
+    let carrier = carrier.settled(gang.rank(), &hosts)?;
     let net = Net {
         peers: &peers,
         listener: &listener,
@@ -89,7 +89,7 @@ pub fn run_job(
         phase,
         carrier: &carrier,
     };
-    Ok(run(job, &net, n)?.map(|r| (r, hosts)))
+    Ok(run(gang, &net, n)?.map(|r| (r, hosts)))
 }
 
 /// The ranks of round `r` of `size` with `n` senders.
@@ -225,24 +225,24 @@ enum IncastEnd {
     Receiver(Vec<(u32, JoinHandle<Result<()>>)>),
 }
 
-fn run(job: &MpiJob, net: &Net<'_>, n: u32) -> Result<Option<IncastRun>> {
-    let (rank, size) = (job.rank(), job.size());
+fn run(gang: &mut dyn Gang, net: &Net<'_>, n: u32) -> Result<Option<IncastRun>> {
+    let (rank, size) = (gang.rank(), gang.size());
     let (peers, listener, timeout, phase) = (net.peers, net.listener, net.timeout, net.phase);
     let n = if n == 0 { size - 1 } else { n.min(size - 1) };
     let devices = flows::ports_of(&peers.hosts[rank as usize]);
     let mut mine = RankIncast::default();
     for r in 0..size {
         let roles = Roles::of(r, n, size);
-        job.barrier("incast round");
+        gang.barrier("incast round")?;
         let flow = victim_connect(rank, &roles, net)?;
         flow.arm()?;
-        job.barrier("victim alone");
+        gang.barrier("victim alone")?;
         let alone = flow.measure(Instant::now(), phase)?;
-        job.any_within(
+        gang.any_within(
             false,
             "waiting for the victim's window alone",
             phase + timeout,
-        );
+        )?;
 
         // Over endpoints the incast's flows connect before its window, and the victim's
         // re-arm: nothing of that is timed.
@@ -258,7 +258,7 @@ fn run(job: &MpiJob, net: &Net<'_>, n: u32) -> Result<Option<IncastRun>> {
                 .collect(),
             None => Vec::new(),
         };
-        job.barrier("incast round loaded");
+        gang.barrier("incast round loaded")?;
         let t0 = Instant::now();
         let mut loaded = None;
         match inc {
@@ -298,22 +298,18 @@ fn run(job: &MpiJob, net: &Net<'_>, n: u32) -> Result<Option<IncastRun>> {
         if let (Some([la, ba]), Some([ll, bl])) = (alone, loaded) {
             mine.victim = Some((r, [la.encode(), ba.encode(), ll.encode(), bl.encode()]));
         }
-        job.any_within(
+        gang.any_within(
             false,
             "waiting for the incast round to end",
             phase + timeout,
-        );
+        )?;
         flow.end()?;
     }
-    let all = job.gather_to_root(&serde_json::to_vec(&mine)?);
+    let all = gang.gather(&serde_json::to_vec(&mine)?, "the incast reports")?;
     let Some(all) = all else {
         return Ok(None);
     };
-    let reports: Vec<RankIncast> = all
-        .iter()
-        .map(|b| base::wire::decode_json(b).context("a rank sent an unreadable incast report"))
-        .collect::<Result<_>>()?;
-    assemble(peers.hosts, n, size, &reports, net.carrier).map(Some)
+    assemble(peers.hosts, n, size, &all, net.carrier).map(Some)
 }
 
 fn gbit_s(bytes: u64, seconds: f64) -> f64 {
@@ -484,13 +480,20 @@ fn send(
 }
 
 /// Rank 0: the rounds from every rank's report.
-fn assemble(
+/// The run from every rank's serialized report, in rank order (rank 0 under MPI, the
+/// agents' coordinator), with every rank's host facts.
+pub fn assemble(
     hosts: &[HostInfo],
     n: u32,
     size: u32,
-    reports: &[RankIncast],
+    reports: &[Vec<u8>],
     carrier: &Carrier,
 ) -> Result<IncastRun> {
+    let reports: Vec<RankIncast> = reports
+        .iter()
+        .map(|b| base::wire::decode_json(b).context("a rank sent an unreadable incast report"))
+        .collect::<Result<_>>()?;
+    let n = if n == 0 { size - 1 } else { n.min(size - 1) };
     let name = |r: u32| hosts[r as usize].hostname.clone() + &format!("#{r}");
     let mut rounds = Vec::new();
     for r in 0..size {
@@ -588,8 +591,10 @@ fn assemble(
 /// The document of an incast run, as rank 0 writes it for `tool`: the hosts, the rounds
 /// under `congestion.incast` and, when there is no victim, why in `warnings`. The caller
 /// adds its options, then finishes and writes it.
+#[allow(clippy::too_many_arguments)]
 pub fn document(
     tool: &str,
+    launcher: &str,
     ranks: u32,
     started_at: String,
     hosts: Vec<HostInfo>,
@@ -597,7 +602,7 @@ pub fn document(
     phase_seconds: f64,
     seed: u64,
 ) -> results::Document {
-    let mut doc = results::Document::new(tool, "mpi", ranks, started_at);
+    let mut doc = results::Document::new(tool, launcher, ranks, started_at);
     doc.hosts = hosts;
     doc.warnings.extend(run.no_victim.clone());
     doc.congestion = Some(results::congestion::CongestionRun {

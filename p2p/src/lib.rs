@@ -20,9 +20,7 @@ pub mod coordinator;
 pub mod driver;
 pub mod endpoint_flows;
 pub mod fabric;
-#[cfg(feature = "mpi")]
 pub mod flows;
-#[cfg(feature = "mpi")]
 pub mod incast;
 #[cfg(feature = "mpi")]
 pub mod mpi;

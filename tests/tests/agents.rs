@@ -471,3 +471,152 @@ fn agents_answer_prometheus_scrapes_with_live_counters_and_the_last_sweep() {
         }
     }
 }
+
+/// The incast over agents (`bench-bw --pattern incast --hosts`): five agents, each a rank
+/// that runs the rounds as an MPI rank would, the coordinator relaying their barriers and
+/// exchanges and writing the document (`launcher: agents`): every rank the receiver once,
+/// the next two its senders, a victim beside each round, the same agents' sweep service
+/// untouched afterwards (a sweep runs on them next). An agent missing from the start is
+/// named and nothing runs; one killed in the middle ends the run for all, named, with no
+/// hang.
+#[test]
+fn an_incast_runs_over_agents_and_a_lost_agent_ends_it_named() {
+    let agents = Agents::start("bench-bw", 5, &[]);
+    let hosts = agents.hosts(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("incast.json");
+    let out = run(
+        &mut coordinator(
+            "bench-bw",
+            &hosts,
+            &["--pattern", "incast:2", "--transport", "tcp", "-D", "0.5"],
+            &json,
+        ),
+        LIMIT,
+    );
+    let (o, e) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{o}\n{e}");
+    let doc = read(&json);
+    assert_eq!(doc["launcher"], "agents");
+    assert_eq!(doc["ranks"], 5);
+    let inc = &doc["congestion"]["incast"];
+    assert_eq!(inc["transport"], "tcp");
+    let rounds = inc["rounds"].as_array().unwrap();
+    assert_eq!(rounds.len(), 5);
+    let rank = |name: &Value| {
+        name.as_str()
+            .unwrap()
+            .rsplit('#')
+            .next()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    };
+    for (r, round) in rounds.iter().enumerate() {
+        let r = r as u64;
+        assert_eq!(rank(&round["receiver"]), r, "{round}");
+        let senders: Vec<u64> = round["senders"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(rank)
+            .collect();
+        assert_eq!(senders, [(r + 1) % 5, (r + 2) % 5], "{round}");
+        assert!(
+            round["sender_gbit_s"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|x| x.as_f64().unwrap() > 0.0),
+            "{round}"
+        );
+        let v = &round["victim"];
+        assert_eq!(
+            (rank(&v["sender"]), rank(&v["receiver"])),
+            ((r + 3) % 5, (r + 4) % 5),
+            "{v}"
+        );
+    }
+    // The agents serve sweeps as before.
+    let sweep = dir.path().join("sweep.json");
+    let out = run(
+        &mut coordinator(
+            "bench-bw",
+            &hosts,
+            &["--pattern", "all-pairs", "-s", "4096", "-n", "20"],
+            &sweep,
+        ),
+        LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
+
+    // An agent that never answers: named, nothing measured.
+    let dead = format!("127.0.0.1:{}", integration::free_port());
+    let with_dead = agents.hosts(std::slice::from_ref(&dead));
+    let out = run(
+        &mut coordinator(
+            "bench-bw",
+            &with_dead,
+            &["--pattern", "incast", "-D", "0.5"],
+            &json,
+        ),
+        LIMIT,
+    );
+    let (_, e) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains(&dead) && e.contains("every rank of an incast"),
+        "{e}"
+    );
+
+    // An agent killed in the middle: the run ends for every agent, named, well within the
+    // timeouts, and the coordinator's exit code says it failed.
+    let mut agents = agents;
+    let hosts = agents.hosts(&[]);
+    let mut c = coordinator(
+        "bench-bw",
+        &hosts,
+        &["--pattern", "incast:2", "--transport", "tcp", "-D", "1"],
+        &json,
+    );
+    let child = c
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    let _ = agents.children[3].kill();
+    let started = Instant::now();
+    let out = integration::wait_with_deadline(child, LIMIT, "coordinator");
+    let (_, e) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("127.0.0.1:") && e.contains("incast ended early"),
+        "{e}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(90),
+        "{:?}",
+        started.elapsed()
+    );
+    // The four left were stopped, not stuck: they run the next sweep.
+    let four = dir.path().join("four");
+    let lines: Vec<String> = agents
+        .ports
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 3)
+        .map(|(_, p)| format!("127.0.0.1:{p}"))
+        .collect();
+    std::fs::write(&four, lines.join("\n")).unwrap();
+    let out = run(
+        &mut coordinator(
+            "bench-bw",
+            &four,
+            &["--pattern", "all-pairs", "-s", "4096", "-n", "20"],
+            &sweep,
+        ),
+        LIMIT,
+    );
+    assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
+}
