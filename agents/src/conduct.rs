@@ -36,7 +36,7 @@ use crate::AgentAddr;
 use base::wire::{MAGIC, MAX_FRAME};
 use base::{exit, interrupt};
 use p2p::coordinator::{Member, RoundReport, Shared, SideFailure};
-use p2p::endpoint_flows::{Carrier, FlowSettings};
+use p2p::endpoint_flows::Carrier;
 use p2p::pattern::Schedule;
 use p2p::{record, Launch, PairTool, Plan};
 use transport::{Role, TransportChoice, TransportKind};
@@ -144,19 +144,14 @@ fn incast_run(launch: &Launch, plan: &mut Plan, senders: u32, window_s: f64) -> 
             .map(|b| base::wire::decode_json::<p2p::flows::Peer>(b).map(|p| p.host))
             .collect::<Result<_>>()
             .context("an agent sent an unreadable roster entry")?;
-        let carrier = match plan.transport {
-            TransportKind::Tcp => Carrier::Tcp,
-            kind => Carrier::Endpoints {
-                settings: Box::new(FlowSettings {
-                    kind,
-                    verbs: plan.verbs.clone(),
-                    local_ip: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
-                    timeout: plan.timeout,
-                }),
-                op: plan.op,
-                devices: Default::default(),
-            },
-        };
+        let carrier = Carrier::of(
+            plan.transport,
+            &plan.verbs,
+            plan.op,
+            None,
+            plan.timeout,
+            Default::default(),
+        );
         let run = p2p::incast::assemble(&hosts, senders, size, &reports, &carrier)?;
         p2p::incast::print_table(&run);
         let mut doc = p2p::incast::document(
@@ -764,7 +759,7 @@ async fn round_trip(
     agents: &mut [Agent],
     frames: Vec<Option<Vec<u8>>>,
     limit: Duration,
-) -> Vec<Option<Result<Vec<u8>, String>>> {
+) -> Replies {
     let mut set = JoinSet::new();
     for (i, (a, f)) in agents.iter_mut().zip(frames).enumerate() {
         let (Some(f), true) = (f, a.live()) else {
@@ -783,7 +778,18 @@ async fn round_trip(
             (i, conn, r)
         });
     }
-    let mut out: Vec<Option<Result<Vec<u8>, String>>> = agents.iter().map(|_| None).collect();
+    collect(set, agents).await
+}
+
+/// Each agent's reply (by index; `None` where nothing was asked), from tasks that took its
+/// connection: the connections of those that answered go back to them.
+type Replies = Vec<Option<Result<Vec<u8>, String>>>;
+
+async fn collect(
+    mut set: JoinSet<(usize, TcpStream, Result<Vec<u8>, String>)>,
+    agents: &mut [Agent],
+) -> Replies {
+    let mut out: Replies = agents.iter().map(|_| None).collect();
     while let Some(joined) = set.join_next().await {
         let Ok((i, conn, r)) = joined else { continue };
         if r.is_ok() {
@@ -796,10 +802,7 @@ async fn round_trip(
 
 /// Reads one frame from every live agent at once, each within `limit` (an agent whose
 /// read fails keeps no connection).
-pub(crate) async fn receive_all(
-    agents: &mut [Agent],
-    limit: Duration,
-) -> Vec<Option<Result<Vec<u8>, String>>> {
+pub(crate) async fn receive_all(agents: &mut [Agent], limit: Duration) -> Replies {
     let mut set = JoinSet::new();
     for (i, a) in agents.iter_mut().enumerate() {
         if !a.live() {
@@ -813,15 +816,7 @@ pub(crate) async fn receive_all(
             (i, conn, r)
         });
     }
-    let mut out: Vec<Option<Result<Vec<u8>, String>>> = agents.iter().map(|_| None).collect();
-    while let Some(joined) = set.join_next().await {
-        let Ok((i, conn, r)) = joined else { continue };
-        if r.is_ok() {
-            agents[i].conn = Some(conn);
-        }
-        out[i] = Some(r);
-    }
-    out
+    collect(set, agents).await
 }
 
 /// Sends one frame to every agent; an error names the first one it could not reach.

@@ -33,7 +33,7 @@ use base::wire;
 use bootstrap::standalone::TcpLink;
 use p2p::coordinator::{self, Coordinator, Member, RoundReport, Shared};
 use p2p::driver::RunCtx;
-use p2p::endpoint_flows::{Carrier, FlowSettings};
+use p2p::endpoint_flows::Carrier;
 use p2p::pairlink::{self, ControlListener, Ticket};
 use p2p::pattern::RankPair;
 use p2p::{Launch, PairTool, Plan};
@@ -281,21 +281,14 @@ impl Agent {
         wire::send_json(s, &AgentMsg::Ready)?;
         let timeout = Duration::from_secs_f64(order.timeout_s);
         let window = Duration::from_secs_f64(order.window_s);
-        let carrier = match plan.transport {
-            TransportKind::Tcp => Carrier::Tcp,
-            kind => Carrier::Endpoints {
-                settings: Box::new(FlowSettings {
-                    kind,
-                    verbs: plan.verbs.clone(),
-                    local_ip: launch
-                        .bind_addr
-                        .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)),
-                    timeout,
-                }),
-                op: order.op,
-                devices: launch.devices.clone(),
-            },
-        };
+        let carrier = Carrier::of(
+            plan.transport,
+            &plan.verbs,
+            order.op,
+            launch.bind_addr,
+            timeout,
+            launch.devices.clone(),
+        );
         eprintln!(
             "agent: incast rank {} of {}, {} s windows",
             order.rank, order.size, order.window_s

@@ -6,11 +6,9 @@
 //! messages on one QP each, the victim ping-pongs sends) or TCP; `-D` sets each window's
 //! length.
 
-use std::net::{IpAddr, Ipv4Addr};
-
-use p2p::endpoint_flows::{Carrier, FlowSettings};
+use p2p::endpoint_flows::Carrier;
 use p2p_cli::P2pArgs;
-use transport::{Op, TransportKind};
+use transport::Op;
 
 /// Each window's length without `-D`, seconds.
 const DEFAULT_WINDOW_S: f64 = 2.0;
@@ -63,17 +61,14 @@ pub fn run(
         );
     }
     let carrier = match a.transport_kind() {
-        Ok(TransportKind::Tcp) => Carrier::Tcp,
-        Ok(kind) => Carrier::Endpoints {
-            settings: Box::new(FlowSettings {
-                kind,
-                verbs: a.verbs_options(),
-                local_ip: a.bind_addr.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
-                timeout: a.timeout(),
-            }),
-            op: a.op,
-            devices: a.ib_dev.clone().unwrap_or_default(),
-        },
+        Ok(kind) => Carrier::of(
+            kind,
+            &a.verbs_options(),
+            a.op,
+            a.bind_addr,
+            a.timeout(),
+            a.ib_dev.clone().unwrap_or_default(),
+        ),
         Err(e) => return refuse(&format!("{e:#}")),
     };
     run_mpi(a, n, window, &carrier)

@@ -12,14 +12,14 @@
 mod split;
 mod traffic;
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use p2p::endpoint_flows::{Carrier, FlowSettings};
+use p2p::endpoint_flows::Carrier;
 use p2p::DeviceChoice;
-use transport::{Op, TransportChoice, TransportKind, VerbsOptions};
+use transport::{Op, TransportChoice, VerbsOptions};
 
 #[derive(Parser, Debug, Clone)]
 #[command(
@@ -87,24 +87,19 @@ impl Cli {
         if choice == TransportChoice::Auto && base::launcher::is_reporting_process() {
             eprintln!("bench-congestion: transport: {why}");
         }
-        Ok(match kind {
-            TransportKind::Tcp => Carrier::Tcp,
-            kind => Carrier::Endpoints {
-                settings: Box::new(FlowSettings {
-                    kind,
-                    verbs: VerbsOptions {
-                        port: self.ib_port,
-                        gid_index: self.gid_index,
-                        ..Default::default()
-                    },
-                    local_ip: self.bind_addr.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
-                    timeout: Duration::from_secs(self.timeout),
-                }),
-                // An incast's senders and its victim send two-sided, as the TCP one does.
-                op: Op::Send,
-                devices: self.ib_dev.clone().unwrap_or_default(),
+        // An incast's senders and its victim send two-sided, as the TCP one does.
+        Ok(Carrier::of(
+            kind,
+            &VerbsOptions {
+                port: self.ib_port,
+                gid_index: self.gid_index,
+                ..Default::default()
             },
-        })
+            Op::Send,
+            self.bind_addr,
+            Duration::from_secs(self.timeout),
+            self.ib_dev.clone().unwrap_or_default(),
+        ))
     }
 }
 

@@ -127,6 +127,31 @@ pub enum Carrier {
 }
 
 impl Carrier {
+    /// TCP sockets for `kind` TCP; otherwise that transport's endpoints with these settings
+    /// (`local_ip` the address data leaves from, unspecified where not bound).
+    pub fn of(
+        kind: TransportKind,
+        verbs: &VerbsOptions,
+        op: Op,
+        local_ip: Option<IpAddr>,
+        timeout: Duration,
+        devices: DeviceChoice,
+    ) -> Carrier {
+        match kind {
+            TransportKind::Tcp => Carrier::Tcp,
+            kind => Carrier::Endpoints {
+                settings: Box::new(FlowSettings {
+                    kind,
+                    verbs: verbs.clone(),
+                    local_ip: local_ip.unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)),
+                    timeout,
+                }),
+                op,
+                devices,
+            },
+        }
+    }
+
     pub fn endpoints(&self) -> Option<(&FlowSettings, Op)> {
         match self {
             Carrier::Tcp => None,
