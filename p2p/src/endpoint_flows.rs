@@ -286,9 +286,12 @@ impl FlowEnd {
     }
 
     /// Tells the responder the flow is over and waits for the thread.
-    pub fn close(mut self) {
-        let _ = self.cmds.send(Cmd::Stop);
-        if let Some(t) = self.thread.take() {
+    pub fn close(self) {
+        let FlowEnd { cmds, thread, .. } = self;
+        let _ = cmds.send(Cmd::Stop);
+        // Without a sender left, any wait of the thread for a command ends too.
+        drop(cmds);
+        if let Some(t) = thread {
             let _ = t.join();
         }
     }
@@ -331,15 +334,25 @@ fn initiator(
                 return;
             }
         }
-        if let Err(e) = window(&mut link, &mut conn, shape, s, cmds, replies) {
-            send_abort(&mut link, &format!("{e:#}"));
-            let _ = replies.send(Err(e));
-            return;
+        match window(&mut link, &mut conn, shape, s, cmds, replies) {
+            Ok(true) => {}
+            // Told to stop while armed: the endpoint finished empty; the responder waits
+            // for the next step.
+            Ok(false) => {
+                let _ = send_json(&mut link, &Step::Stop);
+                return;
+            }
+            Err(e) => {
+                send_abort(&mut link, &format!("{e:#}"));
+                let _ = replies.send(Err(e));
+                return;
+            }
         }
     }
 }
 
-/// One window on the initiator: arm, say so, wait for the start, measure, finish.
+/// One window on the initiator: arm, say so, wait for the start, measure, finish. False
+/// when told to stop (or dropped) instead of starting.
 fn window(
     link: &mut TcpLink,
     conn: &mut Connection,
@@ -347,7 +360,7 @@ fn window(
     s: &FlowSettings,
     cmds: &Receiver<Cmd>,
     replies: &Sender<Result<Option<Measured>>>,
-) -> Result<()> {
+) -> Result<bool> {
     send_json(link, &Step::Window(shape))?;
     let spec = s.spec(shape, Role::Initiator);
     // Ok(None) when told to stop instead of starting.
@@ -363,7 +376,7 @@ fn window(
             let (mut ep, _) = connect_latency(s.kind, &spec, link, conn)?;
             let Some(deadline) = start(replies) else {
                 ep.finish()?;
-                return Ok(());
+                return Ok(false);
             };
             let h = ping(&mut *ep, deadline)?;
             ep.finish()?;
@@ -374,7 +387,7 @@ fn window(
             ep.quiesce()?;
             let Some(deadline) = start(replies) else {
                 ep.finish()?;
-                return Ok(());
+                return Ok(false);
             };
             let m = match shape {
                 Shape::Sample { .. } => Measured::Samples(sample(&mut *ep, deadline)?),
@@ -385,7 +398,7 @@ fn window(
         }
     };
     let _ = replies.send(Ok(Some(measured)));
-    Ok(())
+    Ok(true)
 }
 
 /// Round trips until `deadline`, at least one (a window an earlier test overran still
@@ -484,4 +497,89 @@ pub fn check_shape(kind: TransportKind, shape: Shape) -> Result<()> {
         Shape::Sample { op, .. } | Shape::Stream { op, .. } => op,
     };
     transport::check_supported(kind, op)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{Ipv4Addr, TcpListener};
+
+    /// A flow over TCP's endpoints on loopback: the initiator end and the responder thread.
+    fn pair(shape: Shape) -> (FlowEnd, JoinHandle<Result<()>>) {
+        let settings = FlowSettings {
+            kind: TransportKind::Tcp,
+            verbs: VerbsOptions::default(),
+            local_ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            timeout: Duration::from_secs(10),
+        };
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let ctrl = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (far, _) = l.accept().unwrap();
+        let responder = serve(far, &settings, Duration::from_secs(20));
+        (
+            FlowEnd::open(ctrl, shape, &settings, "test flow".into()),
+            responder,
+        )
+    }
+
+    /// Ends within `limit` or fails the test (the bug: it never ended).
+    fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(limit).expect("it hung")
+    }
+
+    #[test]
+    fn windows_measure_and_a_closed_flow_ends_both_sides() {
+        let (f, responder) = pair(Shape::Stream {
+            op: Op::Send,
+            size: 4096,
+        });
+        for _ in 0..2 {
+            f.arm();
+            f.armed().unwrap();
+            let deadline = Instant::now() + Duration::from_millis(100);
+            f.run(deadline);
+            match f.measured(deadline).unwrap() {
+                Measured::Moved {
+                    messages,
+                    bytes,
+                    seconds,
+                } => {
+                    assert!(messages > 0 && bytes == messages * 4096 && seconds > 0.0);
+                }
+                other => panic!("a stream measured {other:?}"),
+            }
+        }
+        within(Duration::from_secs(20), move || f.close());
+        within(Duration::from_secs(20), move || responder.join().unwrap()).unwrap();
+
+        let (f, responder) = pair(Shape::Ping { size: 8 });
+        f.arm();
+        f.armed().unwrap();
+        let deadline = Instant::now() + Duration::from_millis(50);
+        f.run(deadline);
+        match f.measured(deadline).unwrap() {
+            Measured::Samples(h) => assert!(!h.is_empty()),
+            other => panic!("a ping-pong measured {other:?}"),
+        }
+        within(Duration::from_secs(20), move || f.close());
+        within(Duration::from_secs(20), move || responder.join().unwrap()).unwrap();
+    }
+
+    /// A flow armed for a window it never runs (the run ended before it) closes without
+    /// waiting: before, its thread waited for a command that could no longer come.
+    #[test]
+    fn an_armed_flow_that_never_runs_closes() {
+        let (f, responder) = pair(Shape::Stream {
+            op: Op::Send,
+            size: 4096,
+        });
+        f.arm();
+        f.armed().unwrap();
+        within(Duration::from_secs(20), move || f.close());
+        within(Duration::from_secs(20), move || responder.join().unwrap()).unwrap();
+    }
 }
