@@ -276,10 +276,7 @@ impl Out {
     /// Over verbs, connects (or re-arms) every flow for the next phase when `now`.
     fn arm(&self, now: bool) -> Result<()> {
         match self {
-            Out::Flows(f) if now => {
-                f.iter().for_each(|(_, e)| e.arm());
-                f.iter().try_for_each(|(_, e)| e.armed())
-            }
+            Out::Flows(f) if now => ef::arm_all(f.iter().map(|(_, e)| e)),
             _ => Ok(()),
         }
     }
@@ -307,9 +304,7 @@ impl Servers {
             }),
             Servers::Flows(t) => {
                 for t in t {
-                    t.join()
-                        .map_err(|_| anyhow::anyhow!("a flow's responder panicked"))?
-                        .context("a flow's far end")?;
+                    ef::join(t, "a flow's far end")?;
                 }
             }
         }
@@ -430,16 +425,12 @@ fn canary_phase(out: &Out, team: &Team<'_>, t0: Instant, phase: Duration) -> Res
             )
         }
         Out::Flows(flows) => {
-            let samples = |kind, deadline| -> Result<LatencyHistogram> {
+            let samples = |kind, deadline| {
                 let (_, f) = flows
                     .iter()
                     .find(|(l, _)| l.kind == kind)
                     .expect("every canary has its ring flows");
-                f.run(deadline);
-                match f.measured(deadline)? {
-                    Measured::Samples(h) => Ok(h),
-                    Measured::Moved { .. } => anyhow::bail!("internal error: a canary streamed"),
-                }
+                f.samples(deadline)
             };
             (
                 samples(KIND_LAT, t0 + phase)?,
@@ -478,13 +469,11 @@ fn allreduce(team: &Team<'_>, deadline: Instant) -> LatencyHistogram {
 fn congest(out: &Out, t0: Instant, until: Instant) -> Result<Vec<(u32, u64, f64)>> {
     let links = match out {
         Out::Flows(flows) => {
-            for (_, f) in flows {
-                f.run(until);
-            }
+            let measured = ef::run_all(flows.iter().map(|(_, f)| f), until)?;
             let mut got = Vec::new();
-            for (l, f) in flows {
+            for ((l, _), m) in flows.iter().zip(measured) {
                 let g = group_of(l.kind).expect("a congestor flow") as u32;
-                if let Measured::Moved { bytes, seconds, .. } = f.measured(until)? {
+                if let Measured::Moved { bytes, seconds, .. } = m {
                     got.push((g, bytes, seconds));
                 }
             }
@@ -614,11 +603,7 @@ fn assemble(
                 counted_at: Some(counted_at.into()),
                 bytes,
                 seconds,
-                gbit_s: if seconds > 0.0 {
-                    bytes as f64 * 8.0 / seconds / 1e9
-                } else {
-                    0.0
-                },
+                gbit_s: results::units::gbit_s(bytes, seconds),
             }
         })
         .collect();

@@ -285,6 +285,15 @@ impl FlowEnd {
         }
     }
 
+    /// Runs the armed window of a Ping or Sample flow until `deadline`: its samples.
+    pub fn samples(&self, deadline: Instant) -> Result<LatencyHistogram> {
+        self.run(deadline);
+        match self.measured(deadline)? {
+            Measured::Samples(h) => Ok(h),
+            Measured::Moved { .. } => bail!("internal error: {} streamed", self.what),
+        }
+    }
+
     /// Tells the responder the flow is over and waits for the thread.
     pub fn close(self) {
         let FlowEnd { cmds, thread, .. } = self;
@@ -298,17 +307,26 @@ impl FlowEnd {
 }
 
 /// Arms every flow at once and waits for all of them.
-pub fn arm_all(ends: &[FlowEnd]) -> Result<()> {
-    ends.iter().for_each(FlowEnd::arm);
-    ends.iter().try_for_each(FlowEnd::armed)
+pub fn arm_all<'a>(ends: impl IntoIterator<Item = &'a FlowEnd> + Clone) -> Result<()> {
+    ends.clone().into_iter().for_each(FlowEnd::arm);
+    ends.into_iter().try_for_each(FlowEnd::armed)
 }
 
-/// Runs one window on every flow at once, until `deadline`.
-pub fn run_all(ends: &[FlowEnd], deadline: Instant) -> Result<Vec<Measured>> {
-    for e in ends {
-        e.run(deadline);
-    }
-    ends.iter().map(|e| e.measured(deadline)).collect()
+/// Runs one window on every flow at once, until `deadline`: what each measured, in order.
+pub fn run_all<'a>(
+    ends: impl IntoIterator<Item = &'a FlowEnd> + Clone,
+    deadline: Instant,
+) -> Result<Vec<Measured>> {
+    ends.clone().into_iter().for_each(|e| e.run(deadline));
+    ends.into_iter().map(|e| e.measured(deadline)).collect()
+}
+
+/// Waits for a responder thread of [`serve`]: its error, or that it panicked, with `what`.
+pub fn join(responder: JoinHandle<Result<()>>, what: &str) -> Result<()> {
+    responder
+        .join()
+        .map_err(|_| anyhow!("{what}: the responder panicked"))?
+        .with_context(|| what.to_string())
 }
 
 fn initiator(

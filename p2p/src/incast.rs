@@ -92,6 +92,15 @@ pub fn run_job(
     Ok(run(gang, &net, n)?.map(|r| (r, hosts)))
 }
 
+/// Senders per round as asked (`incast:N`, 0 for all the others), at most the other ranks.
+fn senders_per_round(n: u32, size: u32) -> u32 {
+    if n == 0 {
+        size - 1
+    } else {
+        n.min(size - 1)
+    }
+}
+
 /// The ranks of round `r` of `size` with `n` senders.
 struct Roles {
     receiver: u32,
@@ -156,12 +165,7 @@ impl VictimEnd {
     /// Over endpoints, connects the sender's flows for the next window.
     fn arm(&self) -> Result<()> {
         match self {
-            VictimEnd::Flows(lat, bw) => {
-                lat.arm();
-                bw.arm();
-                lat.armed().context("victim latency")?;
-                bw.armed().context("victim bandwidth")
-            }
+            VictimEnd::Flows(lat, bw) => ef::arm_all([lat, bw]),
             _ => Ok(()),
         }
     }
@@ -169,13 +173,6 @@ impl VictimEnd {
     /// The sender's window: 8 B round trips for the first half, 128 KiB transfers for the
     /// second.
     fn measure(&self, t0: Instant, phase: Duration) -> Result<Option<[LatencyHistogram; 2]>> {
-        let samples = |f: &FlowEnd, deadline: Instant| -> Result<LatencyHistogram> {
-            f.run(deadline);
-            match f.measured(deadline)? {
-                Measured::Samples(h) => Ok(h),
-                Measured::Moved { .. } => anyhow::bail!("internal error: a victim flow streamed"),
-            }
-        };
         match self {
             VictimEnd::Sender(lat, bw) => {
                 let l =
@@ -183,11 +180,10 @@ impl VictimEnd {
                 let b = flows::ping_pong(bw, BW_BYTES, t0 + phase).context("victim bandwidth")?;
                 Ok(Some([l, b]))
             }
-            VictimEnd::Flows(lat, bw) => {
-                let l = samples(lat, t0 + phase / 2).context("victim latency")?;
-                let b = samples(bw, t0 + phase).context("victim bandwidth")?;
-                Ok(Some([l, b]))
-            }
+            VictimEnd::Flows(lat, bw) => Ok(Some([
+                lat.samples(t0 + phase / 2)?,
+                bw.samples(t0 + phase)?,
+            ])),
             _ => Ok(None),
         }
     }
@@ -206,9 +202,7 @@ impl VictimEnd {
             }
             VictimEnd::Served(servers) => {
                 for s in servers {
-                    s.join()
-                        .map_err(|_| anyhow::anyhow!("a victim flow's responder panicked"))?
-                        .context("victim flow (responder)")?;
+                    ef::join(s, "victim flow (responder)")?;
                 }
             }
             VictimEnd::Sender(..) | VictimEnd::None => {}
@@ -228,7 +222,7 @@ enum IncastEnd {
 fn run(gang: &mut dyn Gang, net: &Net<'_>, n: u32) -> Result<Option<IncastRun>> {
     let (rank, size) = (gang.rank(), gang.size());
     let (peers, listener, timeout, phase) = (net.peers, net.listener, net.timeout, net.phase);
-    let n = if n == 0 { size - 1 } else { n.min(size - 1) };
+    let n = senders_per_round(n, size);
     let devices = flows::ports_of(&peers.hosts[rank as usize]);
     let mut mine = RankIncast::default();
     for r in 0..size {
@@ -267,14 +261,12 @@ fn run(gang: &mut dyn Gang, net: &Net<'_>, n: u32) -> Result<Option<IncastRun>> 
                 let m = f.measured(t0 + phase);
                 f.close();
                 if let Measured::Moved { bytes, seconds, .. } = m? {
-                    mine.sent.push((r, gbit_s(bytes, seconds)));
+                    mine.sent.push((r, results::units::gbit_s(bytes, seconds)));
                 }
             }
             IncastEnd::Receiver(servers) => {
                 for (from, h) in servers {
-                    h.join()
-                        .map_err(|_| anyhow::anyhow!("an incast responder panicked"))?
-                        .with_context(|| format!("incast from rank {from} (responder)"))?;
+                    ef::join(h, &format!("incast from rank {from} (responder)"))?;
                 }
             }
             IncastEnd::None if rank == r => {
@@ -312,14 +304,6 @@ fn run(gang: &mut dyn Gang, net: &Net<'_>, n: u32) -> Result<Option<IncastRun>> 
     assemble(peers.hosts, n, size, &all, net.carrier).map(Some)
 }
 
-fn gbit_s(bytes: u64, seconds: f64) -> f64 {
-    if seconds > 0.0 {
-        bytes as f64 * 8.0 / seconds / 1e9
-    } else {
-        0.0
-    }
-}
-
 /// Over endpoints, the round's incast flows before its window: each sender opens its
 /// control connection to the receiver and arms a stream; the receiver accepts them and
 /// serves each on a thread. Over TCP nothing (the senders connect in the window).
@@ -338,8 +322,7 @@ fn incast_connect(rank: u32, r: u32, roles: &Roles, net: &Net<'_>) -> Result<Inc
             size: CHUNK as u64,
         };
         let f = FlowEnd::open(ctrl, shape, settings, format!("incast to rank {r}"));
-        f.arm();
-        f.armed()?;
+        ef::arm_all([&f])?;
         Ok(IncastEnd::Sender(f))
     } else if rank == r {
         let conns = accept_all(net.listener, roles.senders.len(), Instant::now() + timeout)
@@ -441,14 +424,7 @@ fn receive(
                     last = Instant::now();
                 }
                 let secs = last.duration_since(t0).as_secs_f64();
-                (
-                    from,
-                    if secs > 0.0 {
-                        bytes as f64 * 8.0 / secs / 1e9
-                    } else {
-                        0.0
-                    },
-                )
+                (from, results::units::gbit_s(bytes, secs))
             })
         })
         .collect();
@@ -493,7 +469,7 @@ pub fn assemble(
         .iter()
         .map(|b| base::wire::decode_json(b).context("a rank sent an unreadable incast report"))
         .collect::<Result<_>>()?;
-    let n = if n == 0 { size - 1 } else { n.min(size - 1) };
+    let n = senders_per_round(n, size);
     let name = |r: u32| hosts[r as usize].hostname.clone() + &format!("#{r}");
     let mut rounds = Vec::new();
     for r in 0..size {

@@ -192,7 +192,9 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
     // against the leaf when it is no faster than the leaf's own bad cells inside (their
     // median, within the profile's tolerance). Per leaf, that median (NaN: fewer than two).
     // Without such uplinks a slow leaf slows every cell it carries, and nothing is spared.
-    let leaf_level: Vec<f32> = if t.uplink_share.iter().any(|&x| x < 1.0) {
+    // Uplinks slower than the NICs somewhere in the plan: the two rules below apply.
+    let slower_uplinks = t.uplink_share.iter().any(|&x| x < 1.0);
+    let leaf_level: Vec<f32> = if slower_uplinks {
         let mut inside: Vec<Vec<f32>> = vec![Vec::new(); nsw];
         for (r, m) in medians.iter().enumerate() {
             let lim = (rules.bw_below_median * m) as f32;
@@ -696,7 +698,7 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
     // sends pairs of its over uplinks the sweep's rounds did not budget for it, and the
     // flows sharing them come out slow: a slow link or one direction that touches such a
     // NIC is the cabling fault's doing, not a part of its own.
-    if t.uplink_share.iter().any(|&x| x < 1.0) {
+    if slower_uplinks {
         let mut folded: Vec<(u32, Pick)> = Vec::new();
         picks.retain(|p| {
             let (Part::Link(a, b, r) | Part::OneWay(a, b, r) | Part::Path(a, b, r)) = p.part else {
