@@ -107,8 +107,8 @@ async fn agent(listener: TcpListener, i: usize, secret: Secret) -> Option<()> {
                 send(&mut s, &AgentMsg::Report(rep)).await?;
             }
             Command::Stop { .. } => {}
-            // The scale benchmark times sweeps: a simulated agent takes part in no incast.
-            Command::Incast(_) => {
+            // The scale benchmark times sweeps: a simulated agent takes part in no gang run.
+            Command::Incast(_) | Command::Congestion(_) => {
                 send(&mut s, &AgentMsg::Refused("a simulated agent".into())).await?;
             }
             Command::Gang(_) => {}

@@ -16,6 +16,7 @@
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -39,7 +40,7 @@ use p2p::coordinator::{Member, RoundReport, Shared, SideFailure};
 use p2p::endpoint_flows::Carrier;
 use p2p::pattern::Schedule;
 use p2p::{record, Launch, PairTool, Plan};
-use transport::{Role, TransportChoice, TransportKind};
+use transport::{Op, Role, TransportChoice, TransportKind, VerbsOptions};
 
 /// Runs a sweep over the agents of `launch.hosts`; returns the exit code.
 pub fn run(launch: &Launch, plan: Plan, tool: &mut dyn PairTool) -> i32 {
@@ -58,9 +59,9 @@ pub fn run(launch: &Launch, plan: Plan, tool: &mut dyn PairTool) -> i32 {
 /// coordinator relays their barriers and exchanges ([`crate::gang`]), then writes the
 /// document. Every agent must answer: an incast's rounds need every rank. Returns the exit
 /// code.
-pub fn incast(launch: &Launch, mut plan: Plan, senders: u32, window_s: f64) -> i32 {
+pub fn incast(launch: &Launch, plan: Plan, senders: u32, window_s: f64) -> i32 {
     interrupt::install();
-    match incast_run(launch, &mut plan, senders, window_s) {
+    match incast_run(launch, &plan, senders, window_s) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("{}: error: {e:#}", base::output::tool_name());
@@ -69,64 +70,146 @@ pub fn incast(launch: &Launch, mut plan: Plan, senders: u32, window_s: f64) -> i
     }
 }
 
-fn incast_run(launch: &Launch, plan: &mut Plan, senders: u32, window_s: f64) -> Result<i32> {
+fn incast_run(launch: &Launch, plan: &Plan, senders: u32, window_s: f64) -> Result<i32> {
     let path = launch.hosts.as_ref().expect("--hosts");
-    let addrs = super::read_hosts(path, launch.port)?;
-    let secret = Secret::load(launch.secret_file.as_deref())?;
     base::output::check_writable(launch.json.as_deref())?;
     let started_at = results::provenance::now_rfc3339();
+    let spec = GangSpec {
+        tool: plan.tool,
+        what: "an incast",
+        hosts: path,
+        port: launch.port,
+        secret_file: launch.secret_file.as_deref(),
+        transport: launch.transport,
+        op: plan.op,
+        timeout: plan.timeout,
+        // A step waits for the slowest agent: a window (two with the victim's) and the
+        // connections and counter reads around it.
+        step: plan.timeout * 3 + Duration::from_secs_f64(window_s * 4.0),
+    };
+    let ran = gang(&spec, &|rank, size| {
+        Command::Incast(Box::new(IncastOrder {
+            rank,
+            size,
+            senders,
+            window_s,
+            op: plan.op,
+            timeout_s: plan.timeout.as_secs_f64(),
+        }))
+    })?;
+    let carrier = Carrier::of(
+        ran.transport,
+        &ran.verbs,
+        plan.op,
+        None,
+        plan.timeout,
+        Default::default(),
+    );
+    let size = ran.hosts.len() as u32;
+    let run = p2p::incast::assemble(&ran.hosts, senders, size, &ran.reports, &carrier)?;
+    p2p::incast::print_table(&run);
+    let mut doc = p2p::incast::document(
+        plan.tool, "agents", size, started_at, ran.hosts, run, window_s, 0,
+    );
+    let o = &mut doc.options;
+    o.insert("pattern".into(), launch.pattern.to_string().into());
+    carrier.record(o);
+    o.insert("test".into(), plan.op.name().into());
+    o.insert("duration".into(), window_s.into());
+    o.insert("agents".into(), serde_json::json!(ran.agents));
+    doc.finish(interrupt::interrupted().then(|| "interrupted".to_string()));
+    base::output::write_document(launch.json.as_deref(), &doc)?;
+    Ok(exit::OK)
+}
+
+/// A run whose agents all work at once (an incast, a congestion run), as its tool asks it.
+pub struct GangSpec<'a> {
+    /// The coordinating tool, as the agents' hello names it.
+    pub tool: &'static str,
+    /// The run in words with its article, for messages (`an incast`, `a congestion run`).
+    pub what: &'static str,
+    /// The host file, and the agents' port where a line gives none.
+    pub hosts: &'a Path,
+    pub port: u16,
+    pub secret_file: Option<&'a Path>,
+    /// The transport asked on the command line (the agents' must match).
+    pub transport: TransportChoice,
+    /// What the run's messages are over verbs (checked against the agents' transport).
+    pub op: Op,
+    /// Longest wait for an agent's handshake and answer to the order.
+    pub timeout: Duration,
+    /// Longest wait for every agent to reach one gang step.
+    pub step: Duration,
+}
+
+/// What a gang run brought back to the coordinator.
+pub struct GangRan {
+    /// The agents as the host file names them, in rank order.
+    pub agents: Vec<String>,
+    /// The agents' transport and, over verbs, their port and GID index (agreed by all).
+    pub transport: TransportKind,
+    pub verbs: VerbsOptions,
+    /// Each rank's host facts (from the run's roster exchange) and report, in rank order.
+    pub hosts: Vec<HostInfo>,
+    pub reports: Vec<Vec<u8>>,
+}
+
+/// Runs a gang over the agents of `spec.hosts`: enlists every agent (all must answer:
+/// each rank takes part in every step), checks their options and transport, sends each
+/// the order `order(rank, size)`, relays the run's barriers and exchanges, and brings back
+/// the roster and the reports. A failure stops every agent and is named.
+pub fn gang(spec: &GangSpec<'_>, order: &dyn Fn(u32, u32) -> Command) -> Result<GangRan> {
+    let addrs = super::read_hosts(spec.hosts, spec.port)?;
+    let secret = Secret::load(spec.secret_file)?;
+    let what = spec.what;
+    let the = format!("the {}", what.split_once(' ').map_or(what, |w| w.1));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the coordinator's runtime")?;
     rt.block_on(async {
-        let mut agents = enlist(addrs, &secret, plan.tool, plan.timeout).await?;
+        let mut agents = enlist(addrs, &secret, spec.tool, spec.timeout).await?;
         if let Some(a) = agents.iter().find(|a| !a.live()) {
             let (name, why) = (a.addr.name.clone(), a.gone.clone().unwrap_or_default());
             done_all(&mut agents).await;
             bail!(
-                "agent {name} did not answer ({why}): every rank of an incast takes part in \
-                 every round; start it, or leave it out of the host file"
+                "agent {name} did not answer ({why}): every rank of {what} takes part in \
+                 every step; start it, or leave it out of the host file"
             );
         }
         if agents.len() < 2 {
-            bail!("an incast needs at least 2 agents (a receiver and a sender); the host file lists {}", agents.len());
+            bail!(
+                "{what} needs at least 2 agents; the host file lists {}",
+                agents.len()
+            );
         }
         agree(&agents)?;
-        settle_transport(&agents, launch.transport, plan)?;
+        let transport = settle_transport(&agents, spec.transport, spec.op)?;
         let size = agents.len() as u32;
         let frames = (0..size)
-            .map(|rank| {
-                frame(&Command::Incast(Box::new(IncastOrder {
-                    rank,
-                    size,
-                    senders,
-                    window_s,
-                    op: plan.op,
-                    timeout_s: plan.timeout.as_secs_f64(),
-                })))
-                .ok()
-            })
+            .map(|rank| frame(&order(rank, size)).ok())
             .collect();
-        let replies = round_trip(&mut agents, frames, plan.timeout).await;
+        let replies = round_trip(&mut agents, frames, spec.timeout).await;
         let mut refused = Vec::new();
         for (a, r) in agents.iter().zip(replies) {
             match r.map(|r| r.map(|b| base::wire::decode_json::<AgentMsg>(&b))) {
                 Some(Ok(Ok(AgentMsg::Ready))) => {}
-                Some(Ok(Ok(AgentMsg::Refused(why)))) => refused.push(format!("{}: {why}", a.addr.name)),
+                Some(Ok(Ok(AgentMsg::Refused(why)))) => {
+                    refused.push(format!("{}: {why}", a.addr.name))
+                }
                 Some(Err(e)) => refused.push(format!("{}: {e}", a.addr.name)),
                 _ => refused.push(format!("{}: no answer to the order", a.addr.name)),
             }
         }
         if !refused.is_empty() {
             done_all(&mut agents).await;
-            bail!("agents refused the incast: {}", refused.join("; "));
+            bail!("agents refused {the}: {}", refused.join("; "));
         }
-        eprintln!("coordinator: incast over {size} agents, {window_s} s windows");
-        // A step waits for the slowest agent: a window (two with the victim's) and the
-        // connections and counter reads around it.
-        let limit = plan.timeout * 3 + Duration::from_secs_f64(window_s * 4.0);
-        let (roster, reports) = match relay(&mut agents, limit).await {
+        eprintln!(
+            "coordinator: {the} over {size} agents ({})",
+            transport.name()
+        );
+        let (roster, reports) = match relay(&mut agents, spec.step).await {
             Ok(x) => x,
             Err(e) => {
                 if let Ok(f) = frame(&Command::Stop {
@@ -135,7 +218,7 @@ fn incast_run(launch: &Launch, plan: &mut Plan, senders: u32, window_s: f64) -> 
                     send_all(&mut agents, &f).await;
                 }
                 done_all(&mut agents).await;
-                return Err(e.context("the incast ended early"));
+                return Err(e.context(format!("{the} ended early")));
             }
         };
         done_all(&mut agents).await;
@@ -144,31 +227,13 @@ fn incast_run(launch: &Launch, plan: &mut Plan, senders: u32, window_s: f64) -> 
             .map(|b| base::wire::decode_json::<p2p::flows::Peer>(b).map(|p| p.host))
             .collect::<Result<_>>()
             .context("an agent sent an unreadable roster entry")?;
-        let carrier = Carrier::of(
-            plan.transport,
-            &plan.verbs,
-            plan.op,
-            None,
-            plan.timeout,
-            Default::default(),
-        );
-        let run = p2p::incast::assemble(&hosts, senders, size, &reports, &carrier)?;
-        p2p::incast::print_table(&run);
-        let mut doc = p2p::incast::document(
-            plan.tool, "agents", size, started_at, hosts, run, window_s, 0,
-        );
-        let o = &mut doc.options;
-        o.insert("pattern".into(), launch.pattern.to_string().into());
-        carrier.record(o);
-        o.insert("test".into(), plan.op.name().into());
-        o.insert("duration".into(), window_s.into());
-        o.insert(
-            "agents".into(),
-            serde_json::json!(agents.iter().map(|a| a.addr.name.clone()).collect::<Vec<_>>()),
-        );
-        doc.finish(interrupt::interrupted().then(|| "interrupted".to_string()));
-        base::output::write_document(launch.json.as_deref(), &doc)?;
-        Ok(exit::OK)
+        Ok(GangRan {
+            agents: agents.iter().map(|a| a.addr.name.clone()).collect(),
+            transport,
+            verbs: agents_verbs(&agents),
+            hosts,
+            reports,
+        })
     })
 }
 
@@ -234,7 +299,7 @@ fn conduct(launch: &Launch, mut plan: Plan, tool: &mut dyn PairTool) -> Result<i
             );
         }
         agree(&agents)?;
-        settle_transport(&agents, launch.transport, &mut plan)?;
+        plan.transport = settle_transport(&agents, launch.transport, plan.op)?;
         let members = roster(&agents);
         let shared = p2p::driver::root_inputs(launch);
         if let Some(e) = &shared.error {
@@ -551,7 +616,7 @@ async fn handshake(
             nonce,
             proof,
         } => {
-            if protocol != proto::PROTOCOL || their_tool != tool {
+            if protocol != proto::PROTOCOL || their_tool != crate::serve::agent_tool_for(tool) {
                 return Err(Fault::Refused(format!(
                     "it runs {their_tool} (fabcheck {version}, agents' protocol {protocol}); this coordinator is {tool} \
                      (fabcheck {}, protocol {})",
@@ -633,7 +698,7 @@ fn agree(agents: &[Agent]) -> Result<()> {
 
 /// The sweep's transport is the agents' (they resolved `auto` where the NICs are); a
 /// transport asked for here must match it.
-fn settle_transport(agents: &[Agent], asked: TransportChoice, plan: &mut Plan) -> Result<()> {
+fn settle_transport(agents: &[Agent], asked: TransportChoice, op: Op) -> Result<TransportKind> {
     let theirs = agents
         .iter()
         .filter_map(|a| a.welcome.as_ref())
@@ -658,9 +723,28 @@ fn settle_transport(agents: &[Agent], asked: TransportChoice, plan: &mut Plan) -
             wanted.name()
         );
     }
-    transport::check_supported(kind, plan.op)?;
-    plan.transport = kind;
-    Ok(())
+    transport::check_supported(kind, op)?;
+    Ok(kind)
+}
+
+/// The verbs settings the agents run with, as their welcomes said (`agree` has checked
+/// that all say the same), for the document.
+fn agents_verbs(agents: &[Agent]) -> VerbsOptions {
+    let options = agents
+        .iter()
+        .find_map(|a| a.welcome.as_ref())
+        .map(|w| &w.options);
+    let number = |k: &str| options.and_then(|o| o.get(k)).and_then(|v| v.as_u64());
+    // Ports count from 1; an agent over TCP has none.
+    let mut v = VerbsOptions {
+        port: 1,
+        ..Default::default()
+    };
+    if let Some(p) = number("ib_port").and_then(|p| u8::try_from(p).ok()) {
+        v.port = p;
+    }
+    v.gid_index = number("gid_index").and_then(|x| u32::try_from(x).ok());
+    v
 }
 
 /// The roster: one member per agent in host-file order; the local rank of an agent is its

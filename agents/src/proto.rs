@@ -19,7 +19,9 @@
 //! `Incast {rank, size, ...}` and `Ready`, each agent runs the same rounds as an MPI rank,
 //! and every barrier, agreed flag and exchange it makes goes to the coordinator, which
 //! answers when all agents have asked (`Gang` both ways, numbered); the last, `Gather`,
-//! brings each agent's report, and the coordinator writes the document.
+//! brings each agent's report, and the coordinator writes the document. A congestion run
+//! (`bench-congestion --hosts`) is a gang the same way, after `Congestion {rank, size,
+//! options}`.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -30,7 +32,7 @@ use p2p::coordinator::{Member, RoundReport, Shared};
 use p2p::Plan;
 
 /// Bumped whenever these messages change; both sides must agree.
-pub const PROTOCOL: u32 = 2;
+pub const PROTOCOL: u32 = 3;
 
 /// Opens a connection: who is asking, and a fresh nonce the agent must answer.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -116,6 +118,15 @@ pub struct IncastOrder {
     pub timeout_s: f64,
 }
 
+/// Everything an agent needs to take part in a congestion run (GPCNeT's canaries and
+/// congestors) as rank `rank` of `size`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CongestionOrder {
+    pub rank: u32,
+    pub size: u32,
+    pub options: p2p::congestion::Options,
+}
+
 /// A gang operation an agent asks for (numbered from 0 within the run).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum GangAsk {
@@ -160,6 +171,7 @@ pub enum GangAnswer {
 pub enum Command {
     Sweep(Box<SweepOrder>),
     Incast(Box<IncastOrder>),
+    Congestion(Box<CongestionOrder>),
     Gang(GangAnswer),
     /// Go on with round `round`; the ranks in `gone` no longer answer (their pairs are not
     /// attempted), with why.
@@ -182,6 +194,7 @@ pub enum AgentMsg {
     Refused(String),
     Report(RoundReport),
     Gang(GangAsk),
-    /// It could not go on with an incast, and why (the coordinator ends the run).
+    /// It could not go on with a gang run (an incast, a congestion run), and why (the
+    /// coordinator ends the run).
     Failed(String),
 }

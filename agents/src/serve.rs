@@ -9,6 +9,10 @@
 //! pair over the pair's own control connection, and reports. While it serves one
 //! coordinator, another one is told that it is busy. A coordinator that goes away ends its
 //! sweep on the agent, which then waits for the next.
+//!
+//! Runs whose ranks all work at once go the same way: an incast (`bench-bw --pattern
+//! incast --hosts`) and, on `bench-bw` agents, a congestion run (`bench-congestion
+//! --hosts`), each agent one rank of the gang ([`crate::gang`]).
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -23,8 +27,8 @@ use results::{Document, HostInfo};
 use crate::gang::AgentGang;
 use crate::metrics;
 use crate::proto::{
-    self, AgentHello, AgentMsg, AuthReply, Command, CoordAuth, CoordHello, IncastOrder, SweepOrder,
-    Welcome,
+    self, AgentHello, AgentMsg, AuthReply, Command, CongestionOrder, CoordAuth, CoordHello,
+    IncastOrder, SweepOrder, Welcome,
 };
 use crate::secret::{self, Secret};
 use base::clock::LoopClock;
@@ -37,7 +41,7 @@ use p2p::endpoint_flows::Carrier;
 use p2p::pairlink::{self, ControlListener, Ticket};
 use p2p::pattern::RankPair;
 use p2p::{Launch, PairTool, Plan};
-use transport::TransportKind;
+use transport::{Op, TransportKind};
 
 /// How long a silent but connected coordinator is waited for between sweeps.
 const IDLE: Duration = Duration::from_secs(600);
@@ -219,6 +223,7 @@ impl Agent {
                 Command::Done => return Ok(()),
                 Command::Stop { .. } | Command::Round { .. } | Command::Gang(_) => continue,
                 Command::Incast(order) => self.incast(&mut s, &order, launch, plan)?,
+                Command::Congestion(order) => self.congestion(&mut s, &order, launch, plan)?,
                 Command::Sweep(order) => {
                     let order = *order;
                     let (sweep_launch, sweep_plan) = match self.accept_order(&order, launch, plan) {
@@ -263,9 +268,7 @@ impl Agent {
     }
 
     /// One incast as rank `order.rank`: this agent's transport and device, the
-    /// coordinator's operation and windows; its barriers and exchanges go through the
-    /// coordinator ([`crate::gang`]). A failure is told to the coordinator, which ends the
-    /// run for every agent; only a broken connection ends the session.
+    /// coordinator's operation and windows.
     fn incast(
         &self,
         s: &mut TcpStream,
@@ -273,12 +276,9 @@ impl Agent {
         launch: &Launch,
         plan: &Plan,
     ) -> Result<()> {
-        if let Err(e) = transport::check_supported(plan.transport, order.op) {
-            let why = format!("{e:#}");
-            eprintln!("agent: refused an incast: {why}");
-            return wire::send_json(s, &AgentMsg::Refused(why));
-        }
-        wire::send_json(s, &AgentMsg::Ready)?;
+        let refused = transport::check_supported(plan.transport, order.op)
+            .err()
+            .map(|e| format!("{e:#}"));
         let timeout = Duration::from_secs_f64(order.timeout_s);
         let window = Duration::from_secs_f64(order.window_s);
         let carrier = Carrier::of(
@@ -293,21 +293,47 @@ impl Agent {
             "agent: incast rank {} of {}, {} s windows",
             order.rank, order.size, order.window_s
         );
-        let mut gang = AgentGang::new(s, order.rank, order.size, timeout * 3 + window * 4);
-        let r = p2p::incast::run_job(
-            &mut gang,
+        let gang = (order.rank, order.size, timeout * 3 + window * 4);
+        gang_run(s, "incast", refused, gang, |g| {
+            p2p::incast::run_job(
+                g,
+                launch.bind_addr,
+                order.senders,
+                window,
+                timeout,
+                &carrier,
+            )
+            .map(drop)
+        })
+    }
+
+    /// One congestion run as rank `order.rank`: this agent's transport and device, the
+    /// coordinator's seed, split and phases. No allreduce canary: that one is MPI's.
+    fn congestion(
+        &self,
+        s: &mut TcpStream,
+        order: &CongestionOrder,
+        launch: &Launch,
+        plan: &Plan,
+    ) -> Result<()> {
+        let o = &order.options;
+        let timeout = Duration::from_secs_f64(o.timeout_s);
+        let carrier = Carrier::of(
+            plan.transport,
+            &plan.verbs,
+            Op::Send,
             launch.bind_addr,
-            order.senders,
-            window,
             timeout,
-            &carrier,
+            launch.devices.clone(),
         );
-        if let Err(e) = r {
-            let why = format!("{e:#}");
-            eprintln!("agent: the incast failed: {why}");
-            wire::send_json(s, &AgentMsg::Failed(why))?;
-        }
-        Ok(())
+        eprintln!(
+            "agent: congestion run rank {} of {}, seed {}, {} s phases",
+            order.rank, order.size, o.seed, o.phase_seconds
+        );
+        let gang = (order.rank, order.size, congestion_step(o));
+        gang_run(s, "congestion run", None, gang, |g| {
+            p2p::congestion::run(g, o, launch.bind_addr, &carrier, None).map(drop)
+        })
     }
 
     /// The plan of a sweep as this agent runs it: the coordinator's test, sizes and
@@ -369,6 +395,38 @@ impl Agent {
     }
 }
 
+/// The longest a congestion run's rank waits for one gang step (the coordinator allows
+/// the same): a phase's two canary slots with the congestors' tail and the counter reads,
+/// the connections, the far ends' close, each within the timeout.
+pub fn congestion_step(o: &p2p::congestion::Options) -> Duration {
+    Duration::from_secs_f64(o.timeout_s * 3.0 + o.phase_seconds * 8.0)
+}
+
+/// A run in which this agent is rank `rank` of `size` of a gang (an incast, a congestion
+/// run; `wait` bounds each step): refused with why, or `Ready` and then `body`. A failure
+/// is told to the coordinator, which ends the run for every agent; only a broken
+/// connection ends the session.
+fn gang_run(
+    s: &mut TcpStream,
+    what: &str,
+    refused: Option<String>,
+    (rank, size, wait): (u32, u32, Duration),
+    body: impl FnOnce(&mut AgentGang<'_>) -> Result<()>,
+) -> Result<()> {
+    if let Some(why) = refused {
+        eprintln!("agent: refused a {what}: {why}");
+        return wire::send_json(s, &AgentMsg::Refused(why));
+    }
+    wire::send_json(s, &AgentMsg::Ready)?;
+    let mut gang = AgentGang::new(s, rank, size, wait);
+    if let Err(e) = body(&mut gang) {
+        let why = format!("{e:#}");
+        eprintln!("agent: the {what} failed: {why}");
+        wire::send_json(s, &AgentMsg::Failed(why))?;
+    }
+    Ok(())
+}
+
 /// Why this agent will not talk to a coordinator that said `hello`, if it will not.
 fn mismatch(hello: &CoordHello, tool: &str) -> Option<String> {
     if hello.protocol != proto::PROTOCOL {
@@ -380,13 +438,23 @@ fn mismatch(hello: &CoordHello, tool: &str) -> Option<String> {
             results::provenance::TOOL_VERSION
         ));
     }
-    if hello.tool != tool {
+    let serving = agent_tool_for(&hello.tool);
+    if serving != tool {
         return Some(format!(
-            "tool: the coordinator runs {} and this agent is {tool}: start `{} --serve` agents for it",
-            hello.tool, hello.tool
+            "tool: the coordinator runs {} and this agent is {tool}: start `{serving} --serve` agents for it",
+            hello.tool
         ));
     }
     None
+}
+
+/// The agents a coordinator runs over: its own tool's, except `bench-congestion`, whose
+/// canaries and congestors run on `bench-bw` agents (it has no agent of its own).
+pub fn agent_tool_for(coordinator: &str) -> &str {
+    match coordinator {
+        "bench-congestion" => "bench-bw",
+        t => t,
+    }
 }
 
 /// What the door needs to admit a coordinator: the secret, and who holds the agent now.

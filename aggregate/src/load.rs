@@ -43,6 +43,10 @@ pub struct RunView {
     pub tests: Vec<CanaryRow>,
     /// `group 0 (alltoall, 3 nodes): 1.234 Gbit/s`.
     pub congestor_lines: Vec<String>,
+    /// Canary tests the run did not take, with why (`allreduce_8b: not run: ...`).
+    pub skipped: Vec<String>,
+    /// `mpi`, `agents`.
+    pub launcher: String,
     /// Counters that moved in each phase, summed over the ranks (`name +delta`).
     pub counters_isolated: Vec<String>,
     pub counters_loaded: Vec<String>,
@@ -201,6 +205,12 @@ pub fn build(docs: &[Loaded]) -> Load {
                     )
                 })
                 .collect(),
+            skipped: c
+                .skipped_tests
+                .iter()
+                .map(|t| format!("{}: {}", t.test, t.why))
+                .collect(),
+            launcher: d.doc.launcher.clone(),
             counters_isolated: moved(c.counters_isolated.iter()),
             counters_loaded: moved(c.counters_loaded.iter()),
         });

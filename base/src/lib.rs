@@ -25,4 +25,5 @@ pub mod link;
 pub mod names;
 pub mod output;
 pub mod sockets;
+pub mod splitmix;
 pub mod wire;

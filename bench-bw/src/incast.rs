@@ -78,14 +78,14 @@ pub fn run(
 fn run_mpi(a: &P2pArgs, n: u32, window: f64, carrier: &Carrier) -> i32 {
     base::interrupt::install();
     let timeout = std::time::Duration::from_secs_f64(a.timeout);
-    let mut job = match bootstrap::mpi::MpiJob::init(timeout) {
+    let job = match bootstrap::mpi::MpiJob::init(timeout) {
         Ok(j) => j,
         Err(e) => return refuse(&format!("{e:#}")),
     };
     let started_at = results::provenance::now_rfc3339();
     let rank = job.rank();
     let res = p2p::incast::run_job(
-        &mut job,
+        &mut &job,
         a.bind_addr,
         n,
         std::time::Duration::from_secs_f64(window),

@@ -3,14 +3,17 @@
 //! bandwidth and an 8-byte allreduce first alone (isolated), then while the congestors run
 //! all-to-all and incast traffic (loaded); the impact factors compare the two.
 //!
-//! MPI (mpirun/srun) gives the roles, barriers and gathers; the data moves between the
-//! ranks over RDMA verbs when a device is present (sends, RDMA WRITE puts, RDMA READ gets:
+//! The run itself is `p2p::congestion`, written once for every launcher: under mpirun/srun
+//! (`under_mpi`: MPI gives the ranks, barriers and gathers, and the allreduce canary) or
+//! over the agents (`over_agents`: `bench-congestion --hosts FILE` coordinates `bench-bw
+//! --serve` agents, no MPI, so no allreduce canary). The data moves between the ranks over
+//! RDMA verbs when a device is present (sends, RDMA WRITE puts, RDMA READ gets:
 //! `p2p::endpoint_flows`) or over plain TCP sockets (`p2p::flows`), each bound to
 //! `--bind-addr` when given. The incast rounds are `p2p::incast`, which `bench-bw --pattern
 //! incast` runs too.
 
-mod split;
-mod traffic;
+mod over_agents;
+mod under_mpi;
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -67,9 +70,33 @@ pub struct Cli {
     /// Write the result document here (atomic).
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Coordinate the run over the `bench-bw --serve` agents listed in FILE (`host[:port]`
+    /// per line, port default -p), without MPI: every agent is a rank. The allreduce
+    /// canary is MPI's and is not run then. Needs the shared secret. The device, port, GID
+    /// and bind address are each agent's own (`bench-bw --serve -d ... -x ...`).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["ib_dev", "ib_port", "gid_index", "bind_addr"])]
+    pub hosts: Option<PathBuf>,
+    /// The agents' control port where a line of --hosts gives none.
+    #[arg(short = 'p', long, default_value_t = p2p_cli::DEFAULT_PORT)]
+    pub port: u16,
+    /// File holding the agents' shared secret (else the FABCHECK_SECRET environment
+    /// variable). Never give the secret itself on the command line.
+    #[arg(long, value_name = "FILE", requires = "hosts")]
+    pub secret_file: Option<PathBuf>,
 }
 
 impl Cli {
+    /// What every rank must agree on.
+    pub fn options(&self) -> p2p::congestion::Options {
+        p2p::congestion::Options {
+            seed: self.seed,
+            canaries: self.canaries,
+            phase_seconds: self.phase_seconds,
+            include_local: self.include_local,
+            timeout_s: self.timeout as f64,
+        }
+    }
+
     /// `Some(N)` in incast mode (0: all other ranks send).
     pub fn incast(&self) -> Option<u32> {
         let rest = self.mode.strip_prefix("incast")?;
@@ -126,6 +153,9 @@ fn main() {
         eprintln!("bench-congestion: error: {e:#}");
         std::process::exit(base::exit::ERROR);
     }
+    if cli.hosts.is_some() {
+        std::process::exit(over_agents::run(&cli));
+    }
     let carrier = match cli.carrier() {
         Ok(c) => c,
         Err(e) => {
@@ -133,29 +163,5 @@ fn main() {
             std::process::exit(base::exit::ERROR);
         }
     };
-    std::process::exit(run(&cli, &carrier));
-}
-
-fn run(cli: &Cli, carrier: &Carrier) -> i32 {
-    base::interrupt::install();
-    let mut job = match bootstrap::mpi::MpiJob::init(Duration::from_secs(cli.timeout)) {
-        Ok(j) => j,
-        Err(e) => {
-            eprintln!("bench-congestion: error: {e:#}");
-            return base::exit::ERROR;
-        }
-    };
-    match traffic::run_job(cli, &mut job, carrier) {
-        Ok(code) => code,
-        Err(e) => {
-            base::output::error_line(&format!(
-                "bench-congestion: rank {}: error: {e:#}",
-                job.rank()
-            ));
-            if job.size() > 1 {
-                job.abort(base::exit::ERROR);
-            }
-            base::exit::ERROR
-        }
-    }
+    std::process::exit(under_mpi::run(&cli, &carrier));
 }

@@ -327,8 +327,9 @@ impl Team<'_> {
 
 /// An MPI job as a [`crate::gang::Gang`]: rank 0 is the root. A wait past its deadline
 /// ends the job through the watchdog (MPI cannot leave a collective), so these never
-/// return an error of their own.
-impl crate::gang::Gang for MpiJob {
+/// return an error of their own. Implemented on a shared borrow, so a run can hold the
+/// gang and a [`Team`] split from the same job at once (`&mut &job`).
+impl crate::gang::Gang for &MpiJob {
     fn launcher(&self) -> &'static str {
         "mpi"
     }

@@ -16,6 +16,7 @@
 //! picked by the launch code above this crate (`p2p-cli::launch`). A tool supplies only its
 //! plan, its loop for one size and its table rows ([`tool::PairTool`]). No `unsafe` here.
 
+pub mod congestion;
 pub mod coordinator;
 pub mod driver;
 pub mod endpoint_flows;

@@ -37,6 +37,17 @@ pub struct CongestionRun {
     /// The incast rounds (`--mode incast`); the canary fields are empty then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub incast: Option<IncastRun>,
+    /// Canary tests of the method that this run could not take, each with why (over the
+    /// agents there is no MPI for the allreduce canary). Absent: every test ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped_tests: Vec<SkippedTest>,
+}
+
+/// A canary test that was not run, and why: unknown, not zero.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SkippedTest {
+    pub test: String,
+    pub why: String,
 }
 
 /// One node (a host; with `--include-local`, one rank) and its role.

@@ -396,6 +396,24 @@ PY
     fi
 }
 
+# judge NAME RC WHAT LOG JSON CHECK: the verdict on a run: WHAT's exit status RC (the log's
+# tail when it failed), then the python CHECK on JSON (argv[1]; argv[2] the device).
+judge() {
+    local name=$1 rc=$2 what=$3 log=$4 json=$5 check=$6
+    if ((rc != 0)); then
+        sed 's/^/    | /' "$log" | tail -n 20
+        fail "$name" "$what exit status $rc"
+        return 0
+    fi
+    sed 's/^/    | /' "$log" | grep -vE '^    \| *$' | tail -n 8
+    local why
+    if ! why=$(python3 -c "$check" "$json" "$DEV" 2>&1); then
+        fail "$name" "JSON check: $(tail -n 1 <<< "$why")"
+        return 0
+    fi
+    pass "$name"
+}
+
 # load NAME RANKS TOOL ARGS... -- CHECK: a many-to-one run under mpirun in this VM (every
 # rank shares rxe0, whose counters see all of them), its JSON checked by the python CHECK.
 load() {
@@ -410,20 +428,11 @@ load() {
     selected "$name" || return 0
     local log=$LOGS/$name.log json=$OUT/$name.json
     say "run  $name: mpirun -np $np $tool ${args[*]}"
-    if ! timeout "$RUN_TIMEOUT" mpirun -np "$np" --oversubscribe --bind-to none "$BIN/$tool" \
+    local rc=0
+    timeout "$RUN_TIMEOUT" mpirun -np "$np" --oversubscribe --bind-to none "$BIN/$tool" \
         --transport verbs -d "$DEV" --bind-addr "$SOFTROCE_IP" --timeout 60 --json "$json" \
-        "${args[@]}" > "$log" 2>&1; then
-        sed 's/^/    | /' "$log" | tail -n 20
-        fail "$name" "mpirun exit status non-zero"
-        return 0
-    fi
-    sed 's/^/    | /' "$log" | grep -vE '^    \| *$' | tail -n 8
-    local why
-    if ! why=$(python3 -c "$check" "$json" "$DEV" 2>&1); then
-        fail "$name" "JSON check: $(tail -n 1 <<< "$why")"
-        return 0
-    fi
-    pass "$name"
+        "${args[@]}" > "$log" 2>&1 || rc=$?
+    judge "$name" "$rc" mpirun "$log" "$json" "$check"
 }
 
 # Under load, over verbs (one VM): bench-bw's incast with RDMA WRITE and with sends (each
@@ -469,6 +478,44 @@ for t in c["canary_tests"]:
     assert t["isolated"]["samples"] > 0 and t["loaded"]["samples"] > 0, t
 moved = [k for p in c["counters_loaded"] for k, x in p.get("hw_counters", {}).items() if k in ("rcvd_pkts", "sent_pkts") and x > 0]
 assert moved, "rxe counters did not move while loaded: %s" % c["counters_loaded"]
+'
+    congestion_agents
+}
+
+# bench-congestion over ten bench-bw agents on rxe0, no MPI: the agents' verbs flows carry
+# the two canaries and the four congestor groups (puts as RDMA WRITE, gets as RDMA READ);
+# the allreduce canary, MPI's, is listed as not run.
+congestion_agents() {
+    local name=congestion_agents_verbs
+    selected "$name" || return 0
+    local log=$LOGS/$name.log json=$OUT/$name.json hosts=$OUT/$name.hosts pids=() p
+    : > "$hosts"
+    for p in $(seq 18601 18610); do
+        FABCHECK_SECRET=softroce-agents "$BIN/bench-bw" --serve -p "$p" --transport verbs -d "$DEV" \
+            --bind-addr "$SOFTROCE_IP" --timeout 30 > "$LOGS/$name.agent$p.log" 2>&1 &
+        pids+=($!)
+        echo "$SOFTROCE_IP:$p" >> "$hosts"
+    done
+    say "run  $name: bench-congestion --hosts (10 bench-bw agents over verbs)"
+    sleep 1
+    local rc=0
+    FABCHECK_SECRET=softroce-agents timeout "$RUN_TIMEOUT" "$BIN/bench-congestion" --hosts "$hosts" \
+        --include-local --phase-seconds 0.5 --seed 3 --timeout 30 --json "$json" > "$log" 2>&1 || rc=$?
+    kill "${pids[@]}" 2> /dev/null
+    wait "${pids[@]}" 2> /dev/null
+    judge "$name" "$rc" "bench-congestion --hosts" "$log" "$json" '
+import json, sys
+d = json.load(open(sys.argv[1])); c = d["congestion"]
+assert d["launcher"] == "agents" and d["ranks"] == 10, (d["launcher"], d["ranks"])
+assert c["transport"] == "verbs", c["transport"]
+got = {g["pattern"]: (g["op"], g["bytes"]) for g in c["congestor_throughput"]}
+assert set(got) == {"alltoall", "incast", "put_incast", "get_bcast"}, got
+for p, (op, n) in got.items():
+    assert op == {"put_incast": "write", "get_bcast": "read"}.get(p, "send") and n > 0, (p, got[p])
+assert [t["test"] for t in c["canary_tests"]] == ["ring_latency_8b", "ring_bandwidth_128kib"], c["canary_tests"]
+for t in c["canary_tests"]:
+    assert t["isolated"]["samples"] > 0 and t["loaded"]["samples"] > 0, t
+assert [s["test"] for s in c["skipped_tests"]] == ["allreduce_8b"], c.get("skipped_tests")
 '
 }
 
@@ -517,14 +564,7 @@ for _ in range(50):
 else:
     sys.exit(1)
 PY
-    if ((rc != 0)); then
-        sed 's/^/    | /' "$log" | tail -n 20
-        fail "$name" "mpirun exit status $rc"
-        return 0
-    fi
-    sed 's/^/    | /' "$log" | grep -vE '^    \| *$' | tail -n 6
-    local why
-    if ! why=$(python3 - "$json" << 'PY' 2>&1
+    judge "$name" "$rc" mpirun "$log" "$json" '
 import json, sys
 d = json.load(open(sys.argv[1]))
 hosts = sorted({h["hostname"] for h in d["hosts"]})
@@ -541,15 +581,10 @@ for r in i["rounds"]:
         for p in c["ports"]:
             for k in ("rcvd_pkts", "sent_pkts"):
                 moved[(c["role"], host(c["node"]), k)] = max(moved.get((c["role"], host(c["node"]), k), 0), p["hw_counters"].get(k, 0))
-    assert moved.get(("receiver", host(r["receiver"]), "rcvd_pkts"), 0) > 0, ("receiver's rxe received nothing", r["receiver"], moved)
+    assert moved.get(("receiver", host(r["receiver"]), "rcvd_pkts"), 0) > 0, ("the receiver rxe received nothing", r["receiver"], moved)
     for s in r["senders"]:
-        assert moved.get(("sender", host(s), "sent_pkts"), 0) > 0, ("sender's rxe sent nothing", s, moved)
-PY
-    ); then
-        fail "$name" "JSON check: $(tail -n 1 <<< "$why")"
-        return 0
-    fi
-    pass "$name"
+        assert moved.get(("sender", host(s), "sent_pkts"), 0) > 0, ("a sender rxe sent nothing", s, moved)
+'
 }
 
 # Two VMs: 5% loss on the wire (netem on the client VM's eth0). The transfer still

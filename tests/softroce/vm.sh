@@ -24,6 +24,7 @@ SOFTROCE_BOOT_TIMEOUT=${SOFTROCE_BOOT_TIMEOUT:-120} # qemu start to guest.sh run
 SOFTROCE_PORT_TIMEOUT=${SOFTROCE_PORT_TIMEOUT:-30}  # rxe port ACTIVE, GID present
 SOFTROCE_PEER_TIMEOUT=${SOFTROCE_PEER_TIMEOUT:-90}  # two VMs: peer answers ping
 SOFTROCE_PEER_GRACE=${SOFTROCE_PEER_GRACE:-20}      # two VMs: wait after one failed
+SOFTROCE_BOOT_RETRIES=${SOFTROCE_BOOT_RETRIES:-1}   # boots again when a VM never started
 SOFTROCE_MEM=${SOFTROCE_MEM:-2048}                  # MiB per VM
 SOFTROCE_SMP=${SOFTROCE_SMP:-2}                     # vCPUs per VM
 SOFTROCE_MTU=${SOFTROCE_MTU:-9000}                  # netdev MTU; 9000 gives active MTU 4096
@@ -272,7 +273,7 @@ start_vm() {
     shift
     local dir=$RUN/$vm prefix=""
     [[ $SHAPE == two ]] && prefix="[$vm] "
-    local cmdline="console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init"
+    local cmdline="console=ttyS0 quiet loglevel=$LOGLEVEL panic=-1 rdinit=/init"
     # Under TCG the guest's TSC is the host's invariant TSC, but the kernel calls it
     # unsynchronized and falls back to hpet, where clock_gettime costs 1-4 us (an MMIO
     # exit per call): timing loops then measure the clock, and perftest's CPU-clock
@@ -400,6 +401,47 @@ watch_vms() {
     done
 }
 
+# Writes the VMs' jobs and starts them. Two VMs start one after the other: b once a's
+# initramfs has begun (a few seconds), so the two TCG boots do not fight for the host's
+# cores at once, which is when a boot has been seen to stall on a busy 2-core machine.
+boot_vms() {
+    if [[ $SHAPE == one ]]; then
+        write_job a "" 10.99.0.1 "" sr0
+        start_vm a
+        return
+    fi
+    local pa pb
+    pa=$(free_udp_port)
+    pb=$(free_udp_port)
+    while [[ $pb == "$pa" ]]; do pb=$(free_udp_port); done
+    write_job a server 10.99.0.1 10.99.0.2 eth0
+    write_job b client 10.99.0.2 10.99.0.1 eth0
+    cp "$RUN/ssh_key" "$RUN/ssh_key.pub" "$RUN/a/"
+    cp "$RUN/ssh_key" "$RUN/ssh_key.pub" "$RUN/b/"
+    # Each VM sends to the other's port and listens on its own, only on 127.0.0.1.
+    start_vm a -netdev "socket,id=n0,udp=127.0.0.1:$pb,localaddr=127.0.0.1:$pa" \
+        -device virtio-net-pci,netdev=n0,mac=52:54:00:99:00:01
+    # Up to the boot timeout; a that never starts is judged by watch_vms as usual.
+    local waited=0
+    while [[ ! -e $RUN/a/stage ]] && kill -0 "${SUB_PID[a]}" 2> /dev/null &&
+        ((waited < SOFTROCE_BOOT_TIMEOUT * 2)); do
+        sleep 0.5
+        waited=$((waited + 1))
+    done
+    start_vm b -netdev "socket,id=n0,udp=127.0.0.1:$pa,localaddr=127.0.0.1:$pb" \
+        -device virtio-net-pci,netdev=n0,mac=52:54:00:99:00:02
+}
+
+# True when some VM never reached its initramfs and no guest script ran anywhere.
+never_started() {
+    local vm silent=1
+    for vm in "${VMS[@]}"; do
+        if [[ -e $RUN/$vm/rc ]]; then return 1; fi
+        if [[ ! -e $RUN/$vm/stage ]]; then silent=0; fi
+    done
+    return "$silent"
+}
+
 cmd_run() {
     SHAPE=$1
     shift
@@ -431,29 +473,38 @@ cmd_run() {
     say "$SHAPE VM shape, kernel $KVER, run dir $RUN"
     if [[ $SHAPE == one ]]; then
         VMS=(a)
-        write_job a "" 10.99.0.1 "" sr0
-        start_vm a
     else
         VMS=(a b)
         ROLE=([a]=server [b]=client)
-        local pa pb
-        pa=$(free_udp_port)
-        pb=$(free_udp_port)
-        while [[ $pb == "$pa" ]]; do pb=$(free_udp_port); done
-        write_job a server 10.99.0.1 10.99.0.2 eth0
-        write_job b client 10.99.0.2 10.99.0.1 eth0
         # One key for both VMs' root, so mpirun in one starts its daemon in the other
         # over ssh (guest.sh starts sshd); made afresh for each run, never reused.
         ssh-keygen -q -t ed25519 -N '' -C softroce -f "$RUN/ssh_key" || die 2 "ssh-keygen failed"
-        cp "$RUN/ssh_key" "$RUN/ssh_key.pub" "$RUN/a/"
-        cp "$RUN/ssh_key" "$RUN/ssh_key.pub" "$RUN/b/"
-        # Each VM sends to the other's port and listens on its own, only on 127.0.0.1.
-        start_vm a -netdev "socket,id=n0,udp=127.0.0.1:$pb,localaddr=127.0.0.1:$pa" \
-            -device virtio-net-pci,netdev=n0,mac=52:54:00:99:00:01
-        start_vm b -netdev "socket,id=n0,udp=127.0.0.1:$pa,localaddr=127.0.0.1:$pb" \
-            -device virtio-net-pci,netdev=n0,mac=52:54:00:99:00:02
     fi
-    watch_vms
+    LOGLEVEL=3
+    local attempt=1
+    while :; do
+        boot_vms
+        watch_vms
+        # A VM that never reached its initramfs ran nothing: no guest script's result is
+        # lost by booting again. Once, with the kernel's messages on the console, so a
+        # second hang shows where the kernel stopped.
+        if ((attempt <= SOFTROCE_BOOT_RETRIES)) && never_started; then
+            local vm
+            for vm in "${VMS[@]}"; do
+                if [[ -e $RUN/$vm/console.log ]]; then
+                    mv "$RUN/$vm/console.log" "$RUN/$vm/console.attempt$attempt.log"
+                fi
+                rm -f "$RUN/$vm"/{stage,error,rc,qemu.pid}
+            done
+            say "a VM showed no sign of its initramfs (${MSG[*]}); no guest script ran, so booting again (attempt $((attempt + 1)), kernel messages on: loglevel 7; SOFTROCE_BOOT_RETRIES=$SOFTROCE_BOOT_RETRIES); the first console logs are console.attempt$attempt.log"
+            attempt=$((attempt + 1))
+            LOGLEVEL=7
+            SUB_PID=() START=() FINISHED=() QEMU_RC=() END=() BOOTED=() READY=()
+            KILLED=() RESULT=() MSG=() SCRIPT_RC=()
+            continue
+        fi
+        break
+    done
 
     # Exit with the first failing guest script's status; 2 when only the harness failed.
     local vm rc=0 timing

@@ -573,31 +573,16 @@ fn an_incast_runs_over_agents_and_a_lost_agent_ends_it_named() {
     // timeouts, and the coordinator's exit code says it failed.
     let mut agents = agents;
     let hosts = agents.hosts(&[]);
-    let mut c = coordinator(
+    let c = coordinator(
         "bench-bw",
         &hosts,
         &["--pattern", "incast:2", "--transport", "tcp", "-D", "1"],
         &json,
     );
-    let child = c
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_secs(3));
-    let _ = agents.children[3].kill();
-    let started = Instant::now();
-    let out = integration::wait_with_deadline(child, LIMIT, "coordinator");
-    let (_, e) = text(&out);
-    assert_eq!(out.status.code(), Some(2), "{e}");
+    let e = killed_mid_run(&mut agents, 3, c);
     assert!(
         e.contains("127.0.0.1:") && e.contains("incast ended early"),
         "{e}"
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(90),
-        "{:?}",
-        started.elapsed()
     );
     // The four left were stopped, not stuck: they run the next sweep.
     let four = dir.path().join("four");
@@ -619,4 +604,173 @@ fn an_incast_runs_over_agents_and_a_lost_agent_ends_it_named() {
         LIMIT,
     );
     assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
+}
+
+/// The roles of a congestion document: (node, role, group) in node order.
+fn congestion_roles(doc: &Value) -> Vec<(String, String, Option<u64>)> {
+    doc["congestion"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            (
+                n["node"].as_str().unwrap().to_string(),
+                n["role"].as_str().unwrap().to_string(),
+                n["group"].as_u64(),
+            )
+        })
+        .collect()
+}
+
+/// bench-congestion over `bench-bw --serve` agents, without MPI: every agent is a rank,
+/// the seed gives the same split as under mpirun with as many ranks (the nodes have the
+/// same names), the ring latency and bandwidth are measured isolated and loaded while
+/// every congestor group moves bytes, and the allreduce canary, MPI's, is listed as not
+/// run, with why, instead of a row. Agents of another tool are refused with the ones to
+/// start; an agent killed in the middle ends the run, named, with no hang.
+#[test]
+fn a_congestion_run_goes_over_the_agents_and_splits_as_under_mpi() {
+    let agents = Agents::start("bench-bw", 6, &[]);
+    let hosts = agents.hosts(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("congestion.json");
+    let args = [
+        "--seed",
+        "11",
+        "--phase-seconds",
+        "0.3",
+        "--transport",
+        "tcp",
+    ];
+    let out = run(
+        &mut coordinator("bench-congestion", &hosts, &args, &json),
+        LIMIT,
+    );
+    let (o, e) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{o}\n{e}");
+    assert!(
+        o.contains("impact avg") && o.contains("allreduce_8b: not run"),
+        "{o}"
+    );
+    let doc = read(&json);
+    assert_eq!(doc["tool"], "bench-congestion");
+    assert_eq!(doc["launcher"], "agents");
+    assert_eq!(doc["ranks"], 6);
+    let c = &doc["congestion"];
+    assert_eq!(c["seed"], 11);
+    assert_eq!(c["transport"], "tcp");
+    let tests: Vec<&str> = c["canary_tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["test"].as_str().unwrap())
+        .collect();
+    assert_eq!(tests, ["ring_latency_8b", "ring_bandwidth_128kib"]);
+    for t in c["canary_tests"].as_array().unwrap() {
+        for phase in ["isolated", "loaded"] {
+            assert!(t[phase]["mean"].as_f64().unwrap() > 0.0, "{t}");
+        }
+    }
+    let skipped = c["skipped_tests"].as_array().unwrap();
+    assert_eq!(skipped.len(), 1, "{c}");
+    assert_eq!(skipped[0]["test"], "allreduce_8b");
+    assert!(
+        skipped[0]["why"].as_str().unwrap().contains("MPI"),
+        "{skipped:?}"
+    );
+    let groups = c["congestor_throughput"].as_array().unwrap();
+    assert!(!groups.is_empty(), "{c}");
+    for g in groups {
+        assert!(g["bytes"].as_u64().unwrap() > 0, "{g}");
+    }
+
+    // The report says who launched it and which canary did not run, and why.
+    let report = dir.path().join("report");
+    let r = run(
+        Command::new(bin("aggregate"))
+            .args(["report", "--profile", "roce-100g", "--out"])
+            .arg(&report)
+            .arg(&json),
+        LIMIT,
+    );
+    assert!(matches!(r.status.code(), Some(0 | 1)), "{:?}", text(&r));
+    let md = std::fs::read_to_string(report.join("report.md")).unwrap();
+    assert!(
+        md.contains("launched by agents") && md.contains("Canary allreduce_8b: not run"),
+        "{md}"
+    );
+
+    // The same seed under mpirun over as many ranks: the same roles for the same nodes.
+    let mpi_json = dir.path().join("mpi.json");
+    let out = run(
+        integration::mpirun(6)
+            .arg(bin("bench-congestion"))
+            .args([
+                "--include-local",
+                "--bind-addr",
+                "127.0.0.1",
+                "--timeout",
+                "10",
+            ])
+            .args(args)
+            .arg("--json")
+            .arg(&mpi_json),
+        LIMIT,
+    );
+    assert!(out.status.success(), "{:?}", text(&out));
+    let mpi = read(&mpi_json);
+    assert_eq!(congestion_roles(&mpi), congestion_roles(&doc));
+    assert_eq!(mpi["congestion"]["ring"], doc["congestion"]["ring"]);
+    assert_eq!(
+        mpi["congestion"]["canary_tests"].as_array().unwrap().len(),
+        3
+    );
+
+    // bench-lat agents cannot stream: refused, naming the agents to start.
+    let lat = Agents::start("bench-lat", 4, &[]);
+    let out = run(
+        &mut coordinator("bench-congestion", &lat.hosts(&[]), &args, &json),
+        LIMIT,
+    );
+    let (_, e) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{e}");
+    assert!(e.contains("start `bench-bw --serve` agents"), "{e}");
+
+    // An agent killed in the middle: the run ends for every agent, named, and the
+    // coordinator says it failed.
+    let mut agents = agents;
+    let c = coordinator(
+        "bench-congestion",
+        &hosts,
+        &["--phase-seconds", "2", "--transport", "tcp"],
+        &json,
+    );
+    let e = killed_mid_run(&mut agents, 2, c);
+    assert!(
+        e.contains("127.0.0.1:") && e.contains("congestion run ended early"),
+        "{e}"
+    );
+}
+
+/// Starts the coordinator `c`, kills agent `victim` 3 s into its run, and returns the
+/// coordinator's standard error once it has ended, asserting that it said it failed (exit
+/// 2) well within the timeouts: the run ends for every agent, with no hang.
+fn killed_mid_run(agents: &mut Agents, victim: usize, mut c: Command) -> String {
+    let child = c
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    let _ = agents.children[victim].kill();
+    let started = Instant::now();
+    let out = wait_with_deadline(child, LIMIT, "coordinator");
+    let (_, e) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{e}");
+    assert!(
+        started.elapsed() < Duration::from_secs(90),
+        "{:?}",
+        started.elapsed()
+    );
+    e
 }

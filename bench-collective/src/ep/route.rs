@@ -22,29 +22,13 @@
 //!   (exact in BF16, so the combine check compares exactly).
 
 use anyhow::{ensure, Result};
+use base::splitmix::SplitMix64;
 
 use super::Routing;
 
-/// SplitMix64 (the stream every rank's routing draws from).
-#[derive(Debug, Clone)]
-pub struct SplitMix64(u64);
-
-impl SplitMix64 {
-    pub fn for_rank(seed: u64, rank: usize) -> Self {
-        Self(seed ^ (rank as u64).wrapping_mul(0xD1B5_4A32_D192_ED03))
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    pub fn uniform(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-    }
+/// The stream rank `rank`'s routing draws from.
+fn stream_of(seed: u64, rank: usize) -> SplitMix64 {
+    SplitMix64::new(seed ^ (rank as u64).wrapping_mul(0xD1B5_4A32_D192_ED03))
 }
 
 /// Where experts and ranks sit.
@@ -154,7 +138,7 @@ pub fn check(routing: Routing, g: &Geometry) -> Result<()> {
 /// Rank `rank`'s routing of `tokens` tokens.
 pub fn route(routing: Routing, seed: u64, g: &Geometry, rank: usize, tokens: usize) -> RankRouting {
     let w = weights(routing, g);
-    let mut rng = SplitMix64::for_rank(seed, rank);
+    let mut rng = stream_of(seed, rank);
     let nodes = g.nodes();
     let per_node = g.experts / nodes;
     let limit = match routing {

@@ -2,36 +2,13 @@
 //! ring. Pure arithmetic on the node list: every rank computes the same split from the same
 //! seed and the same gathered host names, and a later run with the seed repeats it.
 
+use base::splitmix::SplitMix64;
 use serde::{Deserialize, Serialize};
 
 /// The congestor patterns, given to the groups in turn: GPCNeT's four, two-sided
 /// all-to-all and incast, then the one-sided put incast and get broadcast (over verbs an
 /// RDMA WRITE into the group's first node and an RDMA READ from it).
 pub const PATTERNS: [&str; 4] = ["alltoall", "incast", "put_incast", "get_bcast"];
-
-/// SplitMix64: a small, well-mixed generator, fixed here so a seed means the same split in
-/// every version of the tool (a library's generator may change its stream).
-pub struct SplitMix(u64);
-
-impl SplitMix {
-    pub fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Fisher-Yates.
-    pub fn shuffle<T>(&mut self, v: &mut [T]) {
-        for i in (1..v.len()).rev() {
-            let j = (self.next_u64() % (i as u64 + 1)) as usize;
-            v.swap(i, j);
-        }
-    }
-}
 
 /// One node: its name and the world ranks on it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -84,7 +61,7 @@ pub fn split(nodes: &[Node], seed: u64, percent: u32) -> Result<Split, String> {
         ));
     }
     let mut order: Vec<Node> = nodes.to_vec();
-    let mut rng = SplitMix::new(seed);
+    let mut rng = SplitMix64::new(seed);
     rng.shuffle(&mut order);
     let cong = order.split_off(canaries);
     let ngroups = (cong.len() / 2).clamp(1, 4);

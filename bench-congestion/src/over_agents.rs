@@ -1,0 +1,123 @@
+//! The run over the agents (`bench-congestion --hosts FILE`): this process is the
+//! coordinator, not a rank. Every `bench-bw --serve` agent of the host file is a rank and
+//! runs exactly what an MPI rank runs (`p2p::congestion::run`, or `p2p::incast` with
+//! `--mode incast`); their barriers and exchanges go through this process
+//! (`agents::conduct::gang`), which gets every rank's report at the end, recomputes the
+//! split from the same host names and seed, and writes the document (`launcher:
+//! "agents"`). There is no MPI, so no allreduce canary: the document lists it as skipped,
+//! with why.
+
+use std::time::Duration;
+
+use agents::conduct::{self, GangRan, GangSpec};
+use agents::proto::{Command, CongestionOrder, IncastOrder};
+use anyhow::Result;
+use p2p::endpoint_flows::Carrier;
+use transport::{Op, TransportChoice};
+
+use crate::Cli;
+
+pub fn run(cli: &Cli) -> i32 {
+    base::interrupt::install();
+    match coordinate(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("bench-congestion: error: {e:#}");
+            base::exit::ERROR
+        }
+    }
+}
+
+fn coordinate(cli: &Cli) -> Result<i32> {
+    let transport: TransportChoice = cli
+        .transport
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--transport: {e}"))?;
+    let opts = cli.options();
+    let timeout = Duration::from_secs(cli.timeout);
+    let phase = Duration::from_secs_f64(cli.phase_seconds);
+    let started_at = results::provenance::now_rfc3339();
+    let spec = |what, step| GangSpec {
+        tool: "bench-congestion",
+        what,
+        hosts: cli.hosts.as_deref().expect("--hosts"),
+        port: cli.port,
+        secret_file: cli.secret_file.as_deref(),
+        transport,
+        op: Op::Send,
+        timeout,
+        step,
+    };
+    let carrier_of = |ran: &GangRan| {
+        Carrier::of(
+            ran.transport,
+            &ran.verbs,
+            Op::Send,
+            None,
+            timeout,
+            Default::default(),
+        )
+    };
+    if let Some(senders) = cli.incast() {
+        let step = timeout * 3 + phase * 4;
+        let ran = conduct::gang(&spec("an incast", step), &|rank, size| {
+            Command::Incast(Box::new(IncastOrder {
+                rank,
+                size,
+                senders,
+                window_s: cli.phase_seconds,
+                op: Op::Send,
+                timeout_s: opts.timeout_s,
+            }))
+        })?;
+        let carrier = carrier_of(&ran);
+        let size = ran.hosts.len() as u32;
+        let run = p2p::incast::assemble(&ran.hosts, senders, size, &ran.reports, &carrier)?;
+        p2p::incast::print_table(&run);
+        let mut doc = p2p::incast::document(
+            "bench-congestion",
+            "agents",
+            size,
+            started_at,
+            ran.hosts,
+            run,
+            cli.phase_seconds,
+            cli.seed,
+        );
+        let o = &mut doc.options;
+        o.insert("mode".into(), format!("incast:{senders}").into());
+        o.insert("phase-seconds".into(), cli.phase_seconds.into());
+        o.insert("agents".into(), serde_json::json!(ran.agents));
+        carrier.record(o);
+        return write(cli, doc);
+    }
+    let step = agents::serve::congestion_step(&opts);
+    let ran = conduct::gang(&spec("a congestion run", step), &|rank, size| {
+        Command::Congestion(Box::new(CongestionOrder {
+            rank,
+            size,
+            options: opts.clone(),
+        }))
+    })?;
+    let carrier = carrier_of(&ran);
+    let reports = p2p::congestion::decode_reports(&ran.reports)?;
+    let mut doc = p2p::congestion::document(
+        "bench-congestion",
+        "agents",
+        started_at,
+        &opts,
+        ran.hosts,
+        &reports,
+        &carrier,
+        false,
+    )?;
+    doc.options
+        .insert("agents".into(), serde_json::json!(ran.agents));
+    write(cli, doc)
+}
+
+fn write(cli: &Cli, mut doc: results::Document) -> Result<i32> {
+    doc.finish(base::interrupt::interrupted().then(|| "interrupted".to_string()));
+    base::output::write_document(cli.json.as_deref(), &doc)?;
+    Ok(base::exit::OK)
+}
