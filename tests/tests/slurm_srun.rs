@@ -1,5 +1,6 @@
-//! The nightly path: bench-lat and bench-bw launched by `srun --mpi=pmix` inside a real
-//! (private, single-node) Slurm cluster that `tests/slurm/cluster.sh` brings up.
+//! The nightly path: bench-lat, bench-bw and bench-congestion launched by `srun
+//! --mpi=pmix` inside a real (private, single-node) Slurm cluster that
+//! `tests/slurm/cluster.sh` brings up.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -50,7 +51,7 @@ impl Drop for Cluster {
 }
 
 #[test]
-fn srun_pairs_ranks_like_mpirun() {
+fn srun_runs_pairs_and_a_congestion_run_like_mpirun() {
     let cluster = Cluster::start();
     for (n, tool, extra) in [
         (2u32, "bench-lat", &["-s", "256", "-n", "200"][..]),
@@ -75,4 +76,51 @@ fn srun_pairs_ranks_like_mpirun() {
         assert_eq!(doc["results"].as_array().unwrap().len(), n as usize / 2);
         assert_eq!(doc["complete"], true);
     }
+
+    // GPCNeT's method under srun: every rank a node, the split recorded, and the three
+    // canary tests (the allreduce is MPI's, here PMIx-launched) isolated and loaded.
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("congestion.json");
+    let out = run(
+        cluster
+            .srun(8)
+            .arg(bin("bench-congestion"))
+            .args([
+                "--include-local",
+                "--bind-addr",
+                "127.0.0.1",
+                "--transport",
+                "tcp",
+            ])
+            .args([
+                "--phase-seconds",
+                "0.3",
+                "--seed",
+                "5",
+                "--timeout",
+                "30",
+                "--json",
+            ])
+            .arg(&json),
+        Duration::from_secs(120),
+    );
+    let (o, e) = text(&out);
+    assert!(
+        out.status.success(),
+        "srun -n 8 bench-congestion:\n{o}\n{e}"
+    );
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["launcher"], "mpi");
+    assert_eq!(doc["ranks"], 8);
+    let c = &doc["congestion"];
+    assert_eq!(c["seed"], 5);
+    assert_eq!(c["nodes"].as_array().unwrap().len(), 8);
+    let tests = c["canary_tests"].as_array().unwrap();
+    assert_eq!(tests.len(), 3, "{c}");
+    for t in tests {
+        for phase in ["isolated", "loaded"] {
+            assert!(t[phase]["samples"].as_u64().unwrap() > 0, "{t}");
+        }
+    }
+    assert!(c.get("skipped_tests").is_none(), "{c}");
 }
