@@ -26,7 +26,11 @@ for ((i = 1; i <= 10; i++)); do
         --timeout 30 > "$work/agent$i.log" 2>&1 &
     echo "127.0.0.1:$((PORT + i))" >> "$work/hosts"
 done
-sleep 1
+# Wait for every agent's port (each one opens its device before it listens), up to 30 s.
+end=$((SECONDS + 30))
+for ((i = 1; i <= 10; i++)); do
+    until [[ -n $(ss -Hltn "sport = :$((PORT + i))") ]] || ((SECONDS >= end)); do sleep 0.2; done
+done
 common=(--include-local --transport tcp --phase-seconds "$SECS" --seed 3 --timeout 30)
 echo "round  launcher  lat8_iso_us  lat8_loaded_us  bw128k_iso_gbit_s  bw128k_loaded_gbit_s"
 for r in $(seq 1 "$ROUNDS"); do

@@ -284,9 +284,14 @@ fn conduct(launch: &Launch, mut plan: Plan, tool: &mut dyn PairTool) -> Result<i
         let mut agents = enlist(addrs, &secret, plan.tool, plan.timeout).await?;
         let live = agents.iter().filter(|a| a.live()).count();
         eprintln!(
-            "coordinator: {live} of {} agents answered and authenticated in {:.2} s",
+            "coordinator: {live} of {} agents answered and authenticated in {:.2} s{}",
             agents.len(),
-            t0.elapsed().as_secs_f64()
+            t0.elapsed().as_secs_f64(),
+            if live < agents.len() {
+                "; the pairs of the others will be recorded as failed"
+            } else {
+                ""
+            }
         );
         if live < 2 {
             bail!(
@@ -557,10 +562,7 @@ async fn enlist(
                 a.reached = Some(reached);
             }
             Err(Fault::Silent(why)) => {
-                eprintln!(
-                    "agent {}: {why}; its pairs will be recorded as failed",
-                    a.addr.name
-                );
+                eprintln!("agent {}: {why}", a.addr.name);
                 a.gone = Some(why);
             }
             Err(Fault::Refused(why)) => refusals.push(format!("{}: {why}", a.addr.name)),

@@ -97,7 +97,7 @@ pub fn parse_hosts(text: &str, default_port: u16) -> Result<Vec<AgentAddr>> {
     }
     if out.len() < 2 {
         bail!(
-            "{} agent(s) listed: a sweep needs at least two (one `host[:port]` per line)",
+            "{} agent(s) listed: a run over agents needs at least two (one `host[:port]` per line)",
             out.len()
         );
     }

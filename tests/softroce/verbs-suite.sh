@@ -497,7 +497,12 @@ congestion_agents() {
         echo "$SOFTROCE_IP:$p" >> "$hosts"
     done
     say "run  $name: bench-congestion --hosts (10 bench-bw agents over verbs)"
-    sleep 1
+    # Each agent opens its device before it listens: wait for every port (a busy VM took
+    # over a second), up to 30 s; one that never listens fails the run, named.
+    local end=$((SECONDS + 30))
+    for p in $(seq 18601 18610); do
+        until [[ -n $(ss -Hltn "sport = :$p") ]] || ((SECONDS >= end)); do sleep 0.2; done
+    done
     local rc=0
     FABCHECK_SECRET=softroce-agents timeout "$RUN_TIMEOUT" "$BIN/bench-congestion" --hosts "$hosts" \
         --include-local --phase-seconds 0.5 --seed 3 --timeout 30 --json "$json" > "$log" 2>&1 || rc=$?
