@@ -503,11 +503,15 @@ fn under_load(shape: &[String], tool: &str, args: &[&str], dir: &Path, name: &st
 }
 
 /// GPCNeT's method in the leaf-spine fabric, 2 groups x 4 nodes, 50 Mbit/s node links,
-/// over TCP. With 10 Mbit/s uplinks (20:1) the canaries' ring (seed 1: g1n0 and g0n3,
-/// across the spines) queues behind the congestors: the latency factor is in the
-/// thousands here and the bandwidth one well above 1. With uplinks that carry their whole
-/// leaf the same split measures near 1 (what remains is the congestors' kernel work on the
-/// two cores the fabric shares: 1.5-1.6 on the latency mean, 1.1-1.2 on bandwidth, measured).
+/// one spine, over TCP. With a 10 Mbit/s uplink (20:1) the canaries' ring (seed 1: g1n0 and
+/// g0n3, across the spine) queues behind the congestors: the latency factor is in the
+/// hundreds or thousands here and the bandwidth one above 4. With uplinks of twice the
+/// leaf's rate the same split measures near 1 (what remains is the congestors' kernel work
+/// on the two cores the fabric shares: 1.7-2.4 on the latency mean, 0.88-1.10 on bandwidth,
+/// measured). One spine, because with two ECMP may hash the canaries' connections onto the
+/// spine the congestors leave alone (one run in four measured 1.3 behind 20:1 uplinks); and
+/// uplinks of twice the leaf, not exactly the leaf, because at 1:1 the congestors' bursts
+/// queue at the uplink and the latency mean rises to 5-6 (a real effect, not this test's).
 /// The seed gives both runs the same split.
 #[test]
 fn congestion_impact_follows_the_uplinks_oversubscription() {
@@ -516,7 +520,7 @@ fn congestion_impact_follows_the_uplinks_oversubscription() {
     }
     let _fabric = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
-    let shape = |up| one_rail(4, 2, up);
+    let shape = |up| one_rail(4, 1, up);
     let args = ["--seed", "1", "--phase-seconds", "1", "--transport", "tcp"];
     let thin = under_load(
         &shape("10mbit"),
@@ -526,7 +530,7 @@ fn congestion_impact_follows_the_uplinks_oversubscription() {
         "thin",
     );
     let full = under_load(
-        &shape("200mbit"),
+        &shape("400mbit"),
         "bench-congestion",
         &args,
         dir.path(),
@@ -565,13 +569,14 @@ fn congestion_impact_follows_the_uplinks_oversubscription() {
         factor(full, "ring_latency_8b"),
         factor(full, "ring_bandwidth_128kib"),
     );
-    eprintln!("impact (latency, bandwidth): 20:1 uplinks {lat_thin:.3}, {bw_thin:.3}; full uplinks {lat_full:.3}, {bw_full:.3}");
-    assert!(lat_thin > 20.0 && bw_thin > 1.4, "{lat_thin} {bw_thin}");
+    eprintln!("impact (latency, bandwidth): 20:1 uplink {lat_thin:.3}, {bw_thin:.3}; 1:2 uplink {lat_full:.3}, {bw_full:.3}");
+    assert!(lat_thin > 20.0 && bw_thin > 2.0, "{lat_thin} {bw_thin}");
     assert!(lat_full < 5.0 && bw_full < 1.4, "{lat_full} {bw_full}");
     // Loaded is not faster than isolated: factors under 1 (0.52-0.77 here) were an
     // isolated phase slowed by the idle congestors spinning in MPI and by unwarmed
-    // connections.
-    assert!(lat_full > 0.8 && bw_full > 0.8, "{lat_full} {bw_full}");
+    // connections. The bandwidth factor rests on about 85 transfers a phase, and measured
+    // 0.88 once since, hence its lower floor.
+    assert!(lat_full > 0.8 && bw_full > 0.75, "{lat_full} {bw_full}");
     assert!(lat_thin > 10.0 * lat_full, "{lat_thin} vs {lat_full}");
     // The congestors were measured while the canaries ran, and moved less through 10 Mbit/s.
     let moved = |c: &Value| -> f64 {
