@@ -574,9 +574,8 @@ fn congestion_impact_follows_the_uplinks_oversubscription() {
     assert!(lat_full < 5.0 && bw_full < 1.4, "{lat_full} {bw_full}");
     // Loaded is not faster than isolated: factors under 1 (0.52-0.77 here) were an
     // isolated phase slowed by the idle congestors spinning in MPI and by unwarmed
-    // connections. The bandwidth factor rests on about 85 transfers a phase, and measured
-    // 0.88 once since, hence its lower floor.
-    assert!(lat_full > 0.8 && bw_full > 0.75, "{lat_full} {bw_full}");
+    // connections.
+    assert!(lat_full > 0.8 && bw_full > 0.8, "{lat_full} {bw_full}");
     assert!(lat_thin > 10.0 * lat_full, "{lat_thin} vs {lat_full}");
     // The congestors were measured while the canaries ran, and moved less through 10 Mbit/s.
     let moved = |c: &Value| -> f64 {
