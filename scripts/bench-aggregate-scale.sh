@@ -38,7 +38,7 @@ FLOOR_START=$(date +%s.%N)
 cat "$WORK"/data/*.json >/dev/null
 echo "floor, reading the input once (cat > /dev/null, page cache): $(awk -v a="$FLOOR_START" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }') s"
 if [[ -z ${PARSE_FLOOR:-} ]]; then
-    cargo build --release -q -p aggregate --example parse_floor --manifest-path "$ROOT/Cargo.toml" >&2
+    cargo build --release -q -p verdict --example parse_floor --manifest-path "$ROOT/Cargo.toml" >&2
     PARSE_FLOOR=${CARGO_TARGET_DIR:-$ROOT/target}/release/examples/parse_floor
 fi
 echo "floor, reading and parsing it (serde into the schema, every core, nothing else): $("$PARSE_FLOOR" "$WORK"/data/*.json)"

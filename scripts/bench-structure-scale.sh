@@ -19,7 +19,7 @@ if [[ ! -x /usr/bin/time ]]; then
 fi
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 echo "building the benchmark (release)..." >&2
-cargo build --release -q -p aggregate --example structure_scale --manifest-path "$ROOT/Cargo.toml" >&2
+cargo build --release -q -p diagnosis --example structure_scale --manifest-path "$ROOT/Cargo.toml" >&2
 BIN=$TARGET/release/examples/structure_scale
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT

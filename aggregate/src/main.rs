@@ -5,12 +5,11 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use aggregate::error::{exit, Error, Result};
-use aggregate::escape::terminal;
-use aggregate::{
-    cluster, compare, export, input, judge, profile, report, sign, tables, templates, trend,
-};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use reports::{cluster, compare, export, report, sign, templates, trend};
+use verdict::error::{exit, Error, Result};
+use verdict::escape::terminal;
+use verdict::{input, judge, profile, tables};
 
 #[derive(Parser)]
 #[command(

@@ -1,0 +1,335 @@
+//! The lossless-configuration audits of all nodes compared (`HostInfo.audit`, written by
+//! every benchmark rank and by `fabric-doctor --json`): which node or port differs from
+//! the rest (PFC set, trust, DSCP map, CNP DSCP, DCQCN parameters, FEC mode, MTU,
+//! firmware), and the absolute checks where a right answer exists (PFC on exactly the
+//! profile's lossless priorities, the suite's DSCP on one of them, ECN on there too,
+//! every lane's receive power above its module's low warning). The profile's
+//! `[lossless]` table asks for them; each is a check that names every port that differs.
+
+use std::collections::BTreeMap;
+
+use results::audit::{NodeAudit, PortAudit};
+
+use verdict::input::Loaded;
+use verdict::judge::{port_outcome, Outcome, PortCheck};
+use verdict::profile::LosslessSpec;
+
+/// The facets compared across nodes.
+pub const FACETS: &[&str] = &[
+    "pfc", "trust", "dscp_map", "cnp_dscp", "dcqcn", "fec", "mtu", "firmware",
+];
+
+/// The audited ports of every node: the latest audit of each host name (ranks on one
+/// node audit the same node).
+pub fn ports(docs: &[Loaded]) -> Vec<(String, PortAudit, NodeAudit)> {
+    let mut by_host: BTreeMap<String, NodeAudit> = BTreeMap::new();
+    for d in docs {
+        for h in &d.doc.hosts {
+            if let Some(a) = &h.audit {
+                let name = if a.hostname.is_empty() {
+                    h.hostname.clone()
+                } else {
+                    a.hostname.clone()
+                };
+                by_host.insert(name, a.clone());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for (host, a) in by_host {
+        for p in &a.ports {
+            out.push((host.clone(), p.clone(), a.clone()));
+        }
+    }
+    out
+}
+
+/// One facet of a port as text, for comparison (`None`: unknown there).
+fn facet(p: &PortAudit, f: &str) -> Option<String> {
+    match f {
+        "pfc" => p.pfc.get().map(|v| format!("PFC on {:?}", v.priorities())),
+        "trust" => p.trust.get().map(|t| format!("trust {t}")),
+        "dscp_map" => p.dscp_prio.get().map(|m| {
+            let nz: Vec<String> = m
+                .iter()
+                .filter(|(_, &v)| v != 0)
+                .map(|(d, v)| format!("{d}:{v}"))
+                .collect();
+            format!(
+                "DSCP->prio {}",
+                if nz.is_empty() {
+                    "all 0".into()
+                } else {
+                    nz.join(" ")
+                }
+            )
+        }),
+        "cnp_dscp" => p
+            .cnp
+            .get()
+            .and_then(|c| c.dscp)
+            .map(|d| format!("CNP DSCP {d}")),
+        "dcqcn" => p.dcqcn.get().filter(|m| !m.is_empty()).map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        }),
+        "fec" => p.fec.get().map(|f| format!("FEC {}", f.active.join(","))),
+        "mtu" => p.mtu.map(|m| format!("MTU {m}")),
+        "firmware" => p.firmware.clone().map(|f| format!("firmware {f}")),
+        _ => None,
+    }
+}
+
+fn outcome(
+    id: &str,
+    description: String,
+    bound: String,
+    judged: usize,
+    misses: Vec<String>,
+) -> Outcome {
+    let check = PortCheck {
+        id: format!("lossless-{id}"),
+        description,
+        metric: "audit",
+        selector: "every audited Ethernet port of every node",
+        bound,
+        none_judged: "no audit says this: run fabric-doctor --json on every node, or benchmarks with the audit on (FABCHECK_AUDIT not 0)",
+    };
+    port_outcome(check, judged, misses)
+}
+
+/// The checks of a `[lossless]` table, in a fixed order.
+pub fn checks(spec: &LosslessSpec, docs: &[Loaded]) -> Vec<Outcome> {
+    let all = ports(docs);
+    let eth: Vec<&(String, PortAudit, NodeAudit)> =
+        all.iter().filter(|(_, p, _)| !p.is_infiniband()).collect();
+    let name = |h: &str, p: &PortAudit| format!("{h}:{}", p.interface);
+    let mut out = Vec::new();
+    let same: Vec<String> = spec
+        .same
+        .clone()
+        .unwrap_or_else(|| FACETS.iter().map(|s| s.to_string()).collect());
+    for f in &same {
+        let values: Vec<(String, String)> = eth
+            .iter()
+            .filter_map(|(h, p, _)| facet(p, f).map(|v| (name(h, p), v)))
+            .collect();
+        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+        for (_, v) in &values {
+            *counts.entry(v.as_str()).or_default() += 1;
+        }
+        let most = counts
+            .iter()
+            .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
+            .map(|(v, _)| v.to_string());
+        let misses: Vec<String> = values
+            .iter()
+            .filter(|(_, v)| Some(v) != most.as_ref())
+            .map(|(n, v)| format!("{n}: {v} (most: {})", most.as_deref().unwrap_or("?")))
+            .collect();
+        out.push(outcome(
+            &format!("same-{}", f.replace('_', "-")),
+            format!("Every node's ports show the same {f}"),
+            "same on every port".into(),
+            values.len(),
+            misses,
+        ));
+    }
+    if let Some(want) = &spec.lossless_priorities {
+        let mut judged = 0;
+        let mut misses = Vec::new();
+        let mut dscp_judged = 0;
+        let mut dscp_misses = Vec::new();
+        let mut ecn_judged = 0;
+        let mut ecn_misses = Vec::new();
+        for (h, p, a) in &eth {
+            if let Some(pfc) = p.pfc.get() {
+                judged += 1;
+                let on = pfc.priorities();
+                if &on != want {
+                    misses.push(format!("{}: PFC on {on:?}", name(h, p)));
+                }
+            }
+            let dscp = a.suite.dscp();
+            if let Some(pr) = results::audit::priority_of(p, dscp) {
+                dscp_judged += 1;
+                if !want.contains(&pr) {
+                    dscp_misses.push(format!("{}: DSCP {dscp} -> priority {pr}", name(h, p)));
+                }
+            }
+            if let Some(e) = p.ecn.get() {
+                ecn_judged += 1;
+                let off: Vec<u8> = want
+                    .iter()
+                    .copied()
+                    .filter(|&x| {
+                        e.np_enabled.get(x as usize) != Some(&true)
+                            || e.rp_enabled.get(x as usize) != Some(&true)
+                    })
+                    .collect();
+                if !off.is_empty() {
+                    ecn_misses.push(format!("{}: ECN off on priority {off:?}", name(h, p)));
+                }
+            }
+        }
+        out.push(outcome(
+            "pfc-priorities",
+            format!("PFC on exactly priorities {want:?} on every port"),
+            format!("= {want:?}"),
+            judged,
+            misses,
+        ));
+        if spec.suite_dscp_lossless {
+            out.push(outcome(
+                "suite-dscp",
+                "The suite's DSCP lands on a lossless priority on every port".into(),
+                format!("priority in {want:?}"),
+                dscp_judged,
+                dscp_misses,
+            ));
+        }
+        if spec.ecn_on_lossless {
+            out.push(outcome(
+                "ecn",
+                "ECN (notification and reaction point) on every lossless priority".into(),
+                format!("on {want:?}"),
+                ecn_judged,
+                ecn_misses,
+            ));
+        }
+    }
+    if spec.rx_power_above_warning {
+        let mut judged = 0;
+        let mut misses = Vec::new();
+        for (h, p, _) in &all {
+            let Some(m) = p.module.get() else { continue };
+            let Some(w) = m.rx_power_thresholds.as_ref().and_then(|t| t.low_warning) else {
+                continue;
+            };
+            judged += 1;
+            for (i, rx) in m.rx_power_dbm.iter().enumerate() {
+                if *rx < w {
+                    misses.push(format!(
+                        "{} lane {}: {rx:.2} dBm < low warning {w:.2} dBm",
+                        name(h, p),
+                        i + 1
+                    ));
+                }
+            }
+        }
+        out.push(outcome(
+            "rx-power",
+            "Every lane's receive power at or above its module's low warning".into(),
+            ">= module low warning".into(),
+            judged,
+            misses,
+        ));
+    }
+    if let Some(db) = spec.rx_power_outlier_db {
+        let lanes: Vec<(String, usize, f64)> = all
+            .iter()
+            .filter_map(|(h, p, _)| p.module.get().map(|m| (name(h, p), m)))
+            .flat_map(|(n, m)| {
+                m.rx_power_dbm
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, v)| v.is_finite())
+                    .map(move |(i, v)| (n.clone(), i + 1, *v))
+            })
+            .collect();
+        let judged = lanes
+            .iter()
+            .map(|l| &l.0)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len();
+        let mut values: Vec<f64> = lanes.iter().map(|l| l.2).collect();
+        values.sort_by(f64::total_cmp);
+        let median = values.get(values.len() / 2).copied().unwrap_or_default();
+        let misses = lanes
+            .iter()
+            .filter(|(_, _, v)| *v < median - db)
+            .map(|(n, i, v)| {
+                format!(
+                    "{n} lane {i}: {v:.2} dBm, {:.2} dB under the cluster's median {median:.2} dBm",
+                    median - v
+                )
+            })
+            .collect();
+        out.push(outcome(
+            "rx-power-outlier",
+            format!(
+                "No lane's receive power more than {db} dB under the median of every audited lane"
+            ),
+            format!(">= median - {db} dB"),
+            judged,
+            misses,
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use results::audit::{fixtures, Fact};
+    use verdict::judge::Status;
+
+    /// A node of the example port with its PFC priority and CNP DSCP, and FEC that no
+    /// audit could read.
+    fn node(name: &str, pfc_prio: u8, cnp_dscp: u8) -> results::HostInfo {
+        let mut p = fixtures::roce_port(pfc_prio);
+        p.cnp.value.as_mut().unwrap().dscp = Some(cnp_dscp);
+        p.fec = Fact::unknown("ethtool --show-fec eth2", "Operation not supported");
+        results::HostInfo {
+            hostname: name.into(),
+            audit: Some(fixtures::node(name, vec![p])),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_two_nodes_that_differ_are_named_with_what_differs() {
+        let mut doc =
+            results::Document::new("fabric-doctor", "mpi", 6, "2026-01-01T00:00:00Z".into());
+        for i in 0..6 {
+            let pfc = if i == 2 { 4 } else { 3 };
+            let cnp = if i == 4 { 46 } else { 48 };
+            doc.hosts.push(node(&format!("node{i:02}"), pfc, cnp));
+        }
+        let l = Loaded::from_text("a.json", &serde_json::to_string(&doc).unwrap()).unwrap();
+        let spec = LosslessSpec {
+            lossless_priorities: Some(vec![3]),
+            suite_dscp_lossless: true,
+            ecn_on_lossless: true,
+            ..Default::default()
+        };
+        let out = checks(&spec, &[l]);
+        let by = |id: &str| out.iter().find(|o| o.id == id).unwrap();
+        assert_eq!(by("lossless-same-pfc").status, Status::Fail);
+        assert_eq!(
+            by("lossless-same-pfc").worst_at,
+            "node02:eth2: PFC on [4] (most: PFC on [3])"
+        );
+        assert_eq!(
+            by("lossless-same-cnp-dscp").worst_at,
+            "node04:eth2: CNP DSCP 46 (most: CNP DSCP 48)"
+        );
+        assert_eq!(
+            by("lossless-pfc-priorities").worst_at,
+            "node02:eth2: PFC on [4]"
+        );
+        for id in [
+            "lossless-same-trust",
+            "lossless-same-dscp-map",
+            "lossless-same-mtu",
+            "lossless-suite-dscp",
+            "lossless-ecn",
+        ] {
+            assert_eq!(by(id).status, Status::Pass, "{id}");
+        }
+        // Facets no audit knows are MISSING, not passed.
+        assert_eq!(by("lossless-same-fec").status, Status::Missing);
+    }
+}

@@ -1,0 +1,550 @@
+//! The fabric's structure in a report: groups, leaves and spines (from a plan, discovery
+//! or the latency matrix), the cabling checked against the plan or the fabric's own
+//! regularity, the per-direction matrix of every rail, and the smallest set of parts that
+//! explains its bad cells, above the node where the cells' pattern says so.
+//! `docs/structure.md` is the user's reference.
+
+pub mod cabling;
+pub mod localise;
+pub mod observe;
+pub mod picture;
+pub mod topology;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use results::fabric_plan::{switch_name, FabricPlan, Tier};
+use results::TestResult;
+use serde::Serialize;
+
+use cabling::{Diff, DiffKind};
+use localise::{Localisation, Part, Rules};
+use observe::Observed;
+use topology::{Facts, Found, Topology, NONE};
+use verdict::input::Loaded;
+use verdict::profile::MatrixSettings;
+
+/// A part named as the cause of bad cells, with its evidence.
+#[derive(Debug, Clone, Serialize)]
+pub struct StructSuspect {
+    /// `leaf`, `leaf_uplinks`, `spine_layer`, `rack`, `cable_swap`, `wrong_leaf`,
+    /// `wrong_port`, `missing_link`, `extra_link`, `link_downgraded`, `node`, `node_tx`,
+    /// `node_rx`, `nic`, `nic_tx`, `nic_rx`, `link`, `one_way`, `path`.
+    pub kind: &'static str,
+    pub name: String,
+    pub what: &'static str,
+    /// Bad directed links it explains, of all bad ones.
+    pub explains: u32,
+    pub bad_links: u32,
+    /// Good links that contradict it.
+    pub contradicted: u32,
+    /// `agrees`, `disagrees` (discovery saw it and found its cabling as meant) or
+    /// `unknown`.
+    pub discovery: &'static str,
+    pub worst_gbit_s: Option<f64>,
+    pub median_gbit_s: Option<f64>,
+    pub summary: String,
+    /// Switches and nodes to mark in the picture.
+    #[serde(skip)]
+    pub marks: Vec<String>,
+}
+
+/// One group for the picture and the tables.
+#[derive(Debug, Clone, Serialize)]
+pub struct GroupInfo {
+    pub name: String,
+    pub nodes: Vec<String>,
+    pub leaves: Vec<String>,
+}
+
+/// A per-direction matrix of one rail, ordered by group.
+#[derive(Debug, Clone, Serialize)]
+pub struct DirMatrix {
+    pub rail: String,
+    pub file: String,
+    #[serde(skip)]
+    pub svg: String,
+    pub markdown: Option<String>,
+}
+
+/// Everything the report shows about the structure.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Structure {
+    /// Where groups and leaves came from: `plan (...)`, `discovery (...)`, `latency
+    /// classes`, or none.
+    pub source: String,
+    /// The rows judged (`write_bw tcp 1MiB`), and how their directions were known.
+    pub rows: String,
+    pub directions: usize,
+    pub one_way: usize,
+    pub nodes: usize,
+    pub rails: Vec<String>,
+    pub groups: Vec<GroupInfo>,
+    pub spines: Vec<String>,
+    /// Whether discovery (neighbours or the fabric) was in the inputs.
+    pub discovered: bool,
+    pub cabling: Vec<Diff>,
+    pub suspects: Vec<StructSuspect>,
+    pub bad_links: u32,
+    pub links: u64,
+    #[serde(skip)]
+    pub svg: String,
+    pub matrices: Vec<DirMatrix>,
+    pub notes: Vec<String>,
+    /// Whether cells across the spines were judged against the plan's uplink rates (a
+    /// flow through an uplink slower than the NIC), which the matrix's own localiser
+    /// cannot do.
+    pub judged_by_rates: bool,
+    /// Whether its suspects replace the matrix's for the rows it judged (set by
+    /// `cluster`: when it names more than nodes, NICs and links).
+    pub replaces: bool,
+}
+
+/// Suspect kinds the matrix's own localiser names too.
+pub const NODE_KINDS: &[&str] = &["node", "nic", "link"];
+
+impl Structure {
+    /// The suspects that count beside the matrix's: all of them when they replace the
+    /// matrix's, else those the matrix cannot name (above the node, directions, paths,
+    /// cabling).
+    pub fn shown(&self) -> impl Iterator<Item = &StructSuspect> {
+        self.suspects
+            .iter()
+            .filter(move |s| self.replaces || !NODE_KINDS.contains(&s.kind))
+    }
+
+    /// Count of cabling differences of one kind.
+    pub fn cabling_count(&self, k: DiffKind) -> usize {
+        self.cabling.iter().filter(|d| d.kind == k).count()
+    }
+}
+
+/// The facts of the documents: nodes, NIC names, discovery, same-rail latencies, the
+/// discovered fabric.
+fn facts<'a>(
+    docs: &[Loaded],
+    plan: Option<&'a FabricPlan>,
+) -> (Facts<'a>, Vec<results::discovery::FabricLink>) {
+    let mut f = Facts {
+        plan,
+        ..Default::default()
+    };
+    let mut nodes = BTreeSet::new();
+    let mut links = Vec::new();
+    for d in docs {
+        for r in &d.doc.results {
+            let pair = match r {
+                TestResult::Bandwidth(b) => &b.pair,
+                TestResult::Latency(l) => &l.pair,
+                TestResult::Collective(_) => continue,
+            };
+            for p in [&pair.initiator, &pair.responder] {
+                nodes.insert(p.host.clone());
+                if let Some(dev) = &p.device {
+                    f.nics
+                        .entry(p.host.clone())
+                        .or_default()
+                        .insert(dev.clone());
+                }
+            }
+            if let TestResult::Latency(l) = r {
+                if l.pair.initiator.host != l.pair.responder.host
+                    && l.pair.initiator.device == l.pair.responder.device
+                {
+                    f.latencies.push((
+                        l.pair.initiator.host.clone(),
+                        l.pair.responder.host.clone(),
+                        l.latency_us.p50,
+                    ));
+                }
+            }
+        }
+        if let Some(fd) = &d.doc.fabric {
+            if fd.state == "found" && links.is_empty() {
+                links = fd.links.clone();
+            }
+        }
+    }
+    for d in docs {
+        for h in &d.doc.hosts {
+            for nb in &h.neighbors {
+                if nb.state != "found" {
+                    continue;
+                }
+                let known = f.nics.get(&h.hostname);
+                let nic = [&nb.device, &nb.interface]
+                    .into_iter()
+                    .flatten()
+                    .find(|n| known.is_some_and(|k| k.contains(*n)))
+                    .or(nb.device.as_ref())
+                    .or(nb.interface.as_ref());
+                let Some(nic) = nic else { continue };
+                let Some(sw) = nb.system_name.as_deref().or(nb.chassis_id.as_deref()) else {
+                    continue;
+                };
+                nodes.insert(h.hostname.clone());
+                f.found
+                    .entry((h.hostname.clone(), nic.clone()))
+                    .or_insert(Found {
+                        switch: switch_name(sw),
+                        port: nb.port_id.clone(),
+                        width: nb.width.clone(),
+                        speed: nb.speed.clone(),
+                        source: nb.source.clone(),
+                    });
+            }
+        }
+    }
+    f.nodes = nodes.into_iter().collect();
+    (f, links)
+}
+
+fn describe(
+    p: Part,
+    t: &Topology,
+    diffs: &[Diff],
+) -> (&'static str, String, &'static str, Vec<String>) {
+    let node = |i: u32| t.nodes[i as usize].clone();
+    let nic = |i: u32, r: u32| format!("{} {}", t.nodes[i as usize], t.nic_name(i, r));
+    match p {
+        Part::Leaf(l) => (
+            "leaf",
+            t.switch_name(l).into(),
+            "the leaf switch (ASIC, power, configuration): its nodes are bad on its rail inside and across the group, fine on other rails",
+            vec![t.switch_name(l).into()],
+        ),
+        Part::Uplinks(l) => (
+            "leaf_uplinks",
+            t.switch_name(l).into(),
+            "the leaf's uplinks (optics, cables, spine ports, or too few links): inside the group fine, across groups degraded (all pairs: every uplink; some pairs, hashed by ECMP: one uplink or its spine port)",
+            vec![format!("up:{}", t.switch_name(l))],
+        ),
+        Part::SpineLayer(r) => (
+            "spine_layer",
+            format!("spines of {}", t.rails.get(r as usize).map_or("?", |s| s.as_str())),
+            if t.switches.iter().filter(|s| s.tier == Tier::Leaf && s.rail == r).count() == 2 {
+                // Every cross-leaf pair of the rail touches both leaves: a bad uplink of
+                // either and a bad spine port hash the same pairs onto the same slow path.
+                "a spine, a spine port or one uplink of either leaf on this rail (with two leaves on a rail the hosts cannot tell them apart): scattered cross-group pairs bad, no pair inside a leaf; check both leaves' uplinks and each spine's ports and counters"
+            } else {
+                "a spine or spine port on this rail: scattered cross-group pairs bad, no pair inside a leaf; check each spine's ports and counters"
+            },
+            vec![format!("spines:{r}")],
+        ),
+        Part::Rack(k) => (
+            "rack",
+            t.racks.get(k as usize).cloned().unwrap_or_default(),
+            "the rack's shared part (fibre trunk, patch panel, power): its nodes bad on several rails, the leaves otherwise fine",
+            vec![],
+        ),
+        Part::Cabling(c) => {
+            let d = &diffs[c as usize];
+            (d.kind.as_str(), d.item.clone(), d.what, d.switches.clone())
+        }
+        Part::Node(i) => ("node", node(i), "the node: host, PCIe, or all of its NICs' cabling", vec![node(i)]),
+        Part::NodeTx(i) => (
+            "node_tx",
+            node(i),
+            "sends slowly to every peer on every rail, receives fine: the host's transmit path (PCIe, memory, NUMA, GPU)",
+            vec![node(i)],
+        ),
+        Part::NodeRx(i) => (
+            "node_rx",
+            node(i),
+            "receives slowly from every peer on every rail, sends fine: the host's receive path (PCIe, memory, NUMA, GPU)",
+            vec![node(i)],
+        ),
+        Part::Nic(i, r) => ("nic", nic(i, r), "this NIC: port, optic, cable or leaf port", vec![node(i)]),
+        Part::Tx(i, r) => (
+            "nic_tx",
+            nic(i, r),
+            "sends slowly to every peer, receives fine: the NIC's transmit side, its optic's transmitter or the leaf port's receiver",
+            vec![node(i)],
+        ),
+        Part::Rx(i, r) => (
+            "nic_rx",
+            nic(i, r),
+            "receives slowly from every peer, sends fine: the NIC's receive side, its optic's receiver or the leaf port's transmitter",
+            vec![node(i)],
+        ),
+        Part::Link(a, b, r) => (
+            "link",
+            format!("{} - {}", nic(a, r), nic(b, r)),
+            "the path between these two ends, both directions",
+            vec![],
+        ),
+        Part::OneWay(a, b, r) => (
+            "one_way",
+            format!("{} -> {}", nic(a, r), nic(b, r)),
+            "one direction of one path (the other direction is fine)",
+            vec![],
+        ),
+        Part::Path(a, b, r) => (
+            "path",
+            format!("{} - {}", nic(a, r), nic(b, r)),
+            "an ECMP path fault, not a NIC: some flows of the pair slow, others fine; a spine or uplink on one of its paths",
+            vec![],
+        ),
+    }
+}
+
+/// Discovery's word on a part.
+fn agreement(p: Part, t: &Topology, diffs: &[Diff], fabric: bool) -> &'static str {
+    let names = |s: &str| {
+        diffs.iter().any(|d| {
+            d.switches.iter().any(|x| x == s)
+                && matches!(d.kind, DiffKind::MissingLink | DiffKind::LinkDowngraded)
+        })
+    };
+    match p {
+        Part::Cabling(_) => "agrees",
+        Part::Leaf(l) | Part::Uplinks(l) => {
+            if names(t.switch_name(l)) {
+                "agrees"
+            } else if fabric {
+                "disagrees"
+            } else {
+                "unknown"
+            }
+        }
+        Part::SpineLayer(r) => {
+            let leaves: Vec<&str> = t
+                .switches
+                .iter()
+                .filter(|s| s.tier == Tier::Leaf && s.rail == r)
+                .map(|s| s.name.as_str())
+                .collect();
+            if leaves.iter().any(|l| names(l)) {
+                "agrees"
+            } else if fabric {
+                "disagrees"
+            } else {
+                "unknown"
+            }
+        }
+        Part::Nic(i, r) | Part::Tx(i, r) | Part::Rx(i, r) => {
+            let item = format!("{} {}", t.nodes[i as usize], t.nic_name(i, r));
+            if diffs.iter().any(|d| d.item.starts_with(&item)) {
+                "agrees"
+            } else if t.found[t.slot(i, r)].is_some() {
+                "disagrees"
+            } else {
+                "unknown"
+            }
+        }
+        _ => "unknown",
+    }
+}
+
+/// Builds the structure view of `docs`; `None` when nothing can be said (no bandwidth
+/// pair between two nodes, no plan, no discovery).
+pub fn build(docs: &[Loaded], plan: Option<&FabricPlan>, s: &MatrixSettings) -> Option<Structure> {
+    let (f, links) = facts(docs, plan);
+    if f.nodes.is_empty() && plan.is_none() {
+        return None;
+    }
+    let t = Topology::build(&f);
+    let discovered = !f.found.is_empty() || !links.is_empty();
+    // Nothing known above the node (no plan, no discovery, no latency classes): no
+    // structure section, whether the rows were read whole or streamed.
+    if !t.known && plan.is_none() && !discovered {
+        return None;
+    }
+    let diffs = cabling::check(&t, plan, &links);
+    let observed = observe::observe(docs, &t);
+    let mut st = Structure {
+        source: t.source.clone(),
+        nodes: t.nodes.len(),
+        rails: t.rails.clone(),
+        discovered,
+        ..Default::default()
+    };
+    let groups = group_infos(&t);
+    st.spines = t
+        .switches
+        .iter()
+        .filter(|x| x.tier != Tier::Leaf && !x.inferred)
+        .map(|x| x.name.clone())
+        .collect();
+    st.groups = groups;
+    let loc = observed.as_ref().map(|o| run(o, &t, s, &diffs));
+    let mut suspects = Vec::new();
+    let mut explained_diffs = BTreeSet::new();
+    if let (Some(o), Some(loc)) = (&observed, &loc) {
+        st.rows = o.label.clone();
+        st.directions = o.directions;
+        st.one_way = o.one_way;
+        st.bad_links = loc.bad_cells;
+        st.links = loc.cells;
+        if o.summed_skipped > 0 {
+            st.notes.push(format!(
+                "{} bidirectional row(s) without per-direction figures left out of the per-direction matrix (a summed figure cannot say which end is slow)",
+                o.summed_skipped
+            ));
+        }
+        let slow: Vec<String> = t
+            .uplink_share
+            .iter()
+            .enumerate()
+            .filter(|(_, &x)| x < 1.0)
+            .map(|(i, x)| format!("{} {x:.3}", t.switch_name(i as u32)))
+            .collect();
+        if !slow.is_empty() {
+            st.judged_by_rates = true;
+            st.notes.push(format!(
+                "cells across the spines are judged against the rail median times what one flow reaches through the slowest planned uplink of its leaves, as a share of the NIC's rate ({}{}); \"rail median\" in such a suspect's line is that product",
+                slow.iter().take(8).cloned().collect::<Vec<_>>().join(", "),
+                if slow.len() > 8 { format!(" and {} more", slow.len() - 8) } else { String::new() }
+            ));
+        }
+        for p in &loc.picks {
+            if let Part::Cabling(c) = p.part {
+                explained_diffs.insert(c);
+            }
+            let (kind, name, what, marks) = describe(p.part, &t, &diffs);
+            let discovery = agreement(p.part, &t, &diffs, !links.is_empty());
+            let finite = |v: f64| v.is_finite().then_some(v);
+            suspects.push(StructSuspect {
+                kind,
+                summary: format!(
+                    "{kind} {name}: explains {} of the {} bad links, contradicted by {} good ones, discovery {discovery} ({}{})",
+                    p.explains,
+                    loc.bad_cells,
+                    p.contradicted,
+                    o.label,
+                    finite(p.worst_gbit_s)
+                        .map(|w| format!("; worst {} Gb/s, rail median {} Gb/s", verdict::judge::format_value(w), verdict::judge::format_value(p.median_gbit_s)))
+                        .unwrap_or_default()
+                ),
+                name,
+                what,
+                explains: p.explains,
+                bad_links: loc.bad_cells,
+                contradicted: p.contradicted,
+                discovery,
+                worst_gbit_s: finite(p.worst_gbit_s),
+                median_gbit_s: finite(p.median_gbit_s),
+                marks,
+            });
+        }
+    }
+    // Cabling differences no measurement showed are suspects on discovery alone.
+    for (i, d) in diffs.iter().enumerate() {
+        if explained_diffs.contains(&(i as u32)) {
+            continue;
+        }
+        suspects.push(StructSuspect {
+            kind: d.kind.as_str(),
+            name: d.item.clone(),
+            what: d.what,
+            explains: 0,
+            bad_links: st.bad_links,
+            contradicted: 0,
+            discovery: "agrees",
+            worst_gbit_s: None,
+            median_gbit_s: None,
+            summary: format!(
+                "{} {}: expected {}, found {} (against {}); explains 0 of the {} bad links, discovery agrees",
+                d.kind.as_str(),
+                d.item,
+                d.expected,
+                d.found,
+                d.against,
+                st.bad_links
+            ),
+            marks: d.switches.clone(),
+        });
+    }
+    st.suspects = suspects;
+    st.cabling = diffs;
+    st.svg = picture::fabric_svg(&t, &st.suspects);
+    if let (Some(o), Some(loc)) = (&observed, &loc) {
+        st.matrices = picture::matrices(o, &t, loc);
+        if o.n > picture::MATRIX_MAX {
+            st.notes.push(format!(
+                "per-direction matrices drawn for up to {} nodes; {} measured",
+                picture::MATRIX_MAX,
+                o.n
+            ));
+        }
+    }
+    Some(st)
+}
+
+/// The set cover with the profile's rules.
+pub fn run(o: &Observed, t: &Topology, s: &MatrixSettings, diffs: &[Diff]) -> Localisation {
+    let rules = Rules {
+        bw_below_median: s.bw_below_median,
+        suspect_share: s.suspect_share,
+        high_share: s.suspect_share.max(0.9),
+        min_links: s.min_links,
+        cabling: diffs
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| {
+                matches!(d.kind, DiffKind::CableSwap | DiffKind::WrongLeaf) && d.node != NONE
+            })
+            .map(|(i, d)| (i as u32, d.node, d.rails.clone()))
+            .collect(),
+    };
+    localise::localise(o, t, &rules)
+}
+
+fn group_infos(t: &Topology) -> Vec<GroupInfo> {
+    let mut g: BTreeMap<u32, GroupInfo> = BTreeMap::new();
+    for (i, n) in t.nodes.iter().enumerate() {
+        let gi = t.node_group[i];
+        g.entry(gi)
+            .or_insert_with(|| GroupInfo {
+                name: if gi == NONE {
+                    "(no group)".into()
+                } else {
+                    t.group_name(gi).into()
+                },
+                nodes: vec![],
+                leaves: vec![],
+            })
+            .nodes
+            .push(n.clone());
+    }
+    let mut leaves: HashMap<u32, BTreeSet<(u32, String)>> = HashMap::new();
+    for s in t.switches.iter().filter(|s| s.tier == Tier::Leaf) {
+        leaves
+            .entry(s.group)
+            .or_default()
+            .insert((s.rail, s.name.clone()));
+    }
+    for (k, v) in g.iter_mut() {
+        v.leaves = leaves
+            .remove(k)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|x| x.1)
+            .collect();
+    }
+    g.into_values().collect()
+}
+
+/// (kind, name) of every part the localisation and the cabling checks name, as
+/// [`build`] lists them (for tests and the scale benchmark).
+pub fn named(t: &Topology, diffs: &[Diff], loc: &Localisation) -> BTreeSet<(String, String)> {
+    let mut out = BTreeSet::new();
+    let mut explained = BTreeSet::new();
+    for p in &loc.picks {
+        if let Part::Cabling(c) = p.part {
+            explained.insert(c);
+        }
+        let (kind, name, _, _) = describe(p.part, t, diffs);
+        out.insert((kind.to_string(), name));
+    }
+    for (i, d) in diffs.iter().enumerate() {
+        if !explained.contains(&(i as u32)) {
+            out.insert((d.kind.as_str().to_string(), d.item.clone()));
+        }
+    }
+    out
+}
+
+/// Names of the suspects for the terminal (one line each).
+pub fn summary_lines(st: &Structure) -> Vec<String> {
+    st.suspects.iter().map(|s| s.summary.clone()).collect()
+}

@@ -1,0 +1,736 @@
+//! Delivery profiles: the thresholds a contract names, as TOML (`profiles/*.toml`,
+//! reference in `docs/profiles.md`). Each `[[check]]` selects result rows, reads one metric
+//! from them and bounds it from below (`min`) or above (`max`).
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+use crate::metric::{Metric, RowKind};
+
+/// Values of a check's `memory` selector.
+pub const MEMORY_CLASSES: &[&str] = &["host", "cuda", "mixed", "any"];
+
+/// A size given as bytes (`65536`) or as users type it (`"64K"`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum SizeSpec {
+    Bytes(u64),
+    Text(String),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProfile {
+    name: String,
+    #[serde(default)]
+    description: String,
+    /// Link rate of one port, 10^9 bit/s: drawn on the bandwidth plot and used for
+    /// collective efficiency when a result carries no link rate.
+    line_rate_gbit_s: Option<f64>,
+    #[serde(default)]
+    check: Vec<RawCheck>,
+    #[serde(default)]
+    matrix: MatrixSettings,
+    inventory: Option<InventorySpec>,
+    lossless: Option<LosslessSpec>,
+    load: Option<LoadSpec>,
+}
+
+/// `[matrix]`: how the node-by-node matrix of a sweep is judged and its suspects named.
+/// Every key is optional; `docs/profiles.md` explains each.
+#[derive(Debug, Clone, Deserialize, serde::Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct MatrixSettings {
+    /// A link whose bandwidth is under this share of its rail's median is low.
+    pub bw_below_median: f64,
+    /// A link whose p50 latency is over this multiple of its rail's median is high.
+    pub latency_above_median: f64,
+    /// The same for p99 latency (off unless set).
+    pub latency_p99_above_median: Option<f64>,
+    /// A node (or one NIC of it) whose share of low or failed links reaches this is the
+    /// suspect, rather than each of its links.
+    pub suspect_share: f64,
+    /// A node needs this many measured links to be named; with fewer its bad links are
+    /// named instead (two nodes cannot tell which end is bad).
+    pub min_links: u32,
+    /// When more than this share of a rail's nodes are suspects on it, the rail itself
+    /// (its switch or its configuration) is named instead.
+    pub rail_share: f64,
+    /// Known-good partners given to each suspect in `suspects.pairs`.
+    pub retest_partners: u32,
+    /// Worst links listed per test and size.
+    pub worst_links: u32,
+}
+
+impl Default for MatrixSettings {
+    fn default() -> Self {
+        MatrixSettings {
+            bw_below_median: 0.9,
+            latency_above_median: 1.5,
+            latency_p99_above_median: None,
+            suspect_share: 0.75,
+            min_links: 2,
+            rail_share: 0.5,
+            retest_partners: 2,
+            worst_links: 20,
+        }
+    }
+}
+
+/// `[inventory]`: what every RDMA port must show. Each key given becomes a check
+/// (`inventory-KEY`) that names every port that differs.
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct InventorySpec {
+    /// Port state must contain this (`ACTIVE`).
+    pub port_state: Option<String>,
+    /// Physical state must contain this (`LinkUp`).
+    pub phys_state: Option<String>,
+    /// Port rate, 10^9 bit/s, exactly (a link that trained lower is the fault).
+    pub rate_gbit_s: Option<f64>,
+    /// PCIe link width of the adapter, at least (x16).
+    pub pcie_width: Option<u32>,
+    /// PCIe link speed of the adapter, GT/s, at least (16 for Gen4).
+    pub pcie_speed_gt_s: Option<f64>,
+    /// Active MTU of the port, bytes, exactly.
+    pub active_mtu: Option<u32>,
+    /// MTU of the netdev behind a RoCE port, exactly.
+    pub netdev_mtu: Option<u32>,
+    /// `"same"`: one firmware version on every adapter; anything else: that version.
+    pub firmware: Option<String>,
+    /// Largest rise of any error counter of a port allowed over the runs (0: none),
+    /// from the counter deltas of the result rows and from the inventories of the
+    /// documents in time order.
+    pub error_counters_max_rise: Option<i64>,
+    /// Counters judged by `error_counters_max_rise` (default: the error counters
+    /// listed in docs/profiles.md).
+    pub error_counters: Option<Vec<String>>,
+    /// Devices the expectations apply to (default: those the ranks measured with, or
+    /// every RDMA device where no rank names one).
+    pub devices: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCheck {
+    id: String,
+    description: String,
+    metric: String,
+    unit: String,
+    min: Option<f64>,
+    max: Option<f64>,
+    tool: Option<String>,
+    test: Option<String>,
+    transport: Option<String>,
+    collective: Option<String>,
+    backend: Option<String>,
+    size: Option<SizeSpec>,
+    min_size: Option<SizeSpec>,
+    max_size: Option<SizeSpec>,
+    pair: Option<String>,
+    memory: Option<String>,
+    bidirectional: Option<bool>,
+    #[serde(default)]
+    each_pair: bool,
+    /// scaling_efficiency only: the communicator size the others are compared with.
+    base_ranks: Option<u32>,
+}
+
+/// A validated profile.
+#[derive(Debug, Clone)]
+pub struct Profile {
+    pub name: String,
+    pub description: String,
+    pub line_rate_gbit_s: Option<f64>,
+    pub checks: Vec<Check>,
+    /// Where it was read from (for the report).
+    pub source: String,
+    /// How the node-by-node matrix is judged (`[matrix]`).
+    pub matrix: MatrixSettings,
+    /// What every port must show (`[inventory]`).
+    pub inventory: Option<InventorySpec>,
+    /// What the nodes' lossless-configuration audits must show (`[lossless]`).
+    pub lossless: Option<LosslessSpec>,
+    /// Bounds on the fabric under load (`[load]`), relative to its own quiet figures.
+    pub load: Option<LoadSpec>,
+}
+
+/// Which bound a check sets.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Bound {
+    /// Measured value must be at least this.
+    Min(f64),
+    /// Measured value must be at most this.
+    Max(f64),
+}
+
+impl Bound {
+    pub fn value(self) -> f64 {
+        match self {
+            Bound::Min(v) | Bound::Max(v) => v,
+        }
+    }
+    pub fn holds(self, measured: f64) -> bool {
+        match self {
+            Bound::Min(v) => measured >= v,
+            Bound::Max(v) => measured <= v,
+        }
+    }
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Bound::Min(_) => ">=",
+            Bound::Max(_) => "<=",
+        }
+    }
+}
+
+/// Which rows a check looks at. `None` matches anything.
+#[derive(Debug, Clone, Default)]
+pub struct Selector {
+    pub tool: Option<String>,
+    pub test: Option<String>,
+    pub transport: Option<String>,
+    pub collective: Option<String>,
+    pub backend: Option<String>,
+    pub min_size: Option<u64>,
+    pub max_size: Option<u64>,
+    /// Substring of the pair label (`host-a <-> host-b`) or of either host name.
+    pub pair: Option<String>,
+    /// Where the point-to-point buffers lived: `host` (both sides; the default), `cuda`
+    /// (GPU memory on both sides: GPUDirect over verbs, staged over tcp), `mixed`, `any`.
+    pub memory: Option<String>,
+    /// Bandwidth rows measured in both directions at once (`true`) or one (`false`).
+    pub bidirectional: Option<bool>,
+    /// Judge every pair on its own (the worst pair decides) instead of the merged data.
+    pub each_pair: bool,
+}
+
+impl Selector {
+    pub fn size_ok(&self, size: u64) -> bool {
+        self.min_size.is_none_or(|m| size >= m) && self.max_size.is_none_or(|m| size <= m)
+    }
+
+    /// Human form for reports: `send_lat tcp 2..64 B`.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        for v in [
+            &self.tool,
+            &self.test,
+            &self.collective,
+            &self.transport,
+            &self.backend,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            parts.push(v.clone());
+        }
+        if let Some(m) = &self.memory {
+            parts.push(format!("{m} memory"));
+        }
+        match self.bidirectional {
+            Some(true) => parts.push("bidirectional".into()),
+            Some(false) => parts.push("one direction".into()),
+            None => {}
+        }
+        let fs = results::units::format_size;
+        match (self.min_size, self.max_size) {
+            (Some(a), Some(b)) if a == b => parts.push(format!("size {}", fs(a))),
+            (Some(a), Some(b)) => parts.push(format!("sizes {}..{}", fs(a), fs(b))),
+            (Some(a), None) => parts.push(format!("sizes >= {}", fs(a))),
+            (None, Some(b)) => parts.push(format!("sizes <= {}", fs(b))),
+            (None, None) => parts.push("all sizes".into()),
+        }
+        match &self.pair {
+            Some(p) => parts.push(format!("pair {p}")),
+            None if self.each_pair => parts.push("each pair".into()),
+            None => parts.push("all pairs".into()),
+        }
+        parts.join(", ")
+    }
+}
+
+/// One validated check.
+#[derive(Debug, Clone)]
+pub struct Check {
+    pub id: String,
+    pub description: String,
+    pub metric: Metric,
+    pub unit: &'static str,
+    pub bound: Bound,
+    pub select: Selector,
+    /// For `scaling_efficiency`: the base communicator size (default: the smallest that
+    /// spans two nodes, else the smallest).
+    pub base_ranks: Option<u32>,
+}
+
+/// Reads a profile: a path to a TOML file, or the name of one shipped with fabcheck
+/// (`roce-100g`, `loopback-demo`), looked up in `profiles/` beside the working directory
+/// and then among the profiles built into the binary.
+pub fn load(name_or_path: &str) -> Result<Profile> {
+    let path = Path::new(name_or_path);
+    if path.exists() {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::Profile(format!("{}: cannot read: {e}", path.display())))?;
+        return parse(&text, &path.display().to_string());
+    }
+    let local = Path::new("profiles").join(format!("{name_or_path}.toml"));
+    if local.exists() {
+        return load(&local.display().to_string());
+    }
+    match BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
+        Some((n, text)) => parse(text, &format!("built-in profile {n}")),
+        None => Err(Error::Profile(format!(
+            "no profile file {name_or_path} and no built-in profile of that name (built in: {})",
+            BUILTIN.iter().map(|b| b.0).collect::<Vec<_>>().join(", ")
+        ))),
+    }
+}
+
+/// The profiles shipped in `profiles/`, compiled in so the binary works anywhere.
+pub const BUILTIN: &[(&str, &str)] = &[
+    (
+        "roce-100g",
+        include_str!("../../../profiles/roce-100g.toml"),
+    ),
+    (
+        "ib-ndr-400g",
+        include_str!("../../../profiles/ib-ndr-400g.toml"),
+    ),
+    (
+        "loopback-demo",
+        include_str!("../../../profiles/loopback-demo.toml"),
+    ),
+    (
+        "loopback-demo-mpi",
+        include_str!("../../../profiles/loopback-demo-mpi.toml"),
+    ),
+    (
+        "loopback-demo-cluster",
+        include_str!("../../../profiles/loopback-demo-cluster.toml"),
+    ),
+];
+
+/// Parses and validates profile text; `source` names it in every error.
+pub fn parse(text: &str, source: &str) -> Result<Profile> {
+    let raw: RawProfile = toml::from_str(text)
+        .map_err(|e| Error::Profile(format!("{source}: {}", e.to_string().trim_end())))?;
+    let err = |key: String, msg: String| Error::Profile(format!("{source}: key `{key}`: {msg}"));
+    if raw.check.is_empty() {
+        return Err(err(
+            "check".into(),
+            "the profile has no [[check]]: a profile without checks proves nothing".into(),
+        ));
+    }
+    if let Some(r) = raw.line_rate_gbit_s {
+        if !(r.is_finite() && r > 0.0) {
+            return Err(err(
+                "line_rate_gbit_s".into(),
+                format!("{r} is not a positive rate"),
+            ));
+        }
+    }
+    let mut seen = HashSet::new();
+    let mut checks = Vec::new();
+    for (i, c) in raw.check.into_iter().enumerate() {
+        let key = |k: &str| format!("check[{i}].{k} (id \"{}\")", c.id);
+        if c.id.trim().is_empty() {
+            return Err(err(format!("check[{i}].id"), "empty id".into()));
+        }
+        if !seen.insert(c.id.clone()) {
+            return Err(err(key("id"), "duplicate id".into()));
+        }
+        let (metric, unit) = Metric::parse(&c.metric).ok_or_else(|| {
+            err(
+                key("metric"),
+                format!(
+                    "unknown metric `{}`; known: {}",
+                    c.metric,
+                    crate::metric::ALL
+                        .iter()
+                        .map(|m| m.0)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )
+        })?;
+        if c.unit != unit {
+            return Err(err(
+                key("unit"),
+                format!("metric {} is measured in {unit}, not {}", c.metric, c.unit),
+            ));
+        }
+        let bound = match (c.min, c.max) {
+            (Some(v), None) => Bound::Min(v),
+            (None, Some(v)) => Bound::Max(v),
+            _ => return Err(err(key("min"), "give exactly one of `min` or `max`".into())),
+        };
+        if !bound.value().is_finite() {
+            return Err(err(key("min/max"), "bound is not a finite number".into()));
+        }
+        let size = |k: &str, s: &Option<SizeSpec>| -> Result<Option<u64>> {
+            match s {
+                None => Ok(None),
+                Some(SizeSpec::Bytes(b)) => Ok(Some(*b)),
+                Some(SizeSpec::Text(t)) => results::units::parse_size(t)
+                    .map(Some)
+                    .map_err(|e| err(key(k), e)),
+            }
+        };
+        let exact = size("size", &c.size)?;
+        let (mut min_size, mut max_size) = (
+            size("min_size", &c.min_size)?,
+            size("max_size", &c.max_size)?,
+        );
+        if let Some(s) = exact {
+            if min_size.is_some() || max_size.is_some() {
+                return Err(err(
+                    key("size"),
+                    "give `size` or a `min_size`/`max_size` range, not both".into(),
+                ));
+            }
+            min_size = Some(s);
+            max_size = Some(s);
+        }
+        if let (Some(a), Some(b)) = (min_size, max_size) {
+            if a > b {
+                return Err(err(key("min_size"), format!("{a} is above max_size {b}")));
+            }
+        }
+        if let Some(m) = &c.memory {
+            if !MEMORY_CLASSES.contains(&m.as_str()) {
+                return Err(err(
+                    key("memory"),
+                    format!(
+                        "unknown memory `{m}`; known: {} (host: both sides host memory, cuda: \
+                         both GPU memory, mixed: one of each, any: every row)",
+                        MEMORY_CLASSES.join(", ")
+                    ),
+                ));
+            }
+            if metric.rows() == RowKind::Collective {
+                return Err(err(
+                    key("memory"),
+                    format!(
+                        "metric {} reads collective rows, which have no memory selector",
+                        c.metric
+                    ),
+                ));
+            }
+        }
+        if c.bidirectional.is_some()
+            && !matches!(
+                metric.rows(),
+                RowKind::Bandwidth | RowKind::Counters | RowKind::Any
+            )
+        {
+            return Err(err(
+                key("bidirectional"),
+                format!("metric {} does not read bandwidth rows", c.metric),
+            ));
+        }
+        if c.collective.is_some() && !matches!(metric.rows(), RowKind::Collective | RowKind::Any) {
+            return Err(err(
+                key("collective"),
+                format!("metric {} is not a collective metric", c.metric),
+            ));
+        }
+        if let Some(b) = c.base_ranks {
+            if metric != Metric::ScalingEfficiency {
+                return Err(err(
+                    key("base_ranks"),
+                    "only a scaling_efficiency check has a base communicator size".into(),
+                ));
+            }
+            if b < 2 {
+                return Err(err(
+                    key("base_ranks"),
+                    format!("{b}: a collective needs at least 2 ranks"),
+                ));
+            }
+        }
+        checks.push(Check {
+            base_ranks: c.base_ranks,
+            id: c.id,
+            description: c.description,
+            metric,
+            unit,
+            bound,
+            select: Selector {
+                tool: c.tool,
+                test: c.test,
+                transport: c.transport,
+                collective: c.collective,
+                backend: c.backend,
+                min_size,
+                max_size,
+                pair: c.pair,
+                memory: c.memory,
+                bidirectional: c.bidirectional,
+                each_pair: c.each_pair,
+            },
+        });
+    }
+    let m = &raw.matrix;
+    let in_range = |key: &str, v: f64, lo: f64, hi: f64| {
+        if v.is_finite() && v > lo && v <= hi {
+            Ok(())
+        } else {
+            Err(err(
+                format!("matrix.{key}"),
+                format!("{v} is outside ({lo}, {hi}]"),
+            ))
+        }
+    };
+    in_range("bw_below_median", m.bw_below_median, 0.0, 1.0)?;
+    in_range("latency_above_median", m.latency_above_median, 0.999, 1e6)?;
+    if let Some(v) = m.latency_p99_above_median {
+        in_range("latency_p99_above_median", v, 0.999, 1e6)?;
+    }
+    in_range("suspect_share", m.suspect_share, 0.0, 1.0)?;
+    in_range("rail_share", m.rail_share, 0.0, 1.0)?;
+    if m.min_links == 0 {
+        return Err(err("matrix.min_links".into(), "must be at least 1".into()));
+    }
+    if let Some(l) = &raw.load {
+        if l == &LoadSpec::default() {
+            return Err(err(
+                "load".into(),
+                "the [load] table sets no bound: give at least one key".into(),
+            ));
+        }
+        for (key, v) in l.bounds() {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(err(
+                    format!("load.{key}"),
+                    format!("{v}: must be a positive number"),
+                ));
+            }
+        }
+        if l.incast_fairness_min.is_some_and(|v| v > 1.0) {
+            return Err(err(
+                "load.incast_fairness_min".into(),
+                "Jain's index is at most 1".into(),
+            ));
+        }
+    }
+    if let Some(inv) = &raw.inventory {
+        if inv == &InventorySpec::default() {
+            return Err(err(
+                "inventory".into(),
+                "the [inventory] table sets no expectation: give at least one key".into(),
+            ));
+        }
+        if inv.error_counters.is_some() && inv.error_counters_max_rise.is_none() {
+            return Err(err(
+                "inventory.error_counters".into(),
+                "names counters but no error_counters_max_rise bound".into(),
+            ));
+        }
+    }
+    Ok(Profile {
+        name: raw.name,
+        description: raw.description,
+        line_rate_gbit_s: raw.line_rate_gbit_s,
+        checks,
+        source: source.to_string(),
+        matrix: raw.matrix,
+        inventory: raw.inventory,
+        lossless: raw.lossless,
+        load: raw.load,
+    })
+}
+
+/// `[lossless]` of a profile (docs/profiles.md).
+#[derive(Debug, Clone, Default, serde::Deserialize, serde::Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LosslessSpec {
+    /// Priorities that must carry PFC, exactly (RoCE usually `[3]`).
+    pub lossless_priorities: Option<Vec<u8>>,
+    /// Facets every Ethernet port must show the same (default: all of `audit::FACETS`).
+    pub same: Option<Vec<String>>,
+    /// The suite's DSCP lands on one of the lossless priorities on every port.
+    #[serde(default)]
+    pub suite_dscp_lossless: bool,
+    /// ECN (notification and reaction point) on every lossless priority.
+    #[serde(default)]
+    pub ecn_on_lossless: bool,
+    /// Every lane's receive power at or above its module's low warning threshold.
+    #[serde(default)]
+    pub rx_power_above_warning: bool,
+    /// No lane's receive power more than this many dB below the median of every audited
+    /// lane of the cluster (same optics, same reach: a dirty or bent link stands out long
+    /// before it crosses its own warning).
+    pub rx_power_outlier_db: Option<f64>,
+}
+
+/// `[load]` of a profile (docs/profiles.md): bounds on `bench-congestion` runs, each
+/// against the same cluster's quiet figures. Each key given is one check (`load-*`).
+#[derive(Debug, Clone, Default, serde::Deserialize, serde::Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LoadSpec {
+    /// Every canary test's impact on the mean (loaded over isolated latency, isolated
+    /// over loaded bandwidth) at most this.
+    pub impact_mean_max: Option<f64>,
+    /// The same on the 99th percentile (bandwidth: its low tail).
+    pub impact_p99_max: Option<f64>,
+    /// Jain's fairness index of every incast round's senders at least this.
+    pub incast_fairness_min: Option<f64>,
+    /// Every incast round's aggregate at least this percentage of the receiver's line rate.
+    pub incast_line_rate_min_pct: Option<f64>,
+    /// The victim flow's bandwidth alone over during the incast at most this.
+    pub victim_bandwidth_impact_max: Option<f64>,
+    /// The victim's 8 B p99 during the incast over alone at most this.
+    pub victim_latency_impact_max: Option<f64>,
+    /// Every expert-parallel run's scale-out bandwidth per rank (`ep_network_bw`) at least
+    /// this percentage of the same cluster's pairwise bandwidth (the all-pairs sweep's
+    /// median one-way pair between nodes at its largest size), not a fixed number.
+    pub ep_network_of_pairwise_min_pct: Option<f64>,
+}
+
+impl LoadSpec {
+    /// The keys given, by name.
+    fn bounds(&self) -> Vec<(&'static str, f64)> {
+        [
+            ("impact_mean_max", self.impact_mean_max),
+            ("impact_p99_max", self.impact_p99_max),
+            ("incast_fairness_min", self.incast_fairness_min),
+            ("incast_line_rate_min_pct", self.incast_line_rate_min_pct),
+            (
+                "victim_bandwidth_impact_max",
+                self.victim_bandwidth_impact_max,
+            ),
+            ("victim_latency_impact_max", self.victim_latency_impact_max),
+            (
+                "ep_network_of_pairwise_min_pct",
+                self.ep_network_of_pairwise_min_pct,
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| v.map(|v| (k, v)))
+        .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OK: &str = r#"
+name = "t"
+[[check]]
+id = "lat"
+description = "small messages"
+metric = "latency_p99"
+unit = "us"
+max = 5.0
+test = "send_lat"
+max_size = "64"
+"#;
+
+    #[test]
+    fn shipped_profiles_parse() {
+        for (name, text) in BUILTIN {
+            let p = parse(text, name).unwrap_or_else(|e| panic!("{e}"));
+            assert!(!p.checks.is_empty());
+        }
+    }
+
+    #[test]
+    fn a_small_profile_parses() {
+        let p = parse(OK, "t.toml").unwrap();
+        assert_eq!(p.checks[0].bound, Bound::Max(5.0));
+        assert_eq!(p.checks[0].select.max_size, Some(64));
+    }
+
+    #[test]
+    fn errors_name_the_source_and_key() {
+        let e = parse(&OK.replace("\"us\"", "\"ms\""), "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("t.toml") && e.contains("check[0].unit"), "{e}");
+        let e = parse(&OK.replace("latency_p99", "latency_p98"), "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("check[0].metric"), "{e}");
+        let e = parse(&OK.replace("max = 5.0", "max = 5.0\nmin = 1.0"), "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("exactly one"), "{e}");
+        let e = parse(&OK.replace("max_size", "max_sise"), "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("max_sise") && e.contains("t.toml"), "{e}");
+        let e = parse(&OK.replace("\"64\"", "\"lots\""), "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("check[0].max_size"), "{e}");
+        let e = parse("name = \"x\"", "t.toml").unwrap_err().to_string();
+        assert!(e.contains("no [[check]]"), "{e}");
+        let e = parse(&format!("{OK}base_ranks = 16\n"), "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("base_ranks") && e.contains("scaling_efficiency"),
+            "{e}"
+        );
+        let scaling = OK
+            .replace("latency_p99", "scaling_efficiency")
+            .replace("\"us\"", "\"%\"")
+            .replace("max = 5.0", "min = 82.0");
+        assert_eq!(
+            parse(&format!("{scaling}base_ranks = 16\n"), "t.toml")
+                .unwrap()
+                .checks[0]
+                .base_ranks,
+            Some(16)
+        );
+        let e = parse(&format!("{scaling}base_ranks = 1\n"), "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("at least 2 ranks"), "{e}");
+        let e = parse(
+            &OK.replace("max_size", "memory = \"gpu\"\nmax_size"),
+            "t.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("check[0].memory") && e.contains("cuda"), "{e}");
+        let p = parse(
+            &OK.replace("max_size", "memory = \"cuda\"\nmax_size"),
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(p.checks[0].select.memory.as_deref(), Some("cuda"));
+        assert!(p.checks[0].select.describe().contains("cuda memory"));
+    }
+
+    #[test]
+    fn a_load_table_is_read_and_bad_bounds_are_refused() {
+        let p = parse(
+            &format!("{OK}[load]\nimpact_mean_max = 1.5\nincast_fairness_min = 0.9\n"),
+            "t.toml",
+        )
+        .unwrap();
+        let l = p.load.unwrap();
+        assert_eq!(l.impact_mean_max, Some(1.5));
+        assert_eq!(l.incast_fairness_min, Some(0.9));
+        assert_eq!(l.impact_p99_max, None);
+        for (body, says) in [
+            ("", "sets no bound"),
+            ("impact_mean_max = -1\n", "load.impact_mean_max"),
+            ("incast_fairness_min = 1.2\n", "at most 1"),
+            ("impact_mean = 1.5\n", "impact_mean"),
+        ] {
+            let e = parse(&format!("{OK}[load]\n{body}"), "t.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(says) && e.contains("t.toml"), "{body}: {e}");
+        }
+        let roce = load("roce-100g").unwrap();
+        assert!(roce.load.is_some_and(|l| l.impact_mean_max.is_some()));
+    }
+}
