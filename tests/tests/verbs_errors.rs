@@ -122,3 +122,41 @@ fn check_is_refused_for_send() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("--test write or --test read"), "{err}");
 }
+
+/// A device named with `-d`, where `auto` finds no RDMA device, is not measured over TCP
+/// under the device's name: exit 2 at once, naming the device and how to measure TCP on
+/// purpose. `-R` (rdma_cm) over TCP is refused the same way. (On a host with devices the
+/// unknown name is refused by the verbs check instead, in the test above.)
+#[test]
+fn a_named_device_or_rdma_cm_never_falls_back_to_tcp() {
+    if !rdma_devices().is_empty() {
+        return;
+    }
+    for tool in ["bench-lat", "bench-bw"] {
+        for (args, want) in [
+            (
+                &["-d", "mlx5_0", "127.0.0.1"][..],
+                "-d mlx5_0 names an RDMA device",
+            ),
+            (
+                &["-d", "auto", "127.0.0.1"][..],
+                "-d auto names an RDMA device",
+            ),
+            (&["-d", "mlx5_0"][..], "-d mlx5_0 names an RDMA device"),
+            (
+                &["-R", "--transport", "tcp", "127.0.0.1"][..],
+                "-R (rdma_cm) connects RDMA queue pairs",
+            ),
+        ] {
+            let out = wait_with_deadline(
+                spawn(Command::new(bin(tool)).args(args)),
+                Duration::from_secs(20),
+                tool,
+            );
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{tool} {args:?}: {err}");
+            assert!(err.contains(want), "{tool} {args:?}: {err}");
+            assert!(!err.contains("transport: tcp"), "{tool} {args:?}: {err}");
+        }
+    }
+}

@@ -129,13 +129,22 @@ pub fn checks(spec: &LosslessSpec, docs: &[Loaded]) -> Vec<Outcome> {
             .filter(|(_, v)| Some(v) != most.as_ref())
             .map(|(n, v)| format!("{n}: {v} (most: {})", most.as_deref().unwrap_or("?")))
             .collect();
-        out.push(outcome(
+        // One port agrees with itself: "the same on every port" is judged only when at
+        // least two ports say it.
+        let compared = if values.len() < 2 { 0 } else { values.len() };
+        let mut o = outcome(
             &format!("same-{}", f.replace('_', "-")),
             format!("Every node's ports show the same {f}"),
             "same on every port".into(),
-            values.len(),
+            compared,
             misses,
-        ));
+        );
+        if let [(only, _)] = values.as_slice() {
+            o.worst_at = format!(
+                "only {only} says its {f}: a comparison needs at least two ports (run fabric-doctor --json on every node)"
+            );
+        }
+        out.push(o);
     }
     if let Some(want) = &spec.lossless_priorities {
         let mut judged = 0;
@@ -331,5 +340,22 @@ mod tests {
         }
         // Facets no audit knows are MISSING, not passed.
         assert_eq!(by("lossless-same-fec").status, Status::Missing);
+    }
+
+    #[test]
+    fn one_port_is_no_comparison() {
+        let mut doc =
+            results::Document::new("fabric-doctor", "mpi", 1, "2026-01-01T00:00:00Z".into());
+        doc.hosts.push(node("node00", 3, 48));
+        let l = Loaded::from_text("a.json", &serde_json::to_string(&doc).unwrap()).unwrap();
+        let out = checks(&LosslessSpec::default(), &[l]);
+        let mtu = out.iter().find(|o| o.id == "lossless-same-mtu").unwrap();
+        assert_eq!(mtu.status, Status::Missing, "{}", mtu.worst_at);
+        assert!(
+            mtu.worst_at.contains("only node00:eth2"),
+            "{}",
+            mtu.worst_at
+        );
+        assert_eq!(mtu.measured, None);
     }
 }

@@ -258,11 +258,39 @@ impl P2pArgs {
             });
         }
         let (kind, why) = transport::resolve(self.transport)?;
+        self.refuse_silent_tcp(kind, &why)?;
         transport::check_supported(kind, self.op)?;
         if self.transport == TransportChoice::Auto && base::launcher::is_reporting_process() {
             eprintln!("transport: {why}");
         }
         Ok(kind)
+    }
+
+    /// Refuses a run that would measure TCP while the command line asked for RDMA: `-d`
+    /// naming a device that `auto` could not find (a typo, a missing driver) would
+    /// otherwise measure the kernel's TCP stack and label it with the device, and `-R`
+    /// (rdma_cm) means nothing over TCP. TCP is measured when asked (`--transport tcp`)
+    /// or when no device was named.
+    fn refuse_silent_tcp(&self, kind: transport::TransportKind, why: &str) -> anyhow::Result<()> {
+        if kind != transport::TransportKind::Tcp {
+            return Ok(());
+        }
+        if let (Some(d), TransportChoice::Auto) = (&self.ib_dev, self.transport) {
+            anyhow::bail!(
+                "-d {} names an RDMA device, but the transport resolved to {why}: this host \
+                 offers no verbs device to measure. Check the name with `ibv_devices` (or \
+                 `rdma link`), load the RDMA driver, or measure TCP on purpose with \
+                 --transport tcp and no -d",
+                d.describe()
+            );
+        }
+        if self.rdma_cm {
+            anyhow::bail!(
+                "-R (rdma_cm) connects RDMA queue pairs, but the transport is {why}: drop -R, \
+                 or use --transport verbs on a host with an RDMA device"
+            );
+        }
+        Ok(())
     }
 
     /// Checks the verbs settings against this host's devices (not on the agents'

@@ -161,6 +161,18 @@ pub enum DeviceChoice {
     Auto,
 }
 
+impl DeviceChoice {
+    /// The choice as `-d` takes it (`mlx5_0`, `mlx5_0,mlx5_1`, `auto`; empty by default).
+    pub fn describe(&self) -> String {
+        match self {
+            DeviceChoice::Default => String::new(),
+            DeviceChoice::One(d) => d.clone(),
+            DeviceChoice::PerLocalRank(l) => l.join(","),
+            DeviceChoice::Auto => "auto".into(),
+        }
+    }
+}
+
 impl std::str::FromStr for DeviceChoice {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {

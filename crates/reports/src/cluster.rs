@@ -309,6 +309,15 @@ fn judge_check(
                         .count()
                 })
                 .sum();
+            if links == 0 {
+                // A sweep whose every planned link went untried proves nothing about pairs.
+                return Some(mk(
+                    Status::Missing,
+                    None,
+                    "the sweeps that match this check tried no link: run bench-bw or bench-lat with --pattern all-pairs on at least two nodes".into(),
+                    0,
+                ));
+            }
             let v = fails.len() as f64;
             let at = if fails.is_empty() {
                 format!("no pair failed ({links} link(s) tried)")
@@ -376,6 +385,9 @@ fn judge_check(
             if chosen.is_empty() {
                 return Some(no_sweep());
             }
+            if let Some(why) = suspects_unjudged(&c.select, a, &chosen) {
+                return Some(mk(Status::Missing, None, why, 0));
+            }
             let mut named: Vec<&str> = loc
                 .suspects
                 .iter()
@@ -394,7 +406,12 @@ fn judge_check(
             }
             let v = named.len() as f64;
             let at = if named.is_empty() {
-                format!("no suspect in {} test(s) and size(s)", chosen.len())
+                let (lat, _) = swept(a, &chosen);
+                format!(
+                    "no suspect in {} test(s) and size(s){}",
+                    chosen.len(),
+                    if lat { "" } else { " (latency not swept)" }
+                )
             } else {
                 named
                     .iter()
@@ -431,6 +448,39 @@ fn judge_check(
         }
         _ => return None,
     })
+}
+
+/// Why a suspects check over `chosen` groups judged too little to pass, if it did: no
+/// link of them was measured, or (when the check names no test) only latency was swept.
+/// Small-message latency barely moves on a link that trained at half its rate or drops a
+/// share of its packets, so a latency-only sweep cannot clear a fabric of the faults
+/// bandwidth shows; a bandwidth sweep sees a down-trained, lossy or congested link, and
+/// its `at` says latency was not swept.
+fn suspects_unjudged(sel: &Selector, a: &Analysis, chosen: &[u32]) -> Option<String> {
+    let (lat, bw) = swept(a, chosen);
+    match (lat, bw) {
+        (false, false) => Some(
+            "the sweeps that match this check measured no link: run bench-bw --pattern all-pairs on at least two nodes".into(),
+        ),
+        (true, false) if sel.test.is_none() => Some(
+            "only latency was swept, and latency cannot see a link slow in bandwidth: add bench-bw --pattern all-pairs (or name the test in the check's select)".into(),
+        ),
+        _ => None,
+    }
+}
+
+/// Whether any link of the `chosen` groups was measured in latency, and in bandwidth.
+fn swept(a: &Analysis, chosen: &[u32]) -> (bool, bool) {
+    let measured = |latency: bool| {
+        chosen.iter().any(|&g| {
+            let g = &a.groups[g as usize];
+            g.key.latency == latency
+                && g.matrices
+                    .iter()
+                    .any(|&m| a.matrices[m as usize].cells.iter().any(|c| c.measured()))
+        })
+    };
+    (measured(true), measured(false))
 }
 
 /// Summaries of every group and rail, with the worst links.
@@ -716,6 +766,46 @@ max = 0
     fn status(v: &Verdict, id: &str) -> (Status, String) {
         let c = v.checks.iter().find(|c| c.id == id).unwrap();
         (c.status, c.worst_at.clone())
+    }
+
+    #[test]
+    fn a_latency_only_sweep_leaves_the_suspects_check_missing() {
+        // Latency cannot see a link at half its rate: "no suspect" is not judged.
+        let (v, _) = verdict(&[sweep_doc(&SweepSpec::latency(4, 1))]);
+        let (s, at) = status(&v, "suspects");
+        assert_eq!(s, Status::Missing, "{at}");
+        assert!(at.contains("only latency was swept"), "{at}");
+        // Named in the check's select, latency alone is what the check asks for.
+        let named = PROFILE.replace(
+            "metric = \"suspects\"",
+            "metric = \"suspects\"\ntest = \"send_lat\"",
+        );
+        let (v, _) = verdict_with(&named, &[sweep_doc(&SweepSpec::latency(4, 1))]);
+        assert_eq!(status(&v, "suspects").0, Status::Pass);
+        // A bandwidth sweep judges, and says latency was not swept.
+        let (v, _) = verdict(&[sweep_doc(&SweepSpec::bandwidth(4, 1))]);
+        let (s, at) = status(&v, "suspects");
+        assert_eq!(s, Status::Pass);
+        assert!(at.contains("(latency not swept)"), "{at}");
+    }
+
+    #[test]
+    fn a_sweep_that_tried_no_link_judges_no_pair() {
+        // A sweep whose one node measured only itself (client and server on one host):
+        // rows exist, but no link between nodes was tried.
+        let mut doc = synth::bandwidth_doc("h", "h", &[65536], 96.0, 3);
+        for r in &mut doc.results {
+            if let results::TestResult::Bandwidth(b) = r {
+                b.test = "write_bw".into();
+                b.transport = "verbs".into();
+            }
+        }
+        let (v, _) = verdict(&[doc]);
+        for id in ["failed", "suspects"] {
+            let (s, at) = status(&v, id);
+            assert_ne!(s, Status::Pass, "{id}: {at}");
+        }
+        assert_ne!(v.overall, "PASS");
     }
 
     #[test]

@@ -149,6 +149,14 @@ fn matches(sel: &Selector, tool: &str, r: &TestResult) -> bool {
     }
 }
 
+/// Whether `check` bounds each direction of a bidirectional row on its own: a row that
+/// ran both ways sums them (perftest -b), and a bound is one-way unless the check says
+/// `bidirectional = true`. A bidirectional row that recorded no directions is then not
+/// judged at all: its sum says nothing of the slower direction.
+fn one_way(check: &Check, bidirectional_row: bool) -> bool {
+    bidirectional_row && check.select.bidirectional != Some(true) && check.metric.sums_directions()
+}
+
 /// Whether the selector takes the point-to-point rows of group `g` (all but `pair`, which
 /// is per row): [`matches`] decided once per group. The one rule for every place that
 /// selects groups: compact rows here, the matrix's per-pair bounds and its checks.
@@ -348,7 +356,13 @@ pub fn judge_check(
                         }
                         _ => None,
                     };
-                    if let Some(value) = value.filter(|v| v.is_finite()) {
+                    let values = match r {
+                        TestResult::Bandwidth(b) if one_way(check, b.bidirectional) => {
+                            check.metric.of_directions(b)
+                        }
+                        _ => value.into_iter().collect(),
+                    };
+                    for value in values.into_iter().filter(|v| v.is_finite()) {
                         let at_least = match r {
                             TestResult::Latency(l) => l.counters.as_ref(),
                             TestResult::Bandwidth(b) => b.counters.as_ref(),
@@ -381,15 +395,20 @@ pub fn judge_check(
                     if !kind_ok || !matches_compact(sel, &groups, p2p, r) {
                         continue;
                     }
-                    let value = match &row_marks {
-                        Some(m) => match m.as_ref().map_or(Mark::Unknown, |m| m[ri]) {
-                            Mark::Disturbed => Some(1.0),
-                            Mark::Clean => Some(0.0),
-                            Mark::Unknown => None,
+                    let values = match (&row_marks, &r.stats) {
+                        (Some(m), _) => match m.as_ref().map_or(Mark::Unknown, |m| m[ri]) {
+                            Mark::Disturbed => vec![1.0],
+                            Mark::Clean => vec![0.0],
+                            Mark::Unknown => vec![],
                         },
-                        None => r.stats.metric(check.metric),
+                        (None, RowStats::Bandwidth(b))
+                            if one_way(check, p2p.groups[r.group as usize].bidirectional) =>
+                        {
+                            b.of_directions(check.metric)
+                        }
+                        (None, _) => r.stats.metric(check.metric).into_iter().collect(),
                     };
-                    if let Some(value) = value.filter(|v| v.is_finite()) {
+                    for value in values.into_iter().filter(|v| v.is_finite()) {
                         obs.push(Obs {
                             at_least: r.stats.at_least(check.metric),
                             value,
@@ -691,6 +710,57 @@ mod tests {
     fn run(p: &Profile, docs: &[Loaded]) -> Verdict {
         let t = crate::tables::build(&InputSet::of(docs.to_vec()), p.line_rate_gbit_s);
         judge(p, docs, &t)
+    }
+
+    /// A bidirectional row of `a <-> b` summing `dirs` (Gb/s each way), with the
+    /// directions recorded when `recorded`.
+    fn bidir_doc(dirs: [f64; 2], recorded: bool) -> results::Document {
+        let mut doc = synth::bandwidth_doc("a", "b", &[1 << 20], dirs[0] + dirs[1], 2);
+        for r in &mut doc.results {
+            if let TestResult::Bandwidth(b) = r {
+                b.bidirectional = true;
+                b.bw_gbit_s.avg = dirs[0] + dirs[1];
+                let ends = [b.pair.initiator.clone(), b.pair.responder.clone()];
+                b.directions = if recorded {
+                    (0..2)
+                        .map(|i| results::DirectionFigures {
+                            from: ends[i].clone(),
+                            to: ends[1 - i].clone(),
+                            bw_gbit_s: results::BandwidthSummary {
+                                avg: dirs[i],
+                                peak: dirs[i],
+                                ..Default::default()
+                            },
+                            msg_rate_mpps: 1.0,
+                        })
+                        .collect()
+                } else {
+                    vec![]
+                };
+            }
+        }
+        doc
+    }
+
+    #[test]
+    fn a_one_way_bound_holds_for_each_direction_of_a_bidirectional_row() {
+        let bounds = "[[check]]\nid=\"one-way\"\ndescription=\"d\"\nmetric=\"bw_avg\"\nunit=\"Gb/s\"\nmin=94\n\
+             [[check]]\nid=\"summed\"\ndescription=\"d\"\nmetric=\"bw_avg\"\nunit=\"Gb/s\"\nmin=94\nbidirectional=true\n";
+        let p = profile(bounds);
+        // 47 + 47 = 94: the sum passes a bound on the sum, each direction fails 94.
+        let v = run(&p, &[loaded(bidir_doc([47.0, 47.0], true))]);
+        assert_eq!(v.checks[0].status, Status::Fail, "{:?}", v.checks[0]);
+        assert_eq!(v.checks[0].measured, Some(47.0));
+        assert_eq!(v.checks[1].status, Status::Pass, "{:?}", v.checks[1]);
+        // One direction at half rate fails, whatever the other does.
+        let v = run(&p, &[loaded(bidir_doc([96.0, 48.0], true))]);
+        assert_eq!(v.checks[0].status, Status::Fail);
+        assert_eq!(v.checks[0].measured, Some(48.0));
+        let v = run(&p, &[loaded(bidir_doc([96.0, 95.0], true))]);
+        assert_eq!(v.checks[0].status, Status::Pass, "{:?}", v.checks[0]);
+        // A sum whose directions were not recorded judges no direction.
+        let v = run(&p, &[loaded(bidir_doc([96.0, 95.0], false))]);
+        assert_eq!(v.checks[0].status, Status::Missing, "{:?}", v.checks[0]);
     }
 
     #[test]

@@ -321,6 +321,28 @@ impl Metric {
         )
     }
 
+    /// Whether a bidirectional row's figure for this metric is the sum of its two
+    /// directions (as perftest -b prints it). A bound on such a metric is one-way unless
+    /// the check says `bidirectional = true`: it holds for each direction, so 47 + 47
+    /// fails a bound of 94 ([`Metric::of_directions`]).
+    pub fn sums_directions(self) -> bool {
+        matches!(self, Metric::BwAvg | Metric::BwPeak | Metric::MsgRate)
+    }
+
+    /// This metric for each direction a bidirectional row recorded on its own (none for
+    /// a one-way row, or a bidirectional one written before directions were kept).
+    pub fn of_directions(self, r: &BandwidthResult) -> Vec<f64> {
+        r.directions
+            .iter()
+            .filter_map(|d| match self {
+                Metric::BwAvg => Some(d.bw_gbit_s.avg),
+                Metric::BwPeak => Some(d.bw_gbit_s.peak),
+                Metric::MsgRate => Some(d.msg_rate_mpps),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Value of a bandwidth metric for one row.
     pub fn of_bandwidth(self, r: &BandwidthResult) -> Option<f64> {
         match self {

@@ -86,11 +86,55 @@ pub struct BwStats {
     /// Pauses, discards, CNPs, post-FEC errors from the counters, and the row's length.
     pub health: HealthTally,
     pub seconds: f64,
+    /// A bidirectional row's figures per direction (average, peak Gb/s, Mpps), in the
+    /// order the row recorded them; `None` where not recorded (one-way rows, older ones).
+    pub directions: [Option<DirStats>; 2],
+}
+
+/// One direction of a bidirectional row: average and peak Gb/s, message rate in Mpps.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DirStats {
+    pub avg: f64,
+    pub peak: f64,
+    pub msg_rate: f64,
+}
+
+impl DirStats {
+    /// The figures of up to two recorded directions.
+    pub fn of(directions: impl IntoIterator<Item = (f64, f64, f64)>) -> [Option<DirStats>; 2] {
+        let mut out = [None, None];
+        for (slot, (avg, peak, msg_rate)) in out.iter_mut().zip(directions) {
+            *slot = Some(DirStats {
+                avg,
+                peak,
+                msg_rate,
+            });
+        }
+        out
+    }
+
+    fn metric(&self, m: Metric) -> Option<f64> {
+        match m {
+            Metric::BwAvg => Some(self.avg),
+            Metric::BwPeak => Some(self.peak),
+            Metric::MsgRate => Some(self.msg_rate),
+            _ => None,
+        }
+    }
 }
 
 impl BwStats {
+    /// `m` for each recorded direction (see [`Metric::of_directions`]).
+    pub fn of_directions(&self, m: Metric) -> Vec<f64> {
+        self.directions
+            .iter()
+            .flatten()
+            .filter_map(|d| d.metric(m))
+            .collect()
+    }
+
     pub fn of(r: &BandwidthResult) -> Self {
-        Self::from_parts(
+        let mut s = Self::from_parts(
             &r.transport,
             r.bw_gbit_s.avg,
             r.bw_gbit_s.peak,
@@ -102,7 +146,13 @@ impl BwStats {
                 r.counters.as_ref().map(health).unwrap_or_default(),
                 r.duration_s,
             ),
-        )
+        );
+        s.directions = DirStats::of(
+            r.directions
+                .iter()
+                .map(|d| (d.bw_gbit_s.avg, d.bw_gbit_s.peak, d.msg_rate_mpps)),
+        );
+        s
     }
 
     /// The one place the numbers are derived, whichever reader parsed the row.
@@ -132,6 +182,7 @@ impl BwStats {
             copy_bw: (transport == "cuda").then_some(avg / 8.0),
             health,
             seconds,
+            directions: [None, None],
         }
     }
 

@@ -515,6 +515,8 @@ struct LeanRow<'a> {
     #[serde(default)]
     msg_rate_mpps: Option<f64>,
     #[serde(default)]
+    directions: Vec<LeanDirection>,
+    #[serde(default)]
     interval_s: Option<f64>,
     #[serde(default)]
     interval_gbit_s: Option<Vec<f64>>,
@@ -541,6 +543,13 @@ struct LeanPeer<'a> {
     device: Option<&'a str>,
     #[serde(default)]
     port: Option<u32>,
+}
+
+/// One direction of a bidirectional row: its figures only (the ends are the pair's).
+#[derive(Deserialize)]
+struct LeanDirection {
+    bw_gbit_s: BandwidthSummary,
+    msg_rate_mpps: f64,
 }
 
 #[derive(Deserialize)]
@@ -696,7 +705,7 @@ fn add_row(chunk: &mut Chunk, r: LeanRow, max_groups: usize) -> Result<(), Fallb
             if r.size_bytes == 0 {
                 return Err(Fallback::Layout("a bandwidth row of 0 bytes".into()));
             }
-            let stats = BwStats::from_parts(
+            let mut stats = BwStats::from_parts(
                 r.transport,
                 bw.avg,
                 bw.peak,
@@ -705,6 +714,11 @@ fn add_row(chunk: &mut Chunk, r: LeanRow, max_groups: usize) -> Result<(), Fallb
                 &cpu,
                 loss,
                 (health, r.duration_s),
+            );
+            stats.directions = crate::rows::DirStats::of(
+                r.directions
+                    .iter()
+                    .map(|d| (d.bw_gbit_s.avg, d.bw_gbit_s.peak, d.msg_rate_mpps)),
             );
             (false, bidir, RowStats::Bandwidth(stats))
         }
