@@ -51,5 +51,9 @@ set -e
 echo
 echo "results: $OUT/*.json"
 echo "report:  $OUT/report/report.html (also report.md, report.junit.xml; signed: MANIFEST.sha256.sig)"
-echo "verify:  (cd $OUT/report && ssh-keygen -Y verify -f allowed_signers -I fabcheck -n fabcheck-report -s MANIFEST.sha256.sig < MANIFEST.sha256 && sha256sum -c MANIFEST.sha256)"
+# The customer's side: an allowed_signers file made from the published key (here the demo
+# key's .pub), never the bundle's own copy.
+SIGNERS=$(realpath -m "$KEY.allowed_signers")
+echo "fabcheck $(cat "$KEY.pub")" > "$SIGNERS"
+echo "verify:  (cd $OUT/report && SIGNERS=$SIGNERS && ssh-keygen -Y verify -f \"\$SIGNERS\" -I fabcheck -n fabcheck-report -s MANIFEST.sha256.sig < MANIFEST.sha256 && sha256sum -c MANIFEST.sha256)"
 exit $verdict

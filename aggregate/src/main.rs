@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use reports::{cluster, compare, export, report, sign, templates, trend};
+use reports::{cluster, compare, explain, export, report, sign, templates, trend};
 use verdict::error::{exit, Error, Result};
 use verdict::escape::terminal;
 use verdict::{input, judge, profile, tables};
@@ -33,8 +33,7 @@ enum Cmd {
         /// Result files and directories (searched recursively for *.json).
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
-        /// Delivery profile: a TOML file, or a shipped one by name (roce-100g, loopback-demo).
-        #[arg(short, long)]
+        #[arg(short, long, help = profile_help())]
         profile: String,
         /// Report directory.
         #[arg(short, long, default_value = "report")]
@@ -217,6 +216,24 @@ enum Cmd {
         #[command(flatten)]
         limits: LimitArgs,
     },
+    /// Delivery profiles: the shipped ones, and what a profile needs run to be judged.
+    Profile {
+        #[command(subcommand)]
+        cmd: ProfileCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum ProfileCmd {
+    /// List the shipped profiles.
+    List,
+    /// Every check of a profile with the run of the suite that feeds it, by stage, and
+    /// the distinct runs once each: what an acceptance run must do for every check to be
+    /// judged.
+    Explain {
+        /// A TOML file, or a shipped profile by name.
+        profile: String,
+    },
 }
 
 /// Ceilings on what a command reads (README, Limits).
@@ -314,7 +331,8 @@ fn run(cmd: Cmd) -> Result<u8> {
                 let measured = c
                     .measured
                     .map(|m| format!("{} {}", judge::format_value(m), c.unit))
-                    .unwrap_or_else(|| "no data".into());
+                    // Nothing judged: say what would feed the check.
+                    .unwrap_or_else(|| c.worst_at.clone());
                 println!(
                     "{}",
                     terminal(&format!(
@@ -345,9 +363,14 @@ fn run(cmd: Cmd) -> Result<u8> {
             println!("report: {}", o.dir.join("report.html").display());
             if let Some(fp) = &o.fingerprint {
                 println!(
-                    "signed: {} by {fp}; verify in {} with: {}",
+                    "signed: {} by {fp}; the customer verifies it in {} with {}=an \
+                     allowed_signers file holding the key you publish (line: `{} ssh-ed25519 \
+                     AAAA...`; the bundle's own {} only shows the bundle agrees with itself): {}",
                     o.dir.join(sign::SIGNATURE).display(),
                     o.dir.display(),
+                    sign::SIGNERS_VAR,
+                    opts.identity,
+                    sign::ALLOWED_SIGNERS,
                     sign::verify_command(&opts.identity)
                 );
             }
@@ -597,5 +620,28 @@ fn run(cmd: Cmd) -> Result<u8> {
             write_out(&out, &bytes)?;
             Ok(exit::OK)
         }
+        Cmd::Profile { cmd } => {
+            match cmd {
+                ProfileCmd::List => {
+                    for (name, _) in profile::BUILTIN {
+                        let p = profile::load(name)?;
+                        println!("{name:<24} {}", terminal(&p.description));
+                    }
+                }
+                ProfileCmd::Explain { profile } => {
+                    print!("{}", terminal(&explain::explain(&profile::load(&profile)?)));
+                }
+            }
+            Ok(exit::OK)
+        }
     }
+}
+
+/// `--profile`'s help, naming every shipped profile from the one list of them.
+fn profile_help() -> String {
+    let names: Vec<&str> = profile::BUILTIN.iter().map(|(n, _)| *n).collect();
+    format!(
+        "Delivery profile: a TOML file, or a shipped one by name ({})",
+        names.join(", ")
+    )
 }

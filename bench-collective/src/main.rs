@@ -90,9 +90,7 @@ fn op_parser() -> impl TypedValueParser<Value = RedOp> {
 #[derive(Parser, Debug)]
 #[command(version, about, long_about = None)]
 pub(crate) struct Cli {
-    /// Collectives to run, in this order: all_reduce, all_gather, reduce_scatter, alltoall,
-    /// broadcast, reduce, sendrecv, scatter, gather, hypercube, or `all` for every one.
-    #[arg(value_name = "COLLECTIVE", default_value = "all_reduce")]
+    #[arg(value_name = "COLLECTIVE", default_value = "all_reduce", help = collectives_help())]
     pub(crate) collectives: Vec<String>,
 
     /// Smallest size in bytes (K, M, G suffixes), as nccl-tests' size column.
@@ -112,6 +110,11 @@ pub(crate) struct Cli {
     /// Add this many bytes between steps instead of multiplying.
     #[arg(short = 'i', long = "stepbytes", value_parser = parse_size, conflicts_with = "stepfactor")]
     pub(crate) stepbytes: Option<u64>,
+
+    /// GPUs per rank (nccl-tests -g): 1, the only value, as nearly every nccl-tests line
+    /// gives it; launch one rank per GPU for more.
+    #[arg(short = 'g', long = "ngpus", default_value_t = 1, value_parser = parse_ngpus)]
+    pub(crate) ngpus: u32,
 
     /// Timed iterations per size and mode.
     #[arg(short = 'n', long = "iters", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
@@ -232,6 +235,30 @@ pub(crate) enum EpVariantArg {
     Flat,
     #[value(name = "two-stage", alias = "two_stage")]
     TwoStage,
+}
+
+/// The positional argument's help, from the one list of collectives.
+fn collectives_help() -> String {
+    format!(
+        "Collectives to run, in this order: {}, or `all` for every one; the expert-parallel \
+         pair {} runs in a launch of its own",
+        colls::ALL.map(|c| c.name).join(", "),
+        colls::EP_ALL.map(|c| c.name).join(" and ")
+    )
+}
+
+/// `-g`: nccl-tests drives several GPUs from one thread; this harness drives one GPU per
+/// rank (one process per GPU, as NCCL recommends), so 1 is taken and anything else is
+/// refused with the way to get it.
+fn parse_ngpus(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(1) => Ok(1),
+        Ok(n) => Err(format!(
+            "{n} GPUs per rank: bench-collective drives one GPU per rank; launch {n} times \
+             the ranks instead (mpirun -np <ranks x {n}>), each rank takes its node-local GPU"
+        )),
+        Err(_) => Err(format!("'{s}' is not a number of GPUs (give 1)")),
+    }
 }
 
 fn main() {

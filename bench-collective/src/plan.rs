@@ -102,8 +102,10 @@ pub fn resolve(r: Cli) -> Result<Plan> {
         match colls::by_name(canonical(&name)) {
             Some(coll) => collectives.push(Selected { coll, named: true }),
             None => bail!(
-                "unknown collective '{name}': choose from {}, or all",
-                colls::ALL.map(|c| c.name).join(", ")
+                "unknown collective '{name}': choose from {}, or all; or {} (in a launch of \
+                 their own)",
+                colls::ALL.map(|c| c.name).join(", "),
+                colls::EP_ALL.map(|c| c.name).join(", ")
             ),
         }
     }

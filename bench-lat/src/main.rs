@@ -6,7 +6,7 @@
 //! pairs, sweeps sizes and writes JSON; this file holds the loop and the table.
 
 use anyhow::Result;
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches, Parser};
 
 use base::clock::{BlockStamps, LoopClock, BLOCK};
 use base::interrupt;
@@ -217,7 +217,8 @@ fn plan(cli: &Cli) -> Result<Plan> {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    let matches = p2p_cli::pair_tests_only(Cli::command()).get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let code = match plan(&cli) {
         Ok(plan) => p2p_cli::launch::run(&cli.p2p.launch(), plan, &mut Latency),
         Err(e) => {

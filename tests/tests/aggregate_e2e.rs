@@ -145,16 +145,24 @@ fn loopback_acceptance_with_the_real_benchmarks_passes_signed_and_verified() {
     assert!(html.contains("--json"), "command lines listed");
     assert!(html.contains(&hostname()), "host listed");
 
-    // Stock OpenSSH accepts the signature with the key the demo made.
+    // Stock OpenSSH accepts the signature with the key the demo made, through the very
+    // command the report prints, given a signers file outside the bundle; the command
+    // never names the bundle's own allowed_signers (anyone re-signing writes a matching one).
     let public = fs::read_to_string(dir.join("demo.key.pub")).unwrap();
-    fs::write(report.join("allowed_signers"), format!("fabcheck {public}")).unwrap();
+    let signers = dir.join("published.allowed_signers");
+    fs::write(&signers, format!("fabcheck {public}")).unwrap();
+    let md = fs::read_to_string(report.join("report.md")).unwrap();
+    let printed = md
+        .lines()
+        .find(|l| l.starts_with("ssh-keygen -Y verify"))
+        .expect("the report prints the verify command");
+    assert!(printed.contains("\"$SIGNERS\""), "{printed}");
+    assert!(!printed.contains("allowed_signers"), "{printed}");
     let verify = run(
         Command::new("sh")
             .arg("-c")
-            .arg(
-                "ssh-keygen -Y verify -f allowed_signers -I fabcheck -n fabcheck-report \
-                 -s MANIFEST.sha256.sig < MANIFEST.sha256 && sha256sum -c --quiet MANIFEST.sha256",
-            )
+            .arg(printed.replace("sha256sum -c ", "sha256sum -c --quiet "))
+            .env("SIGNERS", &signers)
             .current_dir(&report),
         LIMIT,
     );

@@ -35,6 +35,16 @@ where
     })
 }
 
+/// `--test` without bench-bw's GPU copy baselines, for a tool that measures only pairs
+/// (bench-lat): its help lists what it runs, and clap refuses the rest by name.
+pub fn pair_tests_only(cmd: clap::Command) -> clap::Command {
+    const PAIR: &[&str] = &["send", "write", "read"];
+    debug_assert!(PAIR
+        .iter()
+        .all(|n| n.parse::<Op>().is_ok_and(|op| !op.is_copy())));
+    cmd.mut_arg("op", |a| a.value_parser(one_of::<Op>(PAIR)))
+}
+
 fn parse_size(s: &str) -> Result<u64, String> {
     let v = results::units::parse_size(s)?;
     if v == 0 {

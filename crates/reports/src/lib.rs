@@ -8,6 +8,7 @@
 pub mod bundle;
 pub mod cluster;
 pub mod compare;
+pub mod explain;
 pub mod export;
 pub mod heatmap;
 pub mod plots;

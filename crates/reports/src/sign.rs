@@ -1,10 +1,12 @@
 //! Signed reports. `report --sign KEY` writes `MANIFEST.sha256` (the SHA-256 of every report
 //! file and every input file in the bundle, in `sha256sum` format) and
 //! `MANIFEST.sha256.sig`, an SSH signature (SSHSIG) of that manifest in the fixed namespace
-//! [`NAMESPACE`]. A customer checks it with stock OpenSSH and coreutils:
+//! [`NAMESPACE`]. A customer checks it with stock OpenSSH and coreutils, with `SIGNERS`
+//! naming an `allowed_signers` file that holds the key the signer published (never the
+//! bundle's own copy: a bundle re-signed by anyone is consistent with its own key):
 //!
 //! ```text
-//! ssh-keygen -Y verify -f allowed_signers -I fabcheck -n fabcheck-report \
+//! ssh-keygen -Y verify -f "$SIGNERS" -I fabcheck -n fabcheck-report \
 //!     -s MANIFEST.sha256.sig < MANIFEST.sha256 && sha256sum -c MANIFEST.sha256
 //! ```
 //!
@@ -52,10 +54,17 @@ pub fn check_identity(identity: &str) -> Result<()> {
     }
 }
 
-/// The exact customer-side command, for the README and the report footer.
+/// The shell variable the customer-side command reads the trusted signers file from.
+pub const SIGNERS_VAR: &str = "SIGNERS";
+
+/// The exact customer-side command, for the terminal and the report footer: run in the
+/// report directory with `$SIGNERS` naming an `allowed_signers` file that holds the
+/// signer's published key (`IDENTITY ssh-ed25519 AAAA...`). The bundle's own
+/// [`ALLOWED_SIGNERS`] proves only that the bundle agrees with itself, so the command
+/// never names it.
 pub fn verify_command(identity: &str) -> String {
     format!(
-        "ssh-keygen -Y verify -f {ALLOWED_SIGNERS} -I {identity} -n {NAMESPACE} -s {SIGNATURE} < {MANIFEST} && sha256sum -c {MANIFEST}"
+        "ssh-keygen -Y verify -f \"${SIGNERS_VAR}\" -I {identity} -n {NAMESPACE} -s {SIGNATURE} < {MANIFEST} && sha256sum -c {MANIFEST}"
     )
 }
 

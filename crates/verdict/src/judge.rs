@@ -208,9 +208,14 @@ fn pair_ok(sel: &Selector, p: &results::Pair) -> bool {
 }
 
 pub fn fmt_value(v: f64) -> String {
+    let trim = |s: String| s.trim_end_matches('0').trim_end_matches('.').to_string();
     if v == 0.0 || (v.abs() >= 0.01 && v.abs() < 1e6) {
-        let s = format!("{v:.3}");
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
+        trim(format!("{v:.3}"))
+    } else if v.abs() >= 1e-6 && v.abs() < 0.01 {
+        // Small rates (0.0026 Mpps, a 0.004% loss) read as decimals with four
+        // significant digits; a reader of a table should not decode `2.599e-3`.
+        let decimals = (3 - v.abs().log10().floor() as i32).clamp(0, 9) as usize;
+        trim(format!("{v:.decimals$}"))
     } else {
         format!("{v:.3e}")
     }
@@ -503,9 +508,9 @@ fn finish(check: &Check, docs: &[Loaded], obs: &[Obs]) -> Outcome {
         bound_value: check.bound.value(),
         status,
         measured: worst.map(|w| w.value),
-        worst_at: worst.map(|w| describe(&w.at, docs)).unwrap_or_else(|| {
-            "no result matches this check's selector: run the test it names".to_string()
-        }),
+        worst_at: worst
+            .map(|w| describe(&w.at, docs))
+            .unwrap_or_else(|| crate::feed::next_step(check)),
         observations: obs.len(),
         at_least: worst.is_some_and(|w| w.at_least),
         warning: worst.filter(|w| w.at_least).map(|_| AT_LEAST.to_string()),
@@ -761,6 +766,17 @@ mod tests {
         // A sum whose directions were not recorded judges no direction.
         let v = run(&p, &[loaded(bidir_doc([96.0, 95.0], false))]);
         assert_eq!(v.checks[0].status, Status::Missing, "{:?}", v.checks[0]);
+    }
+
+    #[test]
+    fn small_values_read_as_decimals() {
+        assert_eq!(fmt_value(0.002599), "0.002599");
+        assert_eq!(fmt_value(0.00004), "0.00004");
+        assert_eq!(fmt_value(0.5), "0.5");
+        assert_eq!(fmt_value(94.25), "94.25");
+        assert_eq!(fmt_value(0.0), "0");
+        assert_eq!(fmt_value(2.5e-9), "2.500e-9");
+        assert_eq!(fmt_value(3.2e7), "3.200e7");
     }
 
     #[test]

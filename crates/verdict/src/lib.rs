@@ -9,6 +9,7 @@
 pub mod digest;
 pub mod error;
 pub mod escape;
+pub mod feed;
 mod groups;
 pub mod input;
 pub mod judge;

@@ -209,6 +209,11 @@ pub struct Selector {
 }
 
 impl Selector {
+    /// The one size the selector takes (`size = ...`, or a range of one), if so.
+    pub fn size_exact(&self) -> Option<u64> {
+        self.min_size.filter(|m| Some(*m) == self.max_size)
+    }
+
     pub fn size_ok(&self, size: u64) -> bool {
         self.min_size.is_none_or(|m| size >= m) && self.max_size.is_none_or(|m| size <= m)
     }
