@@ -1,55 +1,43 @@
 #!/usr/bin/env bash
-# The main job on a built-in default (the README's first command): a whole local acceptance
-# run over loopback. Builds the suite; runs bench-lat and bench-bw as server and client on
-# 127.0.0.1, bench-collective under `mpirun -np 2`, and an all-pairs bench-bw sweep of five
-# ranks (each rank a node); judges all of it against the loopback-demo-cluster profile with
-# aggregate (the sweep as a node-by-node matrix); signs the report with a demo key it
-# creates; prints where the report is and the verdict. Exit code: aggregate's (0 PASS, 1 FAIL, 2 error).
+# The main job on a built-in default (the README's first command): the acceptance procedure
+# itself, `fabcheck accept`, rehearsed on this host against the built-in loopback profile.
+# Builds the suite; the runner derives from profiles/loopback-demo-cluster.toml the runs
+# its checks need (all-pairs bench-bw and bench-lat sweeps over five ranks, each counted as
+# a node, and bench-collective's AllReduce, checked) and runs them stage by stage under
+# mpirun; `aggregate` judges them and signs the report with a demo key it creates; prints
+# where the report is, how a customer verifies it, and the verdict. Exit code: the
+# verdict's (0 PASS, 1 FAIL, 2 error, 130 interrupted: RESUME=1 goes on).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/deps.sh
 need_packages "${BUILD_PACKAGES[@]}" openssh-client
 
 OUT=${OUT:-out/demo}
-PORT=${PORT:-18555}
-mkdir -p "$OUT"
-: > "$OUT/servers.log"
+RANKS=${RANKS:-5}
 cargo build --release --workspace --bins -q
 BIN=target/release
-
-pair() { # tool, then the options both sides share, then -- and the client's own
-  local tool=$1; shift
-  local common=() own=()
-  while [ $# -gt 0 ] && [ "$1" != -- ]; do common+=("$1"); shift; done
-  [ $# -gt 0 ] && shift && own=("$@")
-  "$BIN/$tool" -p "$PORT" --timeout 30 "${common[@]}" >>"$OUT/servers.log" 2>&1 &
-  local server=$!
-  "$BIN/$tool" 127.0.0.1 -p "$PORT" --timeout 30 "${common[@]}" "${own[@]}"
-  wait "$server"
-}
-
-echo "== bench-lat: TCP ping-pong, 2 B .. 8 MiB"
-pair bench-lat -a --transport tcp -- -n 1000 --json "$OUT/lat.json"
-echo "== bench-bw: TCP stream, 4 KiB .. 1 MiB sizes, 1 s each"
-for s in 4K 64K 1M; do
-  pair bench-bw -s "$s" --transport tcp -- -D 1 --json "$OUT/bw-$s.json"
-done
-echo "== bench-collective: every collective over MPI, 2 ranks, 8 B .. 1 MiB, checked"
-mpirun --oversubscribe -np 2 "$BIN/bench-collective" all -b 8 -e 1M -f 4 -c --json "$OUT/coll.json"
-
-echo "== bench-bw: an all-pairs sweep of 5 ranks under mpirun, each rank a node (--include-local)"
-mpirun --oversubscribe --bind-to none -np 5 "$BIN/bench-bw" -s 64K -D 0.3 --transport tcp \
-  --pattern all-pairs --include-local --timeout 30 --json "$OUT/sweep.json"
-
-echo "== aggregate: judge against profiles/loopback-demo-cluster.toml, sign, render"
 KEY=${KEY:-out/demo.key}
+mkdir -p "$(dirname "$KEY")"
 [ -f "$KEY" ] || "$BIN/aggregate" keygen "$KEY"
+
+# A new run replaces the last one's results; RESUME=1 goes on with an interrupted one.
+resume=()
+if [ "${RESUME:-0}" = 1 ]; then
+  resume=(--resume)
+else
+  rm -rf "$OUT/results" "$OUT/report" "$OUT/links-report" "$OUT/links-report.log" "$OUT/accept.json"
+fi
+echo "== the plan: fabcheck accept --dry-run"
+"$BIN/fabcheck" accept --profile loopback-demo-cluster --local "$RANKS" --out "$OUT" --dry-run
+echo
+echo "== the run"
 set +e
-"$BIN/aggregate" report "$OUT" --profile loopback-demo-cluster --out "$OUT/report" --sign "$KEY" --force
+"$BIN/fabcheck" accept --profile loopback-demo-cluster --local "$RANKS" --out "$OUT" \
+  --sign "$KEY" "${resume[@]}"
 verdict=$?
 set -e
 echo
-echo "results: $OUT/*.json"
+echo "results: $OUT/results/*.json (the run's record: $OUT/accept.json)"
 echo "report:  $OUT/report/report.html (also report.md, report.junit.xml; signed: MANIFEST.sha256.sig)"
 # The customer's side: an allowed_signers file made from the published key (here the demo
 # key's .pub), never the bundle's own copy.

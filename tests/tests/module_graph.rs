@@ -91,8 +91,9 @@ const LAYERS: &[&[&str]] = &[
     &["reports"],
 ];
 
-/// The crates of aggregate's stack: the binary and its layers.
-const JUDGE_STACK: &[&str] = &["aggregate", "verdict", "diagnosis", "reports"];
+/// The crates of aggregate's stack (the binary and its layers) and the acceptance runner,
+/// which drives the suite's binaries and must never link a transport or measure itself.
+const JUDGE_STACK: &[&str] = &["aggregate", "fabcheck", "verdict", "diagnosis", "reports"];
 
 fn layer_of(name: &str) -> Option<usize> {
     LAYERS.iter().position(|l| l.contains(&name))

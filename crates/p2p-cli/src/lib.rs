@@ -89,6 +89,11 @@ pub struct P2pArgs {
     #[arg(short = 'a', long = "all", conflicts_with = "size")]
     pub all: bool,
 
+    /// With -a: the largest size (default 8 MiB, as perftest's -a), so a sweep measures
+    /// only the sizes a contract bounds (`-a --max-size 64`: 2..64 B).
+    #[arg(long = "max-size", requires = "all", value_parser = parse_size)]
+    pub max_size: Option<u64>,
+
     /// Timed iterations per size (default, as perftest: 1000 for latency, send and read
     /// bandwidth, 5000 for write bandwidth).
     #[arg(short = 'n', long = "iters", value_parser = clap::value_parser!(u64).range(1..))]
@@ -223,7 +228,7 @@ impl P2pArgs {
     /// Sizes to run: `-a`, `-s`, or the tool's default.
     pub fn sizes(&self, default: u64) -> Vec<u64> {
         if self.all {
-            results::units::power_of_two_sizes(2, 8 << 20)
+            results::units::power_of_two_sizes(2, self.max_size.unwrap_or(8 << 20))
         } else {
             vec![self.size.unwrap_or(default)]
         }

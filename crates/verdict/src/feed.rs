@@ -142,7 +142,12 @@ pub fn for_check(check: &Check) -> Run {
 
 /// A sweep of every node pair by `tool`, narrowed by the selector.
 fn point_to_point(sel: &Selector, tool: &'static str, default_test: &str) -> Run {
-    let test = sel.test.as_deref().unwrap_or(default_test);
+    // TCP has only two-sided send.
+    let default_test = match sel.transport.as_deref() {
+        Some("tcp") => default_test.replace("write", "send"),
+        _ => default_test.to_string(),
+    };
+    let test = sel.test.as_deref().unwrap_or(&default_test);
     let op = test.trim_end_matches("_lat").trim_end_matches("_bw");
     let mut run = Run::new(
         Stage::Links,
@@ -154,6 +159,7 @@ fn point_to_point(sel: &Selector, tool: &'static str, default_test: &str) -> Run
         (Some(s), _, _) => run.arg("-s").arg(format_size(s)),
         (None, None, None) => run,
         (None, Some(min), _) if tool == "bench-bw" => run.arg("-s").arg(format_size(min)),
+        (None, _, Some(max)) => run.arg("-a").arg("--max-size").arg(format_size(max)),
         _ => run.arg("-a"),
     };
     if let Some(t) = sel.transport.as_deref() {
@@ -385,7 +391,7 @@ mod tests {
         assert_eq!(
             cmd,
             [
-                "bench-lat --pattern all-pairs --test send -a --transport verbs",
+                "bench-lat --pattern all-pairs --test send -a --max-size 64 --transport verbs",
                 "bench-bw --pattern all-pairs --test write -s 64K --transport verbs",
                 "bench-bw --pattern all-pairs --test write -s 1M --transport verbs --use-cuda auto --one-way",
                 "bench-collective all_reduce -b 64M -e 256M --scaling",

@@ -1,0 +1,26 @@
+//! `fabcheck`: acceptance day in one run. `fabcheck accept` derives from a delivery
+//! profile the runs its checks need and runs them stage by stage as the suite's own
+//! commands, then judges and signs. Exit codes: 0 PASS, 1 FAIL, 2 usage or environment
+//! error, 130 interrupted (what was measured is kept; `--resume` goes on).
+
+mod accept;
+mod args;
+mod cluster;
+mod execute;
+mod model;
+mod plan;
+mod state;
+
+use clap::Parser;
+
+fn main() {
+    let cli = args::Cli::parse();
+    let code = match cli.resolve().and_then(|o| accept::run(&o)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("fabcheck: error: {e:#}");
+            2
+        }
+    };
+    std::process::exit(code);
+}

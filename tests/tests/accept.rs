@@ -1,0 +1,242 @@
+//! `fabcheck accept`, the acceptance runner, end to end with the real binaries: the plan a
+//! contract profile needs at 1024 nodes, a rehearsal on this host that passes, one that a
+//! bound it cannot meet fails, and a run stopped by SIGTERM mid-stage that `--resume`
+//! finishes with the same verdict, keeping what was measured.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use integration::{bin, spawn, text, wait_with_deadline};
+use serde_json::Value;
+
+const LIMIT: Duration = Duration::from_secs(300);
+
+fn fabcheck(args: &[&str]) -> Command {
+    let mut c = Command::new(bin("fabcheck"));
+    c.arg("accept")
+        .args(args)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env_remove("SLURM_JOB_NUM_NODES")
+        .env_remove("SLURM_NNODES")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+fn state(out: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(out.join("accept.json")).unwrap()).unwrap()
+}
+
+fn statuses(out: &Path) -> Vec<String> {
+    state(out)["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["status"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn the_contract_profile_plans_a_run_for_every_check_and_the_link_stage_fits_30_minutes() {
+    let out = wait_with_deadline(
+        spawn(&mut fabcheck(&[
+            "--profile",
+            "roce-100g",
+            "--dry-run",
+            "--nodes",
+            "1024",
+            "--nics-per-node",
+            "8",
+            "--out",
+            "/nonexistent/never-written",
+        ])),
+        LIMIT,
+        "dry run",
+    );
+    let (o, e) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{o}{e}");
+    assert!(!Path::new("/nonexistent/never-written").exists());
+    // Every check of the shipped contract is fed by a planned run.
+    let profile = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../profiles/roce-100g.toml"),
+    )
+    .unwrap();
+    let ids: Vec<&str> = profile
+        .lines()
+        .filter_map(|l| l.strip_prefix("id = \""))
+        .map(|l| l.trim_end_matches('"'))
+        .collect();
+    assert!(ids.len() >= 15, "{ids:?}");
+    for id in ids {
+        assert!(
+            o.lines()
+                .any(|l| l.contains("feeds") && l.split([' ', ',']).any(|w| w == id)),
+            "no run feeds {id}:\n{o}"
+        );
+    }
+    for table in ["lossless-*", "inventory-*", "load-impact-*"] {
+        assert!(o.contains(table), "{table}:\n{o}");
+    }
+    // "stage links (projected 24m 10s)": within the field's 30 minutes.
+    let links = o.lines().find(|l| l.starts_with("stage links")).unwrap();
+    let minutes: u64 = links
+        .split("projected ")
+        .nth(1)
+        .and_then(|r| r.split('m').next())
+        .and_then(|m| m.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{links}"));
+    assert!((10..30).contains(&minutes), "{links}");
+    assert!(o.contains("-np 8192") && o.contains("-d auto"), "{o}");
+}
+
+#[test]
+fn a_rehearsal_passes_and_an_unmet_bound_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let run = wait_with_deadline(
+        spawn(&mut fabcheck(&[
+            "--profile",
+            "loopback-demo-cluster",
+            "--local",
+            "3",
+            "--stages",
+            "links",
+            "--out",
+            out.to_str().unwrap(),
+        ])),
+        LIMIT,
+        "rehearsal",
+    );
+    let (o, e) = text(&run);
+    // The collective was not run (--stages links): its check is MISSING and names the run.
+    assert_eq!(run.status.code(), Some(1), "{o}{e}");
+    assert!(o.contains("PASS     sweep-no-suspect"), "{o}");
+    assert!(o.contains("PASS     send-lat-small-p99"), "{o}");
+    let missing = o
+        .lines()
+        .find(|l| l.starts_with("MISSING  allreduce-correct"))
+        .unwrap_or_else(|| panic!("{o}"));
+    assert!(missing.contains("bench-collective all_reduce"), "{missing}");
+    assert_eq!(statuses(&out), ["done", "done"]);
+    assert!(out.join("report/report.html").is_file());
+
+    // All stages: PASS, exit 0.
+    let all = dir.path().join("all");
+    let run = wait_with_deadline(
+        spawn(&mut fabcheck(&[
+            "--profile",
+            "loopback-demo-cluster",
+            "--local",
+            "3",
+            "--out",
+            all.to_str().unwrap(),
+        ])),
+        LIMIT,
+        "rehearsal",
+    );
+    let (o, e) = text(&run);
+    assert_eq!(run.status.code(), Some(0), "{o}{e}");
+    assert!(
+        o.contains("verdict: PASS (7 passed, 0 failed, 0 missing"),
+        "{o}"
+    );
+
+    // A bound loopback cannot meet: measured, judged, FAIL, exit 1.
+    let strict = dir.path().join("strict.toml");
+    let text_ = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../profiles/loopback-demo-cluster.toml"),
+    )
+    .unwrap()
+    .replace("min = 1.0", "min = 100000.0");
+    std::fs::write(&strict, text_).unwrap();
+    let run = wait_with_deadline(
+        spawn(&mut fabcheck(&[
+            "--profile",
+            strict.to_str().unwrap(),
+            "--local",
+            "3",
+            "--stages",
+            "links",
+            "--out",
+            dir.path().join("strict").to_str().unwrap(),
+        ])),
+        LIMIT,
+        "strict",
+    );
+    let (o, e) = text(&run);
+    assert_eq!(run.status.code(), Some(1), "{o}{e}");
+    assert!(o.contains("FAIL     send-bw-large"), "{o}");
+}
+
+#[test]
+fn a_run_stopped_mid_stage_resumes_with_what_it_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let args = [
+        "--profile",
+        "loopback-demo-cluster",
+        "--local",
+        "3",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let child = spawn(&mut fabcheck(&args));
+    // Wait until both link sweeps are done and the collective runs, then stop it.
+    let start = Instant::now();
+    loop {
+        assert!(start.elapsed() < LIMIT, "the links never finished");
+        if out.join("accept.json").exists() {
+            let st = statuses(&out);
+            if st.len() >= 2 && st[0] == "done" && st[1] == "done" {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let pid = child.id() as i32;
+    let stopped = Instant::now();
+    nix_kill(pid);
+    let ended = wait_with_deadline(child, Duration::from_secs(30), "stopped run");
+    let (o, e) = text(&ended);
+    assert_eq!(ended.status.code(), Some(130), "{o}{e}");
+    assert!(
+        stopped.elapsed() < Duration::from_secs(5),
+        "stopping took {:?}",
+        stopped.elapsed()
+    );
+    assert!(e.contains("--resume"), "{e}");
+    let st = statuses(&out);
+    assert_eq!(st[..2], ["done", "done"]);
+    assert_ne!(st[2], "done");
+    let sweep = out.join("results/01-links-bench-bw.json");
+    let before = std::fs::read(&sweep).unwrap();
+
+    // The same command again refuses to overwrite; with --resume it finishes.
+    let again = wait_with_deadline(spawn(&mut fabcheck(&args)), LIMIT, "again");
+    assert_eq!(again.status.code(), Some(2), "{:?}", text(&again));
+    let mut resumed_args = args.to_vec();
+    resumed_args.push("--resume");
+    let resumed = wait_with_deadline(spawn(&mut fabcheck(&resumed_args)), LIMIT, "resume");
+    let (o, e) = text(&resumed);
+    assert_eq!(resumed.status.code(), Some(0), "{o}{e}");
+    assert!(o.contains("resuming: 2 step(s) kept"), "{o}");
+    assert!(o.contains("verdict: PASS"), "{o}");
+    assert_eq!(
+        std::fs::read(&sweep).unwrap(),
+        before,
+        "the kept sweep was not rerun"
+    );
+    assert_eq!(statuses(&out), ["done", "done", "done"]);
+}
+
+fn nix_kill(pid: i32) {
+    let ok = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+}
