@@ -51,7 +51,7 @@ pub struct Cli {
     #[arg(long, default_value = "auto", value_parser = ["auto", "tcp", "verbs"])]
     pub transport: String,
     /// RDMA device (verbs): a name (mlx5_0), a list indexed by each rank's local rank on
-    /// its host (mlx5_0,mlx5_1,...), or `auto` (the local rank's ACTIVE device, in name
+    /// its host (mlx5_0,mlx5_1,...), or `auto` (the device at the local rank's place, in name
     /// order). Default: the first device with an ACTIVE port.
     #[arg(short = 'd', long = "ib-dev")]
     pub ib_dev: Option<DeviceChoice>,

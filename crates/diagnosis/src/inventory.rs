@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::matrix::natural_cmp;
+use results::natural::natural_cmp;
 use verdict::input::Loaded;
 use verdict::judge::{port_outcome, Outcome, PortCheck};
 use verdict::profile::InventorySpec;

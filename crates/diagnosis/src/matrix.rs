@@ -18,9 +18,9 @@
 //! kept between the passes.
 
 use std::borrow::Cow;
-use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use results::natural::natural_cmp;
 use results::FailedPair;
 use serde::Serialize;
 
@@ -325,38 +325,6 @@ pub struct Analysis {
     pub notes: Vec<String>,
     /// Per group, see [`Analysis::coverage`].
     coverage: Vec<Option<Coverage>>,
-}
-
-/// `node12` after `node9`: digit runs compare as numbers.
-pub fn natural_cmp(a: &str, b: &str) -> Ordering {
-    let (mut x, mut y) = (a.as_bytes(), b.as_bytes());
-    loop {
-        match (x.first(), y.first()) {
-            (None, None) => return a.cmp(b),
-            (None, _) => return Ordering::Less,
-            (_, None) => return Ordering::Greater,
-            (Some(c), Some(d)) if c.is_ascii_digit() && d.is_ascii_digit() => {
-                let dx = x.iter().take_while(|c| c.is_ascii_digit()).count();
-                let dy = y.iter().take_while(|c| c.is_ascii_digit()).count();
-                let (nx, ny) = (&x[..dx], &y[..dy]);
-                let tx = nx.iter().skip_while(|&&c| c == b'0').count();
-                let ty = ny.iter().skip_while(|&&c| c == b'0').count();
-                let o = tx.cmp(&ty).then_with(|| nx[dx - tx..].cmp(&ny[dy - ty..]));
-                if o != Ordering::Equal {
-                    return o;
-                }
-                x = &x[dx..];
-                y = &y[dy..];
-            }
-            (Some(c), Some(d)) => {
-                if c != d {
-                    return c.cmp(d);
-                }
-                x = &x[1..];
-                y = &y[1..];
-            }
-        }
-    }
 }
 
 /// Node name of one end: its host, or `host/rank` when the sweep counted ranks as nodes.

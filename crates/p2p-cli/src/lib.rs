@@ -127,7 +127,8 @@ pub struct P2pArgs {
 
     /// RDMA device (verbs): a name (mlx5_0); under mpirun/srun a list indexed by each
     /// rank's local rank on its host (mlx5_0,mlx5_1,...), or `auto` (the local rank's
-    /// ACTIVE device, in name order). Default: the first device with an ACTIVE port.
+    /// device at its place in the host's devices, in natural name order: its rail, which a
+    /// down port never shifts). Default: the first device with an ACTIVE port.
     #[arg(short = 'd', long = "ib-dev")]
     pub ib_dev: Option<DeviceChoice>,
 

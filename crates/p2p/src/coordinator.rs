@@ -127,12 +127,12 @@ pub trait Coordinator {
 }
 
 /// Resolves `-d` for the rank with `local_rank` on its host: a list is indexed by local
-/// rank, `auto` takes the local rank's ACTIVE device in name order (one rank per NIC, as
-/// rail-optimised jobs are launched). `root` is the sysfs tree (`/` on a real host).
+/// rank, `auto` takes the device at the local rank's place in the host's devices in
+/// natural name order, whatever its port's state (one rank per NIC, as rail-optimised
+/// jobs are launched: the rail never shifts). `root` is the sysfs tree (`/` on a real host).
 pub fn resolve_device(
     choice: &DeviceChoice,
     local_rank: u32,
-    port: u8,
     root: &probe::inventory::SysRoot,
 ) -> Result<Option<String>> {
     Ok(match choice {
@@ -149,22 +149,32 @@ pub fn resolve_device(
             })?)
         }
         DeviceChoice::Auto => {
-            let active = probe::inventory::active_devices(root, u32::from(port));
-            Some(active.get(local_rank as usize).cloned().ok_or_else(|| {
+            // The rail is the device's place in the node's device list, whatever its
+            // port's state: a NIC that is down must not move ranks r+1.. onto the next
+            // rails (they would measure the wrong links and the last rank would have none).
+            let all = probe::sysfs::dir_names(&root.infiniband);
+            Some(all.get(local_rank as usize).cloned().ok_or_else(|| {
                 anyhow!(
-                    "-d auto gives each rank of a host its own ACTIVE device, and local rank \
-                     {local_rank} has none: this host has {} with port {port} ACTIVE ({}). \
-                     Launch one rank per active NIC, or name the devices with -d mlx5_0,mlx5_1,...",
-                    active.len(),
-                    if active.is_empty() {
+                    "-d auto gives local rank r the r-th RDMA device of its host in name order \
+                     (its rail), and local rank {local_rank} has none: this host has {} ({}). \
+                     Launch one rank per NIC, or name the devices with -d mlx5_0,mlx5_1,...",
+                    all.len(),
+                    if all.is_empty() {
                         "none".to_string()
                     } else {
-                        active.join(", ")
+                        all.join(", ")
                     }
                 )
             })?)
         }
     })
+}
+
+/// Whether `device`'s `port` is ACTIVE under `root`.
+fn port_active(root: &probe::inventory::SysRoot, device: &str, port: u8) -> bool {
+    probe::inventory::active_devices(root, u32::from(port))
+        .iter()
+        .any(|d| d == device)
 }
 
 /// Fixes the plan's device for this rank and checks it as a test would (verbs only).
@@ -178,7 +188,19 @@ pub fn settle_device(plan: &mut Plan, choice: &DeviceChoice, local_rank: u32) ->
     if *choice == DeviceChoice::Auto && gpu_chose {
         return Ok(());
     }
-    if let Some(d) = resolve_device(choice, local_rank, plan.verbs.port, &Default::default())? {
+    let root = probe::inventory::SysRoot::default();
+    if let Some(d) = resolve_device(choice, local_rank, &root)? {
+        if *choice == DeviceChoice::Auto && !port_active(&root, &d, plan.verbs.port) {
+            // The rank keeps its rail: every pair it is in fails on the down port and is
+            // recorded with that cause, and the sweep goes on with the other rails.
+            base::output::error_line(&format!(
+                "warning: local rank {local_rank}'s rail device {d} has port {} not ACTIVE: \
+                 its pairs will be recorded as failed",
+                plan.verbs.port
+            ));
+            plan.verbs.device = Some(d);
+            return Ok(());
+        }
         plan.verbs.device = Some(d);
         transport::check_verbs_options(plan.transport, &plan.verbs)?;
     }
@@ -262,27 +284,28 @@ mod tests {
             active(t.path(), d, st);
         }
         let root = SysRoot::under(t.path());
-        let auto = |r| resolve_device(&DeviceChoice::Auto, r, 1, &root);
+        let auto = |r| resolve_device(&DeviceChoice::Auto, r, &root);
         assert_eq!(auto(0).unwrap().as_deref(), Some("mlx5_0"));
-        assert_eq!(
-            auto(1).unwrap().as_deref(),
-            Some("mlx5_2"),
-            "the DOWN port is skipped"
-        );
-        let e = auto(2).unwrap_err().to_string();
+        // A DOWN port keeps its rail: rank 1 stays on mlx5_1 (it used to move to mlx5_2,
+        // and every later rank with it).
+        assert_eq!(auto(1).unwrap().as_deref(), Some("mlx5_1"));
+        assert!(!port_active(&root, "mlx5_1", 1));
+        assert!(port_active(&root, "mlx5_2", 1));
+        assert_eq!(auto(2).unwrap().as_deref(), Some("mlx5_2"));
+        let e = auto(3).unwrap_err().to_string();
         assert!(
-            e.contains("local rank 2 has none") && e.contains("mlx5_0, mlx5_2"),
+            e.contains("local rank 3 has none") && e.contains("mlx5_0, mlx5_1, mlx5_2"),
             "{e}"
         );
         let list = DeviceChoice::PerLocalRank(vec!["mlx5_3".into(), "mlx5_7".into()]);
         assert_eq!(
-            resolve_device(&list, 1, 1, &root).unwrap().as_deref(),
+            resolve_device(&list, 1, &root).unwrap().as_deref(),
             Some("mlx5_7")
         );
-        let e = resolve_device(&list, 2, 1, &root).unwrap_err().to_string();
+        let e = resolve_device(&list, 2, &root).unwrap_err().to_string();
         assert!(e.contains("lists 2 device(s)"), "{e}");
         assert_eq!(
-            resolve_device(&DeviceChoice::Default, 5, 1, &root).unwrap(),
+            resolve_device(&DeviceChoice::Default, 5, &root).unwrap(),
             None
         );
     }

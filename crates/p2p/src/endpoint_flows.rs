@@ -197,7 +197,7 @@ impl Carrier {
             .count() as u32;
         let mut settings = settings.clone();
         let root = probe::inventory::SysRoot::default();
-        if let Some(d) = resolve_device(devices, local_rank, settings.verbs.port, &root)? {
+        if let Some(d) = resolve_device(devices, local_rank, &root)? {
             settings.verbs.device = Some(d);
         }
         transport::check_verbs_options(settings.kind, &settings.verbs)?;

@@ -157,7 +157,8 @@ pub enum DeviceChoice {
     One(String),
     /// One per local rank (`-d mlx5_0,mlx5_1,...`), indexed by the rank's place on its host.
     PerLocalRank(Vec<String>),
-    /// The local rank's ACTIVE device, in name order (`-d auto`).
+    /// The device at the local rank's place among the host's devices, in natural name
+    /// order (`-d auto`): its rail, whatever its port's state.
     Auto,
 }
 

@@ -13,7 +13,9 @@ pub fn read_trim(path: impl AsRef<Path>) -> Option<String> {
         .filter(|s| !s.is_empty())
 }
 
-/// The names in a directory, sorted (empty when it cannot be read).
+/// The names in a directory in natural order (`mlx5_2` before `mlx5_10`: a node's devices
+/// in the order people number them, which is each device's rail); empty when it cannot be
+/// read.
 pub fn dir_names(path: impl AsRef<Path>) -> Vec<String> {
     let mut names: Vec<String> = fs::read_dir(path)
         .map(|rd| {
@@ -22,7 +24,7 @@ pub fn dir_names(path: impl AsRef<Path>) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default();
-    names.sort();
+    names.sort_by(|a, b| results::natural::natural_cmp(a, b));
     names
 }
 

@@ -15,6 +15,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::natural::natural_cmp;
+
 /// Largest plan file read (a 10,000-node plan is about 2 MiB).
 pub const MAX_PLAN_BYTES: u64 = 64 << 20;
 
@@ -1044,38 +1046,6 @@ pub fn import_ibnetdiscover(file: &str, text: &str) -> Result<FabricPlan> {
         })
         .collect();
     Ok(plan)
-}
-
-/// `node12` after `node9`: digit runs compare as numbers.
-pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
-    let (mut x, mut y) = (a.as_bytes(), b.as_bytes());
-    loop {
-        match (x.first(), y.first()) {
-            (None, None) => return a.cmp(b),
-            (None, _) => return std::cmp::Ordering::Less,
-            (_, None) => return std::cmp::Ordering::Greater,
-            (Some(c), Some(d)) if c.is_ascii_digit() && d.is_ascii_digit() => {
-                let dx = x.iter().take_while(|c| c.is_ascii_digit()).count();
-                let dy = y.iter().take_while(|c| c.is_ascii_digit()).count();
-                let (nx, ny) = (&x[..dx], &y[..dy]);
-                let tx = nx.iter().skip_while(|&&c| c == b'0').count();
-                let ty = ny.iter().skip_while(|&&c| c == b'0').count();
-                let o = tx.cmp(&ty).then_with(|| nx[dx - tx..].cmp(&ny[dy - ty..]));
-                if o != std::cmp::Ordering::Equal {
-                    return o;
-                }
-                x = &x[dx..];
-                y = &y[dy..];
-            }
-            (Some(c), Some(d)) => {
-                if c != d {
-                    return c.cmp(d);
-                }
-                x = &x[1..];
-                y = &y[1..];
-            }
-        }
-    }
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ pub mod fabric_plan;
 pub mod histogram;
 pub mod ibnet;
 pub mod limits;
+pub mod natural;
 pub mod peak;
 pub mod pma;
 pub mod provenance;

@@ -5,7 +5,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use results::fabric_plan::{natural_cmp, FabricPlan, Tier};
+use results::fabric_plan::{FabricPlan, Tier};
+use results::natural::natural_cmp;
 
 /// Index meaning "not known".
 pub const NONE: u32 = u32::MAX;
