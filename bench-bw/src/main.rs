@@ -102,16 +102,33 @@ struct Transfer {
     stamps: Option<results::peak::MessageStamps>,
 }
 
+/// At most this much data is sent to warm up, whatever the message count says: 2 x depth
+/// messages of 1 GiB would be half a terabyte before the first timed byte, with no point
+/// where Ctrl-C or SIGTERM could stop it.
+const WARMUP_MAX_BYTES: u64 = 256 << 20;
+
+/// The warm-up messages of a size: the plan's count, bounded by [`WARMUP_MAX_BYTES`], at
+/// least one when the plan asks for any.
+fn warmup_messages(warmup: u64, size: u64) -> u64 {
+    if warmup == 0 {
+        return 0;
+    }
+    warmup.min((WARMUP_MAX_BYTES / size.max(1)).max(1))
+}
+
 /// The timed loop: advance the transfer, stamp, and at each interval boundary note the
 /// messages completed. Everything else waits until the loop is over.
 fn stream(
     ep: &mut dyn BandwidthEndpoint,
     clock: &LoopClock,
-    plan: &Plan,
+    (plan, size): (&Plan, u64),
     interval_ns: u64,
     stamp: bool,
 ) -> Result<Transfer> {
-    for _ in 0..plan.warmup {
+    for _ in 0..warmup_messages(plan.warmup, size) {
+        if interrupt::interrupted() {
+            break;
+        }
         ep.step()?;
     }
     ep.quiesce()?;
@@ -191,7 +208,13 @@ impl PairTool for Bandwidth {
         let active = run.spec.role == Role::Initiator || plan.bidirectional;
         let stamp = peak::not_measured(plan, self.no_peak).is_none();
         let mine = if active {
-            Some(stream(&mut *ep, run.clock, plan, interval_ns, stamp)?)
+            Some(stream(
+                &mut *ep,
+                run.clock,
+                (plan, size),
+                interval_ns,
+                stamp,
+            )?)
         } else {
             let cpu = CpuMeter::start();
             ep.serve()?;
@@ -261,7 +284,9 @@ impl PairTool for Bandwidth {
             )
         };
         // The peer's warm-up messages reach our receiver too; they are not part of the run.
-        let messages = t.sent + t.received.saturating_sub(plan.warmup);
+        let messages = t.sent
+            + t.received
+                .saturating_sub(warmup_messages(plan.warmup, size));
         let bytes = messages * size;
         let avg = gbit_s(bytes, t.seconds);
         let interval_gbit_s: Vec<f64> = t
@@ -551,5 +576,16 @@ mod tests {
         assert_eq!(default_iterations(Op::Write), 5000);
         assert_eq!(default_iterations(Op::Send), 1000);
         assert_eq!(default_iterations(Op::Read), 1000);
+    }
+
+    #[test]
+    fn warm_up_is_bounded_in_bytes_not_only_in_messages() {
+        // TCP's default, 2 x depth 128: unchanged at the sizes people measure.
+        assert_eq!(warmup_messages(256, 64 << 10), 256);
+        assert_eq!(warmup_messages(256, 1 << 20), 256);
+        // 256 MiB at most: 32 messages of 8 MiB, one of 1 GiB (it was 256 GiB).
+        assert_eq!(warmup_messages(256, 8 << 20), 32);
+        assert_eq!(warmup_messages(256, 1 << 30), 1);
+        assert_eq!(warmup_messages(0, 1 << 30), 0);
     }
 }

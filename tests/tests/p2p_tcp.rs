@@ -467,6 +467,44 @@ fn ctrl_c_writes_what_was_measured_marked_incomplete() {
 }
 
 #[test]
+fn the_largest_message_is_bounded_and_a_run_of_it_stops_on_sigterm() {
+    // Past 1 GiB: refused before anything is allocated.
+    let out = run(Command::new(bin("bench-bw")).args(["-s", "4G"]), LIMIT);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out).1.contains("largest message, 1G"),
+        "{:?}",
+        text(&out)
+    );
+    // At 1 GiB both sides stop soon after SIGTERM (2 x depth warm-up messages of it were
+    // 256 GiB with no point to stop, and a run outlived SIGTERM by minutes).
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("big.json");
+    let port = free_port();
+    let srv = server("bench-bw", port, &["-s", "1G", "--transport", "tcp"]);
+    let cli = spawn(
+        client(
+            "bench-bw",
+            port,
+            &["-s", "1G", "--transport", "tcp", "--json"],
+        )
+        .arg(&json),
+    );
+    std::thread::sleep(Duration::from_secs(4));
+    let t = std::time::Instant::now();
+    signal(&cli, "-TERM");
+    signal(&srv, "-TERM");
+    let c = wait_with_deadline(cli, LIMIT, "client of 1 GiB");
+    let s = wait_with_deadline(srv, LIMIT, "server of 1 GiB");
+    let took = t.elapsed();
+    assert_eq!(c.status.code(), Some(130), "{:?}", text(&c));
+    assert_eq!(s.status.code(), Some(130), "{:?}", text(&s));
+    // A bound against a hang, not a speed claim: 0.5 s on an idle 2-core machine.
+    assert!(took < Duration::from_secs(10), "stopping took {took:?}");
+    assert_eq!(read_json(&json)["complete"], false);
+}
+
+#[test]
 fn bad_input_is_refused_with_exit_code_2_before_any_measurement() {
     let cases: &[(&str, &[&str], &str)] = &[
         ("bench-lat", &["--bogus"], "--bogus"),

@@ -45,10 +45,23 @@ pub fn pair_tests_only(cmd: clap::Command) -> clap::Command {
     cmd.mut_arg("op", |a| a.value_parser(one_of::<Op>(PAIR)))
 }
 
+/// The largest message bench-lat and bench-bw send: each side holds at least one buffer
+/// of it (registered and pinned with verbs), and a TCP step writes a whole message, so a
+/// larger one costs gigabytes of memory and seconds between the points where a run can
+/// stop. A link's bandwidth is flat long before (perftest's -a stops at 8 MiB).
+pub const MAX_MESSAGE_BYTES: u64 = 1 << 30;
+
 fn parse_size(s: &str) -> Result<u64, String> {
     let v = results::units::parse_size(s)?;
     if v == 0 {
         return Err("size must be at least 1 byte".into());
+    }
+    if v > MAX_MESSAGE_BYTES {
+        return Err(format!(
+            "{s} is larger than the largest message, 1G: each side would hold (and with verbs \
+             pin) at least that much memory per buffer; a link's bandwidth is flat long before, \
+             so measure at 1G or below"
+        ));
     }
     Ok(v)
 }
