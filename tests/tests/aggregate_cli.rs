@@ -49,6 +49,18 @@ fn passing_failing_and_missing_verdicts_set_the_exit_code() {
         "one test case per check"
     );
     assert!(!junit.contains("<failure"));
+    // Each percentile curve is one size's histogram: the caption counts a curve's samples,
+    // not the sum over the sizes drawn.
+    let html = fs::read_to_string(dir.join("r1/report.html")).unwrap();
+    let caption = html
+        .split("Latency by percentile, ")
+        .nth(1)
+        .map(|c| &c[..c.find('<').unwrap_or(c.len()).min(80)])
+        .expect("a percentile plot");
+    assert!(
+        caption.contains("samples at each") || caption.contains("samples a"),
+        "{caption}"
+    );
 
     // A bound the data misses: FAIL, exit 1, the JUnit case fails.
     let fail = write(
@@ -79,6 +91,22 @@ fn passing_failing_and_missing_verdicts_set_the_exit_code() {
     let md = fs::read_to_string(dir.join("r3/report.md")).unwrap();
     assert!(md.contains("**Verdict: FAIL**") && md.contains("**MISSING**"));
     assert_well_formed_xml(&dir.join("r3/report.junit.xml"));
+    // The terminal line names the run that would feed it, not "no data".
+    let line = o.lines().find(|l| l.starts_with("MISSING")).unwrap();
+    assert!(
+        line.contains("bench-lat --pattern all-pairs --test send"),
+        "{line}"
+    );
+    // The banner of a FAIL with nothing failed says so, in its own colour; a real
+    // failure keeps the red one.
+    let html = fs::read_to_string(dir.join("r3/report.html")).unwrap();
+    assert!(
+        html.contains("class=\"verdict FAIL unjudged\">FAIL <small>nothing failed; 1 check(s) not judged</small>"),
+        "{}",
+        &html[html.find("id=\"verdict\"").unwrap()..][..200]
+    );
+    let failed = fs::read_to_string(dir.join("r2/report.html")).unwrap();
+    assert!(failed.contains("class=\"verdict FAIL\">FAIL</div>"));
 
     // The distribution plot of a chosen test and size; an absent one is a usage error.
     let out = aggregate(

@@ -507,7 +507,17 @@ pub fn draw_all(t: &Tables, line_rate: Option<f64>, dist: Option<(&str, &[u64])>
             .iter()
             .map(|(k, h)| (verdict::tables::size_label(k.size), percentile_curve(h)))
             .collect();
-        let samples: u64 = picked.iter().map(|(_, h)| h.len()).sum();
+        let counts: Vec<u64> = picked.iter().map(|(_, h)| h.len()).collect();
+        let (lo, hi) = (
+            counts.iter().copied().min().unwrap_or(0),
+            counts.iter().copied().max().unwrap_or(0),
+        );
+        // Each curve is its own size's histogram: say what one curve holds, not the sum.
+        let samples = match (picked.len(), lo == hi) {
+            (1, _) => format!("{lo} samples"),
+            (_, true) => format!("{lo} samples at each size"),
+            _ => format!("{lo} to {hi} samples a size"),
+        };
         let of = if picked.len() == 1 {
             format!("{what} {}", verdict::tables::size_label(first.size))
         } else {
@@ -520,10 +530,8 @@ pub fn draw_all(t: &Tables, line_rate: Option<f64>, dist: Option<(&str, &[u64])>
                     .join(", ")
             )
         };
-        plots.distribution = distribution_figure(
-            &format!("Latency by percentile, {what}, {samples} samples"),
-            curves,
-        );
+        plots.distribution =
+            distribution_figure(&format!("Latency by percentile, {what}, {samples}"), curves);
         plots.distribution_of = Some(of);
     }
     plots
