@@ -142,3 +142,30 @@ fn ibnetdiscover_errors_name_the_line() {
     let e = fabric_plan::load(Path::new("/nonexistent/plan.toml"), None).unwrap_err();
     assert!(e.0.contains("cannot read the plan"), "{}", e.0);
 }
+
+/// The example plans shipped in `examples/plans/` (docs/acceptance.md points users at
+/// them) read as the plans they say they are.
+#[test]
+fn the_example_plans_read_as_what_they_describe() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/plans");
+    let reference = fabric_plan::load(&examples.join("reference-16x8.toml"), None).unwrap();
+    let tier =
+        |p: &fabric_plan::FabricPlan, t: Tier| p.switch.iter().filter(|s| s.tier == t).count();
+    assert_eq!(reference.nic.len(), 16 * 8);
+    assert_eq!(tier(&reference, Tier::Leaf), 16);
+    assert_eq!(tier(&reference, Tier::Spine), 4);
+    // Rail-optimised: every NIC on its rail's leaf of its group.
+    for n in &reference.nic {
+        assert_eq!(n.nic, format!("mlx5_{}", n.rail), "{n:?}");
+        assert!(n.switch.starts_with(&format!("leaf-r{}-", n.rail)), "{n:?}");
+    }
+    // 8 downlinks and 2 x 4 uplinks of 400 Gb/s a leaf: 1:1.
+    let links = reference.link_counts();
+    assert_eq!(links.len(), 16 * 4);
+    assert!(links.values().all(|&c| c == 2));
+    let sim = fabric_plan::load(&examples.join("simfabric-2x4x2.toml"), None).unwrap();
+    assert_eq!(sim.nic.len(), 2 * 4 * 2);
+    assert_eq!(tier(&sim, Tier::Leaf), 4);
+    assert_eq!(tier(&sim, Tier::Spine), 2);
+    assert!(sim.nic.iter().any(|n| n.node == "g1n3" && n.nic == "rail1"));
+}
