@@ -381,6 +381,8 @@ fn final_report(o: &Options, stop: &AtomicBool) -> Result<i32> {
         "--out",
         "report",
         "--force",
+        // A rank's broken file must not hide every other result; the report names it.
+        "--skip-bad",
     ]);
     if let Some(p) = &o.settings.fabric_plan {
         cmd.arg("--plan").arg(p);

@@ -15,7 +15,11 @@ use std::time::Duration;
 use verdict::feed::Run;
 
 use crate::cluster::Cluster;
-use crate::plan::{is_sweep, Settings};
+
+/// Whether a run sweeps node pairs (bench-lat, bench-bw with a pattern).
+pub fn is_sweep(run: &Run) -> bool {
+    run.args.iter().any(|a| a == "--pattern")
+}
 
 /// Seconds a sweep round costs beyond measuring, at `ranks` ranks.
 fn round_overhead_s(ranks: u32) -> f64 {
@@ -51,7 +55,8 @@ fn latency_size_s(size: u64) -> f64 {
 }
 
 /// The projected wall time of a step.
-pub fn project(run: &Run, argv: &[String], cluster: &Cluster, s: &Settings) -> Duration {
+/// `per_pair_s` is the bandwidth sweeps' per-pair budget (bench-bw -D).
+pub fn project(run: &Run, argv: &[String], cluster: &Cluster, per_pair_s: f64) -> Duration {
     let nodes = cluster.nodes.max(2);
     let secs = if is_sweep(run) {
         let rounds = if nodes.is_multiple_of(2) {
@@ -61,7 +66,7 @@ pub fn project(run: &Run, argv: &[String], cluster: &Cluster, s: &Settings) -> D
         };
         let sizes = p2p_sizes(argv);
         let measuring: f64 = if run.tool == "bench-bw" {
-            sizes.len() as f64 * s.per_pair_s
+            sizes.len() as f64 * per_pair_s
         } else {
             sizes.iter().map(|&z| latency_size_s(z)).sum()
         };

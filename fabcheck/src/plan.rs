@@ -9,7 +9,7 @@ use verdict::feed::{self, Run, Stage};
 use verdict::profile::Profile;
 
 use crate::cluster::Cluster;
-use crate::model;
+use crate::model::{self, is_sweep};
 
 /// How the runner shapes every run.
 #[derive(Debug, Clone)]
@@ -64,11 +64,6 @@ impl Step {
     }
 }
 
-/// Whether a run sweeps node pairs (bench-lat, bench-bw with a pattern).
-pub fn is_sweep(run: &Run) -> bool {
-    run.args.iter().any(|a| a == "--pattern")
-}
-
 /// The steps of `stages` for `profile` on `cluster`, in stage order.
 pub fn steps(p: &Profile, cluster: &Cluster, s: &Settings, stages: &[Stage]) -> Vec<Step> {
     let mut out = Vec::new();
@@ -86,7 +81,7 @@ pub fn steps(p: &Profile, cluster: &Cluster, s: &Settings, stages: &[Stage]) -> 
         let mut argv = cluster.prefix(run.launch);
         argv.push(s.bin.join(run.tool).display().to_string());
         argv.extend(args);
-        let projected = model::project(&run, &argv, cluster, s);
+        let projected = model::project(&run, &argv, cluster, s.per_pair_s);
         out.push(Step {
             index,
             stage: run.stage,

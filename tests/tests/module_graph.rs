@@ -500,3 +500,52 @@ fn scripts_build_only_packages_the_workspace_has() {
         [(1, "fabric".to_string())]
     );
 }
+
+/// The rules the compiler keeps: the workspace denies `unsafe` and undocumented unsafe
+/// blocks, and every member opts in (a member without `[lints] workspace = true` would
+/// escape them silently). The FFI modules allow `unsafe_code` by name in their parent.
+#[test]
+fn every_member_keeps_the_workspace_lints() {
+    let root = workspace_root();
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    assert!(manifest.contains("[workspace.lints.rust]\nunsafe_code = \"deny\""));
+    assert!(manifest.contains("undocumented_unsafe_blocks = \"deny\""));
+    for (name, (dir, _)) in members() {
+        let text = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+        assert!(
+            text.contains("[lints]\nworkspace = true"),
+            "{name} does not keep the workspace lints"
+        );
+    }
+    // Where unsafe is allowed: the FFI modules of transport, and nowhere else.
+    let mut allowed = Vec::new();
+    for (name, (dir, _)) in members() {
+        let mut stack = vec![dir.join("src")];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    let text = std::fs::read_to_string(&p).unwrap();
+                    let lines: Vec<&str> = text.lines().collect();
+                    for (i, l) in lines.iter().enumerate() {
+                        if l.trim() == "#[allow(unsafe_code)]" {
+                            let item = lines.get(i + 1).map_or("", |l| l.trim());
+                            allowed.push(format!("{name}: {item}"));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    allowed.sort();
+    assert_eq!(
+        allowed,
+        [
+            "transport: pub mod cuda;",
+            "transport: pub mod mpi;",
+            "transport: pub mod verbs;"
+        ]
+    );
+}

@@ -11,6 +11,7 @@
 //! benchmark sizes its buffers from it.
 
 #[cfg(feature = "mpi")]
+#[allow(unsafe_code)]
 pub mod mpi;
 
 /// Whether the MPI backend can run `dt` with `op` (`None`: no reduction). Pure: usable

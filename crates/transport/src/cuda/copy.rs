@@ -163,6 +163,7 @@ impl Gate {
         let stall = Stall::new(STALL);
         // SAFETY: the caller's stream is alive for the duration of this call.
         super::poll_until(
+            // SAFETY: the caller's stream is alive for the duration of this call.
             || unsafe { cusys::cuStreamQuery(stream) },
             || stall.check(0, Instant::now()),
             "releasing the copy gate",

@@ -247,6 +247,7 @@ impl Drop for DeviceMemory {
         // SAFETY: allocated by cuMemAlloc in `alloc`, freed once; the NIC registration of
         // this memory (which holds a Box of it) is released before it is dropped.
         let _ = self.ctx.make_current();
+        // SAFETY: allocated by cuMemAlloc in `alloc` and freed once, here (see above).
         let _ = unsafe { cu::free_sync(self.ptr) };
     }
 }

@@ -447,11 +447,13 @@ impl NcclComm {
         // `ranks` blocks of whichever side holds `ranks * count` elements. The
         // communicator and the stream are alive; NCCL permits send == recv (in place).
         let peer_send = |buf: *const u8, n: usize, peer: usize| {
+            // SAFETY: the ranges, communicator and stream checked in the comment above.
             unsafe { nccl::send(buf.cast(), n, t, peer as i32, comm, s) }
                 .map(|_| ())
                 .map_err(nccl_comm_err("ncclSend", comm))
         };
         let peer_recv = |buf: *mut u8, n: usize, peer: usize| {
+            // SAFETY: the ranges, communicator and stream checked in the comment above.
             unsafe { nccl::recv(buf.cast(), n, t, peer as i32, comm, s) }
                 .map(|_| ())
                 .map_err(nccl_comm_err("ncclRecv", comm))
@@ -459,20 +461,25 @@ impl NcclComm {
         let (sb, rb) = (send.cast::<u8>(), recv.cast::<u8>());
         let count = c.count;
         match c.primitive {
+            // SAFETY: the ranges, communicator and stream checked in the comment above.
             Primitive::AllReduce => unsafe { nccl::all_reduce(send, recv, count, t, op, comm, s) }
                 .map(|_| ())
                 .map_err(nccl_comm_err("ncclAllReduce", comm)),
+            // SAFETY: the ranges, communicator and stream checked in the comment above.
             Primitive::AllGather => unsafe { nccl::all_gather(send, recv, count, t, comm, s) }
                 .map(|_| ())
                 .map_err(nccl_comm_err("ncclAllGather", comm)),
             Primitive::ReduceScatter => {
+                // SAFETY: the ranges, communicator and stream checked in the comment above.
                 unsafe { nccl::reduce_scatter(send, recv, count, t, op, comm, s) }
                     .map(|_| ())
                     .map_err(nccl_comm_err("ncclReduceScatter", comm))
             }
+            // SAFETY: the ranges, communicator and stream checked in the comment above.
             Primitive::Broadcast => unsafe { nccl::broadcast(send, recv, count, t, root, comm, s) }
                 .map(|_| ())
                 .map_err(nccl_comm_err("ncclBroadcast", comm)),
+            // SAFETY: the ranges, communicator and stream checked in the comment above.
             Primitive::Reduce => unsafe { nccl::reduce(send, recv, count, t, op, root, comm, s) }
                 .map(|_| ())
                 .map_err(nccl_comm_err("ncclReduce", comm)),
@@ -513,6 +520,8 @@ impl NcclComm {
             Primitive::HyperCube => {
                 let own = rb.wrapping_add(rank * block);
                 if own.cast_const() != sb {
+                    // SAFETY: both blocks lie in the checked ranges of `send` and `recv`, and
+                    // the stream is alive.
                     unsafe { cu::memcpy_dtod_async(own as u64, sb as u64, block, self.stream) }
                         .map_err(cuda_err("copying the own block"))?;
                 }
@@ -787,10 +796,12 @@ pub(crate) fn timed_on_stream(
                 // makes the pair's elapsed time readable.
                 let later = w[1];
                 poll_until(
+                    // SAFETY: `later` was recorded on `s` and lives until `events` drops.
                     || unsafe { cusys::cuEventQuery(later) },
                     check,
                     "waiting for the GPU",
                 )?;
+                // SAFETY: both events were recorded on `s`, and the later one has completed.
                 let ms = unsafe {
                     cu::event::elapsed(w[0], w[1]).map_err(cuda_err("reading CUDA event times"))?
                 };

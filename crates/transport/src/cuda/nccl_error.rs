@@ -102,6 +102,7 @@ pub(crate) fn describe(
         // SAFETY: NCCL returns NUL-terminated strings it owns (static, or its per-process
         // last-error buffer); they are copied at once.
         (!p.is_null()).then(|| {
+            // SAFETY: a non-null, NUL-terminated string NCCL owns, copied at once (see above).
             unsafe { std::ffi::CStr::from_ptr(p) }
                 .to_string_lossy()
                 .into_owned()
