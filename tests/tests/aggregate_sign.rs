@@ -27,12 +27,18 @@ fn footer_command(bundle: &Path) -> String {
 /// Runs the footer command in the bundle with the customer's own allowed_signers file
 /// (built from the public key they received, not from the bundle).
 fn customer_verify(bundle: &Path, trusted_pub: &Path) -> (bool, String) {
+    // The customer's own allowed_signers, made from the key received out of band, outside
+    // the bundle: the footer's command reads it from $SIGNERS, never the bundle's copy.
     let public = fs::read_to_string(trusted_pub).unwrap();
-    fs::write(bundle.join("allowed_signers"), format!("fabcheck {public}")).unwrap();
+    let signers = bundle.with_extension("customer_signers");
+    fs::write(&signers, format!("fabcheck {public}")).unwrap();
+    let command = footer_command(bundle);
+    assert!(!command.contains("-f allowed_signers"), "{command}");
     let out = run(
         Command::new("sh")
             .arg("-c")
-            .arg(footer_command(bundle))
+            .arg(command)
+            .env("SIGNERS", &signers)
             .current_dir(bundle),
         Duration::from_secs(60),
     );
