@@ -40,8 +40,26 @@ pub struct Options {
     pub retest: bool,
 }
 
+/// What an acceptance run ended with.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    /// The verdict's exit code (0 PASS, 1 FAIL, 2 error, 130 interrupted).
+    pub code: i32,
+    /// The suspects the report named (`SUSPECT` lines).
+    pub suspects: Vec<String>,
+    /// Steps that ended without a document (their result files).
+    pub not_done: Vec<String>,
+    /// "4 step(s)": what ran.
+    pub steps_done: String,
+}
+
 /// The whole procedure; returns the exit code.
 pub fn run(o: &Options) -> Result<i32> {
+    Ok(execute(o)?.code)
+}
+
+/// The whole procedure, with what the report found.
+pub fn execute(o: &Options) -> Result<Outcome> {
     let profile = verdict::profile::load(&o.profile)?;
     let steps = plan::steps(&profile, &o.cluster, &o.settings, &o.stages);
     if steps.is_empty() {
@@ -59,7 +77,7 @@ pub fn run(o: &Options) -> Result<i32> {
     }
     if o.dry_run {
         print!("{}", dry_run(&profile, o, &steps));
-        return Ok(0);
+        return Ok(Outcome::default());
     }
     let mut state = prepare(o, &profile, &steps)?;
     let stop = execute::interrupt_flag()?;
@@ -131,7 +149,10 @@ pub fn run(o: &Options) -> Result<i32> {
             report_step(&o.out, step, rec);
             state.write(&o.out)?;
             if ended.status == Status::Interrupted {
-                return interrupted(&mut state, o);
+                return Ok(Outcome {
+                    code: interrupted(&mut state, o)?,
+                    ..Outcome::default()
+                });
             }
         }
         if stage == Stage::Config && o.stop_on_config {
@@ -145,10 +166,27 @@ pub fn run(o: &Options) -> Result<i32> {
     if let Some(why) = &halted {
         println!("stopped: {why}; the report judges what ran");
     }
-    let code = final_report(o, &stop)?;
+    let (code, suspects) = final_report(o, &stop)?;
     state.verdict_code = Some(code);
     state.write(&o.out)?;
-    Ok(code)
+    Ok(Outcome {
+        code,
+        suspects,
+        not_done: state
+            .steps
+            .iter()
+            .filter(|s| s.status != Status::Done)
+            .map(|s| s.json.display().to_string())
+            .collect(),
+        steps_done: format!(
+            "{} step(s)",
+            state
+                .steps
+                .iter()
+                .filter(|s| s.status == Status::Done)
+                .count()
+        ),
+    })
 }
 
 /// A step's deadline: its stage's budget left, else three times its projection (at least
@@ -370,8 +408,8 @@ fn retest(
 }
 
 /// `aggregate report` over every document, its output on this terminal; its exit code
-/// is the run's.
-fn final_report(o: &Options, stop: &AtomicBool) -> Result<i32> {
+/// is the run's, with the suspects it named.
+fn final_report(o: &Options, stop: &AtomicBool) -> Result<(i32, Vec<String>)> {
     let mut cmd = Command::new(o.settings.bin.join("aggregate"));
     cmd.current_dir(&o.out).args([
         "report",
@@ -394,17 +432,25 @@ fn final_report(o: &Options, stop: &AtomicBool) -> Result<i32> {
         "[report] aggregate report results --profile {} --out report",
         o.profile
     );
-    let status = cmd
-        .status()
+    let out = cmd
+        .stderr(std::process::Stdio::inherit())
+        .output()
         .with_context(|| format!("cannot run {}", o.settings.bin.join("aggregate").display()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    print!("{text}");
+    let suspects = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("SUSPECT"))
+        .map(|l| l.trim().to_string())
+        .collect();
     println!(
         "report bundle: {}",
         o.out.join("report").join("report.html").display()
     );
     if stop.load(std::sync::atomic::Ordering::SeqCst) {
-        return Ok(130);
+        return Ok((130, suspects));
     }
-    Ok(status.code().unwrap_or(2))
+    Ok((out.status.code().unwrap_or(2), suspects))
 }
 
 /// `--dry-run`: every command, by stage, with the projection of each and of each stage.

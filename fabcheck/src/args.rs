@@ -36,6 +36,111 @@ pub struct Cli {
 enum Cmd {
     /// Run the acceptance a profile asks for and judge it.
     Accept(AcceptArgs),
+    /// Is a slow job the network's fault? The job's nodes' audits and links, judged
+    /// against a good night: exit 0 "matches its baseline", 1 "at fault: <parts>".
+    Triage(TriageArgs),
+}
+
+/// What the binary was asked to do, resolved.
+pub enum Job {
+    Accept(Options),
+    Triage(crate::triage::Triage),
+}
+
+#[derive(Args)]
+struct TriageArgs {
+    /// Delivery profile whose link and configuration checks judge the nodes.
+    #[arg(short, long)]
+    profile: String,
+    /// The job's nodes: a host file (one per line).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["job", "local"])]
+    hosts: Option<PathBuf>,
+    /// The job's nodes: a Slurm job id (its NodeList, through scontrol).
+    #[arg(long, value_name = "ID", conflicts_with = "local")]
+    job: Option<String>,
+    /// Rehearse on this host: N ranks, each counted as a node.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(2..=64))]
+    local: Option<u32>,
+    /// A good night's directory (its results/ are the baseline), e.g. history/last-good.
+    #[arg(long, value_name = "DIR")]
+    baseline: PathBuf,
+    /// Ranks per node: one per NIC (rail).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    nics_per_node: u32,
+    /// Extra launcher arguments, passed as they are.
+    #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
+    launcher_args: Option<String>,
+    /// The fabric plan (names leaves and uplinks among the suspects).
+    #[arg(long, value_name = "FILE")]
+    plan: Option<PathBuf>,
+    /// Output directory (results/, report/, compare.md, accept.json).
+    #[arg(short, long)]
+    out: PathBuf,
+    /// A change must exceed this percentage of the baseline to count (aggregate compare).
+    #[arg(long, default_value_t = 5.0)]
+    tolerance: f64,
+    /// ... and this many standard deviations of the baseline's own spread.
+    #[arg(long, default_value_t = 3.0)]
+    sigmas: f64,
+    /// Seconds each pair measures each size in a bandwidth sweep (bench-bw -D).
+    #[arg(long, default_value_t = 0.5)]
+    per_pair: f64,
+    /// Longest wait for a peer in any run, seconds.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=3600))]
+    timeout: u32,
+    /// Directory of the suite's binaries (default: this binary's own).
+    #[arg(long, value_name = "DIR")]
+    bin: Option<PathBuf>,
+}
+
+impl TriageArgs {
+    fn resolve(self) -> Result<crate::triage::Triage> {
+        let out = absolute(&self.out)?;
+        // A job's nodes become a host file in the output directory, for mpirun.
+        let hosts = match (&self.job, &self.hosts) {
+            (Some(job), _) => {
+                let list = crate::triage::job_hosts(job)?;
+                std::fs::create_dir_all(&out)
+                    .with_context(|| format!("{}: cannot create", out.display()))?;
+                let file = out.join("job.hosts");
+                results::write::write_atomic(&file, format!("{}\n", list.join("\n")).as_bytes())
+                    .with_context(|| format!("{}: cannot write", file.display()))?;
+                Some(file)
+            }
+            (None, h) => h.clone(),
+        };
+        let accept = AcceptArgs {
+            profile: self.profile,
+            hosts,
+            local: self.local,
+            nics_per_node: self.nics_per_node,
+            gpus_per_node: None,
+            nodes: None,
+            launcher_args: self.launcher_args,
+            plan: self.plan,
+            out: self.out,
+            sign: None,
+            identity: "fabcheck".into(),
+            dry_run: false,
+            // The nodes' own configuration and links: the parts of the network a job
+            // touches, in minutes.
+            stages: Some(vec![Stage::Config, Stage::Links]),
+            budget: vec![],
+            resume: false,
+            stop_on: None,
+            no_retest: false,
+            per_pair: self.per_pair,
+            timeout: self.timeout,
+            bin: self.bin,
+        };
+        let (tolerance, sigmas) = (self.tolerance, self.sigmas);
+        Ok(crate::triage::Triage {
+            run: accept.resolve()?,
+            baseline: self.baseline,
+            tolerance_pct: tolerance,
+            sigmas,
+        })
+    }
 }
 
 #[derive(Args)]
@@ -136,9 +241,11 @@ fn existing(p: &Path, what: &str) -> Result<PathBuf> {
 }
 
 impl Cli {
-    pub fn resolve(self) -> Result<Options> {
-        let Cmd::Accept(a) = self.cmd;
-        a.resolve()
+    pub fn resolve(self) -> Result<Job> {
+        Ok(match self.cmd {
+            Cmd::Accept(a) => Job::Accept(a.resolve()?),
+            Cmd::Triage(t) => Job::Triage(t.resolve()?),
+        })
     }
 }
 

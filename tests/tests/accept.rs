@@ -240,3 +240,112 @@ fn nix_kill(pid: i32) {
         .success();
     assert!(ok);
 }
+
+/// Multiplies every bandwidth figure of the documents under `dir` by `factor`.
+fn scale_bandwidth(dir: &Path, factor: f64) {
+    fn walk(v: &mut Value, factor: f64, inside: bool) {
+        match v {
+            Value::Number(n) if inside => {
+                *v = serde_json::json!(n.as_f64().unwrap() * factor);
+            }
+            Value::Array(a) => a.iter_mut().for_each(|x| walk(x, factor, inside)),
+            Value::Object(o) => {
+                for (k, x) in o.iter_mut() {
+                    let bw = inside || k == "bw_gbit_s" || k == "interval_gbit_s";
+                    walk(x, factor, bw);
+                }
+            }
+            _ => {}
+        }
+    }
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "json") {
+            let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+            walk(&mut v, factor, false);
+            std::fs::write(&p, serde_json::to_string(&v).unwrap()).unwrap();
+        }
+    }
+}
+
+#[test]
+fn triage_answers_whether_the_network_matches_its_good_night() {
+    let dir = tempfile::tempdir().unwrap();
+    let night = dir.path().join("night");
+    let base = wait_with_deadline(
+        spawn(&mut fabcheck(&[
+            "--profile",
+            "loopback-demo-cluster",
+            "--local",
+            "3",
+            "--stages",
+            "links",
+            "--out",
+            night.to_str().unwrap(),
+        ])),
+        LIMIT,
+        "the good night",
+    );
+    assert!(
+        night.join("results/01-links-bench-bw.json").is_file(),
+        "{:?}",
+        text(&base)
+    );
+    let triage = |baseline: &Path, out: &str, extra: &[&str]| {
+        let mut c = fabcheck(&[]);
+        // fabcheck(&[]) starts with `accept`: triage is its own subcommand.
+        let mut args = vec!["triage".to_string()];
+        args.extend(
+            [
+                "--profile",
+                "loopback-demo-cluster",
+                "--local",
+                "3",
+                "--baseline",
+                baseline.to_str().unwrap(),
+                "--out",
+                dir.path().join(out).to_str().unwrap(),
+            ]
+            .iter()
+            .chain(extra)
+            .map(|s| s.to_string()),
+        );
+        c = {
+            let mut n = Command::new(c.get_program());
+            n.args(&args)
+                .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+                .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            n
+        };
+        wait_with_deadline(spawn(&mut c), LIMIT, out)
+    };
+    // Beside the same cluster's night, loopback's noise aside: it matches.
+    let same = triage(&night, "same", &["--tolerance", "1000"]);
+    let (o, e) = text(&same);
+    assert_eq!(same.status.code(), Some(0), "{o}{e}");
+    assert!(
+        o.contains("triage: the network matches its baseline"),
+        "{o}"
+    );
+    // Beside a night a hundred times faster: the bandwidth regressed, named. (Loopback
+    // pairs differ so much that three standard deviations of the baseline's spread hide
+    // even a hundredfold drop: the tolerance alone decides here.)
+    let fast = dir.path().join("fast");
+    std::fs::create_dir_all(fast.join("results")).unwrap();
+    for e in std::fs::read_dir(night.join("results")).unwrap() {
+        let p = e.unwrap().path();
+        std::fs::copy(&p, fast.join("results").join(p.file_name().unwrap())).unwrap();
+    }
+    scale_bandwidth(&fast.join("results"), 100.0);
+    let slow = triage(&fast, "slow", &["--sigmas", "0"]);
+    let (o, e) = text(&slow);
+    assert_eq!(slow.status.code(), Some(1), "{o}{e}");
+    assert!(o.contains("triage: the network is at fault:"), "{o}");
+    assert!(
+        o.lines()
+            .any(|l| l.contains("regressed against the baseline: send_bw")),
+        "{o}"
+    );
+}

@@ -47,10 +47,12 @@ pub fn pair_tests_only(cmd: clap::Command) -> clap::Command {
         })
         .collect();
     cmd.mut_arg("op", |a| {
-        a.value_parser(PossibleValuesParser::new(values).map(|s| match s.parse::<Op>() {
-            Ok(v) => v,
-            Err(_) => unreachable!("the parser only passes listed names"),
-        }))
+        a.value_parser(
+            PossibleValuesParser::new(values).map(|s| match s.parse::<Op>() {
+                Ok(v) => v,
+                Err(_) => unreachable!("the parser only passes listed names"),
+            }),
+        )
     })
 }
 
