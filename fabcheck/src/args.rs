@@ -117,6 +117,7 @@ impl TriageArgs {
             gpus_per_node: None,
             nodes: None,
             launcher_args: self.launcher_args,
+            wrap: None,
             plan: self.plan,
             out: self.out,
             sign: None,
@@ -166,6 +167,11 @@ struct AcceptArgs {
     /// Extra launcher arguments, passed as they are (e.g. "--mca btl_tcp_if_include eth0").
     #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
     launcher_args: Option<String>,
+    /// A command every rank runs the tool through (e.g. "numactl --cpunodebind=0", a
+    /// container's exec, the simulated fabric's rank wrapper), placed between the launcher
+    /// and the tool.
+    #[arg(long, value_name = "CMD", allow_hyphen_values = true)]
+    wrap: Option<String>,
     /// The fabric plan, given to the sweeps and the report (`aggregate --plan`).
     #[arg(long, value_name = "FILE")]
     plan: Option<PathBuf>,
@@ -348,6 +354,11 @@ impl AcceptArgs {
             nics: self.nics_per_node,
             gpus: self.gpus_per_node.unwrap_or(self.nics_per_node),
             launcher_args,
+            wrap: self
+                .wrap
+                .as_deref()
+                .map(|w| w.split_whitespace().map(String::from).collect())
+                .unwrap_or_default(),
         })
     }
 }

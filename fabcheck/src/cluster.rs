@@ -31,6 +31,8 @@ pub struct Cluster {
     pub gpus: u32,
     /// Extra launcher arguments, given as they are (`--mca btl_tcp_if_include eth0`).
     pub launcher_args: Vec<String>,
+    /// What every rank runs the tool through (`numactl ...`, a rank wrapper), if anything.
+    pub wrap: Vec<String>,
 }
 
 impl Cluster {
@@ -113,6 +115,7 @@ impl Cluster {
             ],
         };
         v.extend(self.launcher_args.iter().cloned());
+        v.extend(self.wrap.iter().cloned());
         v
     }
 
@@ -160,6 +163,7 @@ mod tests {
             nics: 8,
             gpus: 8,
             launcher_args: vec![],
+            wrap: vec![],
         }
     }
 

@@ -133,6 +133,7 @@ mod tests {
             nics: 8,
             gpus: 8,
             launcher_args: vec![],
+            wrap: vec![],
         };
         let s = crate::plan::tests::settings();
         let steps = crate::plan::steps(&p, &c, &s, &[Stage::Links]);

@@ -158,6 +158,7 @@ pub(crate) mod tests {
             nics: 8,
             gpus: 8,
             launcher_args: vec![],
+            wrap: vec![],
         };
         let steps = steps(&p, &c, &settings(), &Stage::ALL);
         let stages: Vec<Stage> = steps.iter().map(|s| s.stage).collect();
@@ -195,6 +196,7 @@ pub(crate) mod tests {
             nics: 1,
             gpus: 1,
             launcher_args: vec![],
+            wrap: vec![],
         };
         let steps = steps(&p, &c, &settings(), &[Stage::Links]);
         assert_eq!(steps.len(), 2, "{steps:?}");

@@ -5,7 +5,7 @@
 #   simfabric.sh --groups G --nodes-per-group N --rails R --spines S [--rate RATE]
 #       [--uplink-rate RATE] [--slow-uplink LEAF:SPINE[:RATE]] [--slow-leaf LEAF[:RATE]]
 #       [--swap-cables NODE:RAIL,RAIL] [--move-nic NODE:RAIL:GROUP] [--wrong-port NODE:RAIL]
-#       [--slow-dir NODE>NODE[:RATE]] [--plan-out FILE] -- COMMAND [ARGS...]
+#       [--slow-dir NODE>NODE[:RATE]] [--plan-out FILE] [--driver] -- COMMAND [ARGS...]
 #
 # Every node (g<group>n<index>) is a network namespace with interfaces rail0..rail<R-1> and
 # mgmt0; every leaf (leaf-r<rail>-g<group>) a namespace with one bridge whose ports toward the
@@ -23,6 +23,11 @@
 # address>` as its last arguments and FABCHECK_LLDPD_SOCKET = its node's lldpd socket. mpirun
 # runs in the management namespace and reaches the nodes over the management bridge
 # (198.19.255.0/24) through an rsh agent that enters the node's namespace instead of ssh.
+# With --driver, COMMAND instead runs once, in the management namespace, as a driver that
+# launches its own mpirun jobs (fabcheck accept): it gets FABCHECK_SIM_HOSTFILE (every node
+# with a slot per rail), FABCHECK_SIM_WRAP (the rank wrapper to put before each tool: rail
+# by local rank, --bind-addr for bench-lat/bench-bw/bench-congestion) and Open MPI's MCA
+# settings for the nodes' namespaces in its environment.
 # Exit code: COMMAND's; 2 for usage or environment errors. Everything is torn down on exit.
 #
 # Faults (each may be repeated; RATE defaults to 50mbit):
@@ -62,11 +67,16 @@ if [ "${1:-}" = "__rank" ]; then
   addr=$(ip -4 -o addr show dev "rail$lr" 2>/dev/null | awk '{print $4}' | cut -d/ -f1 | head -1)
   [ -n "$addr" ] || { echo "simfabric: $(hostname) has no address on rail$lr" >&2; exit 2; }
   export FABCHECK_LLDPD_SOCKET="$run/lldpd-$(hostname).sock"
-  exec "$@" --bind-addr "$addr"
+  # The point-to-point and load tools bind their data to the rail; the others (MPI
+  # collectives over the management network, the audit) take the command as it is.
+  case $(basename "$1") in
+    bench-lat | bench-bw | bench-congestion) exec "$@" --bind-addr "$addr" ;;
+    *) exec "$@" ;;
+  esac
 fi
 
-usage() { sed -n '2,41p' "$me" >&2; exit 2; }
-groups= npg= rails= spines= rate=1gbit uplink_rate= plan_out=
+usage() { sed -n '2,/^set -euo pipefail/{/^set -euo/!p}' "$me" >&2; exit 2; }
+groups= npg= rails= spines= rate=1gbit uplink_rate= plan_out= driver=0
 slow_uplinks=() slow_leaves=() swaps=() moves=() wrongs=() slow_dirs=()
 need() { [ $# -ge 2 ] || die "$1 needs a value (see --help)"; }
 while [ $# -gt 0 ]; do
@@ -84,6 +94,7 @@ while [ $# -gt 0 ]; do
     --wrong-port) need "$@"; wrongs+=("$2"); shift 2 ;;
     --slow-dir) need "$@"; slow_dirs+=("$2"); shift 2 ;;
     --plan-out) need "$@"; plan_out=$2; shift 2 ;;
+    --driver) driver=1; shift ;;
     --) shift; break ;;
     -h|--help) usage ;;
     *) echo "simfabric: unknown option $1" >&2; usage ;;
@@ -399,6 +410,19 @@ agent="$run/agent"
 printf '#!/bin/sh\nexec %q __agent %q "$@"\n' "$me" "$prefix" >"$agent"
 chmod 755 "$agent"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+if [ "$driver" = 1 ]; then
+  hostfile="$run/hosts"
+  for h in "${hosts[@]}"; do echo "${h%%:*} slots=$rails"; done >"$hostfile"
+  export FABCHECK_SIM_HOSTFILE="$hostfile" FABCHECK_SIM_WRAP="$me __rank $run"
+  export OMPI_MCA_plm_rsh_agent="$agent" OMPI_MCA_plm_rsh_no_tree_spawn=1 \
+    OMPI_MCA_oob_tcp_if_include=198.19.255.0/24 OMPI_MCA_btl_tcp_if_include=198.19.255.0/24 \
+    OMPI_MCA_btl=self,vader,tcp
+  set +e
+  inns mgmt "$@"
+  code=$?
+  set -e
+  exit $code
+fi
 set +e
 inns mgmt mpirun --host "$(IFS=,; echo "${hosts[*]}")" -np $((groups * npg * rails)) \
   --map-by slot --bind-to none \

@@ -144,7 +144,8 @@ fn nightly_sbatch_judges_signs_compares_and_keeps_history() {
     // a node) against the loopback profile: sweeps, a checked AllReduce, the report.
     let env = format!(
         "ALL,FABCHECK_BIN={},FABCHECK_HISTORY={},PROFILE=loopback-demo-cluster,SIGNING_KEY={},\
-         TEXTFILE_DIR={},TOLERANCE=1000,NICS_PER_NODE=1,LAUNCHER_ARGS=,ACCEPT_ARGS=--local 2",
+         TEXTFILE_DIR={},TOLERANCE=1000,NICS_PER_NODE=1,LAUNCHER_ARGS=,ACCEPT_ARGS=--local 2,\
+         OMPI_ALLOW_RUN_AS_ROOT=1,OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
         bin_dir.display(),
         history.display(),
         dir.join("night.key").display(),

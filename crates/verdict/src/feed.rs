@@ -227,12 +227,16 @@ fn expert_parallel(sel: &Selector) -> Run {
     run
 }
 
-/// Cabling is judged from the neighbours each node reports in its documents: the sweep's
-/// inventory carries LLDP or SMP discovery; `--plan` names the fabric it is compared with.
-fn cabling(sel: &Selector, _kind: DiffKind) -> Run {
-    let mut run = point_to_point(sel, "bench-bw", "write_bw");
-    run.stage = Stage::Links;
-    run.arg("--plan").arg("FABRIC_PLAN")
+/// Cabling is judged from the neighbours each node reports in its documents (a sweep's
+/// inventory carries LLDP or SMP discovery), against the plan the report is given
+/// (`--plan`) or the fabric's own regularity: any sweep feeds it.
+fn cabling(_sel: &Selector, _kind: DiffKind) -> Run {
+    Run::new(
+        Stage::Links,
+        Launch::EveryRank,
+        "bench-bw",
+        &["--pattern", "all-pairs"],
+    )
 }
 
 /// Every check a profile makes, with its id and the run that feeds it: the `[[check]]`
@@ -297,7 +301,12 @@ pub fn runs(p: &Profile) -> Vec<(Run, Vec<String>)> {
     // The more specific runs first, so the general ones find them to merge into.
     rows.sort_by_key(|(_, r)| std::cmp::Reverse(r.args.len()));
     for (id, run) in rows {
-        match out.iter_mut().find(|(have, _)| serves(have, &run)) {
+        // Of the runs that serve it, the one that narrows least.
+        match out
+            .iter_mut()
+            .filter(|(have, _)| serves(have, &run))
+            .min_by_key(|(have, _)| have.args.len())
+        {
             Some((_, ids)) => ids.push(id),
             None => out.push((run, vec![id])),
         }
@@ -333,8 +342,26 @@ fn serves(have: &Run, want: &Run) -> bool {
         }
         out
     };
+    // Options as (flag, value) pairs: a run that names no test or transport takes any.
+    let pairs = |args: Vec<String>| -> Vec<(String, Option<String>)> {
+        let mut out = Vec::new();
+        let mut it = args.into_iter().peekable();
+        while let Some(a) = it.next() {
+            let v = it.next_if(|n| !n.starts_with('-'));
+            out.push((a, v));
+        }
+        out
+    };
     let want_sized = want.args.iter().any(|a| sizes.contains(&a.as_str()));
-    have == want || (!want_sized && strip(have) == strip(want))
+    let (h, w) = (pairs(strip(have)), pairs(strip(want)));
+    // What `have` adds must only narrow what `want` takes (a check that names no test,
+    // transport or backend takes any); a mode, a direction or GPU memory is another run.
+    const NARROWING: [&str; 3] = ["--test", "--transport", "--backend"];
+    have == want
+        || (!want_sized
+            && w.iter().all(|p| h.contains(p))
+            && h.iter()
+                .all(|p| w.contains(p) || NARROWING.contains(&p.0.as_str())))
 }
 
 /// The sentence a MISSING check prints: the run that would feed it.
@@ -411,6 +438,19 @@ mod tests {
             .unwrap();
         assert_eq!(bw.1, ["bw", "loss"]);
         assert_eq!(runs.len(), 4, "{runs:?}");
+        // Only narrowing options serve a wider check: another mode, a direction or GPU
+        // memory is another run.
+        let roce = crate::profile::load("roce-100g").unwrap();
+        let runs = super::runs(&roce);
+        let feeding = |id: &str| {
+            runs.iter()
+                .find(|(_, ids)| ids.iter().any(|i| i == id))
+                .map(|(r, _)| r.command())
+                .unwrap()
+        };
+        assert_eq!(feeding("load-impact-*"), "bench-congestion");
+        assert!(!feeding("link-loss").contains("--use-cuda"));
+        assert!(!feeding("sweep-no-suspect").contains("--one-way"));
         assert!(next_step(&p.checks[0]).contains("`bench-lat --pattern all-pairs"));
     }
 }
