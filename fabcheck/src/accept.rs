@@ -167,6 +167,9 @@ pub fn execute(o: &Options) -> Result<Outcome> {
         println!("stopped: {why}; the report judges what ran");
     }
     let (code, suspects) = final_report(o, &stop)?;
+    if let Some(before) = retested_suspects(o, &state) {
+        print!("{}", retest_outcome(&before, &suspects));
+    }
     state.verdict_code = Some(code);
     state.write(&o.out)?;
     Ok(Outcome {
@@ -407,6 +410,49 @@ fn retest(
     Ok(())
 }
 
+/// The suspects the links' own report named, when a retest of them ran.
+fn retested_suspects(o: &Options, state: &State) -> Option<Vec<String>> {
+    state
+        .steps
+        .iter()
+        .any(|r| r.feeds == ["retest"] && r.status == Status::Done)
+        .then(|| {
+            let log = std::fs::read_to_string(o.out.join("links-report.log")).unwrap_or_default();
+            log.lines()
+                .filter_map(|l| l.strip_prefix("SUSPECT"))
+                .map(|l| l.trim().to_string())
+                .collect()
+        })
+}
+
+/// What the retest did to the links' suspects: each one the final report (both runs
+/// together) names again is confirmed; the others were cleared by their retest.
+fn retest_outcome(before: &[String], after: &[String]) -> String {
+    // A suspect is its kind and part: `link g0n1 rail1 - g1n1 rail1: explains ...`.
+    let part = |s: &str| s.split(':').next().unwrap_or(s).trim().to_string();
+    let now: Vec<String> = after.iter().map(|s| part(s)).collect();
+    let (confirmed, cleared): (Vec<String>, Vec<String>) = before
+        .iter()
+        .map(|s| part(s))
+        .partition(|p| now.contains(p));
+    let mut out = format!(
+        "[retest] {} of {} suspect(s) confirmed next to known-good nodes",
+        confirmed.len(),
+        before.len()
+    );
+    if !confirmed.is_empty() {
+        out.push_str(&format!(": {}", confirmed.join("; ")));
+    }
+    out.push('\n');
+    if !cleared.is_empty() {
+        out.push_str(&format!(
+            "[retest] cleared by the retest (not named with both runs judged): {}\n",
+            cleared.join("; ")
+        ));
+    }
+    out
+}
+
 /// `aggregate report` over every document, its output on this terminal; its exit code
 /// is the run's, with the suspects it named.
 fn final_report(o: &Options, stop: &AtomicBool) -> Result<(i32, Vec<String>)> {
@@ -510,6 +556,22 @@ pub fn dry_run(profile: &Profile, o: &Options, steps: &[Step]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_retest_confirms_or_clears_each_suspect_by_its_part() {
+        let before = [
+            "one_way g1n2 rail0 -> g0n3 rail0: explains 1 of the 26 bad links".to_string(),
+            "node g0n2: explains 6 of 7".to_string(),
+        ];
+        let after =
+            ["one_way g1n2 rail0 -> g0n3 rail0: explains 2 of the 28 bad links".to_string()];
+        let text = retest_outcome(&before, &after);
+        assert!(
+            text.contains("1 of 2 suspect(s) confirmed next to known-good nodes: one_way g1n2 rail0 -> g0n3 rail0"),
+            "{text}"
+        );
+        assert!(text.contains("cleared by the retest (not named with both runs judged): node g0n2"));
+    }
 
     #[test]
     fn a_step_is_bounded_by_its_budget_or_its_projection() {
