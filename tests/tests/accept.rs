@@ -13,8 +13,12 @@ use serde_json::Value;
 const LIMIT: Duration = Duration::from_secs(300);
 
 fn fabcheck(args: &[&str]) -> Command {
+    subcommand("accept", args)
+}
+
+fn subcommand(sub: &str, args: &[&str]) -> Command {
     let mut c = Command::new(bin("fabcheck"));
-    c.arg("accept")
+    c.arg(sub)
         .args(args)
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
@@ -23,6 +27,32 @@ fn fabcheck(args: &[&str]) -> Command {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     c
+}
+
+/// The loopback profile's link stage rehearsed on three ranks into `out`.
+fn rehearse_links(out: &Path, what: &str) -> std::process::Output {
+    let out = out.to_str().unwrap();
+    wait_with_deadline(
+        spawn(&mut fabcheck(&[
+            "--profile",
+            "loopback-demo-cluster",
+            "--local",
+            "3",
+            "--stages",
+            "links",
+            "--out",
+            out,
+        ])),
+        LIMIT,
+        what,
+    )
+}
+
+/// One rehearsal at a time: each runs every rank of its own on the same two cores, and
+/// two at once would make each other's latency tails the figures judged.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static RUNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    RUNS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn state(out: &Path) -> Value {
@@ -93,22 +123,10 @@ fn the_contract_profile_plans_a_run_for_every_check_and_the_link_stage_fits_30_m
 
 #[test]
 fn a_rehearsal_passes_and_an_unmet_bound_fails() {
+    let _runs = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let run = wait_with_deadline(
-        spawn(&mut fabcheck(&[
-            "--profile",
-            "loopback-demo-cluster",
-            "--local",
-            "3",
-            "--stages",
-            "links",
-            "--out",
-            out.to_str().unwrap(),
-        ])),
-        LIMIT,
-        "rehearsal",
-    );
+    let run = rehearse_links(&out, "rehearsal");
     let (o, e) = text(&run);
     // The collective was not run (--stages links): its check is MISSING and names the run.
     assert_eq!(run.status.code(), Some(1), "{o}{e}");
@@ -172,6 +190,7 @@ fn a_rehearsal_passes_and_an_unmet_bound_fails() {
 
 #[test]
 fn a_run_stopped_mid_stage_resumes_with_what_it_measured() {
+    let _runs = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let args = [
@@ -270,59 +289,33 @@ fn scale_bandwidth(dir: &Path, factor: f64) {
 
 #[test]
 fn triage_answers_whether_the_network_matches_its_good_night() {
+    let _runs = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let night = dir.path().join("night");
-    let base = wait_with_deadline(
-        spawn(&mut fabcheck(&[
-            "--profile",
-            "loopback-demo-cluster",
-            "--local",
-            "3",
-            "--stages",
-            "links",
-            "--out",
-            night.to_str().unwrap(),
-        ])),
-        LIMIT,
-        "the good night",
-    );
+    let base = rehearse_links(&night, "the good night");
     assert!(
         night.join("results/01-links-bench-bw.json").is_file(),
         "{:?}",
         text(&base)
     );
     let triage = |baseline: &Path, out: &str, extra: &[&str]| {
-        let mut c = fabcheck(&[]);
-        // fabcheck(&[]) starts with `accept`: triage is its own subcommand.
-        let mut args = vec!["triage".to_string()];
-        args.extend(
-            [
-                "--profile",
-                "loopback-demo-cluster",
-                "--local",
-                "3",
-                "--baseline",
-                baseline.to_str().unwrap(),
-                "--out",
-                dir.path().join(out).to_str().unwrap(),
-            ]
-            .iter()
-            .chain(extra)
-            .map(|s| s.to_string()),
-        );
-        c = {
-            let mut n = Command::new(c.get_program());
-            n.args(&args)
-                .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-                .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped());
-            n
-        };
-        wait_with_deadline(spawn(&mut c), LIMIT, out)
+        let out_dir = dir.path().join(out);
+        let mut args = vec![
+            "--profile",
+            "loopback-demo-cluster",
+            "--local",
+            "3",
+            "--baseline",
+            baseline.to_str().unwrap(),
+            "--out",
+            out_dir.to_str().unwrap(),
+        ];
+        args.extend(extra);
+        wait_with_deadline(spawn(&mut subcommand("triage", &args)), LIMIT, out)
     };
-    // Beside the same cluster's night, loopback's noise aside: it matches.
-    let same = triage(&night, "same", &["--tolerance", "1000"]);
+    // Beside the same cluster's night, loopback's noise aside: it matches. (A loopback
+    // p99 on two busy cores swings more than tenfold between runs minutes apart.)
+    let same = triage(&night, "same", &["--tolerance", "10000"]);
     let (o, e) = text(&same);
     assert_eq!(same.status.code(), Some(0), "{o}{e}");
     assert!(
