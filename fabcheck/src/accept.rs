@@ -159,7 +159,7 @@ pub fn execute(o: &Options) -> Result<Outcome> {
             halted = config_fault(&state, &steps);
         }
         if stage == Stage::Links && o.retest && halted.is_none() {
-            retest(o, &profile, &steps, &mut state, &stop)?;
+            retest(o, &steps, &mut state, &stop)?;
         }
         state.write(&o.out)?;
     }
@@ -314,13 +314,7 @@ fn config_fault(state: &State, steps: &[Step]) -> Option<String> {
 /// The retest stage: a report over the links so far names suspect pairs
 /// (`suspects.pairs`, each suspect paired with known-good nodes); they are measured again
 /// with the bandwidth sweep's own command, so the final report holds both runs.
-fn retest(
-    o: &Options,
-    profile: &Profile,
-    steps: &[Step],
-    state: &mut State,
-    stop: &AtomicBool,
-) -> Result<()> {
+fn retest(o: &Options, steps: &[Step], state: &mut State, stop: &AtomicBool) -> Result<()> {
     let Some(sweep) = steps.iter().find(|s| {
         s.stage == Stage::Links
             && s.run.tool == "bench-bw"
@@ -368,7 +362,8 @@ fn retest(
         feeds: vec!["retest".into()],
         argv,
         json,
-        projected: sweep.projected / profile.checks.len().max(1) as u32 + Duration::from_secs(30),
+        // A retest is a sweep over fewer pairs: bounded by the sweep's own projection.
+        projected: sweep.projected,
     };
     let command = step.command();
     if let Some(done) = state

@@ -673,16 +673,8 @@ fn accept_over_the_fabric(faults: &[&str], dir: &Path, extra: &str) -> (i32, Str
     );
     let out = run(
         Command::new(script())
-            .args([
-                "--groups",
-                "2",
-                "--nodes-per-group",
-                "4",
-                "--rails",
-                "2",
-                "--spines",
-                "2",
-            ])
+            // The two-group shape at the default 1 Gb/s (the profile's bounds are for it).
+            .args(&TWO_GROUPS[..8])
             .args(faults)
             .arg("--plan-out")
             .arg(&plan)
