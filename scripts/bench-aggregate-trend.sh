@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Scale benchmark of `aggregate trend` (issue 12): a year of nightly history of a 1024-GPU
-# cluster (365 nights in the layout examples/nightly.sbatch writes: the cross-node pass
+# cluster (365 nights in the layout deploy/nightly.sbatch writes: the cross-node pass
 # over 128 nodes with every latency size and histograms, bandwidth at 64 KiB and 1 MiB,
 # every rank at once, four collectives over 1024 ranks; about 7 MiB a night) is generated
 # by the development generator (`synth history`, never the product), then trended against

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fidelity of bench-collective's time against the way nccl-tests times a collective.
 #
-# The reference (benches/mpi_allreduce.c) is the least code that times MPI_Allreduce as
+# The reference (references/mpi_allreduce.c) is the least code that times MPI_Allreduce as
 # nccl-tests' common.cu does: warm-up, a barrier, one timer around ITERS back-to-back
 # calls, loop time / ITERS per rank, mean over ranks (nccl-tests' default -a 1). Ours is
 # `bench-collective all_reduce -c 0`, whose time_us is defined the same way. Both time
@@ -26,7 +26,7 @@
 # the load average is printed at the start and the end. Run it on an idle node, twice.
 #
 # Then (unless A2A_NP is empty) alltoall and the uniform ep_dispatch at A2A_NP ranks
-# (default 8) against benches/mpi_alltoallv.c: MPI_Alltoall at the same sizes, and
+# (default 8) against references/mpi_alltoallv.c: MPI_Alltoall at the same sizes, and
 # MPI_Alltoallv at equal counts: the count matrix is computed here, in Python, by a third
 # implementation of the router's specification (docs/load.md), from the same seed; the
 # same three-run rounds, ratios and spreads.
@@ -74,8 +74,8 @@ else
     WORK=$(mktemp -d)
     trap 'rm -rf "$WORK"' EXIT
 fi
-mpicc -O2 -o "$WORK/mpi_allreduce" benches/mpi_allreduce.c
-mpicc -O2 -o "$WORK/mpi_alltoallv" benches/mpi_alltoallv.c
+mpicc -O2 -o "$WORK/mpi_allreduce" references/mpi_allreduce.c
+mpicc -O2 -o "$WORK/mpi_alltoallv" references/mpi_alltoallv.c
 
 launch() {
     local np=$1

@@ -1,6 +1,8 @@
 //! fabric-doctor for real: on this machine (real dcb/ethtool answers, unknowns with why),
 //! capture then replay (same audit), and each scenario capture's findings.
 
+#![allow(clippy::unwrap_used)] // test and example code: a panic is the failure report
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

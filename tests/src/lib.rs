@@ -4,6 +4,8 @@
 //! The binaries must be built first (`cargo build --workspace --bins`, which the README's
 //! test command does): a test that cannot find one fails with that instruction.
 
+#![allow(clippy::unwrap_used)] // test and example code: a panic is the failure report
+
 use std::io::Read;
 use std::net::TcpListener;
 use std::path::PathBuf;

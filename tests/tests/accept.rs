@@ -3,6 +3,8 @@
 //! bound it cannot meet fails, and a run stopped by SIGTERM mid-stage that `--resume`
 //! finishes with the same verdict, keeping what was measured.
 
+#![allow(clippy::unwrap_used)] // test and example code: a panic is the failure report
+
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

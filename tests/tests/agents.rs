@@ -3,6 +3,8 @@
 //! killed mid-sweep, an agent that never answers, a wrong secret, agents of different
 //! options, garbage on an agent's port, the coordinator interrupted.
 
+#![allow(clippy::unwrap_used)] // test and example code: a panic is the failure report
+
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::net::TcpListener;

@@ -5,6 +5,8 @@
 //! `[lossless]` table. Each scenario's fault must be named by the check made for it and
 //! only there; the healthy nodes alone pass every check that has something to judge.
 
+#![allow(clippy::unwrap_used)] // test and example code: a panic is the failure report
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

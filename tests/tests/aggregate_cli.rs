@@ -2,6 +2,8 @@
 //! file and the JSON path or TOML key, --skip-bad, MISSING checks, compare, and the
 //! Prometheus export checked by the real `promtool`.
 
+#![allow(clippy::unwrap_used)] // test and example code: a panic is the failure report
+
 mod aggregate_common;
 
 use std::fs;

@@ -3,6 +3,8 @@
 //! signs the report, and stock OpenSSH verifies it. Histograms of two runs are merged and
 //! the percentiles recomputed from the merge.
 
+#![allow(clippy::unwrap_used)] // test and example code: a panic is the failure report
+
 mod aggregate_common;
 
 use std::fs;

@@ -8,6 +8,8 @@
 //! XML parser, the Prometheus export by `promtool` and a label parser. Each string must
 //! appear whole, as text, and nothing may appear that the template did not write.
 
+#![allow(clippy::unwrap_used)] // test and example code: a panic is the failure report
+
 mod aggregate_common;
 
 use std::fs;

@@ -7,6 +7,8 @@
 //! Each case must end in exit 2 with a message naming the file, or in a correct report;
 //! never a panic, a hang or an out-of-memory death. Peak memory is measured for each run.
 
+#![allow(clippy::unwrap_used)] // test and example code: a panic is the failure report
+
 mod aggregate_common;
 
 use std::fs;

@@ -9,6 +9,8 @@
 //! pairs, so the profile here sets the median rule far below that noise
 //! (`bw_below_median = 0.02`); the degraded node is a thousand times slower.
 
+#![allow(clippy::unwrap_used)] // test and example code: a panic is the failure report
+
 mod aggregate_common;
 
 use std::fs;

@@ -1,7 +1,9 @@
-//! `examples/nightly.sbatch` run for real, twice, in a private single-node Slurm cluster
+//! `deploy/nightly.sbatch` run for real, twice, in a private single-node Slurm cluster
 //! (`tests/slurm/cluster.sh`): each night is `fabcheck accept` (rehearsed with --local on
 //! the one node); the first night measures, passes and becomes the baseline;
 //! the second is compared with it, passes, and takes its place, and trends both nights.
+
+#![allow(clippy::unwrap_used)] // test and example code: a panic is the failure report
 
 mod aggregate_common;
 
@@ -66,7 +68,7 @@ impl Cluster {
                 ])
                 .arg(format!("--output={}", log.display()))
                 .arg(format!("--export={env}"))
-                .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/nightly.sbatch")),
+                .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/nightly.sbatch")),
             Duration::from_secs(60),
         );
         let (o, e) = text(&out);

@@ -3,6 +3,8 @@
 //! evidence, shows the fabric picture, the per-direction matrix and the cabling table,
 //! and judges the cabling checks of a profile; a bad plan is a usage error.
 
+#![allow(clippy::unwrap_used)] // test and example code: a panic is the failure report
+
 mod aggregate_common;
 
 use std::fs;

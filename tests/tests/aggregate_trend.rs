@@ -1,4 +1,4 @@
-//! `aggregate trend` on nightly histories in the layout `examples/nightly.sbatch` writes:
+//! `aggregate trend` on nightly histories in the layout `deploy/nightly.sbatch` writes:
 //! a history with a slow latency drift, one bad night and one disturbed night gets both
 //! flagged (and the bad night is not mistaken for a drift), a flat history gets nothing;
 //! `--since/--until` choose the window; the signed bundle verifies with stock

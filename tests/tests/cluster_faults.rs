@@ -4,6 +4,8 @@
 //! link and that node; then the retest it writes is run with the link healed and judged
 //! with the first sweep: the node confirmed, the link flaky (not cleared).
 
+#![allow(clippy::unwrap_used)] // test and example code: a panic is the failure report
+
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;

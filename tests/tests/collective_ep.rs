@@ -7,6 +7,8 @@
 //!
 //! No assertion depends on speed.
 
+#![allow(clippy::unwrap_used)] // test and example code: a panic is the failure report
+
 use std::time::Duration;
 
 use integration::{bin, mpirun, run, text};

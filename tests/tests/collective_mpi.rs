@@ -6,6 +6,8 @@
 //!
 //! No assertion depends on speed: the deadlines only turn a hang into a failure.
 
+#![allow(clippy::unwrap_used)] // test and example code: a panic is the failure report
+
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;

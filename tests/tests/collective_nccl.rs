@@ -4,6 +4,8 @@
 //! tool must say so with exit code 2, never a panic. No branch passes without asserting.
 //! (scripts/gpu-check.sh goes further on a GPU machine: every datatype and reduction.)
 
+#![allow(clippy::unwrap_used)] // test and example code: a panic is the failure report
+
 use std::path::Path;
 use std::time::Duration;
 

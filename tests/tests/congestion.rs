@@ -4,6 +4,8 @@
 //!
 //! No assertion depends on speed: the deadline only turns a hang into a failure.
 
+#![allow(clippy::unwrap_used)] // test and example code: a panic is the failure report
+
 use std::time::Duration;
 
 use integration::{bin, mpirun, run, text};

@@ -10,6 +10,8 @@
 //!
 //! Needs the binaries built first (`cargo build --workspace --bins`, as the test command does).
 
+#![allow(clippy::unwrap_used)] // test and example code: a panic is the failure report
+
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Component, Path, PathBuf};
 use std::process::Command;

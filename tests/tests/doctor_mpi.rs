@@ -2,6 +2,8 @@
 //! writes one document with one `hosts` entry per node; on this machine (three ranks, one
 //! node) and in the simulated cluster (three nodes, each its own host name).
 
+#![allow(clippy::unwrap_used)] // test and example code: a panic is the failure report
+
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;

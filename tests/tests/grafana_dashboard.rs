@@ -1,8 +1,10 @@
-//! `examples/grafana/fabcheck.json` against a real export: `aggregate export` of a
+//! `deploy/grafana/fabcheck.json` against a real export: `aggregate export` of a
 //! nightly result set, then every query of the dashboard (panels and template variables)
 //! must name only metrics and labels the export holds, parse under `promtool`, and return
 //! data from the export (evaluated by `promtool test rules`), with the template variables
 //! set to "All" and to a real value each. Controls prove each check can fail.
+
+#![allow(clippy::unwrap_used)] // test and example code: a panic is the failure report
 
 mod aggregate_common;
 
@@ -369,7 +371,7 @@ fn every_dashboard_query_parses_and_reads_what_the_export_writes() {
     let export = parse_export(&export_text);
 
     let dash: Value = serde_json::from_str(
-        &fs::read_to_string(repo().join("examples/grafana/fabcheck.json")).unwrap(),
+        &fs::read_to_string(repo().join("deploy/grafana/fabcheck.json")).unwrap(),
     )
     .unwrap();
     // Shape: unique panel ids, every panel placed and on the dashboard's data source.

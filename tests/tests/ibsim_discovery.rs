@@ -7,6 +7,8 @@
 //! checks: each faulty fabric's document judged by the real `aggregate report` against the
 //! healthy fabric's `ibnetdiscover` output as the plan names its fault.
 
+#![allow(clippy::unwrap_used)] // test and example code: a panic is the failure report
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -15,6 +15,8 @@
 //! cycles the crate split removed are put back in copies of the sources to prove the test
 //! finds them.
 
+#![allow(clippy::unwrap_used)] // test and example code: a panic is the failure report
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -5,6 +5,8 @@
 //! the simulated cluster (tests/cluster/simcluster.sh) a link shaped in ONE direction shows
 //! that direction slow and the other not, in both orientations.
 
+#![allow(clippy::unwrap_used)] // test and example code: a panic is the failure report
+
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;

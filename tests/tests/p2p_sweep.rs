@@ -4,6 +4,8 @@
 //! finished before it, and the simulated cluster (tests/cluster/simcluster.sh) whose
 //! links and nodes are shaped one by one.
 
+#![allow(clippy::unwrap_used)] // test and example code: a panic is the failure report
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;

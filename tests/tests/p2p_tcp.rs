@@ -2,6 +2,8 @@
 //! through the JSON field names of schema v1, plus the fault cases: no peer, garbage on the
 //! port, a mismatched client, a peer killed mid-run, Ctrl-C, bad flags.
 
+#![allow(clippy::unwrap_used)] // test and example code: a panic is the failure report
+
 use std::io::Write;
 use std::net::TcpStream;
 use std::path::Path;

@@ -1,4 +1,4 @@
-//! `examples/prometheus/alerts.yml` under the real `promtool`: the rules parse, their unit
+//! `deploy/prometheus/alerts.yml` under the real `promtool`: the rules parse, their unit
 //! tests (`tests/prometheus/alerts_test.yml`) pass, and the unit tests can fail: for every
 //! alert, a copy of the rules where it never fires and one where it fires on every
 //! fabcheck series must each make `promtool test rules` fail. So each alert has a series
@@ -68,7 +68,7 @@ fn mutate(rules: &str, alert: &str, expr: &str) -> String {
 #[test]
 fn alert_rules_parse_and_their_unit_tests_pass_and_can_fail() {
     require("promtool", "prometheus");
-    let rules_path = repo().join("examples/prometheus/alerts.yml");
+    let rules_path = repo().join("deploy/prometheus/alerts.yml");
     let tests_dir = repo().join("tests/prometheus");
     let out = promtool(
         &["check", "rules", rules_path.to_str().unwrap()],
@@ -128,7 +128,7 @@ fn alert_rules_parse_and_their_unit_tests_pass_and_can_fail() {
             let test_file = format!("test-{i}-{j}.yml");
             fs::write(
                 dir.join(&test_file),
-                test_text.replace("../../examples/prometheus/alerts.yml", &rules_file),
+                test_text.replace("../../deploy/prometheus/alerts.yml", &rules_file),
             )
             .unwrap();
             files.push((test_file, name.clone(), *expr));

@@ -10,6 +10,8 @@
 //! whole fabric (simfabric.sh --driver) with tests/fabric/simfabric-accept.toml: a healthy
 //! fabric passes, a faulty one fails naming exactly its faults.
 
+#![allow(clippy::unwrap_used)] // test and example code: a panic is the failure report
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -2,6 +2,8 @@
 //! --mpi=pmix` inside a real (private, single-node) Slurm cluster that
 //! `tests/slurm/cluster.sh` brings up.
 
+#![allow(clippy::unwrap_used)] // test and example code: a panic is the failure report
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;

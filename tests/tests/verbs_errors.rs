@@ -8,6 +8,8 @@
 //! ACTIVE, the tool says which port is in which state). Everything else that needs a
 //! device runs on Soft-RoCE: tests/softroce/run-all.sh.
 
+#![allow(clippy::unwrap_used)] // test and example code: a panic is the failure report
+
 use std::process::Command;
 use std::time::Duration;
 

@@ -9,7 +9,7 @@ use reports::trend;
 /// is flagged.
 #[derive(Args)]
 pub struct TrendArgs {
-    /// History directories (one directory per night, as examples/nightly.sbatch writes
+    /// History directories (one directory per night, as deploy/nightly.sbatch writes
     /// them) or night directories.
     #[arg(required = true)]
     history: Vec<PathBuf>,

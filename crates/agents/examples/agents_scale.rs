@@ -6,6 +6,8 @@
 //! round's orchestration (sending every go, waiting for every report, recording).
 //! Run: `cargo run --release --example agents_scale -p agents [AGENTS] [PATTERN]`.
 
+#![allow(clippy::unwrap_used)] // test and example code: a panic is the failure report
+
 use std::io::Write;
 use std::time::Instant;
 

@@ -6,6 +6,8 @@
 //!
 //! `structure_scale [GROUPS] [NODES_PER_GROUP] [RAILS] [SPINES] [FAULTS] [SEED]`
 
+#![allow(clippy::unwrap_used)] // test and example code: a panic is the failure report
+
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Instant;
 

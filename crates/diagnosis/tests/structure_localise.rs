@@ -2,6 +2,8 @@
 //! exactly the injected faults, with their kinds, for several seeds and two sizes, and
 //! nothing on a clean fabric.
 
+#![allow(clippy::unwrap_used)] // test and example code: a panic is the failure report
+
 use std::collections::BTreeSet;
 
 use diagnosis::structure;

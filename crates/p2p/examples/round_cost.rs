@@ -4,6 +4,8 @@
 //! interval samples, counters on both sides). Run:
 //! `cargo run --release --example round_cost -p p2p [PAIRS]`.
 
+#![allow(clippy::unwrap_used)] // test and example code: a panic is the failure report
+
 use std::time::Instant;
 
 use p2p::coordinator::RoundReport;

@@ -137,7 +137,7 @@ pub fn serve(kind: u32, mut s: TcpStream, received: Sinks) {
             }
             received
                 .lock()
-                .unwrap()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .push((kind - KIND_CONGEST, bytes, last));
         }
     }
@@ -239,7 +239,7 @@ pub fn accept_all(
                 let mut hdr = [0u8; 8];
                 s.read_exact(&mut hdr)
                     .context("reading a connection's header")?;
-                let kind = u32::from_le_bytes(hdr[4..].try_into().unwrap());
+                let kind = u32::from_le_bytes([hdr[4], hdr[5], hdr[6], hdr[7]]);
                 out.push((kind, s));
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock => {

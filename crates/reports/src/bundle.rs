@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use ssh_key::PrivateKey;
 
+use crate::clock::PhaseClock;
 use crate::sign;
+use crate::templates::Templates;
 use verdict::error::{Error, Result};
 
 fn err_io(p: &Path, e: std::io::Error) -> Error {
@@ -84,6 +86,34 @@ impl Bundle {
     /// fingerprint.
     pub fn sign(&self, key: &PrivateKey, identity: &str) -> Result<String> {
         sign::sign_bundle(&self.dir, &self.files, key, identity)
+    }
+
+    /// The tail every bundle shares, in the order the signature needs: each page rendered
+    /// from `ctx`, `summary.json` from `summary`, then (with a key) the manifest signed
+    /// over everything written, so the signature covers the pages and the summary alike.
+    /// `signer` is the key and the identity it signs as; returns the key's fingerprint.
+    pub(crate) fn finish<C: Serialize, S: Serialize>(
+        &mut self,
+        pages: &[&str],
+        templates: &Templates,
+        ctx: &C,
+        summary: &S,
+        signer: Option<(&PrivateKey, &str)>,
+        clock: &mut PhaseClock,
+    ) -> Result<Option<String>> {
+        for name in pages {
+            let text = templates.render(name, ctx)?;
+            self.write(name, text.as_bytes(), None)?;
+        }
+        let summary = serde_json::to_vec_pretty(summary)
+            .map_err(|e| Error::Output(format!("summary.json: {e}")))?;
+        self.write("summary.json", &summary, None)?;
+        clock.lap("render");
+        let fingerprint = signer
+            .map(|(key, identity)| self.sign(key, identity))
+            .transpose()?;
+        clock.lap("sign");
+        Ok(fingerprint)
     }
 }
 

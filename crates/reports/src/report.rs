@@ -21,6 +21,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::bundle::{Bundle, SignatureInfo, ToolInfo};
+use crate::clock::PhaseClock;
 use crate::cluster::Cluster;
 use crate::plots::{self, Plots};
 use crate::sign;
@@ -237,32 +238,6 @@ pub struct Outcome {
     pub suspects: Vec<String>,
     /// The retest list written, with its number of pairs.
     pub retest: Option<(PathBuf, usize)>,
-}
-
-/// Phase timings on standard error when `AGGREGATE_TIMINGS` is set, for the scale
-/// benchmark: which phase to optimise is a measurement, not a guess.
-pub(crate) struct PhaseClock(Option<std::time::Instant>);
-
-impl PhaseClock {
-    pub(crate) fn new() -> Self {
-        PhaseClock(std::env::var_os("AGGREGATE_TIMINGS").map(|_| std::time::Instant::now()))
-    }
-    /// Runs `f` and, with timings on, prints its own wall time as `phase`: for a phase
-    /// that runs on a thread of its own beside another, whose shared lap follows.
-    pub(crate) fn own<R>(&self, phase: &str, f: impl FnOnce() -> R) -> R {
-        let start = self.0.map(|_| std::time::Instant::now());
-        let r = f();
-        if let Some(t) = start {
-            eprintln!("aggregate: {phase}: {:.3} s", t.elapsed().as_secs_f64());
-        }
-        r
-    }
-    pub(crate) fn lap(&mut self, phase: &str) {
-        if let Some(t) = self.0 {
-            eprintln!("aggregate: {phase}: {:.3} s", t.elapsed().as_secs_f64());
-            self.0 = Some(std::time::Instant::now());
-        }
-    }
 }
 
 /// What the report says, made from the inputs: the tables, the verdict with the matrix
@@ -515,10 +490,6 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             .any(|d| d.doc.tool_version == results::provenance::SYNTHETIC_TOOL_VERSION),
         signature,
     };
-    for name in ["report.html", "report.md", "report.junit.xml"] {
-        let text = templates.render(name, &ctx)?;
-        bundle.write(name, text.as_bytes(), None)?;
-    }
     #[derive(Serialize)]
     struct Summary<'a> {
         verdict: &'a Verdict,
@@ -531,23 +502,22 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         skipped: &'a [BadInput],
         inputs: &'a [InputInfo],
     }
-    let summary = serde_json::to_vec_pretty(&Summary {
+    let summary = Summary {
         verdict: &verdict,
         tables: &tables,
         matrix: &cluster,
         load: &load,
         skipped: &set.skipped,
         inputs: &ctx.inputs,
-    })
-    .map_err(|e| Error::Output(format!("summary.json: {e}")))?;
-    bundle.write("summary.json", &summary, None)?;
-
-    clock.lap("render");
-    let fingerprint = key
-        .as_ref()
-        .map(|k| bundle.sign(k, &opts.identity))
-        .transpose()?;
-    clock.lap("sign");
+    };
+    let fingerprint = bundle.finish(
+        &["report.html", "report.md", "report.junit.xml"],
+        &templates,
+        &ctx,
+        &summary,
+        key.as_ref().map(|k| (k, opts.identity.as_str())),
+        &mut clock,
+    )?;
     let outcome = Outcome {
         verdict,
         dir: opts.out.clone(),

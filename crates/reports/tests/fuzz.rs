@@ -2,6 +2,8 @@
 //! panics, and whatever parses must survive the whole pipeline (tables, judging, plots,
 //! Prometheus export) without panicking either.
 
+#![allow(clippy::unwrap_used)] // test and example code: a panic is the failure report
+
 use proptest::prelude::*;
 use reports::export::{ExportData, Exporter};
 use reports::plots;

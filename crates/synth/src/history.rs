@@ -1,4 +1,4 @@
-//! A synthetic nightly history, in the layout `examples/nightly.sbatch` writes, for the
+//! A synthetic nightly history, in the layout `deploy/nightly.sbatch` writes, for the
 //! trend tests and the trend scale benchmark (`synth history`; every document says it is
 //! synthetic). One night per directory, `HISTORY/2026-01-01T0200Z-1000/results/`:
 //!

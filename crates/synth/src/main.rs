@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! synth scale OUT [--ranks 1024] [--sizes 26]   # the 1024-GPU acceptance shape
-//! synth history OUT [--nights 365] [--ranks 1024] # a nightly history (examples/nightly.sbatch layout)
+//! synth history OUT [--nights 365] [--ranks 1024] # a nightly history (deploy/nightly.sbatch layout)
 //! synth sweep OUT.json [--nodes 1024] [--rails 8] [--bad-node N] [--compact]   # one all-pairs sweep
 //! ```
 
@@ -64,7 +64,7 @@ enum Cmd {
         #[arg(long, default_value_t = 26)]
         sizes: u32,
     },
-    /// A nightly history in the layout examples/nightly.sbatch writes (one directory per
+    /// A nightly history in the layout deploy/nightly.sbatch writes (one directory per
     /// night), with what a trend report must find built in: a slow latency drift, bad
     /// nights, a busy night, a node whose links weaken.
     History {

@@ -1,4 +1,6 @@
 //! Shared helpers of the `aggregate` end-to-end tests.
+
+#![allow(clippy::unwrap_used)] // test and example code: a panic is the failure report
 #![allow(dead_code)]
 
 use std::fs;

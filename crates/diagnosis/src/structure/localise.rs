@@ -633,14 +633,13 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
                 best = Some((p, score));
             }
         }
-        let take_spine = match (&spine_best, best) {
-            (Some(s), Some((_, bs))) => s.1 as i64 > bs,
-            (Some(_), None) => true,
-            _ => false,
+        let spine_pick = match (&spine_best, best) {
+            (Some(s), Some((_, bs))) if s.1 as i64 > bs => Some(s),
+            (Some(s), None) => Some(s),
+            _ => None,
         };
-        let (part, domain_ok): (Part, Option<Blocks>) = if take_spine {
-            let (p, _, ok, _) = spine_best.clone().unwrap();
-            (p, Some(ok))
+        let (part, domain_ok): (Part, Option<Blocks>) = if let Some((p, _, ok, _)) = spine_pick {
+            (*p, Some(ok.clone()))
         } else if let Some((p, _)) = best {
             (p, None)
         } else {

@@ -182,7 +182,9 @@ pub fn run(
             let t_loaded = t0;
             out.close();
             servers.join()?;
-            let got = received.lock().unwrap();
+            let got = received
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             for (g, bytes, last) in got.iter() {
                 let secs =
                     last.map_or(0.0, |l| l.saturating_duration_since(t_loaded).as_secs_f64());

@@ -20,6 +20,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
+use std::sync::PoisonError;
 use std::time::{Duration, Instant};
 
 /// What one command printed.
@@ -119,11 +120,16 @@ impl Live {
     /// Writes what a capture needs besides the files (the read errors); the first error
     /// met while capturing, if any.
     pub fn finish(&self) -> Result<(), String> {
-        if let Some(e) = self.capture_error.lock().unwrap().take() {
+        if let Some(e) = self
+            .capture_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
             return Err(e);
         }
         if let Some(dir) = &self.capture {
-            let errors = self.errors.lock().unwrap();
+            let errors = self.errors.lock().unwrap_or_else(PoisonError::into_inner);
             let text = serde_json::to_string_pretty(&*errors).unwrap_or_default();
             results::write::write_atomic(&dir.join("read-errors.json"), text.as_bytes())
                 .map_err(|e| format!("cannot write {}: {e}", dir.display()))?;
@@ -141,7 +147,7 @@ impl Live {
         if let Err(e) = r {
             self.capture_error
                 .lock()
-                .unwrap()
+                .unwrap_or_else(PoisonError::into_inner)
                 .get_or_insert_with(|| format!("cannot write {}: {e}", path.display()));
         }
     }
@@ -151,7 +157,7 @@ impl Live {
         if e.kind() != std::io::ErrorKind::NotFound && self.capture.is_some() {
             self.errors
                 .lock()
-                .unwrap()
+                .unwrap_or_else(PoisonError::into_inner)
                 .insert(path.to_string(), why.clone());
         }
         why

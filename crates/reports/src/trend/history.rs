@@ -1,4 +1,4 @@
-//! Finding the nights of a history: the layout `examples/nightly.sbatch` writes, one
+//! Finding the nights of a history: the layout `deploy/nightly.sbatch` writes, one
 //! directory per night named by its UTC start (`2026-11-29T0200Z-4711/results/*.json`,
 //! beside its `report/` and `compare.*`), and a `last-good` link to one of them.
 
@@ -118,7 +118,7 @@ pub fn discover(args: &[PathBuf]) -> Result<Vec<Night>> {
         if !meta.is_dir() {
             return Err(Error::Input(format!(
                 "{}: not a directory; give the nightly history directory (one directory per \
-                 night, as examples/nightly.sbatch writes it) or night directories",
+                 night, as deploy/nightly.sbatch writes it) or night directories",
                 arg.display()
             )));
         }
@@ -143,7 +143,7 @@ pub fn discover(args: &[PathBuf]) -> Result<Vec<Night>> {
         if found == 0 {
             return Err(Error::Input(format!(
                 "{}: no nights found (expected directories such as 2026-11-29T0200Z-4711 \
-                 holding results/*.json, as examples/nightly.sbatch writes them)",
+                 holding results/*.json, as deploy/nightly.sbatch writes them)",
                 arg.display()
             )));
         }

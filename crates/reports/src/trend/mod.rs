@@ -39,8 +39,8 @@ use std::time::SystemTime;
 use serde::Serialize;
 
 use crate::bundle::{Bundle, SignatureInfo, ToolInfo};
+use crate::clock::PhaseClock;
 use crate::compare::{self, Point};
-use crate::report::PhaseClock;
 use crate::sign;
 use crate::templates::Templates;
 use verdict::error::{Error, Result};
@@ -515,19 +515,14 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         inputs: trend.inputs.len(),
         signature,
     };
-    for name in ["trend.html", "trend.md"] {
-        let text = templates.render(name, &ctx)?;
-        bundle.write(name, text.as_bytes(), None)?;
-    }
-    let summary = serde_json::to_vec_pretty(&trend)
-        .map_err(|e| Error::Output(format!("summary.json: {e}")))?;
-    bundle.write("summary.json", &summary, None)?;
-    clock.lap("render");
-    let fingerprint = key
-        .as_ref()
-        .map(|k| bundle.sign(k, &opts.identity))
-        .transpose()?;
-    clock.lap("sign");
+    let fingerprint = bundle.finish(
+        &["trend.html", "trend.md"],
+        &templates,
+        &ctx,
+        &trend,
+        key.as_ref().map(|k| (k, opts.identity.as_str())),
+        &mut clock,
+    )?;
     Ok(Outcome {
         trend,
         dir: opts.out.clone(),

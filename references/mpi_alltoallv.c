@@ -3,7 +3,7 @@
  * (src/common.cu): `warmup` untimed calls, a barrier, one timer around `iters`
  * back-to-back calls; each rank's loop time / iters, mean over ranks, microseconds.
  *
- * Build: mpicc -O2 -o mpi_alltoallv benches/mpi_alltoallv.c
+ * Build: mpicc -O2 -o mpi_alltoallv references/mpi_alltoallv.c
  * Run:   mpirun -np N ./mpi_alltoallv alltoall MINBYTES MAXBYTES ITERS WARMUP
  *          float32, size = the whole buffer per rank (nccl-tests' size column), powers of
  *          two; prints "size_bytes time_us" per size (rank 0).

@@ -8,7 +8,7 @@
  * microseconds. Nothing happens between two timed calls: no per-iteration clock read,
  * no store.
  *
- * Build: mpicc -O2 -o mpi_allreduce benches/mpi_allreduce.c
+ * Build: mpicc -O2 -o mpi_allreduce references/mpi_allreduce.c
  * Run:   mpirun -np 2 ./mpi_allreduce MINBYTES MAXBYTES ITERS WARMUP
  * Output (rank 0): one line per size, powers of two from MINBYTES to MAXBYTES:
  *   "size_bytes time_us"
