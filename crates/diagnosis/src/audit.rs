@@ -14,10 +14,9 @@ use verdict::input::Loaded;
 use verdict::judge::{port_outcome, Outcome, PortCheck};
 use verdict::profile::LosslessSpec;
 
-/// The facets compared across nodes.
-pub const FACETS: &[&str] = &[
-    "pfc", "trust", "dscp_map", "cnp_dscp", "dcqcn", "fec", "mtu", "firmware",
-];
+/// The facets compared across nodes (one list, the profile's: an unknown name is refused
+/// when the profile is read).
+pub use verdict::profile::LOSSLESS_FACETS as FACETS;
 
 /// The audited ports of every node: the latest audit of each host name (ranks on one
 /// node audit the same node).
@@ -253,9 +252,10 @@ pub fn checks(spec: &LosslessSpec, docs: &[Loaded]) -> Vec<Outcome> {
             .map(|l| &l.0)
             .collect::<std::collections::BTreeSet<_>>()
             .len();
+        // A true median (the mean of the middle two for an even count): the upper middle
+        // made the same weak lane pass or fail by which channel it sat on.
         let mut values: Vec<f64> = lanes.iter().map(|l| l.2).collect();
-        values.sort_by(f64::total_cmp);
-        let median = values.get(values.len() / 2).copied().unwrap_or_default();
+        let median = verdict::metric::median(&mut values).unwrap_or_default();
         let misses = lanes
             .iter()
             .filter(|(_, _, v)| *v < median - db)
@@ -340,6 +340,44 @@ mod tests {
         }
         // Facets no audit knows are MISSING, not passed.
         assert_eq!(by("lossless-same-fec").status, Status::Missing);
+    }
+
+    #[test]
+    fn the_outlier_median_is_a_true_median() {
+        // Eight 4-lane modules: 15 lanes at -1.0 dBm, 16 at 0.0 and one at -3.4, so the
+        // median of the 32 is -0.5 (the mean of the middle two; the upper middle read 0.0
+        // and failed the lane at 3.4 dB under). 2.9 dB under the true one: within 3 dB.
+        let mut doc =
+            results::Document::new("fabric-doctor", "mpi", 8, "2026-01-01T00:00:00Z".into());
+        for i in 0..8 {
+            let mut h = node(&format!("node{i:02}"), 3, 48);
+            let lanes = match i {
+                0..=2 => vec![-1.0, -1.0, -1.0, -1.0],
+                3 => vec![-1.0, -1.0, -1.0, 0.0],
+                7 => vec![0.0, 0.0, -3.4, 0.0],
+                _ => vec![0.0; 4],
+            };
+            let port = &mut h.audit.as_mut().unwrap().ports[0];
+            port.module = Fact::known(
+                "ethtool -m eth2",
+                results::audit::Module {
+                    rx_power_dbm: lanes,
+                    ..Default::default()
+                },
+            );
+            doc.hosts.push(h);
+        }
+        let l = Loaded::from_text("a.json", &serde_json::to_string(&doc).unwrap()).unwrap();
+        let spec = LosslessSpec {
+            rx_power_outlier_db: Some(3.0),
+            ..Default::default()
+        };
+        let out = checks(&spec, &[l]);
+        let o = out
+            .iter()
+            .find(|o| o.id == "lossless-rx-power-outlier")
+            .unwrap();
+        assert_eq!(o.status, Status::Pass, "{}", o.worst_at);
     }
 
     #[test]

@@ -295,6 +295,14 @@ pub struct Module {
     /// The module's receive power thresholds, dBm.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rx_power_thresholds: Option<Thresholds>,
+    /// Channels the module reports but does not use (a 4-lane CMIS module prints 8; no
+    /// bias, no light, no loss of signal): left out of the lists above.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub idle_lanes: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A module's alarm and warning thresholds (the module's EEPROM, not our choice).

@@ -41,6 +41,56 @@ pub struct IbPort {
     pub link: Option<(String, String)>,
 }
 
+/// The description every SHARP Aggregation Node prints: a CA inside each Quantum switch of
+/// a UFM-managed fabric, on the switch's extra internal port (41 on a 40-port MQM8700). It
+/// is neither a host nor a cable of the fabric.
+pub const AGGREGATION_NODE: &str = "Mellanox Technologies Aggregation Node";
+
+/// Whether a node description is a SHARP Aggregation Node's.
+pub fn is_aggregation_node(desc: &str) -> bool {
+    desc.trim() == AGGREGATION_NODE
+}
+
+/// The switch's own name in an NVIDIA node description (`MF0;NAME:MODEL/U1`, as UFM and
+/// the switch OS set it), else the whole description (as topograph's `pkg/ib/ib.go` reads
+/// it).
+pub fn switch_name(desc: &str) -> String {
+    if let Some((_, rest)) = desc.split_once(';') {
+        if let Some((name, _)) = rest.split_once(':') {
+            if !name.is_empty() && !name.contains(';') {
+                return name.to_string();
+            }
+        }
+    }
+    desc.trim().to_string()
+}
+
+/// The name of every switch of `nodes` (by node id): its own name from the description
+/// ([`switch_name`]) when that names it alone, else its node id (`S-<GUID>`, ibnetdiscover's
+/// id for it). A switch is its GUID; the description is a label, and an unmanaged
+/// switch's factory default (`Quantum Mellanox Technologies`, the same on every one)
+/// names none of them: taken as the name, every such switch would merge into one and the
+/// cables between them become self-links. A name with blanks is not a switch's name
+/// either (discovery tells hosts, `node nic`, by their blank).
+pub fn switch_names(nodes: &[IbNode]) -> BTreeMap<String, String> {
+    let own = |n: &IbNode| switch_name(n.desc.as_deref().unwrap_or(&n.id));
+    let mut uses: BTreeMap<String, usize> = BTreeMap::new();
+    for n in nodes.iter().filter(|n| n.switch) {
+        *uses.entry(own(n)).or_default() += 1;
+    }
+    nodes
+        .iter()
+        .filter(|n| n.switch)
+        .map(|n| {
+            let name = own(n);
+            let alone = uses.get(&name) == Some(&1)
+                && !name.is_empty()
+                && !name.contains(char::is_whitespace);
+            (n.id.clone(), if alone { name } else { n.id.clone() })
+        })
+        .collect()
+}
+
 /// The first `"..."` string in `s` and what follows it.
 fn quoted(s: &str) -> Option<(&str, &str)> {
     let a = s.find('"')?;
@@ -159,16 +209,30 @@ pub fn parse_nodes(text: &str) -> Result<Vec<IbNode>, String> {
     Ok(nodes)
 }
 
-/// Every cable of the fabric, once, ordered; ends ordered by (GUID, port), named by their
-/// node descriptions as printed.
+/// Every cable of the fabric, once, ordered; ends ordered by (GUID, port). A switch is
+/// named as the plan importer names it ([`switch_names`]), a CA by its node description
+/// (`host nic`). The cable from a switch to its own Aggregation Node is inside the switch
+/// and left out.
 pub fn links(text: &str) -> Result<Vec<FabricLink>, String> {
     let nodes = parse_nodes(text)?;
     let by_id: BTreeMap<&str, &IbNode> = nodes.iter().map(|n| (n.id.as_str(), n)).collect();
+    let sw_names = switch_names(&nodes);
+    let internal = |id: &str, desc: &str| {
+        is_aggregation_node(desc)
+            || by_id
+                .get(id)
+                .and_then(|n| n.desc.as_deref())
+                .is_some_and(is_aggregation_node)
+    };
     let ident = |id: &str| -> (String, String) {
         match by_id.get(id) {
             Some(n) => (
                 n.guid.clone().unwrap_or_else(|| id.to_string()),
-                n.desc.clone().unwrap_or_else(|| id.to_string()),
+                sw_names.get(id).cloned().unwrap_or_else(|| {
+                    n.desc
+                        .as_deref()
+                        .map_or_else(|| id.to_string(), |d| d.trim().to_string())
+                }),
             ),
             None => (
                 guid_of_id(id).unwrap_or_else(|| id.to_string()),
@@ -182,7 +246,13 @@ pub fn links(text: &str) -> Result<Vec<FabricLink>, String> {
         let (ag, an) = ident(&n.id);
         // A peer whose own block is missing (a partial discovery) is named by its id,
         // its GUID read from the id.
+        if n.desc.as_deref().is_some_and(is_aggregation_node) {
+            continue;
+        }
         for port in &n.ports {
+            if internal(&port.peer_id, &port.peer_desc) {
+                continue;
+            }
             let (p, pp) = (port.port, port.peer_port);
             let (bg, bn) = ident(&port.peer_id);
             let (a, b) = if (ag.as_str(), p) <= (bg.as_str(), pp) {

@@ -399,6 +399,7 @@ pub fn plan(s: &FabricSpec) -> FabricPlan {
                 group: Some(format!("g{g}")),
                 rail: Some(r),
                 rack: None,
+                label: None,
             });
             for k in 0..s.spines {
                 p.link.push(PlanLink {
@@ -417,6 +418,7 @@ pub fn plan(s: &FabricSpec) -> FabricPlan {
             group: None,
             rail: None,
             rack: None,
+            label: None,
         });
     }
     for i in 0..s.nodes() {

@@ -536,6 +536,17 @@ pub fn parse(text: &str, source: &str) -> Result<Profile> {
             ));
         }
     }
+    if let Some(same) = raw.lossless.as_ref().and_then(|l| l.same.as_ref()) {
+        if let Some(bad) = same.iter().find(|f| !LOSSLESS_FACETS.contains(&f.as_str())) {
+            return Err(err(
+                "lossless.same".into(),
+                format!(
+                    "{bad:?} is not a facet the audit compares; the facets are {}",
+                    LOSSLESS_FACETS.join(", ")
+                ),
+            ));
+        }
+    }
     Ok(Profile {
         name: raw.name,
         description: raw.description,
@@ -549,13 +560,20 @@ pub fn parse(text: &str, source: &str) -> Result<Profile> {
     })
 }
 
+/// The facets of a port `[lossless].same` may name: compared across every Ethernet port
+/// (diagnosis::audit reads each). An unknown name is refused when the profile is read: taken,
+/// it would judge nothing and read MISSING with a hint about the audit, not the typo.
+pub const LOSSLESS_FACETS: &[&str] = &[
+    "pfc", "trust", "dscp_map", "cnp_dscp", "dcqcn", "fec", "mtu", "firmware",
+];
+
 /// `[lossless]` of a profile (docs/profiles.md).
 #[derive(Debug, Clone, Default, serde::Deserialize, serde::Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct LosslessSpec {
     /// Priorities that must carry PFC, exactly (RoCE usually `[3]`).
     pub lossless_priorities: Option<Vec<u8>>,
-    /// Facets every Ethernet port must show the same (default: all of `audit::FACETS`).
+    /// Facets every Ethernet port must show the same (default: all of [`LOSSLESS_FACETS`]).
     pub same: Option<Vec<String>>,
     /// The suite's DSCP lands on one of the lossless priorities on every port.
     #[serde(default)]
@@ -737,5 +755,25 @@ max_size = "64"
         }
         let roce = load("roce-100g").unwrap();
         assert!(roce.load.is_some_and(|l| l.impact_mean_max.is_some()));
+    }
+
+    #[test]
+    fn an_unknown_lossless_facet_is_refused() {
+        let p = parse(
+            &format!("{OK}[lossless]\nsame = [\"pfc\", \"mtu\"]\n"),
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(p.lossless.unwrap().same.unwrap(), ["pfc", "mtu"]);
+        let e = parse(
+            &format!("{OK}[lossless]\nsame = [\"pfc\", \"ecn\"]\n"),
+            "t.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("lossless.same") && e.contains("\"ecn\"") && e.contains("dcqcn"),
+            "{e}"
+        );
     }
 }

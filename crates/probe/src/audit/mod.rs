@@ -8,6 +8,7 @@
 //! from a capture directory, so `fabric-doctor --from DIR` audits a support bundle exactly
 //! as the machine it came from.
 
+mod module_eeprom;
 pub mod parse;
 pub mod source;
 

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use results::audit::{Buffer, Ets, Fec, Module, Pfc, Thresholds};
+use results::audit::{Buffer, Ets, Fec, Pfc};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -190,155 +190,7 @@ pub fn relevant_counter(name: &str) -> bool {
     WORDS.iter().any(|w| n.contains(w))
 }
 
-/// `-0.66` from `0.8585 mW / -0.66 dBm`; mW values convert (`10 log10 mW`).
-fn dbm(value: &str) -> Option<f64> {
-    let words: Vec<&str> = value.split_whitespace().collect();
-    if let Some(i) = words.iter().position(|w| *w == "dBm") {
-        if i > 0 {
-            return match words[i - 1] {
-                "-inf" => Some(f64::NEG_INFINITY),
-                w => w.parse().ok(),
-            };
-        }
-    }
-    let i = words.iter().position(|w| *w == "mW")?;
-    mw_to_dbm(words.get(i.checked_sub(1)?)?.parse().ok()?)
-}
-
-fn mw_to_dbm(mw: f64) -> Option<f64> {
-    Some(if mw <= 0.0 {
-        f64::NEG_INFINITY
-    } else {
-        10.0 * mw.log10()
-    })
-}
-
-/// `Laser tx bias current (Channel 1)` -> 1 (both `(Channel N)` and `(Chan N)` forms).
-fn channel(key: &str) -> Option<usize> {
-    let open = key.rfind('(')?;
-    let inner = key[open + 1..].trim_end_matches(')');
-    inner.split_whitespace().last()?.parse().ok()
-}
-
-/// `ethtool -m IF` text (ethtool before 6.14; sff-8636/qsfp.c, sfpdiag.c, cmis.c print
-/// `%-41s : value` lines): identifier, vendor, temperature, per-channel rx/tx power and
-/// bias, and the `Laser rx power {high,low} {alarm,warning} threshold` lines.
-pub fn ethtool_module_text(text: &str) -> Result<Module, String> {
-    let mut m = Module::default();
-    let mut rx: BTreeMap<usize, f64> = BTreeMap::new();
-    let mut tx: BTreeMap<usize, f64> = BTreeMap::new();
-    let mut bias: BTreeMap<usize, f64> = BTreeMap::new();
-    let mut t = Thresholds::default();
-    let mut any = false;
-    for line in text.lines() {
-        let Some((k, v)) = line.split_once(" : ").or_else(|| line.split_once(":")) else {
-            continue;
-        };
-        let (k, v) = (k.trim(), v.trim());
-        let kl = k.to_ascii_lowercase();
-        any = true;
-        if kl == "identifier" {
-            m.identifier = Some(v.to_string());
-        } else if kl == "vendor name" {
-            m.vendor = Some(v.to_string());
-        } else if kl == "vendor pn" {
-            m.part_number = Some(v.to_string());
-        } else if kl == "module temperature" {
-            m.temperature_c = v.split_whitespace().next().and_then(|w| w.parse().ok());
-        } else if kl.contains("threshold") && (kl.contains("rx power") || kl.contains("receiver")) {
-            let val = dbm(v);
-            let slot = match (kl.contains("high"), kl.contains("alarm")) {
-                (true, true) => &mut t.high_alarm,
-                (false, true) => &mut t.low_alarm,
-                (true, false) => &mut t.high_warning,
-                (false, false) => &mut t.low_warning,
-            };
-            *slot = val;
-        } else if (kl.starts_with("rcvr signal")
-            || kl.starts_with("receiver signal")
-            || kl.starts_with("rx power"))
-            && !kl.contains("alarm")
-            && !kl.contains("warning")
-        {
-            if let (Some(c), Some(p)) = (channel(k), dbm(v)) {
-                rx.insert(c, p);
-            } else if let Some(p) = dbm(v) {
-                rx.insert(1, p);
-            }
-        } else if kl.starts_with("transmit avg optical power")
-            || kl.starts_with("laser output power")
-        {
-            if let Some(p) = dbm(v) {
-                tx.insert(channel(k).unwrap_or(1), p);
-            }
-        } else if kl.starts_with("laser tx bias current")
-            || kl.starts_with("laser bias current")
-                && !kl.contains("alarm")
-                && !kl.contains("warning")
-        {
-            if let Some(ma) = v.split_whitespace().next().and_then(|w| w.parse().ok()) {
-                bias.insert(channel(k).unwrap_or(1), ma);
-            }
-        }
-    }
-    if !any {
-        return Err("ethtool -m printed nothing to read".into());
-    }
-    m.rx_power_dbm = rx.into_values().collect();
-    m.tx_power_dbm = tx.into_values().collect();
-    m.tx_bias_ma = bias.into_values().collect();
-    if t != Thresholds::default() {
-        m.rx_power_thresholds = Some(t);
-    }
-    Ok(m)
-}
-
-/// `ethtool --json -m IF` (ethtool >= 6.14, module_info.json): `[{"identifier":..,
-/// "vendor_name":..,"vendor_pn":..,"module_temperature":45.3,"rx_power":{"values":[mW..],
-/// "type":".."},"transmit_avg_optical_power":[mW..],"laser_tx_bias_current":[mA..],
-/// "laser_rx_power":{"high_alarm_threshold":mW,..}}]`. Powers are mW: converted to dBm.
-pub fn ethtool_module_json(json: &str) -> Result<Module, String> {
-    let v: Value =
-        serde_json::from_str(json).map_err(|e| format!("not ethtool's module JSON: {e}"))?;
-    let o = v
-        .as_array()
-        .and_then(|a| a.first())
-        .ok_or("ethtool printed no module")?;
-    let text = |k: &str| o.get(k).and_then(|v| v.as_str().map(str::to_string));
-    let mw_list = |v: Option<&Value>| -> Vec<f64> {
-        v.and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_f64)
-                    .filter_map(mw_to_dbm)
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let th = o.get("laser_rx_power").map(|t| {
-        let g = |k: &str| t.get(k).and_then(Value::as_f64).and_then(mw_to_dbm);
-        Thresholds {
-            high_alarm: g("high_alarm_threshold"),
-            low_alarm: g("low_alarm_threshold"),
-            high_warning: g("high_warning_threshold"),
-            low_warning: g("low_warning_threshold"),
-        }
-    });
-    Ok(Module {
-        identifier: text("identifier_description").or_else(|| text("identifier")),
-        vendor: text("vendor_name"),
-        part_number: text("vendor_pn"),
-        temperature_c: o.get("module_temperature").and_then(Value::as_f64),
-        rx_power_dbm: mw_list(o.get("rx_power").and_then(|r| r.get("values"))),
-        tx_power_dbm: mw_list(o.get("transmit_avg_optical_power")),
-        tx_bias_ma: o
-            .get("laser_tx_bias_current")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_f64).collect())
-            .unwrap_or_default(),
-        rx_power_thresholds: th,
-    })
-}
+pub use super::module_eeprom::{ethtool_module_json, ethtool_module_text};
 
 /// `Max locked memory  8388608  8388608  bytes` (or `unlimited`) from `/proc/self/limits`:
 /// the soft limit, what `getrlimit(RLIMIT_MEMLOCK)` returns; `Ok(None)` = unlimited.
@@ -387,24 +239,6 @@ mod tests {
             dcb_dcbx(r#"{"host":true,"ieee":true}"#).unwrap(),
             ["host", "ieee"]
         );
-    }
-
-    #[test]
-    fn module_text_reads_lanes_and_thresholds() {
-        let t = "\tIdentifier                                : 0x11 (QSFP28)\n\
-                 \tVendor name                               : Mellanox\n\
-                 \tModule temperature                        : 45.30 degrees C / 113.54 degrees F\n\
-                 \tRcvr signal avg optical power(Channel 1)  : 0.9720 mW / -0.12 dBm\n\
-                 \tRcvr signal avg optical power(Channel 2)  : 0.0000 mW / -inf dBm\n\
-                 \tLaser rx power low alarm threshold        : 0.0407 mW / -13.90 dBm\n\
-                 \tLaser rx power low warning threshold      : 0.0813 mW / -10.90 dBm\n";
-        let m = ethtool_module_text(t).unwrap();
-        assert_eq!(m.rx_power_dbm[0], -0.12);
-        assert!(m.rx_power_dbm[1].is_infinite());
-        let th = m.rx_power_thresholds.unwrap();
-        assert_eq!(th.low_alarm, Some(-13.9));
-        assert_eq!(th.low_warning, Some(-10.9));
-        assert_eq!(m.temperature_c, Some(45.3));
     }
 
     #[test]

@@ -412,7 +412,13 @@ impl Source for Replay {
 
     fn run(&self, argv: &[&str]) -> Output {
         let stem = self.dir.join(command_stem(argv));
-        let get = |ext: &str| std::fs::read_to_string(stem.with_extension_str(ext));
+        // Bytes as the command printed them, decoded as the live run decodes them: one
+        // stray byte (a module's vendor field, a driver's name) costs a replacement
+        // character, not the whole output.
+        let get = |ext: &str| {
+            std::fs::read(stem.with_extension_str(ext))
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+        };
         let Ok(rc) = get("rc") else {
             return Output {
                 error: Some(format!("`{}` is not in the capture", argv.join(" "))),
@@ -492,6 +498,24 @@ mod tests {
             .contains("not in the capture"));
         // A second capture into the same directory is refused, not mixed.
         assert!(Live::capturing(&cap).unwrap_err().contains("not empty"));
+    }
+
+    #[test]
+    fn a_captured_output_with_a_stray_byte_is_read_not_dropped() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cap = tmp.path().join("cap");
+        let live = Live::capturing(&cap).unwrap();
+        let argv = [
+            "sh",
+            "-c",
+            "printf 'Vendor name : ACME\\377\\nVendor PN : X1\\n'",
+        ];
+        let out = live.run(&argv);
+        live.finish().unwrap();
+        assert!(out.stdout.contains("Vendor PN : X1"), "{out:?}");
+        let replayed = Replay::open(&cap).unwrap().run(&argv);
+        assert_eq!(replayed.stdout, out.stdout);
+        assert!(replayed.stdout.contains('\u{fffd}'));
     }
 
     #[test]

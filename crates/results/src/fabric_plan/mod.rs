@@ -51,6 +51,11 @@ pub struct PlanSwitch {
     pub rail: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rack: Option<String>,
+    /// What the switch calls itself when that is not its name: a factory-default node
+    /// description shared by many switches (`Quantum Mellanox Technologies`), the switch
+    /// then named by its GUID.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
 }
 
 /// A node's group and rack when no NIC implies them.

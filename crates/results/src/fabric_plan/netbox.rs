@@ -85,18 +85,26 @@ fn csv_fields(line: &str) -> Vec<String> {
     out.into_iter().map(|s| s.trim().to_string()).collect()
 }
 
-/// Whether a device is a switch, from its role (when the CSV has one) or its name.
-fn switch_tier(name: &str, role: Option<&str>) -> Option<Tier> {
+/// Whether a device is a switch, from its role (when the CSV has one) or its name, read
+/// as words (letters only, lower case: `MSPINE4-01` is `mspine`, `storage01` is `storage`):
+/// a word ending in `core` or starting `super` is a core, one ending in `spine` a spine,
+/// one ending in `leaf`, or `tor`, `switch` (and, by name, `sw`) a leaf. Words, not
+/// substrings: `storage01` holds `tor` and `selene-swift-01` starts with `sw`, and
+/// neither is a switch.
+pub(crate) fn switch_tier(name: &str, role: Option<&str>) -> Option<Tier> {
     let probe = role.unwrap_or(name).to_ascii_lowercase();
-    if probe.contains("core") || probe.contains("super") {
+    let words: Vec<&str> = probe
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let any = |f: &dyn Fn(&str) -> bool| words.iter().any(|w| f(w));
+    if any(&|w| w.ends_with("core") || w.starts_with("super")) {
         Some(Tier::Core)
-    } else if probe.contains("spine") {
+    } else if any(&|w| w.ends_with("spine")) {
         Some(Tier::Spine)
-    } else if probe.contains("leaf")
-        || probe.contains("switch")
-        || probe.contains("tor")
-        || (role.is_none() && (probe.starts_with("sw") || probe.contains("-sw")))
-    {
+    } else if any(&|w| {
+        w.ends_with("leaf") || w == "tor" || w == "switch" || (role.is_none() && w == "sw")
+    }) {
         Some(Tier::Leaf)
     } else {
         None
@@ -104,8 +112,8 @@ fn switch_tier(name: &str, role: Option<&str>) -> Option<Tier> {
 }
 
 /// A NetBox cable CSV: each row one cable between two device interfaces. A device is a
-/// switch by its role column when there is one (`leaf`, `spine`, `core`, `switch`), else
-/// by its name (containing `leaf`, `spine`, `core`, `switch`, `tor`, or starting `sw`).
+/// switch by its role column when there is one, else by its name ([`switch_tier`]: words
+/// such as `leaf`, `spine`, `core`, `switch`, `tor`, `sw`).
 /// Host-to-leaf cables become NICs (rail: the host's NICs in natural name order), switch
 /// cables links. Rows whose status is not `connected` (planned, decommissioning) count as
 /// planned all the same; the status column is only read to skip `decommissioning`.
@@ -189,6 +197,7 @@ pub fn import_netbox(file: &str, text: &str) -> Result<FabricPlan> {
                     group: None,
                     rail: None,
                     rack: None,
+                    label: None,
                 });
                 e.tier = e.tier.max(t);
             }

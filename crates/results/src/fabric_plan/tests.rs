@@ -145,3 +145,31 @@ fn switch_and_ca_names_follow_node_descriptions() {
     );
     assert_eq!(ca_name("lonely", "H-1"), ("lonely".into(), "H-1".into()));
 }
+
+#[test]
+fn netbox_tiers_are_read_from_words_not_substrings() {
+    use super::netbox::switch_tier;
+    // Switch names of real fabrics (Selene's capture, topograph's example) by name alone.
+    assert_eq!(switch_tier("MSPINE4-01", None), Some(Tier::Spine));
+    assert_eq!(switch_tier("CCORE2-002", None), Some(Tier::Core));
+    assert_eq!(switch_tier("A09-P1-IBLEAF-04-04", None), Some(Tier::Leaf));
+    assert_eq!(switch_tier("A10-P1-IBSPINE-02", None), Some(Tier::Spine));
+    assert_eq!(switch_tier("r-ufm-sw95", None), Some(Tier::Leaf));
+    // Hosts whose names hold a switch word's letters: Selene's `selene-swift-01`, a
+    // storage node (`tor` in `storage`), `ai400x-157`.
+    for host in [
+        "selene-swift-01",
+        "storage01",
+        "ai400x-157",
+        "selene-cache-02",
+    ] {
+        assert_eq!(switch_tier(host, None), None, "{host}");
+    }
+    // A role decides alone: a storage server's role names no switch, whatever its name.
+    assert_eq!(switch_tier("sw-storage01", Some("Storage Server")), None);
+    assert_eq!(
+        switch_tier("LG01-03", Some("Leaf Switch")),
+        Some(Tier::Leaf)
+    );
+    assert_eq!(switch_tier("x", Some("super-spine")), Some(Tier::Core));
+}
