@@ -6,7 +6,7 @@
 //! every lane's receive power above its module's low warning). The profile's
 //! `[lossless]` table asks for them; each is a check that names every port that differs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use results::audit::{NodeAudit, PortAudit};
 
@@ -81,6 +81,42 @@ fn facet(p: &PortAudit, f: &str) -> Option<String> {
     }
 }
 
+/// A port's value and the majority's, cut to what differs when both are `key=value`
+/// lists (DCQCN's nine parameters side by side hid the one that differs): the keys whose
+/// values differ, and keys one side lacks (`key absent`). Other values are shown whole.
+fn differing(v: &str, most: &str) -> (String, String) {
+    let pairs = |s: &str| -> Option<BTreeMap<String, String>> {
+        s.split_whitespace()
+            .map(|w| {
+                w.split_once('=')
+                    .map(|(k, x)| (k.to_string(), x.to_string()))
+            })
+            .collect()
+    };
+    let (Some(a), Some(b)) = (pairs(v), pairs(most)) else {
+        return (v.to_string(), most.to_string());
+    };
+    let keys: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    let side = |m: &BTreeMap<String, String>, k: &str| match m.get(k) {
+        Some(x) => format!("{k}={x}"),
+        None => format!("{k} absent"),
+    };
+    let diff: Vec<&String> = keys
+        .into_iter()
+        .filter(|k| a.get(*k) != b.get(*k))
+        .collect();
+    if diff.is_empty() {
+        return (v.to_string(), most.to_string());
+    }
+    let show = |m: &BTreeMap<String, String>| {
+        diff.iter()
+            .map(|k| side(m, k))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    (show(&a), show(&b))
+}
+
 fn outcome(
     id: &str,
     description: String,
@@ -126,7 +162,11 @@ pub fn checks(spec: &LosslessSpec, docs: &[Loaded]) -> Vec<Outcome> {
         let misses: Vec<String> = values
             .iter()
             .filter(|(_, v)| Some(v) != most.as_ref())
-            .map(|(n, v)| format!("{n}: {v} (most: {})", most.as_deref().unwrap_or("?")))
+            .map(|(n, v)| {
+                let m = most.as_deref().unwrap_or("?");
+                let (v, m) = differing(v, m);
+                format!("{n}: {v} (most: {m})")
+            })
             .collect();
         // One port agrees with itself: "the same on every port" is judged only when at
         // least two ports say it.
@@ -378,6 +418,29 @@ mod tests {
             .find(|o| o.id == "lossless-rx-power-outlier")
             .unwrap();
         assert_eq!(o.status, Status::Pass, "{}", o.worst_at);
+    }
+
+    #[test]
+    fn a_dcqcn_difference_names_the_parameter_that_differs() {
+        let most = "min_time_between_cnps=4 rpg_ai_rate=5 rpg_time_reset=300";
+        let (v, m) = differing(
+            "min_time_between_cnps=4 rpg_ai_rate=5 rpg_time_reset=600",
+            most,
+        );
+        assert_eq!(
+            (v.as_str(), m.as_str()),
+            ("rpg_time_reset=600", "rpg_time_reset=300")
+        );
+        let (v, m) = differing("min_time_between_cnps=4 rpg_ai_rate=5", most);
+        assert_eq!(
+            (v.as_str(), m.as_str()),
+            ("rpg_time_reset absent", "rpg_time_reset=300")
+        );
+        // Not key=value lists: whole.
+        assert_eq!(
+            differing("MTU 4200", "MTU 9000"),
+            ("MTU 4200".into(), "MTU 9000".into())
+        );
     }
 
     #[test]

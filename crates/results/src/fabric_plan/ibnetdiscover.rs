@@ -47,15 +47,7 @@ pub fn import_ibnetdiscover(file: &str, text: &str) -> Result<FabricPlan> {
     };
     plan.switch = fabric.switches(&leaves, &neighbours);
     plan.nic = railed(host_nics);
-    plan.link = link_counts
-        .into_iter()
-        .map(|((a, b), count)| PlanLink {
-            a,
-            b,
-            count,
-            rate_gbit_s: None,
-        })
-        .collect();
+    plan.link = counted_links(link_counts);
     Ok(plan)
 }
 

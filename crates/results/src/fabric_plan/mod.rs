@@ -509,6 +509,20 @@ impl FabricPlan {
     }
 }
 
+/// Cables counted per (switch, switch) pair as the plan's links (no rate: importers read
+/// none).
+fn counted_links(counts: BTreeMap<(String, String), u32>) -> Vec<PlanLink> {
+    counts
+        .into_iter()
+        .map(|((a, b), count)| PlanLink {
+            a,
+            b,
+            count,
+            rate_gbit_s: None,
+        })
+        .collect()
+}
+
 mod ibnetdiscover;
 mod netbox;
 mod slurm;

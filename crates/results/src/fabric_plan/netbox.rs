@@ -260,14 +260,6 @@ pub fn import_netbox(file: &str, text: &str) -> Result<FabricPlan> {
         s.rack = racks.get(&name).cloned();
         plan.switch.push(s);
     }
-    plan.link = links
-        .into_iter()
-        .map(|((a, b), count)| PlanLink {
-            a,
-            b,
-            count,
-            rate_gbit_s: None,
-        })
-        .collect();
+    plan.link = counted_links(links);
     Ok(plan)
 }
