@@ -339,147 +339,214 @@ pub fn parse(text: &str, source: &str) -> Result<Profile> {
         }
     }
     let mut seen = HashSet::new();
-    let mut checks = Vec::new();
-    for (i, c) in raw.check.into_iter().enumerate() {
-        let key = |k: &str| format!("check[{i}].{k} (id \"{}\")", c.id);
-        if c.id.trim().is_empty() {
-            return Err(err(format!("check[{i}].id"), "empty id".into()));
-        }
-        if !seen.insert(c.id.clone()) {
-            return Err(err(key("id"), "duplicate id".into()));
-        }
-        let (metric, unit) = Metric::parse(&c.metric).ok_or_else(|| {
-            err(
-                key("metric"),
-                format!(
-                    "unknown metric `{}`; known: {}",
-                    c.metric,
-                    crate::metric::ALL
-                        .iter()
-                        .map(|m| m.0)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            )
-        })?;
-        if c.unit != unit {
-            return Err(err(
-                key("unit"),
-                format!("metric {} is measured in {unit}, not {}", c.metric, c.unit),
-            ));
-        }
-        let bound = match (c.min, c.max) {
-            (Some(v), None) => Bound::Min(v),
-            (None, Some(v)) => Bound::Max(v),
-            _ => return Err(err(key("min"), "give exactly one of `min` or `max`".into())),
-        };
-        if !bound.value().is_finite() {
-            return Err(err(key("min/max"), "bound is not a finite number".into()));
-        }
-        let size = |k: &str, s: &Option<SizeSpec>| -> Result<Option<u64>> {
-            match s {
-                None => Ok(None),
-                Some(SizeSpec::Bytes(b)) => Ok(Some(*b)),
-                Some(SizeSpec::Text(t)) => results::units::parse_size(t)
-                    .map(Some)
-                    .map_err(|e| err(key(k), e)),
-            }
-        };
-        let exact = size("size", &c.size)?;
-        let (mut min_size, mut max_size) = (
-            size("min_size", &c.min_size)?,
-            size("max_size", &c.max_size)?,
-        );
-        if let Some(s) = exact {
-            if min_size.is_some() || max_size.is_some() {
-                return Err(err(
-                    key("size"),
-                    "give `size` or a `min_size`/`max_size` range, not both".into(),
-                ));
-            }
-            min_size = Some(s);
-            max_size = Some(s);
-        }
-        if let (Some(a), Some(b)) = (min_size, max_size) {
-            if a > b {
-                return Err(err(key("min_size"), format!("{a} is above max_size {b}")));
-            }
-        }
-        if let Some(m) = &c.memory {
-            if !MEMORY_CLASSES.contains(&m.as_str()) {
-                return Err(err(
-                    key("memory"),
-                    format!(
-                        "unknown memory `{m}`; known: {} (host: both sides host memory, cuda: \
-                         both GPU memory, mixed: one of each, any: every row)",
-                        MEMORY_CLASSES.join(", ")
-                    ),
-                ));
-            }
-            if metric.rows() == RowKind::Collective {
-                return Err(err(
-                    key("memory"),
-                    format!(
-                        "metric {} reads collective rows, which have no memory selector",
-                        c.metric
-                    ),
-                ));
-            }
-        }
-        if c.bidirectional.is_some()
-            && !matches!(
-                metric.rows(),
-                RowKind::Bandwidth | RowKind::Counters | RowKind::Any
-            )
-        {
-            return Err(err(
-                key("bidirectional"),
-                format!("metric {} does not read bandwidth rows", c.metric),
-            ));
-        }
-        if c.collective.is_some() && !matches!(metric.rows(), RowKind::Collective | RowKind::Any) {
-            return Err(err(
-                key("collective"),
-                format!("metric {} is not a collective metric", c.metric),
-            ));
-        }
-        if let Some(b) = c.base_ranks {
-            if metric != Metric::ScalingEfficiency {
-                return Err(err(
-                    key("base_ranks"),
-                    "only a scaling_efficiency check has a base communicator size".into(),
-                ));
-            }
-            if b < 2 {
-                return Err(err(
-                    key("base_ranks"),
-                    format!("{b}: a collective needs at least 2 ranks"),
-                ));
-            }
-        }
-        checks.push(Check {
-            base_ranks: c.base_ranks,
-            id: c.id,
-            description: c.description,
-            metric,
-            unit,
-            bound,
-            select: Selector {
-                tool: c.tool,
-                test: c.test,
-                transport: c.transport,
-                collective: c.collective,
-                backend: c.backend,
-                min_size,
-                max_size,
-                pair: c.pair,
-                memory: c.memory,
-                bidirectional: c.bidirectional,
-                each_pair: c.each_pair,
-            },
-        });
+    let checks = raw
+        .check
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| read_check(i, c, &mut seen, &err))
+        .collect::<Result<Vec<_>>>()?;
+    check_matrix(&raw.matrix, &err)?;
+    check_load(raw.load.as_ref(), &err)?;
+    check_inventory(raw.inventory.as_ref(), &err)?;
+    check_lossless(raw.lossless.as_ref(), &err)?;
+    Ok(Profile {
+        name: raw.name,
+        description: raw.description,
+        line_rate_gbit_s: raw.line_rate_gbit_s,
+        checks,
+        source: source.to_string(),
+        matrix: raw.matrix,
+        inventory: raw.inventory,
+        lossless: raw.lossless,
+        load: raw.load,
+    })
+}
+
+/// Builds a profile error naming the key (`err(key, message)`).
+type ErrAt<'a> = &'a dyn Fn(String, String) -> Error;
+
+/// One `[[check]]`: its id unique, its metric known and its unit the metric's, exactly
+/// one bound, a size or a size range, and only the selectors its metric's rows have.
+fn read_check(i: usize, c: RawCheck, seen: &mut HashSet<String>, err: ErrAt) -> Result<Check> {
+    let key = |k: &str| format!("check[{i}].{k} (id \"{}\")", c.id);
+    if c.id.trim().is_empty() {
+        return Err(err(format!("check[{i}].id"), "empty id".into()));
     }
-    let m = &raw.matrix;
+    if !seen.insert(c.id.clone()) {
+        return Err(err(key("id"), "duplicate id".into()));
+    }
+    let (metric, unit) = metric_of(&c, &key, err)?;
+    let bound = bound_of(&c, &key, err)?;
+    let (min_size, max_size) = size_range(&c, &key, err)?;
+    check_selectors(&c, metric, &key, err)?;
+    Ok(Check {
+        base_ranks: c.base_ranks,
+        id: c.id,
+        description: c.description,
+        metric,
+        unit,
+        bound,
+        select: Selector {
+            tool: c.tool,
+            test: c.test,
+            transport: c.transport,
+            collective: c.collective,
+            backend: c.backend,
+            min_size,
+            max_size,
+            pair: c.pair,
+            memory: c.memory,
+            bidirectional: c.bidirectional,
+            each_pair: c.each_pair,
+        },
+    })
+}
+
+/// A check's metric and its unit, which must be the metric's own.
+fn metric_of(
+    c: &RawCheck,
+    key: &dyn Fn(&str) -> String,
+    err: ErrAt,
+) -> Result<(Metric, &'static str)> {
+    let (metric, unit) = Metric::parse(&c.metric).ok_or_else(|| {
+        err(
+            key("metric"),
+            format!(
+                "unknown metric `{}`; known: {}",
+                c.metric,
+                crate::metric::ALL
+                    .iter()
+                    .map(|m| m.0)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )
+    })?;
+    if c.unit != unit {
+        return Err(err(
+            key("unit"),
+            format!("metric {} is measured in {unit}, not {}", c.metric, c.unit),
+        ));
+    }
+    Ok((metric, unit))
+}
+
+/// Exactly one of `min` and `max`, a finite number.
+fn bound_of(c: &RawCheck, key: &dyn Fn(&str) -> String, err: ErrAt) -> Result<Bound> {
+    let bound = match (c.min, c.max) {
+        (Some(v), None) => Bound::Min(v),
+        (None, Some(v)) => Bound::Max(v),
+        _ => return Err(err(key("min"), "give exactly one of `min` or `max`".into())),
+    };
+    if !bound.value().is_finite() {
+        return Err(err(key("min/max"), "bound is not a finite number".into()));
+    }
+    Ok(bound)
+}
+
+/// `size` (an exact size) or a `min_size`/`max_size` range, in bytes or with a unit.
+fn size_range(
+    c: &RawCheck,
+    key: &dyn Fn(&str) -> String,
+    err: ErrAt,
+) -> Result<(Option<u64>, Option<u64>)> {
+    let size = |k: &str, s: &Option<SizeSpec>| -> Result<Option<u64>> {
+        match s {
+            None => Ok(None),
+            Some(SizeSpec::Bytes(b)) => Ok(Some(*b)),
+            Some(SizeSpec::Text(t)) => results::units::parse_size(t)
+                .map(Some)
+                .map_err(|e| err(key(k), e)),
+        }
+    };
+    let exact = size("size", &c.size)?;
+    let (mut min_size, mut max_size) = (
+        size("min_size", &c.min_size)?,
+        size("max_size", &c.max_size)?,
+    );
+    if let Some(s) = exact {
+        if min_size.is_some() || max_size.is_some() {
+            return Err(err(
+                key("size"),
+                "give `size` or a `min_size`/`max_size` range, not both".into(),
+            ));
+        }
+        min_size = Some(s);
+        max_size = Some(s);
+    }
+    if let (Some(a), Some(b)) = (min_size, max_size) {
+        if a > b {
+            return Err(err(key("min_size"), format!("{a} is above max_size {b}")));
+        }
+    }
+    Ok((min_size, max_size))
+}
+
+/// Only the selectors the metric's rows have: memory on pair rows, `bidirectional` on
+/// bandwidth rows, `collective` on collective rows, `base_ranks` on scaling efficiency.
+fn check_selectors(
+    c: &RawCheck,
+    metric: Metric,
+    key: &dyn Fn(&str) -> String,
+    err: ErrAt,
+) -> Result<()> {
+    if let Some(m) = &c.memory {
+        if !MEMORY_CLASSES.contains(&m.as_str()) {
+            return Err(err(
+                key("memory"),
+                format!(
+                    "unknown memory `{m}`; known: {} (host: both sides host memory, cuda: \
+                     both GPU memory, mixed: one of each, any: every row)",
+                    MEMORY_CLASSES.join(", ")
+                ),
+            ));
+        }
+        if metric.rows() == RowKind::Collective {
+            return Err(err(
+                key("memory"),
+                format!(
+                    "metric {} reads collective rows, which have no memory selector",
+                    c.metric
+                ),
+            ));
+        }
+    }
+    if c.bidirectional.is_some()
+        && !matches!(
+            metric.rows(),
+            RowKind::Bandwidth | RowKind::Counters | RowKind::Any
+        )
+    {
+        return Err(err(
+            key("bidirectional"),
+            format!("metric {} does not read bandwidth rows", c.metric),
+        ));
+    }
+    if c.collective.is_some() && !matches!(metric.rows(), RowKind::Collective | RowKind::Any) {
+        return Err(err(
+            key("collective"),
+            format!("metric {} is not a collective metric", c.metric),
+        ));
+    }
+    if let Some(b) = c.base_ranks {
+        if metric != Metric::ScalingEfficiency {
+            return Err(err(
+                key("base_ranks"),
+                "only a scaling_efficiency check has a base communicator size".into(),
+            ));
+        }
+        if b < 2 {
+            return Err(err(
+                key("base_ranks"),
+                format!("{b}: a collective needs at least 2 ranks"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `[matrix]`: shares in (0, 1], ratios above 1, at least one link.
+fn check_matrix(m: &MatrixSettings, err: ErrAt) -> Result<()> {
     let in_range = |key: &str, v: f64, lo: f64, hi: f64| {
         if v.is_finite() && v > lo && v <= hi {
             Ok(())
@@ -500,7 +567,12 @@ pub fn parse(text: &str, source: &str) -> Result<Profile> {
     if m.min_links == 0 {
         return Err(err("matrix.min_links".into(), "must be at least 1".into()));
     }
-    if let Some(l) = &raw.load {
+    Ok(())
+}
+
+/// `[load]`: at least one bound, each positive, Jain's index at most 1.
+fn check_load(load: Option<&LoadSpec>, err: ErrAt) -> Result<()> {
+    if let Some(l) = load {
         if l == &LoadSpec::default() {
             return Err(err(
                 "load".into(),
@@ -522,7 +594,12 @@ pub fn parse(text: &str, source: &str) -> Result<Profile> {
             ));
         }
     }
-    if let Some(inv) = &raw.inventory {
+    Ok(())
+}
+
+/// `[inventory]`: at least one expectation; counters named with a bound.
+fn check_inventory(inventory: Option<&InventorySpec>, err: ErrAt) -> Result<()> {
+    if let Some(inv) = inventory {
         if inv == &InventorySpec::default() {
             return Err(err(
                 "inventory".into(),
@@ -536,7 +613,12 @@ pub fn parse(text: &str, source: &str) -> Result<Profile> {
             ));
         }
     }
-    if let Some(same) = raw.lossless.as_ref().and_then(|l| l.same.as_ref()) {
+    Ok(())
+}
+
+/// `[lossless]`: only facets the audit compares.
+fn check_lossless(lossless: Option<&LosslessSpec>, err: ErrAt) -> Result<()> {
+    if let Some(same) = lossless.and_then(|l| l.same.as_ref()) {
         if let Some(bad) = same.iter().find(|f| !LOSSLESS_FACETS.contains(&f.as_str())) {
             return Err(err(
                 "lossless.same".into(),
@@ -547,17 +629,7 @@ pub fn parse(text: &str, source: &str) -> Result<Profile> {
             ));
         }
     }
-    Ok(Profile {
-        name: raw.name,
-        description: raw.description,
-        line_rate_gbit_s: raw.line_rate_gbit_s,
-        checks,
-        source: source.to_string(),
-        matrix: raw.matrix,
-        inventory: raw.inventory,
-        lossless: raw.lossless,
-        load: raw.load,
-    })
+    Ok(())
 }
 
 /// The facets of a port `[lossless].same` may name: compared across every Ethernet port
