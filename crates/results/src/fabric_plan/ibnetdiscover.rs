@@ -3,7 +3,6 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::*;
-use crate::natural::natural_cmp;
 
 use crate::ibnet::{is_aggregation_node, switch_names};
 pub use crate::ibnet::{switch_name, IbNode, IbPort};
@@ -57,9 +56,6 @@ struct Fabric<'a> {
     by_id: HashMap<&'a str, &'a IbNode>,
     names: BTreeMap<String, String>,
 }
-
-/// A host's NICs as cabled: (NIC, switch name, switch port).
-type HostNics = BTreeMap<String, Vec<(String, String, String)>>;
 
 impl<'a> Fabric<'a> {
     fn new(nodes: &'a [IbNode]) -> Self {
@@ -214,23 +210,4 @@ fn levels(
         frontier = next;
     }
     level
-}
-
-/// Each host's NICs on rails 0.. in natural name order.
-fn railed(hosts: HostNics) -> Vec<PlanNic> {
-    let mut out = Vec::new();
-    for (host, mut nics) in hosts {
-        nics.sort_by(|x, y| natural_cmp(&x.0, &y.0));
-        for (rail, (nic, sw, port)) in nics.into_iter().enumerate() {
-            out.push(PlanNic {
-                node: host.clone(),
-                nic,
-                rail: rail as u32,
-                switch: sw,
-                port: Some(port),
-                rate_gbit_s: None,
-            });
-        }
-    }
-    out
 }

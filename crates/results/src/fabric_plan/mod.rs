@@ -15,6 +15,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::natural::natural_cmp;
+
 /// Largest plan file read (a 10,000-node plan is about 2 MiB).
 pub const MAX_PLAN_BYTES: u64 = 64 << 20;
 
@@ -521,6 +523,29 @@ fn counted_links(counts: BTreeMap<(String, String), u32>) -> Vec<PlanLink> {
             rate_gbit_s: None,
         })
         .collect()
+}
+
+/// Each host's NICs as cabled: (NIC, switch name, switch port), by host.
+type HostNics = BTreeMap<String, Vec<(String, String, String)>>;
+
+/// Each host's NICs on rails 0.. in natural name order (the importers know no rail: a
+/// host's NICs by name is how rail-optimised fabrics are cabled); an empty port is none.
+fn railed(hosts: HostNics) -> Vec<PlanNic> {
+    let mut out = Vec::new();
+    for (host, mut nics) in hosts {
+        nics.sort_by(|x, y| natural_cmp(&x.0, &y.0));
+        for (rail, (nic, sw, port)) in nics.into_iter().enumerate() {
+            out.push(PlanNic {
+                node: host.clone(),
+                nic,
+                rail: rail as u32,
+                switch: sw,
+                port: Some(port).filter(|p| !p.is_empty()),
+                rate_gbit_s: None,
+            });
+        }
+    }
+    out
 }
 
 mod ibnetdiscover;

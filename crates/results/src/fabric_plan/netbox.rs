@@ -3,7 +3,6 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::natural::natural_cmp;
 
 /// Column names accepted for each field of a NetBox cable CSV (compared lower-case with
 /// `_` read as a blank): the cables list export ("Side A", "Termination A", ...), the
@@ -127,71 +126,114 @@ pub fn import_netbox(file: &str, text: &str) -> Result<FabricPlan> {
             "{file}: empty CSV; export the cables list from NetBox"
         )));
     };
-    let norm = |s: &str| {
-        s.trim()
-            .trim_start_matches('\u{feff}')
-            .to_ascii_lowercase()
-            .replace('_', " ")
-    };
-    let cols: Vec<String> = csv_fields(header).iter().map(|c| norm(c)).collect();
-    let find = |field: &str| -> Option<usize> {
-        let names = NETBOX_COLUMNS.iter().find(|(f, _)| *f == field)?.1;
-        names.iter().find_map(|n| cols.iter().position(|c| c == n))
-    };
-    let need = |field: &str| {
-        find(field).ok_or_else(|| {
-            PlanError(format!(
-                "{file}: no column for {field} (have: {}); accepted names: {}",
-                cols.join(", "),
-                NETBOX_COLUMNS
-                    .iter()
-                    .find(|(f, _)| *f == field)
-                    .map(|x| x.1.join(" / "))
-                    .unwrap_or_default()
-            ))
-        })
-    };
-    let (ad, an, bd, bn) = (
-        need("a_device")?,
-        need("a_name")?,
-        need("b_device")?,
-        need("b_name")?,
-    );
-    let (ar, br, ak, bk, st) = (
-        find("a_role"),
-        find("b_role"),
-        find("a_rack"),
-        find("b_rack"),
-        find("status"),
-    );
-    let mut switches: BTreeMap<String, PlanSwitch> = BTreeMap::new();
-    let mut host_nics: BTreeMap<String, Vec<(String, String, String)>> = BTreeMap::new();
-    let mut links: BTreeMap<(String, String), u32> = BTreeMap::new();
-    let mut racks: BTreeMap<String, String> = BTreeMap::new();
+    let cols = Columns::read(file, header)?;
+    let mut cables = Cables::default();
     for (ln, line) in lines {
-        let f = csv_fields(line);
+        let where_ = format!("{file} line {}", ln + 1);
+        cables.add(&cols, &csv_fields(line), &where_)?;
+    }
+    Ok(cables.into_plan())
+}
+
+/// Where each field sits in the CSV's records.
+struct Columns {
+    a_device: usize,
+    a_name: usize,
+    b_device: usize,
+    b_name: usize,
+    a_role: Option<usize>,
+    b_role: Option<usize>,
+    a_rack: Option<usize>,
+    b_rack: Option<usize>,
+    status: Option<usize>,
+}
+
+impl Columns {
+    /// The header's columns by [`NETBOX_COLUMNS`]; the four device and interface columns
+    /// are required.
+    fn read(file: &str, header: &str) -> Result<Columns> {
+        let norm = |s: &str| {
+            s.trim()
+                .trim_start_matches('\u{feff}')
+                .to_ascii_lowercase()
+                .replace('_', " ")
+        };
+        let cols: Vec<String> = csv_fields(header).iter().map(|c| norm(c)).collect();
+        let names = |field: &str| {
+            NETBOX_COLUMNS
+                .iter()
+                .find(|(f, _)| *f == field)
+                .map(|x| x.1)
+        };
+        let find = |field: &str| -> Option<usize> {
+            names(field)?
+                .iter()
+                .find_map(|n| cols.iter().position(|c| c == n))
+        };
+        let need = |field: &str| {
+            find(field).ok_or_else(|| {
+                PlanError(format!(
+                    "{file}: no column for {field} (have: {}); accepted names: {}",
+                    cols.join(", "),
+                    names(field).map(|n| n.join(" / ")).unwrap_or_default()
+                ))
+            })
+        };
+        Ok(Columns {
+            a_device: need("a_device")?,
+            a_name: need("a_name")?,
+            b_device: need("b_device")?,
+            b_name: need("b_name")?,
+            a_role: find("a_role"),
+            b_role: find("b_role"),
+            a_rack: find("a_rack"),
+            b_rack: find("b_rack"),
+            status: find("status"),
+        })
+    }
+}
+
+/// What the cables say so far: switches with their tiers, each host's NICs, the links
+/// between switches counted, and racks.
+#[derive(Default)]
+struct Cables {
+    switches: BTreeMap<String, PlanSwitch>,
+    host_nics: HostNics,
+    links: BTreeMap<(String, String), u32>,
+    racks: BTreeMap<String, String>,
+}
+
+impl Cables {
+    /// One record: a decommissioned cable is skipped; a host cable becomes a NIC, a
+    /// switch cable a link; a cable between two non-switches is an error that says how
+    /// to tell them apart.
+    fn add(&mut self, c: &Columns, f: &[String], at: &str) -> Result<()> {
         let get = |i: usize| f.get(i).map(String::as_str).unwrap_or("");
         let opt = |i: Option<usize>| i.map(get).filter(|s| !s.is_empty());
-        if opt(st).is_some_and(|s| s.to_ascii_lowercase().contains("decommission")) {
-            continue;
+        if opt(c.status).is_some_and(|s| s.to_ascii_lowercase().contains("decommission")) {
+            return Ok(());
         }
-        let (a, ai, b, bi) = (get(ad), get(an), get(bd), get(bn));
+        let (a, ai, b, bi) = (
+            get(c.a_device),
+            get(c.a_name),
+            get(c.b_device),
+            get(c.b_name),
+        );
         if a.is_empty() || b.is_empty() {
             return Err(PlanError(format!(
-                "{file} line {}: a cable needs a device on both sides",
-                ln + 1
+                "{at}: a cable needs a device on both sides"
             )));
         }
-        for (dev, rack) in [(a, opt(ak)), (b, opt(bk))] {
+        for (dev, rack) in [(a, opt(c.a_rack)), (b, opt(c.b_rack))] {
             if let Some(r) = rack {
-                racks.insert(dev.to_string(), r.to_string());
+                self.racks.insert(dev.to_string(), r.to_string());
             }
         }
-        let ta = switch_tier(a, opt(ar));
-        let tb = switch_tier(b, opt(br));
+        let ta = switch_tier(a, opt(c.a_role));
+        let tb = switch_tier(b, opt(c.b_role));
         for (dev, t) in [(a, ta), (b, tb)] {
             if let Some(t) = t {
-                let e = switches.entry(dev.to_string()).or_insert(PlanSwitch {
+                let e = self.switches.entry(dev.to_string()).or_insert(PlanSwitch {
                     name: dev.to_string(),
                     tier: t,
                     group: None,
@@ -202,64 +244,52 @@ pub fn import_netbox(file: &str, text: &str) -> Result<FabricPlan> {
                 e.tier = e.tier.max(t);
             }
         }
-        match (ta, tb) {
+        let nic = |host: &str, nic: &str, sw: &str, port: &str| {
+            (
+                host.to_string(),
+                (nic.to_string(), sw.to_string(), port.to_string()),
+            )
+        };
+        let (host, cable) = match (ta, tb) {
             (Some(_), Some(_)) => {
-                let k = if a <= b {
-                    (a.into(), b.into())
-                } else {
-                    (b.into(), a.into())
-                };
-                *links.entry(k).or_default() += 1;
+                let k = if a <= b { (a, b) } else { (b, a) };
+                *self.links.entry((k.0.into(), k.1.into())).or_default() += 1;
+                return Ok(());
             }
-            (None, Some(_)) => {
-                host_nics
-                    .entry(a.into())
-                    .or_default()
-                    .push((ai.into(), b.into(), bi.into()))
-            }
-            (Some(_), None) => {
-                host_nics
-                    .entry(b.into())
-                    .or_default()
-                    .push((bi.into(), a.into(), ai.into()))
-            }
+            (None, Some(_)) => nic(a, ai, b, bi),
+            (Some(_), None) => nic(b, bi, a, ai),
             (None, None) => {
                 return Err(PlanError(format!(
-                "{file} line {}: neither {a:?} nor {b:?} looks like a switch; add a role column \
-                     (Side A Role / Side B Role: leaf, spine) to the export",
-                ln + 1
-            )))
+                    "{at}: neither {a:?} nor {b:?} looks like a switch; add a role column \
+                     (Side A Role / Side B Role: leaf, spine) to the export"
+                )))
+            }
+        };
+        self.host_nics.entry(host).or_default().push(cable);
+        Ok(())
+    }
+
+    /// The plan: NICs on rails by name, hosts with a rack as nodes, switches with racks.
+    fn into_plan(self) -> FabricPlan {
+        let mut plan = FabricPlan {
+            version: 1,
+            ..Default::default()
+        };
+        for host in self.host_nics.keys() {
+            if let Some(r) = self.racks.get(host) {
+                plan.node.push(PlanNode {
+                    name: host.clone(),
+                    group: None,
+                    rack: Some(r.clone()),
+                });
             }
         }
-    }
-    let mut plan = FabricPlan {
-        version: 1,
-        ..Default::default()
-    };
-    for (host, mut nics) in host_nics {
-        nics.sort_by(|x, y| natural_cmp(&x.0, &y.0));
-        for (rail, (nic, sw, port)) in nics.into_iter().enumerate() {
-            plan.nic.push(PlanNic {
-                node: host.clone(),
-                nic,
-                rail: rail as u32,
-                switch: sw,
-                port: Some(port).filter(|p| !p.is_empty()),
-                rate_gbit_s: None,
-            });
+        plan.nic = railed(self.host_nics);
+        for (name, mut s) in self.switches {
+            s.rack = self.racks.get(&name).cloned();
+            plan.switch.push(s);
         }
-        if let Some(r) = racks.get(&host) {
-            plan.node.push(PlanNode {
-                name: host.clone(),
-                group: None,
-                rack: Some(r.clone()),
-            });
-        }
+        plan.link = counted_links(self.links);
+        plan
     }
-    for (name, mut s) in switches {
-        s.rack = racks.get(&name).cloned();
-        plan.switch.push(s);
-    }
-    plan.link = counted_links(links);
-    Ok(plan)
 }
