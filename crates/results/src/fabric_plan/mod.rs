@@ -229,6 +229,9 @@ pub struct PlanError(pub String);
 
 type Result<T> = std::result::Result<T, PlanError>;
 
+/// A step of validation: the item at fault and what is wrong with it.
+type Step<T> = std::result::Result<T, (String, String)>;
+
 /// Reads a plan file in `format` (detected when `None`) and validates it.
 pub fn load(path: &Path, format: Option<Format>) -> Result<FabricPlan> {
     let shown = path.display().to_string();
@@ -292,136 +295,166 @@ pub fn parse_native(file: &str, text: &str) -> Result<FabricPlan> {
 impl FabricPlan {
     /// Checks the plan's own consistency; the first problem found is returned.
     pub fn validate(&self, file: &str) -> Result<()> {
-        let err = |item: String, msg: String| Err(PlanError(format!("{file}: {item}: {msg}")));
+        let at = |(item, msg): (String, String)| PlanError(format!("{file}: {item}: {msg}"));
+        self.check_version().map_err(at)?;
+        let switches = self.check_switches().map_err(at)?;
+        self.check_nodes().map_err(at)?;
+        self.check_nics(&switches).map_err(at)?;
+        self.check_links(&switches).map_err(at)
+    }
+
+    fn check_version(&self) -> Step<()> {
         if self.version != 1 {
-            return err(
+            return Err((
                 "version".into(),
                 format!(
                     "{} is not a plan version this tool reads (write version = 1)",
                     self.version
                 ),
-            );
+            ));
         }
+        Ok(())
+    }
+
+    /// Switches named, each once, a core on no rail; by name.
+    fn check_switches(&self) -> Step<HashMap<&str, &PlanSwitch>> {
         let mut switches: HashMap<&str, &PlanSwitch> = HashMap::new();
         for (i, s) in self.switch.iter().enumerate() {
             if s.name.trim().is_empty() {
-                return err(format!("switch[{i}]"), "empty name".into());
+                return Err((format!("switch[{i}]"), "empty name".into()));
             }
             if switches.insert(&s.name, s).is_some() {
-                return err(
+                return Err((
                     format!("switch[{i}] {:?}", s.name),
                     "declared twice; each switch once".into(),
-                );
+                ));
             }
             if s.rail.is_some() && s.tier == Tier::Core {
-                return err(
+                return Err((
                     format!("switch {:?}", s.name),
                     "a core switch serves no single rail; drop `rail`".into(),
-                );
+                ));
             }
         }
+        Ok(switches)
+    }
+
+    /// Nodes named, each once.
+    fn check_nodes(&self) -> Step<()> {
         let mut nodes = BTreeSet::new();
         for (i, n) in self.node.iter().enumerate() {
             if n.name.trim().is_empty() {
-                return err(format!("node[{i}]"), "empty name".into());
+                return Err((format!("node[{i}]"), "empty name".into()));
             }
             if !nodes.insert(n.name.as_str()) {
-                return err(
+                return Err((
                     format!("node {:?}", n.name),
                     "declared twice; give each node one [[node]] table".into(),
-                );
+                ));
             }
         }
+        Ok(())
+    }
+
+    /// NICs named, each once, one per rail of a node, on a known leaf of their rail, one
+    /// cable per port, rates positive.
+    fn check_nics(&self, switches: &HashMap<&str, &PlanSwitch>) -> Step<()> {
         let mut nics: HashMap<(&str, &str), usize> = HashMap::new();
         let mut ports: HashMap<(&str, &str), usize> = HashMap::new();
         let mut rails: HashMap<(&str, u32), usize> = HashMap::new();
         for (i, n) in self.nic.iter().enumerate() {
             let item = format!("nic[{i}] ({} {})", n.node, n.nic);
             if n.node.trim().is_empty() || n.nic.trim().is_empty() {
-                return err(item, "node and nic must both be named".into());
+                return Err((item, "node and nic must both be named".into()));
             }
             if let Some(j) = nics.insert((&n.node, &n.nic), i) {
-                return err(
+                return Err((
                     item,
                     format!("duplicate NIC: nic[{j}] is the same node and NIC; list each NIC once"),
-                );
+                ));
             }
             if let Some(j) = rails.insert((&n.node, n.rail), i) {
-                return err(
+                return Err((
                     item,
                     format!(
                         "rail {} of node {} is already nic[{j}] {}; a node has one NIC per rail",
                         n.rail, n.node, self.nic[j].nic
                     ),
-                );
+                ));
             }
             let Some(sw) = switches.get(n.switch.as_str()) else {
-                return err(
+                return Err((
                     item,
                     format!(
                         "unknown switch {:?}; add a [[switch]] table for it or fix the name",
                         n.switch
                     ),
-                );
+                ));
             };
             if sw.tier != Tier::Leaf {
-                return err(
+                return Err((
                     item,
                     format!(
                         "switch {} is a {} switch; NICs plug into leaves",
                         sw.name,
                         sw.tier.as_str()
                     ),
-                );
+                ));
             }
             if let Some(r) = sw.rail {
                 if r != n.rail {
-                    return err(
+                    return Err((
                         item,
                         format!(
                             "rail {} on leaf {} which serves rail {r}; fix the NIC's rail or its switch",
                             n.rail, sw.name
                         ),
-                    );
+                    ));
                 }
             }
             if let Some(p) = &n.port {
                 if let Some(j) = ports.insert((&n.switch, p), i) {
-                    return err(
+                    return Err((
                         item,
                         format!(
                             "port {p} of {} is already nic[{j}] ({} {}); one cable per port",
                             n.switch, self.nic[j].node, self.nic[j].nic
                         ),
-                    );
+                    ));
                 }
-            }
-        }
-        for (i, l) in self.link.iter().enumerate() {
-            let item = format!("link[{i}] ({} - {})", l.a, l.b);
-            for end in [&l.a, &l.b] {
-                if !switches.contains_key(end.as_str()) {
-                    return err(
-                        item,
-                        format!(
-                            "unknown switch {end:?}; add a [[switch]] table for it or fix the name"
-                        ),
-                    );
-                }
-            }
-            if l.a == l.b {
-                return err(item, "a link joins two different switches".into());
-            }
-            if l.count == 0 {
-                return err(item, "count 0: leave the link out instead".into());
-            }
-            if let Some(e) = bad_rate(l.rate_gbit_s) {
-                return err(item, e);
             }
         }
         for (i, n) in self.nic.iter().enumerate() {
             if let Some(e) = bad_rate(n.rate_gbit_s) {
-                return err(format!("nic[{i}] ({} {})", n.node, n.nic), e);
+                return Err((format!("nic[{i}] ({} {})", n.node, n.nic), e));
+            }
+        }
+        Ok(())
+    }
+
+    /// Links between two different known switches, a count of at least one, rates
+    /// positive.
+    fn check_links(&self, switches: &HashMap<&str, &PlanSwitch>) -> Step<()> {
+        for (i, l) in self.link.iter().enumerate() {
+            let item = format!("link[{i}] ({} - {})", l.a, l.b);
+            for end in [&l.a, &l.b] {
+                if !switches.contains_key(end.as_str()) {
+                    return Err((
+                        item,
+                        format!(
+                            "unknown switch {end:?}; add a [[switch]] table for it or fix the name"
+                        ),
+                    ));
+                }
+            }
+            if l.a == l.b {
+                return Err((item, "a link joins two different switches".into()));
+            }
+            if l.count == 0 {
+                return Err((item, "count 0: leave the link out instead".into()));
+            }
+            if let Some(e) = bad_rate(l.rate_gbit_s) {
+                return Err((item, e));
             }
         }
         Ok(())
