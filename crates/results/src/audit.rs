@@ -403,138 +403,190 @@ pub fn traffic_path(port: &PortAudit, dscp: u8) -> (Option<u8>, Option<bool>, Op
 /// PFC (a profile's or the `--lossless-priorities` option); without it the audit only
 /// judges what is self-contradictory (the suite's traffic on a priority without PFC).
 pub fn findings(a: &NodeAudit, lossless: Option<&[u8]>) -> Vec<Finding> {
-    let mut out = Vec::new();
-    let mut add = |sev: &str, code: &str, port: Option<&str>, message: String, fix: &str| {
-        out.push(Finding {
+    let mut out = Findings::default();
+    for p in &a.ports {
+        if !p.is_infiniband() {
+            lossless_findings(&mut out, p, &a.suite, lossless);
+        }
+        module_findings(&mut out, p);
+        link_findings(&mut out, p);
+    }
+    host_findings(&mut out, a, lossless);
+    out.0
+}
+
+/// The findings of one audit, as they are added.
+#[derive(Default)]
+struct Findings(Vec<Finding>);
+
+impl Findings {
+    fn add(&mut self, sev: &str, code: &str, port: Option<&str>, message: String, fix: &str) {
+        self.0.push(Finding {
             severity: sev.into(),
             code: code.into(),
             port: port.map(str::to_string),
             message,
             fix: fix.into(),
         })
-    };
-    let dscp = a.suite.dscp();
-    for p in &a.ports {
-        let name = p.interface.as_str();
-        let port = Some(name);
-        if !p.is_infiniband() {
-            if let Some(pfc) = p.pfc.get() {
-                let on = pfc.priorities();
-                if on.is_empty() {
-                    add("fail", "pfc-off", port,
-                        format!("{}: PFC is off on every priority: RoCE traffic is dropped under congestion", p.name()),
-                        "enable PFC on the lossless priority (usually 3) on the host (`dcb pfc set dev IF prio-pfc 3:on`, or mlnx_qos --pfc 0,0,0,1,0,0,0,0) and on the switch ports");
-                } else if let Some(want) = lossless {
-                    if on != want {
-                        add("fail", "pfc-priorities", port,
-                            format!("{}: PFC on priorities {} but the lossless priorities are {}", p.name(), list(&on), list(want)),
-                            "set PFC on exactly the lossless priorities, the same as the switch (`dcb pfc set dev IF prio-pfc ...`)");
-                    }
-                }
-            }
-            if p.trust.get().map(String::as_str) == Some("pcp") {
-                add("warn", "trust-pcp", port,
-                    format!("{}: trust mode pcp: untagged RoCE traffic (no VLAN) lands on priority 0 whatever its DSCP", p.name()),
-                    "set trust dscp and map the RoCE DSCP to the lossless priority (`dcb app add dev IF dscp-prio 26:3`, or mlnx_qos --trust dscp)");
-            }
-            let (prio, pfc_on, ecn_on) = traffic_path(p, dscp);
-            if let (Some(pr), Some(false)) = (prio, pfc_on) {
-                add("fail", "traffic-lossy", port,
-                    format!("{}: the suite's traffic (DSCP {dscp}, traffic class {}) lands on priority {pr}, which has no PFC", p.name(), a.suite.traffic_class),
-                    "send with the traffic class of the lossless priority (bench --tclass, NCCL_IB_TC = DSCP*4; 106 = DSCP 26 with ECN capable) or map that DSCP to the lossless priority");
-            }
-            if let (Some(pr), Some(true), Some(false)) = (prio, pfc_on, ecn_on) {
-                add("fail", "ecn-off", port,
-                    format!("{}: ECN (notification point) is off on priority {pr}, the suite's lossless priority: no CNPs, DCQCN never slows senders, PFC pauses whole links instead", p.name()),
-                    "enable ECN on the RoCE priority for both the notification and the reaction point (/sys/class/net/IF/ecn/roce_np/enable/N and roce_rp/enable/N = 1; enabled by default on mlx5)");
-            }
-            if let (Some(e), Some(pr), Some(true)) = (p.ecn.get(), prio, pfc_on) {
-                if e.np_enabled.get(pr as usize) == Some(&true)
-                    && e.rp_enabled.get(pr as usize) == Some(&false)
-                {
-                    add("fail", "ecn-rp-off", port,
-                        format!("{}: ECN reaction point off on priority {pr}: CNPs received are ignored (rp_cnp_ignored rises)", p.name()),
-                        "echo 1 > /sys/class/net/IF/ecn/roce_rp/enable/N");
-                }
-            }
-            if let Some(f) = p.fec.get() {
-                if f.is_off() && p.speed_mbit_s.is_some_and(|s| s >= 100_000) {
-                    add("fail", "fec-off", port,
-                        format!("{}: FEC is off at {} Gb/s: 100G and faster Ethernet PHYs need RS-FEC (IEEE 802.3 clauses 91 and 119; PAM4 lanes run at a raw BER near 1e-5)", p.name(), p.speed_mbit_s.unwrap_or(0) / 1000),
-                        "set FEC to RS or auto on the host and the switch port (`ethtool --set-fec IF encoding rs`)");
-                }
-                if f.uncorrectable_blocks.is_some_and(|u| u > 0) {
-                    add("warn", "fec-uncorrectable", port,
-                        format!("{}: {} FEC blocks could not be corrected since the driver loaded", p.name(), f.uncorrectable_blocks.unwrap_or(0)),
-                        "reseat or replace the cable or module; compare with the switch port's counters");
-                }
+    }
+}
+
+/// An Ethernet port's lossless configuration: PFC, trust, the suite's DSCP, ECN, FEC.
+fn lossless_findings(
+    out: &mut Findings,
+    p: &PortAudit,
+    suite: &SuiteTraffic,
+    lossless: Option<&[u8]>,
+) {
+    let dscp = suite.dscp();
+    let name = p.interface.as_str();
+    let port = Some(name);
+    if let Some(pfc) = p.pfc.get() {
+        let on = pfc.priorities();
+        if on.is_empty() {
+            out.add("fail", "pfc-off", port,
+                format!("{}: PFC is off on every priority: RoCE traffic is dropped under congestion", p.name()),
+                "enable PFC on the lossless priority (usually 3) on the host (`dcb pfc set dev IF prio-pfc 3:on`, or mlnx_qos --pfc 0,0,0,1,0,0,0,0) and on the switch ports");
+        } else if let Some(want) = lossless {
+            if on != want {
+                out.add("fail", "pfc-priorities", port,
+                    format!("{}: PFC on priorities {} but the lossless priorities are {}", p.name(), list(&on), list(want)),
+                    "set PFC on exactly the lossless priorities, the same as the switch (`dcb pfc set dev IF prio-pfc ...`)");
             }
         }
-        if let Some(m) = p.module.get() {
-            if let Some(t) = &m.rx_power_thresholds {
-                for (lane, &rx) in m.rx_power_dbm.iter().enumerate() {
-                    let lane_name = format!("{}: lane {} rx power {rx:.2} dBm", p.name(), lane + 1);
-                    if t.low_alarm.is_some_and(|al| rx < al) {
-                        add(
-                            "fail",
-                            "rx-power-alarm",
-                            port,
-                            format!(
-                                "{lane_name} is below the module's low alarm {:.2} dBm",
-                                t.low_alarm.unwrap_or(0.0)
-                            ),
-                            "clean the connectors (both ends), then replace the cable or module",
-                        );
-                    } else if t.low_warning.is_some_and(|w| rx < w) {
-                        add("warn", "rx-power-warning", port,
-                            format!("{lane_name} is below the module's low warning {:.2} dBm", t.low_warning.unwrap_or(0.0)),
-                            "clean the connectors (both ends); replace the cable or module if it stays low");
-                    } else if t.low_warning.is_some_and(|w| rx < w + 1.0) {
-                        add(
-                            "warn",
-                            "rx-power-margin",
-                            port,
-                            format!(
-                                "{lane_name} is within 1 dB of the module's low warning {:.2} dBm",
-                                t.low_warning.unwrap_or(0.0)
-                            ),
-                            "clean the connectors; watch the lane over the next runs",
-                        );
-                    }
-                }
-            }
+    }
+    if p.trust.get().map(String::as_str) == Some("pcp") {
+        out.add("warn", "trust-pcp", port,
+            format!("{}: trust mode pcp: untagged RoCE traffic (no VLAN) lands on priority 0 whatever its DSCP", p.name()),
+            "set trust dscp and map the RoCE DSCP to the lossless priority (`dcb app add dev IF dscp-prio 26:3`, or mlnx_qos --trust dscp)");
+    }
+    let (prio, pfc_on, ecn_on) = traffic_path(p, dscp);
+    if let (Some(pr), Some(false)) = (prio, pfc_on) {
+        out.add("fail", "traffic-lossy", port,
+            format!("{}: the suite's traffic (DSCP {dscp}, traffic class {}) lands on priority {pr}, which has no PFC", p.name(), suite.traffic_class),
+            "send with the traffic class of the lossless priority (bench --tclass, NCCL_IB_TC = DSCP*4; 106 = DSCP 26 with ECN capable) or map that DSCP to the lossless priority");
+    }
+    if let (Some(pr), Some(true), Some(false)) = (prio, pfc_on, ecn_on) {
+        out.add("fail", "ecn-off", port,
+            format!("{}: ECN (notification point) is off on priority {pr}, the suite's lossless priority: no CNPs, DCQCN never slows senders, PFC pauses whole links instead", p.name()),
+            "enable ECN on the RoCE priority for both the notification and the reaction point (/sys/class/net/IF/ecn/roce_np/enable/N and roce_rp/enable/N = 1; enabled by default on mlx5)");
+    }
+    if let (Some(e), Some(pr), Some(true)) = (p.ecn.get(), prio, pfc_on) {
+        if e.np_enabled.get(pr as usize) == Some(&true)
+            && e.rp_enabled.get(pr as usize) == Some(&false)
+        {
+            out.add("fail", "ecn-rp-off", port,
+                format!("{}: ECN reaction point off on priority {pr}: CNPs received are ignored (rp_cnp_ignored rises)", p.name()),
+                "echo 1 > /sys/class/net/IF/ecn/roce_rp/enable/N");
         }
-        if let Some(&c) = p.carrier_changes.get() {
-            if c > 4 {
-                add("warn", "link-flaps", port,
-                    format!("{}: carrier changed {c} times since boot (a link that came up once shows 1 or 2)", p.name()),
-                    "check the switch port's log, the cable and the module; a flapping link resets every QP on it");
-            }
+    }
+    if let Some(f) = p.fec.get() {
+        if f.is_off() && p.speed_mbit_s.is_some_and(|s| s >= 100_000) {
+            out.add("fail", "fec-off", port,
+                format!("{}: FEC is off at {} Gb/s: 100G and faster Ethernet PHYs need RS-FEC (IEEE 802.3 clauses 91 and 119; PAM4 lanes run at a raw BER near 1e-5)", p.name(), p.speed_mbit_s.unwrap_or(0) / 1000),
+                "set FEC to RS or auto on the host and the switch port (`ethtool --set-fec IF encoding rs`)");
         }
-        if let Some(t) = p.traffic.get() {
-            if let Some(ty) = &t.gid_type {
-                if !p.is_infiniband() && !ty.contains("v2") {
-                    add("fail", "gid-not-rocev2", port,
-                        format!("{}: GID index {} is {ty}, not RoCE v2: not routable, no DSCP", p.name(), t.gid_index.unwrap_or(0)),
-                        "use the IPv4-mapped RoCE v2 GID (show_gids; bench -x N, NCCL_IB_GID_INDEX)");
+        if f.uncorrectable_blocks.is_some_and(|u| u > 0) {
+            out.add(
+                "warn",
+                "fec-uncorrectable",
+                port,
+                format!(
+                    "{}: {} FEC blocks could not be corrected since the driver loaded",
+                    p.name(),
+                    f.uncorrectable_blocks.unwrap_or(0)
+                ),
+                "reseat or replace the cable or module; compare with the switch port's counters",
+            );
+        }
+    }
+}
+
+/// The port's module: each lane's receive power against the module's own thresholds.
+fn module_findings(out: &mut Findings, p: &PortAudit) {
+    let name = p.interface.as_str();
+    let port = Some(name);
+    if let Some(m) = p.module.get() {
+        if let Some(t) = &m.rx_power_thresholds {
+            for (lane, &rx) in m.rx_power_dbm.iter().enumerate() {
+                let lane_name = format!("{}: lane {} rx power {rx:.2} dBm", p.name(), lane + 1);
+                if t.low_alarm.is_some_and(|al| rx < al) {
+                    out.add(
+                        "fail",
+                        "rx-power-alarm",
+                        port,
+                        format!(
+                            "{lane_name} is below the module's low alarm {:.2} dBm",
+                            t.low_alarm.unwrap_or(0.0)
+                        ),
+                        "clean the connectors (both ends), then replace the cable or module",
+                    );
+                } else if t.low_warning.is_some_and(|w| rx < w) {
+                    out.add("warn", "rx-power-warning", port,
+                        format!("{lane_name} is below the module's low warning {:.2} dBm", t.low_warning.unwrap_or(0.0)),
+                        "clean the connectors (both ends); replace the cable or module if it stays low");
+                } else if t.low_warning.is_some_and(|w| rx < w + 1.0) {
+                    out.add(
+                        "warn",
+                        "rx-power-margin",
+                        port,
+                        format!(
+                            "{lane_name} is within 1 dB of the module's low warning {:.2} dBm",
+                            t.low_warning.unwrap_or(0.0)
+                        ),
+                        "clean the connectors; watch the lane over the next runs",
+                    );
                 }
             }
         }
     }
+}
+
+/// The link: carrier flaps, the suite's GID type.
+fn link_findings(out: &mut Findings, p: &PortAudit) {
+    let name = p.interface.as_str();
+    let port = Some(name);
+    if let Some(&c) = p.carrier_changes.get() {
+        if c > 4 {
+            out.add("warn", "link-flaps", port,
+                format!("{}: carrier changed {c} times since boot (a link that came up once shows 1 or 2)", p.name()),
+                "check the switch port's log, the cable and the module; a flapping link resets every QP on it");
+        }
+    }
+    if let Some(t) = p.traffic.get() {
+        if let Some(ty) = &t.gid_type {
+            if !p.is_infiniband() && !ty.contains("v2") {
+                out.add(
+                    "fail",
+                    "gid-not-rocev2",
+                    port,
+                    format!(
+                        "{}: GID index {} is {ty}, not RoCE v2: not routable, no DSCP",
+                        p.name(),
+                        t.gid_index.unwrap_or(0)
+                    ),
+                    "use the IPv4-mapped RoCE v2 GID (show_gids; bench -x N, NCCL_IB_GID_INDEX)",
+                );
+            }
+        }
+    }
+}
+
+/// The host: locked memory, the IOMMU, NCCL's settings.
+fn host_findings(out: &mut Findings, a: &NodeAudit, lossless: Option<&[u8]>) {
     if let Some(Some(lim)) = a.host.memlock_bytes.get() {
-        add("warn", "memlock-limited", None,
+        out.add("warn", "memlock-limited", None,
             format!("locked-memory limit is {lim} bytes, not unlimited: memory registration of large buffers fails with ENOMEM (ibv_reg_mr)"),
             "set `* - memlock unlimited` in /etc/security/limits.conf, LimitMEMLOCK=infinity for slurmd/containers, and check inside mpirun (`ulimit -l`)");
     }
     if a.host.iommu.get().map(String::as_str) == Some("translated") {
-        add("warn", "iommu-translated", None,
+        out.add("warn", "iommu-translated", None,
             "the IOMMU translates DMA (DMA domains): GPUDirect RDMA and NIC DMA pay for translation unless ATS is on".into(),
             "boot with iommu=pt (passthrough), or enable ATS on the NIC where the IOMMU must stay on");
     }
     for (code, sev, msg, fix) in nccl_lint(&a.host.nccl, a, lossless) {
-        add(sev, code, None, msg, fix);
+        out.add(sev, code, None, msg, fix);
     }
-    out
 }
 
 /// The NCCL settings' findings (the variables NVIDIA documents in NCCL's environment
