@@ -589,13 +589,16 @@ fn host_findings(out: &mut Findings, a: &NodeAudit, lossless: Option<&[u8]>) {
     }
 }
 
+/// One NCCL finding: code, severity, message, fix.
+type Lint = (&'static str, &'static str, String, &'static str);
+
 /// The NCCL settings' findings (the variables NVIDIA documents in NCCL's environment
 /// guide; defaults from NCCL 2.2x).
 fn nccl_lint(
     nccl: &BTreeMap<String, NcclSetting>,
     a: &NodeAudit,
     lossless: Option<&[u8]>,
-) -> Vec<(&'static str, &'static str, String, &'static str)> {
+) -> Vec<Lint> {
     let mut out = Vec::new();
     let get = |k: &str| nccl.get(k).map(|s| (s.value.trim(), s.source.as_str()));
     if let Some((v, src)) = get("NCCL_IB_DISABLE") {
@@ -611,77 +614,13 @@ fn nccl_lint(
         }
     }
     if let Some((v, src)) = get("NCCL_IB_HCA") {
-        let exact = v.starts_with('=') || v.starts_with("^=");
-        let body = v.trim_start_matches('^').trim_start_matches('=');
-        let names: Vec<&str> = body
-            .split(',')
-            .map(|n| n.split(':').next().unwrap_or("").trim())
-            .collect();
-        let devices: Vec<&str> = a
-            .ports
-            .iter()
-            .filter_map(|p| p.rdma_device.as_deref())
-            .collect();
-        if !exact {
-            for n in &names {
-                let more: Vec<&str> = devices
-                    .iter()
-                    .copied()
-                    .filter(|d| d != n && d.starts_with(n))
-                    .collect();
-                let digit_end = n.chars().last().is_some_and(|c| c.is_ascii_digit());
-                if !more.is_empty() || digit_end {
-                    out.push((
-                        "nccl-hca-prefix",
-                        "warn",
-                        format!(
-                            "NCCL_IB_HCA={v} ({src}): `{n}` is a prefix and also matches {}",
-                            if more.is_empty() {
-                                format!("{n}0..{n}9 where they exist")
-                            } else {
-                                more.join(", ")
-                            }
-                        ),
-                        "write NCCL_IB_HCA with a leading `=` for exact names (=mlx5_0,mlx5_1)",
-                    ));
-                }
-            }
-        }
+        out.extend(hca_lint(v, src, a));
     }
     if let Some((v, src)) = get("NCCL_IB_GID_INDEX") {
-        if let Ok(idx) = v.parse::<u32>() {
-            for p in a.ports.iter().filter(|p| !p.is_infiniband()) {
-                if let Some(t) = p.traffic.get() {
-                    if t.gid_index == Some(idx) {
-                        if let Some(ty) = &t.gid_type {
-                            if !ty.contains("v2") {
-                                out.push(("nccl-gid-index", "fail",
-                                    format!("NCCL_IB_GID_INDEX={idx} ({src}) is a {ty} GID on {}", p.name()),
-                                    "unset it (NCCL picks a RoCE v2 GID since 2.21) or point it at the RoCE v2 GID"));
-                            }
-                        }
-                    }
-                }
-            }
-        }
+        out.extend(gid_index_lint(v, src, a));
     }
     if let Some((v, src)) = get("NCCL_IB_TC") {
-        if let Ok(tc) = v.parse::<u8>() {
-            let dscp = tc >> 2;
-            for p in a.ports.iter().filter(|p| !p.is_infiniband()) {
-                let (prio, pfc, _) = traffic_path(p, dscp);
-                let off = match (lossless, prio) {
-                    (Some(l), Some(pr)) => !l.contains(&pr),
-                    _ => pfc == Some(false),
-                };
-                if off {
-                    out.push(("nccl-tc-lossy", "fail",
-                        format!("NCCL_IB_TC={tc} ({src}): DSCP {dscp} lands on priority {} on {}, not a lossless one", prio.map_or("?".into(), |p| p.to_string()), p.name()),
-                        "set NCCL_IB_TC to the lossless DSCP times 4 (106 for DSCP 26, ECN capable)"));
-                    break;
-                }
-            }
-        }
+        out.extend(tc_lint(v, src, a, lossless));
     }
     if let Some((v, src)) = get("NCCL_NET_GDR_LEVEL") {
         if v.eq_ignore_ascii_case("LOC") || v == "0" {
@@ -691,19 +630,7 @@ fn nccl_lint(
         }
     }
     if let Some((v, src)) = get("NCCL_SOCKET_IFNAME") {
-        let exact = v.starts_with('=') || v.starts_with("^=");
-        for n in v.trim_start_matches('^').trim_start_matches('=').split(',') {
-            let n = n.trim();
-            if n.starts_with("lo") || n.starts_with("docker") || n.starts_with("virbr") {
-                out.push(("nccl-socket-ifname", "warn",
-                    format!("NCCL_SOCKET_IFNAME={v} ({src}): `{n}` is a loopback or container bridge interface"),
-                    "name the cluster network's interface"));
-            } else if !exact && n.chars().last().is_some_and(|c| c.is_ascii_digit()) {
-                out.push(("nccl-socket-ifname", "warn",
-                    format!("NCCL_SOCKET_IFNAME={v} ({src}): `{n}` is a prefix and also matches {n}0..{n}9"),
-                    "write it with a leading `=` for an exact name"));
-            }
-        }
+        out.extend(socket_ifname_lint(v, src));
     }
     for (k, min) in [("NCCL_IB_TIMEOUT", 18u32), ("NCCL_IB_RETRY_CNT", 7)] {
         if let Some((v, src)) = get(k) {
@@ -712,6 +639,115 @@ fn nccl_lint(
                     format!("{k}={v} ({src}) is lower than NCCL's default: one lost packet ends the job sooner"),
                     "unset it (NCCL_IB_TIMEOUT 20 ~ 4.3 s, NCCL_IB_RETRY_CNT 7)"));
             }
+        }
+    }
+    out
+}
+
+/// `NCCL_IB_HCA` without `=` is a prefix: `mlx5_1` also matches `mlx5_10`..`mlx5_17`.
+fn hca_lint(v: &str, src: &str, a: &NodeAudit) -> Vec<Lint> {
+    let mut out = Vec::new();
+    let exact = v.starts_with('=') || v.starts_with("^=");
+    let body = v.trim_start_matches('^').trim_start_matches('=');
+    let names: Vec<&str> = body
+        .split(',')
+        .map(|n| n.split(':').next().unwrap_or("").trim())
+        .collect();
+    let devices: Vec<&str> = a
+        .ports
+        .iter()
+        .filter_map(|p| p.rdma_device.as_deref())
+        .collect();
+    if !exact {
+        for n in &names {
+            let more: Vec<&str> = devices
+                .iter()
+                .copied()
+                .filter(|d| d != n && d.starts_with(n))
+                .collect();
+            let digit_end = n.chars().last().is_some_and(|c| c.is_ascii_digit());
+            if !more.is_empty() || digit_end {
+                out.push((
+                    "nccl-hca-prefix",
+                    "warn",
+                    format!(
+                        "NCCL_IB_HCA={v} ({src}): `{n}` is a prefix and also matches {}",
+                        if more.is_empty() {
+                            format!("{n}0..{n}9 where they exist")
+                        } else {
+                            more.join(", ")
+                        }
+                    ),
+                    "write NCCL_IB_HCA with a leading `=` for exact names (=mlx5_0,mlx5_1)",
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// `NCCL_IB_GID_INDEX` pointing at a RoCE v1 GID of a port the suite uses.
+fn gid_index_lint(v: &str, src: &str, a: &NodeAudit) -> Vec<Lint> {
+    let mut out = Vec::new();
+    if let Ok(idx) = v.parse::<u32>() {
+        for p in a.ports.iter().filter(|p| !p.is_infiniband()) {
+            if let Some(t) = p.traffic.get() {
+                if t.gid_index == Some(idx) {
+                    if let Some(ty) = &t.gid_type {
+                        if !ty.contains("v2") {
+                            out.push(("nccl-gid-index", "fail",
+                                format!("NCCL_IB_GID_INDEX={idx} ({src}) is a {ty} GID on {}", p.name()),
+                                "unset it (NCCL picks a RoCE v2 GID since 2.21) or point it at the RoCE v2 GID"));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `NCCL_IB_TC` whose DSCP lands on a priority without PFC (or not a lossless one).
+fn tc_lint(v: &str, src: &str, a: &NodeAudit, lossless: Option<&[u8]>) -> Vec<Lint> {
+    let mut out = Vec::new();
+    if let Ok(tc) = v.parse::<u8>() {
+        let dscp = tc >> 2;
+        for p in a.ports.iter().filter(|p| !p.is_infiniband()) {
+            let (prio, pfc, _) = traffic_path(p, dscp);
+            let off = match (lossless, prio) {
+                (Some(l), Some(pr)) => !l.contains(&pr),
+                _ => pfc == Some(false),
+            };
+            if off {
+                out.push(("nccl-tc-lossy", "fail",
+                    format!("NCCL_IB_TC={tc} ({src}): DSCP {dscp} lands on priority {} on {}, not a lossless one", prio.map_or("?".into(), |p| p.to_string()), p.name()),
+                    "set NCCL_IB_TC to the lossless DSCP times 4 (106 for DSCP 26, ECN capable)"));
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// `NCCL_SOCKET_IFNAME` naming a loopback or bridge, or a prefix of several interfaces.
+fn socket_ifname_lint(v: &str, src: &str) -> Vec<Lint> {
+    let mut out = Vec::new();
+    let exact = v.starts_with('=') || v.starts_with("^=");
+    for n in v.trim_start_matches('^').trim_start_matches('=').split(',') {
+        let n = n.trim();
+        if n.starts_with("lo") || n.starts_with("docker") || n.starts_with("virbr") {
+            out.push(("nccl-socket-ifname", "warn",
+                format!("NCCL_SOCKET_IFNAME={v} ({src}): `{n}` is a loopback or container bridge interface"),
+                "name the cluster network's interface"));
+        } else if !exact && n.chars().last().is_some_and(|c| c.is_ascii_digit()) {
+            out.push((
+                "nccl-socket-ifname",
+                "warn",
+                format!(
+                    "NCCL_SOCKET_IFNAME={v} ({src}): `{n}` is a prefix and also matches {n}0..{n}9"
+                ),
+                "write it with a leading `=` for an exact name",
+            ));
         }
     }
     out
@@ -800,6 +836,51 @@ mod tests {
 
     fn codes(a: &NodeAudit, l: Option<&[u8]>) -> Vec<String> {
         findings(a, l).into_iter().map(|f| f.code).collect()
+    }
+
+    fn with_nccl(vars: &[(&str, &str)]) -> NodeAudit {
+        let mut a = audit(PortAudit {
+            rdma_device: Some("mlx5_1".into()),
+            ..port()
+        });
+        a.ports.push(PortAudit {
+            interface: "eth10".into(),
+            rdma_device: Some("mlx5_10".into()),
+            ..port()
+        });
+        for (k, v) in vars {
+            a.host.nccl.insert(
+                k.to_string(),
+                NcclSetting {
+                    value: v.to_string(),
+                    source: "env".into(),
+                },
+            );
+        }
+        a
+    }
+
+    #[test]
+    fn nccl_settings_that_fall_back_or_match_too_much_are_named() {
+        let lossless: Option<&[u8]> = Some(&[3]);
+        assert!(codes(
+            &with_nccl(&[("NCCL_IB_HCA", "=mlx5_1"), ("NCCL_IB_TC", "106")]),
+            lossless
+        )
+        .is_empty());
+        for (k, v, code) in [
+            ("NCCL_IB_DISABLE", "1", "nccl-ib-disabled"),
+            // `mlx5_1` also matches mlx5_10, present on this node.
+            ("NCCL_IB_HCA", "mlx5_1", "nccl-hca-prefix"),
+            // Traffic class 32 is DSCP 8, priority 1: no PFC there.
+            ("NCCL_IB_TC", "32", "nccl-tc-lossy"),
+            ("NCCL_NET_GDR_LEVEL", "LOC", "nccl-gdr-off"),
+            ("NCCL_SOCKET_IFNAME", "lo", "nccl-socket-ifname"),
+            ("NCCL_SOCKET_IFNAME", "eth0", "nccl-socket-ifname"),
+            ("NCCL_IB_TIMEOUT", "10", "nccl-retry-lowered"),
+        ] {
+            assert_eq!(codes(&with_nccl(&[(k, v)]), lossless), [code], "{k}={v}");
+        }
     }
 
     #[test]
