@@ -140,7 +140,27 @@ pub fn checks(spec: &LosslessSpec, docs: &[Loaded]) -> Vec<Outcome> {
     let all = ports(docs);
     let eth: Vec<&(String, PortAudit, NodeAudit)> =
         all.iter().filter(|(_, p, _)| !p.is_infiniband()).collect();
-    let name = |h: &str, p: &PortAudit| format!("{h}:{}", p.interface);
+    let mut out = same_facets(spec, &eth);
+    if let Some(want) = &spec.lossless_priorities {
+        out.extend(priority_checks(spec, want, &eth));
+    }
+    if spec.rx_power_above_warning {
+        out.push(rx_power_check(&all));
+    }
+    if let Some(db) = spec.rx_power_outlier_db {
+        out.push(rx_power_outlier_check(db, &all));
+    }
+    out
+}
+
+/// `host:interface`, as every check names a port.
+fn port_name(h: &str, p: &PortAudit) -> String {
+    format!("{h}:{}", p.interface)
+}
+
+/// `lossless-same-FACET`: every Ethernet port shows the majority's value of each facet.
+fn same_facets(spec: &LosslessSpec, eth: &[&(String, PortAudit, NodeAudit)]) -> Vec<Outcome> {
+    let name = port_name;
     let mut out = Vec::new();
     let same: Vec<String> = spec
         .same
@@ -185,138 +205,152 @@ pub fn checks(spec: &LosslessSpec, docs: &[Loaded]) -> Vec<Outcome> {
         }
         out.push(o);
     }
-    if let Some(want) = &spec.lossless_priorities {
-        let mut judged = 0;
-        let mut misses = Vec::new();
-        let mut dscp_judged = 0;
-        let mut dscp_misses = Vec::new();
-        let mut ecn_judged = 0;
-        let mut ecn_misses = Vec::new();
-        for (h, p, a) in &eth {
-            if let Some(pfc) = p.pfc.get() {
-                judged += 1;
-                let on = pfc.priorities();
-                if &on != want {
-                    misses.push(format!("{}: PFC on {on:?}", name(h, p)));
-                }
-            }
-            let dscp = a.suite.dscp();
-            if let Some(pr) = results::audit::priority_of(p, dscp) {
-                dscp_judged += 1;
-                if !want.contains(&pr) {
-                    dscp_misses.push(format!("{}: DSCP {dscp} -> priority {pr}", name(h, p)));
-                }
-            }
-            if let Some(e) = p.ecn.get() {
-                ecn_judged += 1;
-                let off: Vec<u8> = want
-                    .iter()
-                    .copied()
-                    .filter(|&x| {
-                        e.np_enabled.get(x as usize) != Some(&true)
-                            || e.rp_enabled.get(x as usize) != Some(&true)
-                    })
-                    .collect();
-                if !off.is_empty() {
-                    ecn_misses.push(format!("{}: ECN off on priority {off:?}", name(h, p)));
-                }
-            }
-        }
-        out.push(outcome(
-            "pfc-priorities",
-            format!("PFC on exactly priorities {want:?} on every port"),
-            format!("= {want:?}"),
-            judged,
-            misses,
-        ));
-        if spec.suite_dscp_lossless {
-            out.push(outcome(
-                "suite-dscp",
-                "The suite's DSCP lands on a lossless priority on every port".into(),
-                format!("priority in {want:?}"),
-                dscp_judged,
-                dscp_misses,
-            ));
-        }
-        if spec.ecn_on_lossless {
-            out.push(outcome(
-                "ecn",
-                "ECN (notification and reaction point) on every lossless priority".into(),
-                format!("on {want:?}"),
-                ecn_judged,
-                ecn_misses,
-            ));
-        }
-    }
-    if spec.rx_power_above_warning {
-        let mut judged = 0;
-        let mut misses = Vec::new();
-        for (h, p, _) in &all {
-            let Some(m) = p.module.get() else { continue };
-            let Some(w) = m.rx_power_thresholds.as_ref().and_then(|t| t.low_warning) else {
-                continue;
-            };
+    out
+}
+
+/// `lossless-pfc-priorities`, `lossless-suite-dscp`, `lossless-ecn`: PFC on exactly the
+/// lossless priorities, the suite's DSCP on one of them, ECN on each.
+fn priority_checks(
+    spec: &LosslessSpec,
+    want: &[u8],
+    eth: &[&(String, PortAudit, NodeAudit)],
+) -> Vec<Outcome> {
+    let name = port_name;
+    let mut out = Vec::new();
+    let mut judged = 0;
+    let mut misses = Vec::new();
+    let mut dscp_judged = 0;
+    let mut dscp_misses = Vec::new();
+    let mut ecn_judged = 0;
+    let mut ecn_misses = Vec::new();
+    for (h, p, a) in eth {
+        if let Some(pfc) = p.pfc.get() {
             judged += 1;
-            for (i, rx) in m.rx_power_dbm.iter().enumerate() {
-                if *rx < w {
-                    misses.push(format!(
-                        "{} lane {}: {rx:.2} dBm < low warning {w:.2} dBm",
-                        name(h, p),
-                        i + 1
-                    ));
-                }
+            let on = pfc.priorities();
+            if on != want {
+                misses.push(format!("{}: PFC on {on:?}", name(h, p)));
             }
         }
+        let dscp = a.suite.dscp();
+        if let Some(pr) = results::audit::priority_of(p, dscp) {
+            dscp_judged += 1;
+            if !want.contains(&pr) {
+                dscp_misses.push(format!("{}: DSCP {dscp} -> priority {pr}", name(h, p)));
+            }
+        }
+        if let Some(e) = p.ecn.get() {
+            ecn_judged += 1;
+            let off: Vec<u8> = want
+                .iter()
+                .copied()
+                .filter(|&x| {
+                    e.np_enabled.get(x as usize) != Some(&true)
+                        || e.rp_enabled.get(x as usize) != Some(&true)
+                })
+                .collect();
+            if !off.is_empty() {
+                ecn_misses.push(format!("{}: ECN off on priority {off:?}", name(h, p)));
+            }
+        }
+    }
+    out.push(outcome(
+        "pfc-priorities",
+        format!("PFC on exactly priorities {want:?} on every port"),
+        format!("= {want:?}"),
+        judged,
+        misses,
+    ));
+    if spec.suite_dscp_lossless {
         out.push(outcome(
-            "rx-power",
-            "Every lane's receive power at or above its module's low warning".into(),
-            ">= module low warning".into(),
-            judged,
-            misses,
+            "suite-dscp",
+            "The suite's DSCP lands on a lossless priority on every port".into(),
+            format!("priority in {want:?}"),
+            dscp_judged,
+            dscp_misses,
         ));
     }
-    if let Some(db) = spec.rx_power_outlier_db {
-        let lanes: Vec<(String, usize, f64)> = all
-            .iter()
-            .filter_map(|(h, p, _)| p.module.get().map(|m| (name(h, p), m)))
-            .flat_map(|(n, m)| {
-                m.rx_power_dbm
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, v)| v.is_finite())
-                    .map(move |(i, v)| (n.clone(), i + 1, *v))
-            })
-            .collect();
-        let judged = lanes
-            .iter()
-            .map(|l| &l.0)
-            .collect::<std::collections::BTreeSet<_>>()
-            .len();
-        // A true median (the mean of the middle two for an even count): the upper middle
-        // made the same weak lane pass or fail by which channel it sat on.
-        let mut values: Vec<f64> = lanes.iter().map(|l| l.2).collect();
-        let median = verdict::metric::median(&mut values).unwrap_or_default();
-        let misses = lanes
-            .iter()
-            .filter(|(_, _, v)| *v < median - db)
-            .map(|(n, i, v)| {
-                format!(
-                    "{n} lane {i}: {v:.2} dBm, {:.2} dB under the cluster's median {median:.2} dBm",
-                    median - v
-                )
-            })
-            .collect();
+    if spec.ecn_on_lossless {
         out.push(outcome(
-            "rx-power-outlier",
-            format!(
-                "No lane's receive power more than {db} dB under the median of every audited lane"
-            ),
-            format!(">= median - {db} dB"),
-            judged,
-            misses,
+            "ecn",
+            "ECN (notification and reaction point) on every lossless priority".into(),
+            format!("on {want:?}"),
+            ecn_judged,
+            ecn_misses,
         ));
     }
     out
+}
+
+/// `lossless-rx-power`: every lane at or above its module's low warning.
+fn rx_power_check(all: &[(String, PortAudit, NodeAudit)]) -> Outcome {
+    let name = port_name;
+    let mut judged = 0;
+    let mut misses = Vec::new();
+    for (h, p, _) in all {
+        let Some(m) = p.module.get() else { continue };
+        let Some(w) = m.rx_power_thresholds.as_ref().and_then(|t| t.low_warning) else {
+            continue;
+        };
+        judged += 1;
+        for (i, rx) in m.rx_power_dbm.iter().enumerate() {
+            if *rx < w {
+                misses.push(format!(
+                    "{} lane {}: {rx:.2} dBm < low warning {w:.2} dBm",
+                    name(h, p),
+                    i + 1
+                ));
+            }
+        }
+    }
+    outcome(
+        "rx-power",
+        "Every lane's receive power at or above its module's low warning".into(),
+        ">= module low warning".into(),
+        judged,
+        misses,
+    )
+}
+
+/// `lossless-rx-power-outlier`: no lane more than `db` dB under the cluster's median.
+fn rx_power_outlier_check(db: f64, all: &[(String, PortAudit, NodeAudit)]) -> Outcome {
+    let name = port_name;
+    let lanes: Vec<(String, usize, f64)> = all
+        .iter()
+        .filter_map(|(h, p, _)| p.module.get().map(|m| (name(h, p), m)))
+        .flat_map(|(n, m)| {
+            m.rx_power_dbm
+                .iter()
+                .enumerate()
+                .filter(|(_, v)| v.is_finite())
+                .map(move |(i, v)| (n.clone(), i + 1, *v))
+        })
+        .collect();
+    let judged = lanes
+        .iter()
+        .map(|l| &l.0)
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    // A true median (the mean of the middle two for an even count): the upper middle
+    // made the same weak lane pass or fail by which channel it sat on.
+    let mut values: Vec<f64> = lanes.iter().map(|l| l.2).collect();
+    let median = verdict::metric::median(&mut values).unwrap_or_default();
+    let misses = lanes
+        .iter()
+        .filter(|(_, _, v)| *v < median - db)
+        .map(|(n, i, v)| {
+            format!(
+                "{n} lane {i}: {v:.2} dBm, {:.2} dB under the cluster's median {median:.2} dBm",
+                median - v
+            )
+        })
+        .collect();
+    outcome(
+        "rx-power-outlier",
+        format!("No lane's receive power more than {db} dB under the median of every audited lane"),
+        format!(">= median - {db} dB"),
+        judged,
+        misses,
+    )
 }
 
 #[cfg(test)]
