@@ -141,9 +141,7 @@ pub fn checks(spec: &LosslessSpec, docs: &[Loaded]) -> Vec<Outcome> {
     let eth: Vec<&(String, PortAudit, NodeAudit)> =
         all.iter().filter(|(_, p, _)| !p.is_infiniband()).collect();
     let mut out = same_facets(spec, &eth);
-    if let Some(want) = &spec.lossless_priorities {
-        out.extend(priority_checks(spec, want, &eth));
-    }
+    out.extend(priority_checks(spec, &eth));
     if spec.rx_power_above_warning {
         out.push(rx_power_check(&all));
     }
@@ -160,7 +158,6 @@ fn port_name(h: &str, p: &PortAudit) -> String {
 
 /// `lossless-same-FACET`: every Ethernet port shows the majority's value of each facet.
 fn same_facets(spec: &LosslessSpec, eth: &[&(String, PortAudit, NodeAudit)]) -> Vec<Outcome> {
-    let name = port_name;
     let mut out = Vec::new();
     let same: Vec<String> = spec
         .same
@@ -169,7 +166,7 @@ fn same_facets(spec: &LosslessSpec, eth: &[&(String, PortAudit, NodeAudit)]) -> 
     for f in &same {
         let values: Vec<(String, String)> = eth
             .iter()
-            .filter_map(|(h, p, _)| facet(p, f).map(|v| (name(h, p), v)))
+            .filter_map(|(h, p, _)| facet(p, f).map(|v| (port_name(h, p), v)))
             .collect();
         let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
         for (_, v) in &values {
@@ -210,12 +207,10 @@ fn same_facets(spec: &LosslessSpec, eth: &[&(String, PortAudit, NodeAudit)]) -> 
 
 /// `lossless-pfc-priorities`, `lossless-suite-dscp`, `lossless-ecn`: PFC on exactly the
 /// lossless priorities, the suite's DSCP on one of them, ECN on each.
-fn priority_checks(
-    spec: &LosslessSpec,
-    want: &[u8],
-    eth: &[&(String, PortAudit, NodeAudit)],
-) -> Vec<Outcome> {
-    let name = port_name;
+fn priority_checks(spec: &LosslessSpec, eth: &[&(String, PortAudit, NodeAudit)]) -> Vec<Outcome> {
+    let Some(want) = spec.lossless_priorities.as_deref() else {
+        return Vec::new();
+    };
     let mut out = Vec::new();
     let mut judged = 0;
     let mut misses = Vec::new();
@@ -228,14 +223,14 @@ fn priority_checks(
             judged += 1;
             let on = pfc.priorities();
             if on != want {
-                misses.push(format!("{}: PFC on {on:?}", name(h, p)));
+                misses.push(format!("{}: PFC on {on:?}", port_name(h, p)));
             }
         }
         let dscp = a.suite.dscp();
         if let Some(pr) = results::audit::priority_of(p, dscp) {
             dscp_judged += 1;
             if !want.contains(&pr) {
-                dscp_misses.push(format!("{}: DSCP {dscp} -> priority {pr}", name(h, p)));
+                dscp_misses.push(format!("{}: DSCP {dscp} -> priority {pr}", port_name(h, p)));
             }
         }
         if let Some(e) = p.ecn.get() {
@@ -249,7 +244,7 @@ fn priority_checks(
                 })
                 .collect();
             if !off.is_empty() {
-                ecn_misses.push(format!("{}: ECN off on priority {off:?}", name(h, p)));
+                ecn_misses.push(format!("{}: ECN off on priority {off:?}", port_name(h, p)));
             }
         }
     }
@@ -283,7 +278,6 @@ fn priority_checks(
 
 /// `lossless-rx-power`: every lane at or above its module's low warning.
 fn rx_power_check(all: &[(String, PortAudit, NodeAudit)]) -> Outcome {
-    let name = port_name;
     let mut judged = 0;
     let mut misses = Vec::new();
     for (h, p, _) in all {
@@ -296,7 +290,7 @@ fn rx_power_check(all: &[(String, PortAudit, NodeAudit)]) -> Outcome {
             if *rx < w {
                 misses.push(format!(
                     "{} lane {}: {rx:.2} dBm < low warning {w:.2} dBm",
-                    name(h, p),
+                    port_name(h, p),
                     i + 1
                 ));
             }
@@ -313,10 +307,9 @@ fn rx_power_check(all: &[(String, PortAudit, NodeAudit)]) -> Outcome {
 
 /// `lossless-rx-power-outlier`: no lane more than `db` dB under the cluster's median.
 fn rx_power_outlier_check(db: f64, all: &[(String, PortAudit, NodeAudit)]) -> Outcome {
-    let name = port_name;
     let lanes: Vec<(String, usize, f64)> = all
         .iter()
-        .filter_map(|(h, p, _)| p.module.get().map(|m| (name(h, p), m)))
+        .filter_map(|(h, p, _)| p.module.get().map(|m| (port_name(h, p), m)))
         .flat_map(|(n, m)| {
             m.rx_power_dbm
                 .iter()

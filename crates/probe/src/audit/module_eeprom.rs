@@ -46,16 +46,14 @@ impl Lanes {
             .chain(self.bias.keys())
             .copied()
             .collect();
-        let lit = channels
-            .iter()
-            .any(|&c| !dark(&self.bias, c) || !unlit(&self.tx, c) || !unlit(&self.rx, c));
-        if !lit {
+        let quiet = |c: usize| dark(&self.bias, c) && unlit(&self.tx, c) && unlit(&self.rx, c);
+        if channels.iter().all(|&c| quiet(c)) {
             return BTreeSet::new();
         }
         channels
             .into_iter()
             .filter(|&c| self.bias.contains_key(&c) || self.tx.contains_key(&c))
-            .filter(|&c| dark(&self.bias, c) && unlit(&self.tx, c) && unlit(&self.rx, c))
+            .filter(|&c| quiet(c))
             .filter(|c| !self.rx_los.contains(c))
             .collect()
     }
