@@ -35,6 +35,7 @@ impl Document {
             failed_pairs: Vec::new(),
             fabric: None,
             congestion: None,
+            reach: None,
         }
     }
 

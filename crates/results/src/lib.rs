@@ -19,7 +19,9 @@ pub mod peak;
 pub mod pma;
 pub mod provenance;
 pub mod quality;
+pub mod reach;
 pub mod schema;
+pub mod tenants;
 pub mod units;
 pub mod write;
 

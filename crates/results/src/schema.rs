@@ -74,6 +74,9 @@ pub struct Document {
     /// A congestion run (`bench-congestion`): the split, the canaries alone and loaded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub congestion: Option<crate::congestion::CongestionRun>,
+    /// An isolation sweep (`bench-lat --pattern isolation`): who reached whom.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reach: Option<crate::reach::ReachRun>,
 }
 
 /// The schedule of a point-to-point sweep: which pattern, over which nodes, in how many
@@ -926,6 +929,7 @@ mod tests {
             failed_pairs: vec![],
             fabric: None,
             congestion: None,
+            reach: None,
             results: vec![TestResult::Latency(LatencyResult {
                 test: "send_lat".into(),
                 transport: "tcp".into(),

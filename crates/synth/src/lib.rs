@@ -79,6 +79,7 @@ pub fn document(
         failed_pairs: vec![],
         fabric: None,
         congestion: None,
+        reach: None,
     }
 }
 

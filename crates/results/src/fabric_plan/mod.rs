@@ -161,6 +161,10 @@ pub struct FabricPlan {
     pub nic: Vec<PlanNic>,
     #[serde(default)]
     pub link: Vec<PlanLink>,
+    /// Who rents which nodes, with which partition (`crate::tenants`); empty on a fabric
+    /// with one user.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tenant: Vec<crate::tenants::Tenant>,
     /// Where it came from (`native FILE`, `slurm topology.conf FILE`, ...); not in the file.
     #[serde(skip)]
     pub source: String,
@@ -300,7 +304,53 @@ impl FabricPlan {
         let switches = self.check_switches().map_err(at)?;
         self.check_nodes().map_err(at)?;
         self.check_nics(&switches).map_err(at)?;
-        self.check_links(&switches).map_err(at)
+        self.check_links(&switches).map_err(at)?;
+        self.check_tenants(file).map_err(|e| PlanError(e.0))
+    }
+
+    /// The plan's tenants, expanded and checked (empty when it has none).
+    pub fn tenants(
+        &self,
+    ) -> std::result::Result<crate::tenants::Tenants, crate::tenants::TenantsError> {
+        crate::tenants::Tenants::new(self.tenant.clone(), &format!("plan {}", self.source))
+    }
+
+    /// Tenants whose lists hold, on nodes and NICs the plan has.
+    fn check_tenants(&self, file: &str) -> std::result::Result<(), crate::tenants::TenantsError> {
+        if self.tenant.is_empty() {
+            return Ok(());
+        }
+        let tenants = crate::tenants::Tenants::new(self.tenant.clone(), file)?;
+        let nodes: BTreeSet<&str> = self
+            .node
+            .iter()
+            .map(|n| n.name.as_str())
+            .chain(self.nic.iter().map(|n| n.node.as_str()))
+            .collect();
+        for t in &tenants.tenants {
+            for n in &t.nodes {
+                if !nodes.contains(n.as_str()) {
+                    return Err(crate::tenants::TenantsError(format!(
+                        "{file}: tenant {:?}: node {n} is not a node of the plan; add it as a \
+                         [[node]] or correct the name",
+                        t.name
+                    )));
+                }
+            }
+            for nic in &t.nics {
+                if !self
+                    .nic
+                    .iter()
+                    .any(|p| &p.nic == nic && t.nodes.contains(&p.node))
+                {
+                    return Err(crate::tenants::TenantsError(format!(
+                        "{file}: tenant {:?}: no node of the tenant has a NIC {nic} in the plan",
+                        t.name
+                    )));
+                }
+            }
+        }
+        Ok(())
     }
 
     fn check_version(&self) -> Step<()> {
