@@ -5,6 +5,8 @@
 //! pair up (0,1), (2,3), ... and measure at the same time. The harness (the `p2p` crate)
 //! pairs, sweeps sizes and writes JSON; this file holds the loop and the table.
 
+mod isolation;
+
 use anyhow::Result;
 use clap::{CommandFactory, FromArgMatches, Parser};
 
@@ -219,6 +221,9 @@ fn plan(cli: &Cli) -> Result<Plan> {
 fn main() {
     let matches = p2p_cli::pair_tests_only(Cli::command()).get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    if matches!(cli.p2p.pattern, p2p::pattern::PatternSpec::Isolation) {
+        std::process::exit(isolation::run(&cli.p2p));
+    }
     let code = match plan(&cli) {
         Ok(plan) => p2p_cli::launch::run(&cli.p2p.launch(), plan, &mut Latency),
         Err(e) => {

@@ -5,7 +5,9 @@
 #   simfabric.sh --groups G --nodes-per-group N --rails R --spines S [--rate RATE]
 #       [--uplink-rate RATE] [--slow-uplink LEAF:SPINE[:RATE]] [--slow-leaf LEAF[:RATE]]
 #       [--swap-cables NODE:RAIL,RAIL] [--move-nic NODE:RAIL:GROUP] [--wrong-port NODE:RAIL]
-#       [--slow-dir NODE>NODE[:RATE]] [--plan-out FILE] [--driver] -- COMMAND [ARGS...]
+#       [--slow-dir NODE>NODE[:RATE]] [--tenant NAME:VLAN:NODE,NODE,...]
+#       [--leak-vlan NODE:RAIL:VLAN] [--leak-route NODE,NODE] [--plan-out FILE] [--driver]
+#       -- COMMAND [ARGS...]
 #
 # Every node (g<group>n<index>) is a network namespace with interfaces rail0..rail<R-1> and
 # mgmt0; every leaf (leaf-r<rail>-g<group>) a namespace with one bridge whose ports toward the
@@ -38,6 +40,22 @@
 #   --wrong-port NODE:RAIL           right leaf, wrong (spare) port: invisible to the data plane
 #   --slow-dir A>B[:RATE]            only what node A sends to node B (its data; packets under
 #                                    128 bytes, B's acknowledgements among them, pass)
+#
+# Tenants (--tenant, up to 4; the nodes of none stay in the default network):
+#   --tenant NAME:VLAN:NODES         NODES (comma-separated) rent the fabric as NAME. On every
+#                                    leaf the tenant's VLAN (2..4094) is a bridge of its own
+#                                    (brvVLAN; this kernel has no 8021q) with its own /27, and
+#                                    its VRF is a routing table of its own on the leaves and the
+#                                    spines (chosen by the bridge it came from, on a spine by
+#                                    the tenant's source addresses; this kernel has no vrf
+#                                    module) that reaches only the tenant's subnets; one shaped
+#                                    uplink still carries every tenant (shared uplinks)
+#   --leak-vlan NODE:RAIL:VLAN       breach: that NIC's leaf port is put in VLAN instead of
+#                                    its tenant's (an access port set wrong; the NIC takes an
+#                                    address there, as DHCP would give it)
+#   --leak-route A,B                 breach: every spine leaks host routes between A's and
+#                                    B's VRFs for A's and B's addresses (nodes of two tenants
+#                                    in two groups): A and B reach each other
 # A NIC gets its address from the leaf it lands on (as DHCP or a routed fabric would), so a
 # mis-cabled NIC still carries data and the fault shows in hop classes and in LLDP.
 # --plan-out FILE writes the INTENDED fabric (no faults) in fabcheck's native plan format,
@@ -78,6 +96,7 @@ fi
 usage() { sed -n '2,/^set -euo pipefail/{/^set -euo/!p}' "$me" >&2; exit 2; }
 groups= npg= rails= spines= rate=1gbit uplink_rate= plan_out= driver=0
 slow_uplinks=() slow_leaves=() swaps=() moves=() wrongs=() slow_dirs=()
+tenant_specs=() leak_vlans=() leak_routes=()
 need() { [ $# -ge 2 ] || die "$1 needs a value (see --help)"; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -93,6 +112,9 @@ while [ $# -gt 0 ]; do
     --move-nic) need "$@"; moves+=("$2"); shift 2 ;;
     --wrong-port) need "$@"; wrongs+=("$2"); shift 2 ;;
     --slow-dir) need "$@"; slow_dirs+=("$2"); shift 2 ;;
+    --tenant) need "$@"; tenant_specs+=("$2"); shift 2 ;;
+    --leak-vlan) need "$@"; leak_vlans+=("$2"); shift 2 ;;
+    --leak-route) need "$@"; leak_routes+=("$2"); shift 2 ;;
     --plan-out) need "$@"; plan_out=$2; shift 2 ;;
     --driver) driver=1; shift ;;
     --) shift; break ;;
@@ -188,11 +210,87 @@ for l in "${!spare_next[@]}"; do
   [ "${spare_next[$l]}" -le 200 ] || die "too many NICs on $l"
 done
 
+# Tenants: tenant_of[node]=VLAN, tenant_name[VLAN]=NAME, tenant_nodes[VLAN]="n1 n2".
+declare -A tenant_of tenant_name tenant_nodes
+tenant_vids=()
+for spec in "${tenant_specs[@]}"; do
+  [[ "$spec" =~ ^([A-Za-z][A-Za-z0-9_-]*):([0-9]+):([^:]+)$ ]] || die "--tenant '$spec' is not NAME:VLAN:NODE,NODE,..."
+  name=${BASH_REMATCH[1]} vid=${BASH_REMATCH[2]} list=${BASH_REMATCH[3]}
+  int_in "--tenant $spec: VLAN" "$vid" 2 4094
+  [ -z "${tenant_name[$vid]:-}" ] || die "--tenant $spec: VLAN $vid is already tenant ${tenant_name[$vid]}'s"
+  for v in "${tenant_vids[@]}"; do
+    [ "${tenant_name[$v]}" != "$name" ] || die "--tenant $spec: tenant $name given twice"
+  done
+  tenant_name[$vid]=$name tenant_vids+=("$vid")
+  IFS=, read -r -a tnodes <<<"$list"
+  for n in "${tnodes[@]}"; do
+    node_ok "$n" "--tenant $spec"
+    [ -z "${tenant_of[$n]:-}" ] || die "--tenant $spec: $n is already in tenant ${tenant_name[${tenant_of[$n]}]}"
+    tenant_of[$n]=$vid
+    tenant_nodes[$vid]="${tenant_nodes[$vid]:-} $n"
+  done
+done
+[ "${#tenant_vids[@]}" -le 4 ] || die "at most 4 tenants (each takes a /30 per uplink from a /24 per leaf)"
+[ $((spines * ${#tenant_vids[@]})) -le 64 ] || die "spines x tenants must be at most 64"
+declare -A leak_port_vid # node:rail -> VLAN
+for spec in "${leak_vlans[@]}"; do
+  [[ "$spec" =~ ^([^:]+):([0-9]+):([0-9]+)$ ]] || die "--leak-vlan '$spec' is not NODE:RAIL:VLAN"
+  n=${BASH_REMATCH[1]} r=${BASH_REMATCH[2]} vid=${BASH_REMATCH[3]}
+  node_ok "$n" "--leak-vlan $spec"; rail_ok "$r" "--leak-vlan $spec"
+  [ -n "${tenant_name[$vid]:-}" ] || die "--leak-vlan $spec: VLAN $vid is no tenant's (give it with --tenant)"
+  [ "${tenant_of[$n]:-}" != "$vid" ] || die "--leak-vlan $spec: $n is already in VLAN $vid"
+  leak_port_vid[$n:$r]=$vid
+  echo "simfabric: BREACH $n rail$r's leaf port put in VLAN $vid (tenant ${tenant_name[$vid]})" >&2
+done
+for spec in "${leak_routes[@]}"; do
+  [[ "$spec" =~ ^([^,]+),([^,]+)$ ]] || die "--leak-route '$spec' is not NODE,NODE"
+  a=${BASH_REMATCH[1]} b=${BASH_REMATCH[2]}
+  node_ok "$a" "--leak-route $spec"; node_ok "$b" "--leak-route $spec"
+  [ -n "${tenant_of[$a]:-}" ] && [ -n "${tenant_of[$b]:-}" ] && [ "${tenant_of[$a]}" != "${tenant_of[$b]}" ] ||
+    die "--leak-route $spec: the two nodes must be in two different tenants"
+  [ "$(node_group "$a")" != "$(node_group "$b")" ] ||
+    die "--leak-route $spec: nodes of one group share their leaves, where no spine is crossed; take nodes of two groups"
+  echo "simfabric: BREACH host routes of $a and $b leaked between their VRFs on every spine" >&2
+done
+
+declare -A bucket_vid # bucket -> VLAN
+for ((b = 1; b <= ${#tenant_vids[@]}; b++)); do bucket_vid[$b]=${tenant_vids[$((b - 1))]}; done
+bucket_of() { # bucket_of NODE:RAIL -> the bucket (0: no tenant) its leaf port sits in
+  local vid=${leak_port_vid[$1]:-${tenant_of[${1%%:*}]:-}} b
+  _bucket=0
+  for ((b = 1; b <= ${#tenant_vids[@]}; b++)); do [ "${bucket_vid[$b]}" = "$vid" ] && _bucket=$b; done
+  return 0
+}
+bridge_of() { if [ "$1" = 0 ]; then echo br0; else echo "brv${bucket_vid[$1]}"; fi; }
+if [ "${#tenant_vids[@]}" -gt 0 ]; then
+  for l in "${!spare_next[@]}"; do
+    [ "${spare_next[$l]}" -le 30 ] || die "with tenants a leaf has 29 ports per /27 (too many NICs on $l)"
+  done
+fi
+
 # Addresses (198.18.0.0/15 only): leaf L = rail*G + group owns 198.18.L.0/24 (gateway .1, the
 # NIC on port p is .(p+9)); its link to spine k is 198.19.L.(4k+1) (leaf) / .(4k+2) (spine);
 # the management bridge is 198.19.255.1/24, node j = group*N + index is 198.19.255.(j+10).
+# With tenants a leaf's /24 is cut in /27s: bucket 0 the nodes of no tenant (br0), bucket
+# b = 1.. the b-th --tenant (brvVLAN); gateway .(32b+1), the NIC on port p is .(32b+p+1).
 leaf_idx() { [[ "$1" =~ ^leaf-r([0-9]+)-g([0-9]+)$ ]]; echo $((BASH_REMATCH[1] * groups + BASH_REMATCH[2])); }
-nic_addr() { echo "198.18.$(leaf_idx "${land_leaf[$1]}").$((land_port[$1] + 9))"; }
+nic_addr() {
+  if [ "${#tenant_vids[@]}" -gt 0 ]; then
+    bucket_of "$1"
+    echo "198.18.$(leaf_idx "${land_leaf[$1]}").$((32 * _bucket + land_port[$1] + 1))"
+  else
+    echo "198.18.$(leaf_idx "${land_leaf[$1]}").$((land_port[$1] + 9))"
+  fi
+}
+nic_prefix() { if [ "${#tenant_vids[@]}" -gt 0 ]; then echo 27; else echo 24; fi; }
+nic_gateway() { # nic_gateway NODE:RAIL
+  if [ "${#tenant_vids[@]}" -gt 0 ]; then
+    bucket_of "$1"
+    echo "198.18.$(leaf_idx "${land_leaf[$1]}").$((32 * _bucket + 1))"
+  else
+    echo "198.18.$(leaf_idx "${land_leaf[$1]}").1"
+  fi
+}
 mgmt_addr() { echo "198.19.255.$(($(node_group "$1") * npg + $(node_index "$1") + 10))"; }
 
 # --- the intended fabric ------------------------------------------------------------------
@@ -230,6 +328,12 @@ write_plan() {
           printf '\n[[link]]\na = "leaf-r%d-g%d"\nb = "spine%d"\ncount = 1\nrate_gbit_s = %s\n' "$r" "$g" "$k" "$up_gbit"
         done
       done
+    done
+    for vid in "${tenant_vids[@]}"; do
+      printf '\n[[tenant]]\nname = "%s"\nnodes = [' "${tenant_name[$vid]}"
+      sep=
+      for n in ${tenant_nodes[$vid]}; do printf '%s"%s"' "$sep" "$n"; sep=", "; done
+      printf ']\nvlan = %d\nvrf = "vrf-%d"\n' "$vid" "$vid"
     done
   } >"$tmp" && mv -f "$tmp" "$1" || { rm -f "$tmp"; die "cannot write --plan-out $1"; }
 }
@@ -313,8 +417,13 @@ for ((r = 0; r < rails; r++)); do
     mkns "$l"
     inns "$l" sysctl -qw net.ipv4.ip_forward=1 net.ipv4.fib_multipath_hash_policy=1
     inns "$l" ip link add br0 type bridge
-    inns "$l" ip addr add "198.18.$L.1/24" dev br0
+    inns "$l" ip addr add "198.18.$L.1/$(nic_prefix)" dev br0
     inns "$l" ip link set br0 up
+    for ((b = 1; b <= ${#tenant_vids[@]}; b++)); do
+      inns "$l" ip link add "$(bridge_of $b)" type bridge
+      inns "$l" ip addr add "198.18.$L.$((32 * b + 1))/27" dev "$(bridge_of $b)"
+      inns "$l" ip link set "$(bridge_of $b)" up
+    done
     hops=()
     for ((k = 0; k < spines; k++)); do
       veth "$l" "up$k" "spine$k" "$l"
@@ -327,8 +436,45 @@ for ((r = 0; r < rails; r++)); do
       hops+=(nexthop via "198.19.$L.$((4 * k + 2))" dev "up$k")
     done
     inns "$l" ip route add 198.18.0.0/16 "${hops[@]}"
+    if [ "${#tenant_vids[@]}" -gt 0 ]; then
+      # Each bucket's VRF: its own /27 here, everything else up the spines, which enforce.
+      for ((b = 0; b <= ${#tenant_vids[@]}; b++)); do
+        inns "$l" ip route add "198.18.$L.$((32 * b))/27" dev "$(bridge_of $b)" table $((10 + b))
+        inns "$l" ip route add 198.18.0.0/16 table $((10 + b)) "${hops[@]}"
+        inns "$l" ip rule add iif "$(bridge_of $b)" lookup $((10 + b)) prio 100
+      done
+    fi
   done
 done
+if [ "${#tenant_vids[@]}" -gt 0 ]; then
+  # The spines' VRFs: a packet's table is its source's bucket; each table routes to that
+  # bucket's /27 on every leaf and refuses the rest (ICMP unreachable, no fall-through).
+  for ((k = 0; k < spines; k++)); do
+    for ((b = 0; b <= ${#tenant_vids[@]}; b++)); do
+      for ((r = 0; r < rails; r++)); do
+        for ((g = 0; g < groups; g++)); do
+          L=$(leaf_idx "leaf-r$r-g$g")
+          inns "spine$k" ip rule add from "198.18.$L.$((32 * b))/27" lookup $((10 + b)) prio 100
+          inns "spine$k" ip route add "198.18.$L.$((32 * b))/27" via "198.19.$L.$((4 * k + 1))" \
+            dev "leaf-r$r-g$g" onlink table $((10 + b))
+        done
+      done
+      inns "spine$k" ip route add unreachable default table $((10 + b))
+    done
+    # Breaches: host routes of two nodes leaked into each other's VRF.
+    for spec in "${leak_routes[@]}"; do
+      for pair in "${spec%%,*} ${spec#*,}" "${spec#*,} ${spec%%,*}"; do
+        read -r from to <<<"$pair"
+        bucket_of "$from:0"
+        for ((r = 0; r < rails; r++)); do
+          l=${land_leaf[$to:$r]} L=$(leaf_idx "${land_leaf[$to:$r]}")
+          inns "spine$k" ip route add "$(nic_addr "$to:$r")/32" via "198.19.$L.$((4 * k + 1))" \
+            dev "$l" onlink table $((10 + _bucket))
+        done
+      done
+    done
+  done
+fi
 declare -A node_addrs # node -> space-separated rail addresses
 for ((g = 0; g < groups; g++)); do
   for ((i = 0; i < npg; i++)); do
@@ -340,10 +486,11 @@ for ((g = 0; g < groups; g++)); do
     for ((r = 0; r < rails; r++)); do
       l=${land_leaf[$n:$r]} p=${land_port[$n:$r]} a=$(nic_addr "$n:$r")
       veth "$n" "rail$r" "$l" "swp$p"
-      inns "$l" ip link set "swp$p" master br0
-      inns "$n" ip addr add "$a/24" dev "rail$r"
+      bucket_of "$n:$r"
+      inns "$l" ip link set "swp$p" master "$(bridge_of "$_bucket")"
+      inns "$n" ip addr add "$a/$(nic_prefix)" dev "rail$r"
       # Each rail routes its own source address through its own leaf.
-      inns "$n" ip route add default via "198.18.$(leaf_idx "$l").1" dev "rail$r" table $((100 + r))
+      inns "$n" ip route add default via "$(nic_gateway "$n:$r")" dev "rail$r" table $((100 + r))
       inns "$n" ip rule add from "$a" table $((100 + r)) prio $((1000 + r))
       shape "$l" "swp$p" "${leaf_slow[$l]:-$rate}"
       shape "$n" "rail$r" "$rate"

@@ -159,7 +159,8 @@ pub struct P2pArgs {
     /// Which pairs to measure under mpirun/srun, in rounds of disjoint pairs: pairs
     /// (ranks (0,1), (2,3), ...), all-pairs (every node pair once), ring, random[:ROUNDS[:SEED]],
     /// or file:PATH (a list of `hostA hostB` lines, as `aggregate` writes for a retest);
-    /// bench-bw also incast[:N] (N ranks to one, each rank the receiver in turn).
+    /// bench-bw also incast[:N] (N ranks to one, each rank the receiver in turn);
+    /// bench-lat also isolation (every rank tries to reach every other, for tenants).
     #[arg(long, default_value = "pairs", value_name = "PATTERN")]
     pub pattern: PatternSpec,
 
@@ -175,6 +176,12 @@ pub struct P2pArgs {
     /// pairs are counted by hop (one leaf, across the spines).
     #[arg(long, value_name = "FILE")]
     pub plan: Option<PathBuf>,
+
+    /// The tenants (a tenants file, docs/tenants.md; else the plan's `[[tenant]]` tables):
+    /// `--pattern isolation` labels every rank with its node's tenant and flags, as it
+    /// goes, an attempt that crossed between tenants or failed inside one.
+    #[arg(long, value_name = "FILE")]
+    pub tenants: Option<PathBuf>,
 
     /// Run the measuring thread on these CPUs (a cpulist: `2`, `0-7,16`), every rank of
     /// the host alike. Without it each rank is bound to its NIC's NUMA node, as perftest

@@ -31,6 +31,7 @@ pub mod pattern;
 pub mod placement;
 pub mod plan;
 pub mod progress;
+pub mod reach;
 pub mod record;
 pub mod standalone;
 pub mod tool;

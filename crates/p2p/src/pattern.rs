@@ -44,6 +44,9 @@ pub enum PatternSpec {
     /// N senders to one receiver, every rank the receiver in turn (0: all others send).
     /// Not rounds of pairs: `bench-bw` runs it itself (the incast module).
     Incast(u32),
+    /// Every rank tries to reach every other (`bench-lat`'s isolation sweep, `reach`):
+    /// not rounds of pairs either.
+    Isolation,
 }
 
 impl PatternSpec {
@@ -56,6 +59,7 @@ impl PatternSpec {
             PatternSpec::Random { .. } => "random",
             PatternSpec::File(_) => "file",
             PatternSpec::Incast(_) => "incast",
+            PatternSpec::Isolation => "isolation",
         }
     }
 }
@@ -81,11 +85,12 @@ impl FromStr for PatternSpec {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        let usage = "use pairs, all-pairs, ring, random[:ROUNDS[:SEED]], file:PATH or incast[:N] (bench-bw)";
+        let usage = "use pairs, all-pairs, ring, random[:ROUNDS[:SEED]], file:PATH incast[:N] (bench-bw) or isolation (bench-lat)";
         match s {
             "pairs" => return Ok(PatternSpec::Pairs),
             "all-pairs" | "all_pairs" | "allpairs" => return Ok(PatternSpec::AllPairs),
             "ring" => return Ok(PatternSpec::Ring),
+            "isolation" => return Ok(PatternSpec::Isolation),
             _ => {}
         }
         if s == "incast" {
@@ -274,6 +279,12 @@ pub fn schedule(req: &Request) -> Result<Schedule> {
              (bench-lat has no incast)"
         );
     }
+    if let PatternSpec::Isolation = req.pattern {
+        bail!(
+            "--pattern isolation is not a schedule of pairs: bench-lat runs it itself \
+             (bench-bw has no isolation sweep)"
+        );
+    }
     let rounds = match req.pattern {
         PatternSpec::Pairs => {
             let n = slots.len() as u32;
@@ -319,7 +330,7 @@ pub fn schedule(req: &Request) -> Result<Schedule> {
                     pack(pairs)
                 }
                 PatternSpec::Pairs => unreachable!(),
-                PatternSpec::Incast(_) => unreachable!(),
+                PatternSpec::Incast(_) | PatternSpec::Isolation => unreachable!(),
             };
             // Rail-aligned pairs cross the spines only between groups; with --rails all
             // every pair of rails does, which no per-group budget describes.
