@@ -43,7 +43,10 @@ pub fn run(a: &P2pArgs) -> i32 {
     let settings = ReachSettings {
         bind: a.bind_addr,
         all_rails: a.rails == RailMode::All,
-        timeout: a.timeout().min(ATTEMPT_TIMEOUT).max(Duration::from_millis(100)),
+        timeout: a
+            .timeout()
+            .min(ATTEMPT_TIMEOUT)
+            .max(Duration::from_millis(100)),
         icmp: true,
     };
     run_mpi(a, &settings, tenants.as_ref())
@@ -118,7 +121,9 @@ fn print_table(swept: &Swept, judged: Option<&Judged>) {
     let run = &swept.run;
     let mut counts: std::collections::BTreeMap<(&str, &str), u64> = Default::default();
     for a in &run.attempts {
-        *counts.entry((a.method.as_str(), a.outcome.as_str())).or_default() += 1;
+        *counts
+            .entry((a.method.as_str(), a.outcome.as_str()))
+            .or_default() += 1;
     }
     println!(
         "# isolation sweep: {} ranks, {} attempts ({}), timeout {} ms, rails {}",
@@ -189,7 +194,9 @@ pub fn blocks_picture(j: &Judged) -> String {
             let cell = j
                 .blocks
                 .get(&(a.to_string(), b.to_string()))
-                .map_or("-".to_string(), |blk| format!("{}/{}", blk.delivered, blk.pairs));
+                .map_or("-".to_string(), |blk| {
+                    format!("{}/{}", blk.delivered, blk.pairs)
+                });
             out += &format!(" {cell:>w$}");
         }
         out.push('\n');

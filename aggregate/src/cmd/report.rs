@@ -53,6 +53,15 @@ pub struct ReportArgs {
     /// extension, then content.
     #[arg(long, value_name = "FORMAT")]
     plan_format: Option<String>,
+    /// The tenants (docs/tenants.md): the isolation sweeps are judged against them
+    /// (`[isolation]`). Default: the plan's [[tenant]] tables.
+    #[arg(long, value_name = "FILE")]
+    tenants: Option<PathBuf>,
+    /// Judge and sign only this tenant's nodes, pairs and findings: its report holds no
+    /// name, address, GUID or file of another tenant (the inputs in its bundle are the
+    /// cut documents). Needs the tenants (--tenants or the plan's).
+    #[arg(long, value_name = "NAME")]
+    tenant: Option<String>,
     #[command(flatten)]
     limits: LimitArgs,
 }
@@ -74,11 +83,15 @@ impl ReportArgs {
             stream_above,
             plan,
             plan_format,
+            tenants,
+            tenant,
             limits,
         } = self;
         let opts = report::Options {
             plan,
             plan_format,
+            tenants,
+            tenant,
             inputs,
             profile,
             out,

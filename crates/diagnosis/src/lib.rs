@@ -8,6 +8,7 @@
 
 pub mod audit;
 pub mod inventory;
+pub mod isolation;
 pub mod load;
 pub mod matrix;
 pub mod structure;

@@ -114,6 +114,8 @@ pub struct Cluster {
     /// The fabric's structure: groups, cabling, per-direction matrix and the parts above
     /// the node (see `structure`); `None` without point-to-point rows, plan or discovery.
     pub structure: Option<Structure>,
+    /// The isolation sweeps judged against the tenants; `None` without both.
+    pub isolation: Option<diagnosis::isolation::Isolation>,
     #[serde(skip)]
     analysis: Analysis,
     #[serde(skip)]
@@ -131,7 +133,7 @@ fn selects(sel: &Selector, g: &Group) -> bool {
 
 /// Analyses the sweeps of `docs` for `profile`.
 pub fn build(profile: &Profile, docs: &[Loaded]) -> Cluster {
-    build_with(profile, docs, None)
+    build_with(profile, docs, None, None)
 }
 
 /// Whether a matrix group is the one the structure judged (its rows, either direction
@@ -140,11 +142,12 @@ fn structure_group(st: Option<&Structure>, g: &Group) -> bool {
     st.is_some_and(|st| !st.rows.is_empty() && g.label().trim_end_matches(" bidir") == st.rows)
 }
 
-/// [`build`] with the fabric plan (`--plan`).
+/// [`build`] with the fabric plan (`--plan`) and the tenants (`--tenants`, else the plan's).
 pub fn build_with(
     profile: &Profile,
     docs: &[Loaded],
     plan: Option<&results::fabric_plan::FabricPlan>,
+    tenants: Option<&results::tenants::Tenants>,
 ) -> Cluster {
     let a = matrix::analyse(docs, profile);
     let inv = inventory::collect(docs);
@@ -209,6 +212,12 @@ pub fn build_with(
             outcomes.push((None, o));
         }
     }
+    if let Some(spec) = &profile.isolation {
+        for o in diagnosis::isolation::checks(spec, docs, tenants, plan) {
+            outcomes.push((None, o));
+        }
+    }
+    let isolation = tenants.and_then(|t| diagnosis::isolation::view(docs, t, plan));
     let groups = views(&a);
     let (heatmaps, left_out) = draw(&a, &loc);
     let all_failures = a.distinct_failures(|_| true);
@@ -238,6 +247,7 @@ pub fn build_with(
         heatmaps,
         heatmaps_left_out: left_out,
         notes: a.notes.clone(),
+        isolation,
         structure: structure.map(|mut s| {
             s.replaces = replaces;
             s

@@ -16,4 +16,5 @@ pub mod plots;
 pub mod report;
 pub mod sign;
 pub mod templates;
+mod tenant;
 pub mod trend;

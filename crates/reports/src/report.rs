@@ -54,6 +54,10 @@ pub struct Options {
     /// The fabric plan (`--plan`) and its format (`--plan-format`; detected when `None`).
     pub plan: Option<PathBuf>,
     pub plan_format: Option<String>,
+    /// The tenants file (`--tenants`; else the plan's tenants).
+    pub tenants: Option<PathBuf>,
+    /// The one tenant this report is for (`--tenant`).
+    pub tenant: Option<String>,
 }
 
 /// Names this command writes into the output directory (and removes on `--force`).
@@ -197,6 +201,8 @@ fn quality_info(docs: &[input::Loaded]) -> QualityInfo {
 #[derive(Serialize)]
 struct Context<'a> {
     title: String,
+    /// The one tenant the report is cut for (`--tenant`).
+    tenant: Option<String>,
     generated_at: String,
     tool: ToolInfo,
     profile: ProfileInfo,
@@ -247,6 +253,7 @@ fn analyse(
     profile: &profile::Profile,
     set: &input::InputSet,
     plan: Option<&results::fabric_plan::FabricPlan>,
+    tenants: Option<&results::tenants::Tenants>,
     clock: &mut PhaseClock,
 ) -> Result<(
     tables::Tables,
@@ -261,7 +268,7 @@ fn analyse(
     let (mut verdict, cluster) = std::thread::scope(|s| {
         let matrix = s.spawn(|| {
             clock.own("matrix", || {
-                crate::cluster::build_with(profile, &set.docs, plan)
+                crate::cluster::build_with(profile, &set.docs, plan, tenants)
             })
         });
         let verdict = clock.own("judge", || judge::judge(profile, &set.docs, &tables));
@@ -346,6 +353,24 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     sign::check_identity(&opts.identity)?;
     let key = opts.sign.as_deref().map(sign::read_private).transpose()?;
     let plan = load_plan(opts.plan.as_deref(), opts.plan_format.as_deref())?;
+    let tenants = load_tenants(opts.tenants.as_deref(), plan.as_ref())?;
+    let cut = match &opts.tenant {
+        Some(name) => Some(crate::tenant::cut(
+            opts,
+            name,
+            tenants.as_ref(),
+            plan.as_ref(),
+        )?),
+        None => None,
+    };
+    let (inputs, plan, tenants) = match &cut {
+        Some(c) => (
+            c.inputs.clone(),
+            Some(c.plan.clone()).flatten(),
+            Some(c.tenants.clone()),
+        ),
+        None => (opts.inputs.clone(), plan, tenants),
+    };
     let mut bundle = Bundle::prepare(&opts.out, opts.force, OWNED)?;
 
     let mut clock = PhaseClock::new();
@@ -353,7 +378,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     // a run that stops on a bad input leaves no half-made bundle behind.
     let inputs_dir = opts.out.join("inputs");
     let set = input::load_reading(
-        &opts.inputs,
+        &inputs,
         opts.skip_bad,
         &opts.limits,
         &|i, p, size, budget| {
@@ -377,10 +402,17 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     })?;
     clock.lap("load");
     // A refused --dist-test leaves no copies of the inputs behind either.
-    let (tables, verdict, cluster, plots) =
-        analyse(opts, &profile, &set, plan.as_ref(), &mut clock).inspect_err(|_| {
-            let _ = fs::remove_dir_all(&inputs_dir);
-        })?;
+    let (tables, verdict, cluster, plots) = analyse(
+        opts,
+        &profile,
+        &set,
+        plan.as_ref(),
+        tenants.as_ref(),
+        &mut clock,
+    )
+    .inspect_err(|_| {
+        let _ = fs::remove_dir_all(&inputs_dir);
+    })?;
     let inputs = copy_inputs(&mut bundle, &set.docs)?;
     clock.lap("copy inputs");
     for (name, svg) in [
@@ -441,10 +473,11 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     }
     let load = diagnosis::load::build(&set.docs);
     let ctx = Context {
-        title: opts
-            .title
-            .clone()
-            .unwrap_or_else(|| format!("Fabric acceptance report: {}", profile.name)),
+        title: opts.title.clone().unwrap_or_else(|| match &opts.tenant {
+            Some(t) => format!("Fabric acceptance report: {}, tenant {t}", profile.name),
+            None => format!("Fabric acceptance report: {}", profile.name),
+        }),
+        tenant: opts.tenant.clone(),
         generated_at: results::provenance::now_rfc3339(),
         tool: ToolInfo::this(),
         profile: ProfileInfo {
@@ -539,6 +572,22 @@ fn is_quiet(l: &&diagnosis::load::Load) -> bool {
 }
 
 /// Reads `--plan` (before any work, so a bad plan costs nothing).
+/// The tenants: `--tenants FILE`, else the plan's `[[tenant]]` tables, else none.
+pub fn load_tenants(
+    path: Option<&std::path::Path>,
+    plan: Option<&results::fabric_plan::FabricPlan>,
+) -> Result<Option<results::tenants::Tenants>> {
+    if let Some(p) = path {
+        return results::tenants::Tenants::load(p)
+            .map(Some)
+            .map_err(|e| Error::Usage(e.0));
+    }
+    match plan {
+        Some(p) if !p.tenant.is_empty() => p.tenants().map(Some).map_err(|e| Error::Usage(e.0)),
+        _ => Ok(None),
+    }
+}
+
 pub fn load_plan(
     path: Option<&std::path::Path>,
     format: Option<&str>,

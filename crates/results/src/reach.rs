@@ -195,7 +195,10 @@ impl ReachRun {
             }
             let delivered = judged.iter().any(|a| a.outcome.delivered());
             let reached = judged.iter().all(|a| a.outcome == ReachOutcome::Reached);
-            let blk = out.blocks.entry((tf.to_string(), tt.to_string())).or_default();
+            let blk = out
+                .blocks
+                .entry((tf.to_string(), tt.to_string()))
+                .or_default();
             blk.pairs += 1;
             blk.delivered += u64::from(delivered);
             blk.reached += u64::from(reached);
@@ -211,8 +214,7 @@ impl ReachRun {
             if tf != tt && delivered {
                 out.breaches.push(finding(&|o| o.delivered()));
             } else if tf == tt && !reached {
-                out.unreached
-                    .push(finding(&|o| o != ReachOutcome::Reached));
+                out.unreached.push(finding(&|o| o != ReachOutcome::Reached));
             }
         }
         out

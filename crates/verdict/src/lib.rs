@@ -20,3 +20,4 @@ pub mod rows;
 pub mod scaling;
 pub mod stream;
 pub mod tables;
+pub mod tenant_view;

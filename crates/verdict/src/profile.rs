@@ -37,6 +37,7 @@ struct RawProfile {
     inventory: Option<InventorySpec>,
     lossless: Option<LosslessSpec>,
     load: Option<LoadSpec>,
+    isolation: Option<IsolationSpec>,
 }
 
 /// `[matrix]`: how the node-by-node matrix of a sweep is judged and its suspects named.
@@ -156,6 +157,8 @@ pub struct Profile {
     pub lossless: Option<LosslessSpec>,
     /// Bounds on the fabric under load (`[load]`), relative to its own quiet figures.
     pub load: Option<LoadSpec>,
+    /// What the isolation sweep must show against the tenants (`[isolation]`).
+    pub isolation: Option<IsolationSpec>,
 }
 
 /// Which bound a check sets.
@@ -324,10 +327,16 @@ pub fn parse(text: &str, source: &str) -> Result<Profile> {
     let raw: RawProfile = toml::from_str(text)
         .map_err(|e| Error::Profile(format!("{source}: {}", e.to_string().trim_end())))?;
     let err = |key: String, msg: String| Error::Profile(format!("{source}: key `{key}`: {msg}"));
-    if raw.check.is_empty() {
+    let tables = raw.inventory.is_some()
+        || raw.lossless.is_some()
+        || raw.load.is_some()
+        || raw.isolation.is_some();
+    if raw.check.is_empty() && !tables {
         return Err(err(
             "check".into(),
-            "the profile has no [[check]]: a profile without checks proves nothing".into(),
+            "the profile has no [[check]] and no [inventory], [lossless], [load] or [isolation] \
+             table: a profile without checks proves nothing"
+                .into(),
         ));
     }
     if let Some(r) = raw.line_rate_gbit_s {
@@ -349,6 +358,12 @@ pub fn parse(text: &str, source: &str) -> Result<Profile> {
     check_load(raw.load.as_ref(), &err)?;
     check_inventory(raw.inventory.as_ref(), &err)?;
     check_lossless(raw.lossless.as_ref(), &err)?;
+    if raw.isolation == Some(IsolationSpec::default()) {
+        return Err(err(
+            "isolation".into(),
+            "the [isolation] table sets no bound: give breaches_max, unreached_max or both".into(),
+        ));
+    }
     Ok(Profile {
         name: raw.name,
         description: raw.description,
@@ -359,6 +374,7 @@ pub fn parse(text: &str, source: &str) -> Result<Profile> {
         inventory: raw.inventory,
         lossless: raw.lossless,
         load: raw.load,
+        isolation: raw.isolation,
     })
 }
 
@@ -684,6 +700,18 @@ pub struct LoadSpec {
     /// this percentage of the same cluster's pairwise bandwidth (the all-pairs sweep's
     /// median one-way pair between nodes at its largest size), not a fixed number.
     pub ep_network_of_pairwise_min_pct: Option<f64>,
+}
+
+/// `[isolation]` of a profile (docs/tenants.md): what `bench-lat --pattern isolation` must
+/// show against the tenants (`aggregate --tenants`, else the plan's `[[tenant]]` tables).
+/// Each key given is one check (`isolation-*`); a count of ordered node pairs.
+#[derive(Debug, Clone, Default, serde::Deserialize, serde::Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct IsolationSpec {
+    /// Pairs of two tenants with an attempt the fabric delivered (a breach), at most this.
+    pub breaches_max: Option<u64>,
+    /// Pairs of one tenant with an attempt that did not reach its peer, at most this.
+    pub unreached_max: Option<u64>,
 }
 
 impl LoadSpec {

@@ -131,10 +131,11 @@ pub fn echo(
                     return (o, detail);
                 }
             }
-            Err(e) if matches!(
-                e.kind(),
-                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-            ) =>
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
             {
                 return (ReachOutcome::TimedOut, Some("no echo reply".into()))
             }
@@ -170,7 +171,10 @@ mod tests {
         let mut raw = vec![0x45u8; 1];
         raw.extend_from_slice(&[0; 19]);
         raw.extend_from_slice(&reply);
-        assert_eq!(verdict(&raw, true, me, me, 9, 5), Some(ReachOutcome::Reached));
+        assert_eq!(
+            verdict(&raw, true, me, me, 9, 5),
+            Some(ReachOutcome::Reached)
+        );
         assert_eq!(verdict(&raw, true, me, me, 8, 5), None);
         // An unreachable from a router, quoting our echo.
         let mut unreach = vec![DEST_UNREACHABLE, 1, 0, 0, 0, 0, 0, 0, 0x45];

@@ -69,7 +69,16 @@ pub fn run_job(
         );
     }
     let (listener, roster) = flows::roster(gang, settings.bind)?;
-    let endpoints = endpoints(&roster, tenants);
+    let mut endpoints = endpoints(&roster, tenants);
+    // Each rank names the interface its data address sits on (the plan's NIC name).
+    let mine = settings
+        .bind
+        .and_then(probe::discovery::netif::interface_of)
+        .unwrap_or_default();
+    let names = gang.all_gather(mine.as_bytes(), "data interfaces")?;
+    for (e, name) in endpoints.iter_mut().zip(names) {
+        e.interface = Some(String::from_utf8_lossy(&name).into_owned()).filter(|n| !n.is_empty());
+    }
     let me = gang.rank();
     let stop = AtomicBool::new(false);
     let icmp = settings.icmp && icmp::available(settings.bind);
@@ -358,14 +367,7 @@ mod tests {
         });
         drop(l);
         let closed = ep(1, "b", 0);
-        let a = tcp_attempt(
-            0,
-            &ReachEndpoint {
-                port,
-                ..closed
-            },
-            &settings,
-        );
+        let a = tcp_attempt(0, &ReachEndpoint { port, ..closed }, &settings);
         assert_eq!(a.outcome, ReachOutcome::Refused, "{a:?}");
         assert!(a.outcome.delivered());
     }

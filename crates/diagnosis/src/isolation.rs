@@ -1,0 +1,370 @@
+//! Tenants kept apart, judged from the hosts: the isolation sweeps of the inputs
+//! (`bench-lat --pattern isolation`) against the tenants (`aggregate --tenants`, else the
+//! plan's `[[tenant]]` tables). Inside a tenant every attempt must reach its peer; across
+//! tenants the fabric must deliver none. A breach is named with its pair and its path
+//! through the plan (NIC, leaf, spines, leaf, NIC), the tenant-by-tenant picture shows
+//! where reach went, and `[isolation]`'s checks count the pairs at fault.
+
+use std::collections::BTreeMap;
+
+use results::fabric_plan::FabricPlan;
+use results::reach::{Block, PairFinding, ReachEndpoint};
+use results::tenants::Tenants;
+use serde::Serialize;
+use verdict::input::Loaded;
+use verdict::judge::{Outcome, Status};
+use verdict::profile::IsolationSpec;
+
+/// Pair findings listed in the report; more are counted.
+const LISTED: usize = 200;
+
+/// What the isolation sweeps of the inputs came to.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Isolation {
+    /// Where the tenants came from (`tenants FILE`, `plan FILE`).
+    pub tenants_source: String,
+    /// Tenants in picture order.
+    pub tenants: Vec<String>,
+    /// One row per tenant: `delivered/pairs` toward each tenant of `tenants`.
+    pub picture: Vec<PictureRow>,
+    /// Cross-tenant pairs the fabric delivered, with their paths (first [`LISTED`]).
+    pub breaches: Vec<Named>,
+    pub breaches_total: usize,
+    /// Same-tenant pairs that did not reach (first [`LISTED`]).
+    pub unreached: Vec<Named>,
+    pub unreached_total: usize,
+    /// Ordered pairs judged inside and across tenants.
+    pub inside_pairs: u64,
+    pub across_pairs: u64,
+    /// Pairs whose every attempt judged nothing (an attempt that could not be made).
+    pub unjudged: u64,
+    /// Nodes of the sweeps that belong to no tenant (not judged).
+    pub untenanted: Vec<String>,
+    /// The sweeps read (input paths) and their methods.
+    pub sweeps: Vec<String>,
+    /// NICs that behave as members of another tenant: they reach all of that tenant's
+    /// nodes they tried and none of their own (a port in the wrong VLAN, VRF or partition).
+    pub misplaced: Vec<String>,
+}
+
+/// One row of the tenant-by-tenant picture.
+#[derive(Debug, Clone, Serialize)]
+pub struct PictureRow {
+    pub tenant: String,
+    /// `delivered/pairs`, `-` where no pair was tried; `bad` when it breaks the promise.
+    pub cells: Vec<(String, bool)>,
+}
+
+/// One pair at fault, as the report names it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Named {
+    pub from: String,
+    pub from_tenant: String,
+    pub to: String,
+    pub to_tenant: String,
+    /// NIC, leaf, spines, leaf, NIC by the plan (addresses without one).
+    pub path: String,
+    pub attempts: String,
+}
+
+/// The isolation sweeps of `docs` judged against `tenants`; `None` without a sweep.
+pub fn view(docs: &[Loaded], tenants: &Tenants, plan: Option<&FabricPlan>) -> Option<Isolation> {
+    let sweeps: Vec<(&Loaded, &results::reach::ReachRun)> = docs
+        .iter()
+        .filter_map(|d| d.doc.reach.as_ref().map(|r| (d, r)))
+        .collect();
+    if sweeps.is_empty() {
+        return None;
+    }
+    let mut v = Isolation {
+        tenants_source: tenants.source.clone(),
+        ..Default::default()
+    };
+    let mut blocks: BTreeMap<(String, String), Block> = BTreeMap::new();
+    let mut untenanted = std::collections::BTreeSet::new();
+    for (d, run) in sweeps {
+        let tenant_of = |n: &str| tenants.of_node(n).map(|t| t.name.as_str());
+        v.misplaced.extend(misplaced(run, &tenant_of, plan));
+        let j = run.judge(tenant_of);
+        for (k, b) in j.blocks {
+            let into = blocks.entry(k).or_default();
+            into.pairs += b.pairs;
+            into.delivered += b.delivered;
+            into.reached += b.reached;
+        }
+        v.unjudged += j.unjudged;
+        untenanted.extend(j.untenanted);
+        v.breaches_total += j.breaches.len();
+        v.unreached_total += j.unreached.len();
+        let name = |f: &PairFinding| named(f, plan);
+        v.breaches.extend(
+            j.breaches
+                .iter()
+                .take(LISTED.saturating_sub(v.breaches.len()))
+                .map(name),
+        );
+        v.unreached.extend(
+            j.unreached
+                .iter()
+                .take(LISTED.saturating_sub(v.unreached.len()))
+                .map(name),
+        );
+        v.sweeps.push(format!(
+            "{} ({}; {} ms timeout, rails {})",
+            verdict::escape::shorten(
+                &d.path
+                    .file_name()
+                    .map_or(d.path.display().to_string(), |n| n
+                        .to_string_lossy()
+                        .into_owned()),
+                256
+            ),
+            run.methods.join(" + "),
+            run.timeout_ms,
+            run.rail_mode
+        ));
+    }
+    v.untenanted = untenanted.into_iter().collect();
+    v.tenants = tenants.names().iter().map(|s| s.to_string()).collect();
+    for ((a, b), blk) in &blocks {
+        if a == b {
+            v.inside_pairs += blk.pairs;
+        } else {
+            v.across_pairs += blk.pairs;
+        }
+    }
+    v.picture = picture(&v.tenants, &blocks);
+    Some(v)
+}
+
+/// Per endpoint: pairs tried and delivered toward each tenant (both directions); an
+/// endpoint that reached nothing of its own tenant and everything of one other is in that
+/// other tenant's partition.
+fn misplaced<'a>(
+    run: &results::reach::ReachRun,
+    tenant_of: &dyn Fn(&str) -> Option<&'a str>,
+    plan: Option<&FabricPlan>,
+) -> Vec<String> {
+    let ranks: BTreeMap<u32, &ReachEndpoint> = run.endpoints.iter().map(|e| (e.rank, e)).collect();
+    // (endpoint, peer) -> delivered by any judged attempt either way.
+    let mut pairs: BTreeMap<(u32, u32), bool> = BTreeMap::new();
+    for a in run.attempts.iter().filter(|a| a.outcome.judged()) {
+        for key in [(a.from, a.to), (a.to, a.from)] {
+            *pairs.entry(key).or_default() |= a.outcome.delivered();
+        }
+    }
+    // endpoint -> tenant -> (tried, delivered)
+    let mut seen: BTreeMap<u32, BTreeMap<&str, (u32, u32)>> = BTreeMap::new();
+    for ((me, peer), delivered) in pairs {
+        let Some(t) = ranks.get(&peer).and_then(|p| tenant_of(&p.node)) else {
+            continue;
+        };
+        let c = seen.entry(me).or_default().entry(t).or_default();
+        c.0 += 1;
+        c.1 += u32::from(delivered);
+    }
+    let mut out = Vec::new();
+    for (me, by_tenant) in seen {
+        let Some(e) = ranks.get(&me) else { continue };
+        let Some(own) = tenant_of(&e.node) else {
+            continue;
+        };
+        let own_dead = by_tenant.get(own).is_some_and(|c| c.0 > 0 && c.1 == 0);
+        let joined: Vec<&str> = by_tenant
+            .iter()
+            .filter(|(t, c)| **t != own && c.0 > 0 && c.1 == c.0)
+            .map(|(t, _)| *t)
+            .collect();
+        if let [other] = joined.as_slice() {
+            if own_dead {
+                let on = plan
+                    .and_then(|p| leaf(e, p))
+                    .map(|l| format!(" (its port on {l})"))
+                    .unwrap_or_default();
+                out.push(format!(
+                    "{}{on} behaves as a member of tenant {other}, not of its own tenant {own}: \
+                     it reached every node of {other} it tried and none of {own}; its port's \
+                     VLAN, VRF or partition is {other}'s",
+                    end(e)
+                ));
+            }
+        }
+    }
+    out
+}
+
+fn picture(tenants: &[String], blocks: &BTreeMap<(String, String), Block>) -> Vec<PictureRow> {
+    tenants
+        .iter()
+        .map(|a| PictureRow {
+            tenant: a.clone(),
+            cells: tenants
+                .iter()
+                .map(|b| match blocks.get(&(a.clone(), b.clone())) {
+                    None => ("-".to_string(), false),
+                    Some(blk) => {
+                        let bad = if a == b {
+                            blk.reached < blk.pairs
+                        } else {
+                            blk.delivered > 0
+                        };
+                        (format!("{}/{}", blk.delivered, blk.pairs), bad)
+                    }
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// One end as the report names it: node, NIC and address.
+fn end(e: &ReachEndpoint) -> String {
+    let mut s = e.node.clone();
+    if let Some(i) = &e.interface {
+        s = format!("{s} {i}");
+    }
+    if !e.address.is_empty() {
+        s = format!("{s} ({})", e.address);
+    }
+    s
+}
+
+/// The leaf the plan puts an end's NIC on.
+fn leaf<'a>(e: &ReachEndpoint, plan: &'a FabricPlan) -> Option<&'a str> {
+    let nic = e.interface.as_deref()?;
+    plan.nic
+        .iter()
+        .find(|n| n.node == e.node && n.nic == nic)
+        .map(|n| n.switch.as_str())
+}
+
+fn named(f: &PairFinding, plan: Option<&FabricPlan>) -> Named {
+    let (a, b) = (end(&f.from), end(&f.to));
+    let path = match plan.map(|p| (leaf(&f.from, p), leaf(&f.to, p))) {
+        Some((Some(la), Some(lb))) if la == lb => format!("{a} -> {la} -> {b}"),
+        Some((Some(la), Some(lb))) => format!("{a} -> {la} -> spines -> {lb} -> {b}"),
+        _ => format!("{a} -> {b} (no plan places these NICs)"),
+    };
+    Named {
+        from: f.from.node.clone(),
+        from_tenant: f.from.tenant.clone().unwrap_or_default(),
+        to: f.to.node.clone(),
+        to_tenant: f.to.tenant.clone().unwrap_or_default(),
+        path,
+        attempts: f.attempts.join(", "),
+    }
+}
+
+const BREACHES: &str = "Isolation between tenants: ordered node pairs of two tenants that reached each other on the data fabric (any attempt delivered)";
+const REACH: &str = "Reach inside each tenant: ordered node pairs of one tenant with an attempt that did not reach its peer";
+const NO_SWEEP: &str = "no isolation sweep in the inputs: run bench-lat --pattern isolation under mpirun across the tenants' nodes (docs/tenants.md)";
+const NO_TENANTS: &str = "no tenants to judge the isolation sweep against: give aggregate --tenants FILE, or a --plan with [[tenant]] tables";
+
+/// The checks of an `[isolation]` table; each key given is one check.
+pub fn checks(
+    spec: &IsolationSpec,
+    docs: &[Loaded],
+    tenants: Option<&Tenants>,
+    plan: Option<&FabricPlan>,
+) -> Vec<Outcome> {
+    let view = tenants.and_then(|t| view(docs, t, plan));
+    let missing = if docs.iter().all(|d| d.doc.reach.is_none()) {
+        NO_SWEEP
+    } else {
+        NO_TENANTS
+    };
+    let mut out = Vec::new();
+    if let Some(max) = spec.breaches_max {
+        out.push(match &view {
+            Some(v) if v.across_pairs > 0 => counted(
+                "breaches",
+                BREACHES,
+                max,
+                v.breaches_total,
+                v.across_pairs,
+                &v.breaches,
+            ),
+            Some(_) => missing_outcome("breaches", BREACHES, max, "the isolation sweeps tried no pair of two tenants: put nodes of at least two tenants in the sweep"),
+            None => missing_outcome("breaches", BREACHES, max, missing),
+        });
+    }
+    // A NIC in the wrong partition explains its pairs: it is named first.
+    if let (Some(o), Some(v)) = (out.last_mut(), &view) {
+        if !v.misplaced.is_empty() && o.status == Status::Fail {
+            o.worst_at = format!("{}; pairs: {}", v.misplaced.join("; "), o.worst_at);
+        }
+    }
+    if let Some(max) = spec.unreached_max {
+        out.push(match &view {
+            Some(v) if v.inside_pairs > 0 => counted(
+                "reach",
+                REACH,
+                max,
+                v.unreached_total,
+                v.inside_pairs,
+                &v.unreached,
+            ),
+            Some(_) => missing_outcome("reach", REACH, max, "the isolation sweeps tried no pair inside a tenant: put at least two nodes of a tenant in the sweep"),
+            None => missing_outcome("reach", REACH, max, missing),
+        });
+    }
+    out
+}
+
+fn base(id: &str, description: &str, max: u64) -> Outcome {
+    Outcome {
+        id: format!("isolation-{id}"),
+        description: description.into(),
+        metric: format!("isolation_{id}"),
+        unit: "pairs".into(),
+        selector: "every pair of every isolation sweep".into(),
+        bound: format!("<= {max} pairs"),
+        bound_value: max as f64,
+        status: Status::Missing,
+        measured: None,
+        worst_at: String::new(),
+        observations: 0,
+        warning: None,
+        at_least: false,
+    }
+}
+
+fn missing_outcome(id: &str, description: &str, max: u64, why: &str) -> Outcome {
+    Outcome {
+        worst_at: why.into(),
+        ..base(id, description, max)
+    }
+}
+
+fn counted(
+    id: &str,
+    description: &str,
+    max: u64,
+    found: usize,
+    judged: u64,
+    named: &[Named],
+) -> Outcome {
+    let at = if named.is_empty() {
+        format!("none of {judged} pair(s)")
+    } else {
+        let mut s: Vec<String> = named
+            .iter()
+            .take(5)
+            .map(|n| format!("{}: {}", n.path, n.attempts))
+            .collect();
+        if found > 5 {
+            s.push(format!("and {} more", found - 5));
+        }
+        s.join("; ")
+    };
+    Outcome {
+        status: if found as u64 <= max {
+            Status::Pass
+        } else {
+            Status::Fail
+        },
+        measured: Some(found as f64),
+        worst_at: at,
+        observations: judged as usize,
+        ..base(id, description, max)
+    }
+}
