@@ -13,6 +13,9 @@ use p2p_cli::P2pArgs;
 use results::reach::Judged;
 use results::tenants::Tenants;
 
+/// The least the job's waits allow (barriers, gathers) while the ranks make attempts.
+const JOB_WAIT: Duration = Duration::from_secs(300);
+
 fn refuse(what: &str) -> i32 {
     eprintln!("bench-lat: error: {what}");
     base::exit::ERROR
@@ -68,7 +71,10 @@ fn tenants(a: &P2pArgs) -> Result<Option<Tenants>, String> {
 #[cfg(feature = "mpi")]
 fn run_mpi(a: &P2pArgs, settings: &ReachSettings, tenants: Option<&Tenants>) -> i32 {
     base::interrupt::install();
-    let job = match bootstrap::mpi::MpiJob::init(a.timeout()) {
+    // The waits around the attempts hold while every rank makes its own: at most two
+    // attempt timeouts per peer, IN_FLIGHT peers at once, so minutes on a large fabric;
+    // a short --timeout shortens the attempts, not these waits.
+    let job = match bootstrap::mpi::MpiJob::init(a.timeout().max(JOB_WAIT)) {
         Ok(j) => j,
         Err(e) => return refuse(&format!("{e:#}")),
     };

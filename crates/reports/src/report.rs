@@ -356,7 +356,9 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     let tenants = load_tenants(opts.tenants.as_deref(), plan.as_ref())?;
     let cut = match &opts.tenant {
         Some(name) => Some(crate::tenant::cut(
-            opts,
+            &opts.inputs,
+            opts.skip_bad,
+            &opts.limits,
             name,
             tenants.as_ref(),
             plan.as_ref(),

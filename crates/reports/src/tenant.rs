@@ -12,8 +12,6 @@ use verdict::error::{Error, Result};
 use verdict::input;
 use verdict::tenant_view::TenantView;
 
-use crate::report::Options;
-
 /// The cut inputs (in a private directory that lives as long as this), the cut plan and
 /// the tenants the cut is judged against.
 pub struct Cut {
@@ -25,7 +23,9 @@ pub struct Cut {
 
 /// Reads every input, keeps tenant `name`'s share of each, writes the shares.
 pub fn cut(
-    opts: &Options,
+    inputs: &[PathBuf],
+    skip_bad: bool,
+    limits: &input::Limits,
     name: &str,
     tenants: Option<&Tenants>,
     plan: Option<&FabricPlan>,
@@ -36,12 +36,12 @@ pub fn cut(
         ))
     })?;
     let mut view = TenantView::new(all, name).map_err(Error::Usage)?;
-    let set = input::load_with(&opts.inputs, opts.skip_bad, &opts.limits)?;
+    let set = input::load_with(inputs, skip_bad, limits)?;
     let dir = tempfile::Builder::new()
         .prefix("fabcheck-tenant.")
         .tempdir()
         .map_err(|e| Error::Output(format!("cannot make a directory for the cut inputs: {e}")))?;
-    let mut inputs = Vec::new();
+    let mut cut_inputs = Vec::new();
     for d in set.docs {
         let tool = verdict::escape::file_name(&d.doc.tool);
         let Some(doc) = view.restrict(d.doc) else {
@@ -49,14 +49,14 @@ pub fn cut(
         };
         let path = dir
             .path()
-            .join(format!("{:04}-{tool}.json", inputs.len() + 1));
+            .join(format!("{:04}-{tool}.json", cut_inputs.len() + 1));
         let bytes = serde_json::to_vec(&doc)
             .map_err(|e| Error::Output(format!("cannot write the cut of an input: {e}")))?;
         std::fs::write(&path, bytes)
             .map_err(|e| Error::Output(format!("{}: {e}", path.display())))?;
-        inputs.push(path);
+        cut_inputs.push(path);
     }
-    if inputs.is_empty() {
+    if cut_inputs.is_empty() {
         return Err(Error::Usage(format!(
             "--tenant {name}: no input holds a node of this tenant ({})",
             all.get(name).map(|t| t.nodes.join(" ")).unwrap_or_default()
@@ -65,7 +65,7 @@ pub fn cut(
     let tenants = view.tenants().map_err(Error::Usage)?;
     let plan = plan.map(|p| own_plan(p, all, name));
     Ok(Cut {
-        inputs,
+        inputs: cut_inputs,
         plan,
         tenants,
         _dir: dir,

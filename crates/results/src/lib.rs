@@ -12,6 +12,7 @@ pub mod discovery;
 pub mod document;
 pub mod fabric_plan;
 pub mod histogram;
+pub mod hostlist;
 pub mod ibnet;
 pub mod limits;
 pub mod natural;

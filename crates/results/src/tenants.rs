@@ -16,7 +16,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::fabric_plan::expand_hostlist;
+use crate::hostlist::expand_hostlist;
 
 /// Largest tenants file read.
 pub const MAX_TENANTS_BYTES: u64 = 4 << 20;
