@@ -368,3 +368,98 @@ fn counted(
         ..base(id, description, max)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use results::reach::{ReachAttempt, ReachOutcome, ReachRun};
+
+    fn tenants() -> Tenants {
+        Tenants::parse(
+            "t.toml",
+            "version = 1\n[[tenant]]\nname = \"a\"\nnodes = [\"n0\", \"n1\"]\n\
+             [[tenant]]\nname = \"b\"\nnodes = [\"n2\"]\n",
+        )
+        .unwrap()
+    }
+
+    fn sweep(attempts: &[(u32, u32, ReachOutcome)]) -> Loaded {
+        let mut doc = results::Document::new("bench-lat", "mpi", 3, "2026-12-05T00:00:00Z".into());
+        doc.reach = Some(ReachRun {
+            timeout_ms: 2000,
+            methods: vec!["tcp".into()],
+            rail_mode: "aligned".into(),
+            endpoints: (0..3)
+                .map(|r| ReachEndpoint {
+                    rank: r,
+                    node: format!("n{r}"),
+                    address: format!("198.18.0.{}", 10 + r),
+                    ..Default::default()
+                })
+                .collect(),
+            attempts: attempts
+                .iter()
+                .map(|&(from, to, outcome)| ReachAttempt {
+                    from,
+                    to,
+                    method: "tcp".into(),
+                    outcome,
+                    ms: 1.0,
+                    detail: None,
+                })
+                .collect(),
+            tenants_source: None,
+        });
+        Loaded::from_text("iso.json", &serde_json::to_string(&doc).unwrap()).unwrap()
+    }
+
+    fn spec() -> IsolationSpec {
+        IsolationSpec {
+            breaches_max: Some(0),
+            unreached_max: Some(0),
+        }
+    }
+
+    #[test]
+    fn nothing_to_judge_is_missing_and_says_why() {
+        let t = tenants();
+        let none: Vec<Loaded> = vec![];
+        let o = checks(&spec(), &none, Some(&t), None);
+        assert!(o.iter().all(|o| o.status == Status::Missing));
+        assert!(o[0].worst_at.contains("bench-lat --pattern isolation"));
+        let docs = vec![sweep(&[(0, 1, ReachOutcome::Reached)])];
+        let o = checks(&spec(), &docs, None, None);
+        assert!(o[0].worst_at.contains("--tenants"), "{}", o[0].worst_at);
+        // Pairs inside a tenant only: the breach check judged nothing.
+        let o = checks(&spec(), &docs, Some(&t), None);
+        assert_eq!(o[0].status, Status::Missing, "{:?}", o[0]);
+        assert_eq!(o[1].status, Status::Pass);
+    }
+
+    #[test]
+    fn a_breach_fails_and_a_refused_connection_is_delivered() {
+        use ReachOutcome::*;
+        let t = tenants();
+        let docs = vec![sweep(&[
+            (0, 1, Reached),
+            (1, 0, Reached),
+            (0, 2, TimedOut),
+            (2, 0, Unreachable),
+            (1, 2, Refused),
+            (2, 1, TimedOut),
+        ])];
+        let o = checks(&spec(), &docs, Some(&t), None);
+        assert_eq!(o[0].status, Status::Fail);
+        assert_eq!(o[0].measured, Some(1.0));
+        assert!(
+            o[0].worst_at.contains("n1 (198.18.0.11) -> n2"),
+            "{}",
+            o[0].worst_at
+        );
+        assert_eq!(o[1].status, Status::Pass);
+        let v = view(&docs, &t, None).unwrap();
+        assert_eq!(v.picture[0].cells[1], ("1/2".to_string(), true));
+        assert_eq!(v.picture[0].cells[0], ("2/2".to_string(), false));
+    }
+}

@@ -262,6 +262,19 @@ pub fn for_profile(p: &Profile) -> Vec<(String, Run)> {
         }
         out.push(("lossless-*".into(), run));
     }
+    if p.isolation.is_some() {
+        // Every rank tries every other node's: the tenants come from the plan the runner
+        // gives its sweeps (or bench-lat --tenants by hand).
+        out.push((
+            "isolation-*".into(),
+            Run::new(
+                Stage::Links,
+                Launch::EveryRank,
+                "bench-lat",
+                &["--pattern", "isolation"],
+            ),
+        ));
+    }
     if let Some(load) = &p.load {
         if load.impact_mean_max.is_some() || load.impact_p99_max.is_some() {
             out.push((
@@ -452,5 +465,16 @@ mod tests {
         assert!(!feeding("link-loss").contains("--use-cuda"));
         assert!(!feeding("sweep-no-suspect").contains("--one-way"));
         assert!(next_step(&p.checks[0]).contains("`bench-lat --pattern all-pairs"));
+    }
+
+    #[test]
+    fn isolation_is_fed_by_the_isolation_sweep() {
+        let p = profile("[isolation]\nbreaches_max = 0\n");
+        let rows = for_profile(&p);
+        let (id, run) = rows.iter().find(|(id, _)| id == "isolation-*").unwrap();
+        assert_eq!(id, "isolation-*");
+        assert_eq!(run.tool, "bench-lat");
+        assert_eq!(run.args, ["--pattern", "isolation"]);
+        assert_eq!(run.stage, Stage::Links);
     }
 }
