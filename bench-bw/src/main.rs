@@ -549,6 +549,13 @@ fn main() {
     if let p2p::pattern::PatternSpec::Incast(n) = cli.p2p.pattern {
         std::process::exit(incast::run(&cli.p2p, n, cli.bidirectional, || plan(&cli)));
     }
+    if let p2p::pattern::PatternSpec::Isolation = cli.p2p.pattern {
+        eprintln!(
+            "bench-bw: error: --pattern isolation is bench-lat's (reach, not bandwidth): \
+             mpirun ... bench-lat --pattern isolation --tenants FILE"
+        );
+        std::process::exit(base::exit::ERROR);
+    }
     let code = match plan(&cli) {
         Ok(plan) => p2p_cli::launch::run(
             &cli.p2p.launch(),
