@@ -235,6 +235,65 @@ impl Tenants {
         self.tenants.iter().map(|t| t.name.as_str()).collect()
     }
 
+    /// What is wrong with the P_Key table (`keys`, raw 16-bit values in use) of a port of
+    /// `node`, by the tenants: its tenant's partition missing or with the wrong
+    /// membership, another tenant's partition present, the default partition as a full
+    /// member on a tenant's port. Empty: the table is as the tenants promise.
+    pub fn pkey_findings(&self, node: &str, keys: &[u16]) -> Vec<String> {
+        let mut out = Vec::new();
+        let own = self.of_node(node);
+        let shown = |raw: u16| format!("{raw:#06x} ({})", Membership::of_pkey(raw).as_str());
+        if let Some(t) = own {
+            if let Some(k) = t.pkey_value() {
+                let want = match t.membership {
+                    Membership::Full => k | 0x8000,
+                    Membership::Limited => k,
+                };
+                match keys.iter().find(|&&raw| raw & 0x7fff == k) {
+                    None => out.push(format!(
+                        "does not hold its tenant {}'s partition {}",
+                        t.name,
+                        shown(want)
+                    )),
+                    Some(&raw) if raw != want => out.push(format!(
+                        "holds its tenant {}'s partition as {}, promised {}",
+                        t.name,
+                        shown(raw),
+                        t.membership.as_str()
+                    )),
+                    Some(_) => {}
+                }
+            }
+            if keys.contains(&(DEFAULT_PKEY | 0x8000)) {
+                out.push(format!(
+                    "holds the default partition as a full member (0xffff): it can talk to every \
+                     port of the default partition; tenant {}'s ports should be limited (0x7fff) \
+                     at most",
+                    t.name
+                ));
+            }
+        }
+        for other in self
+            .tenants
+            .iter()
+            .filter(|o| own.is_none_or(|t| t.name != o.name))
+        {
+            let Some(k) = other.pkey_value() else {
+                continue;
+            };
+            if let Some(&raw) = keys.iter().find(|&&raw| raw & 0x7fff == k) {
+                out.push(format!(
+                    "holds tenant {}'s partition {}{}",
+                    other.name,
+                    shown(raw),
+                    own.map(|t| format!(" (it is tenant {}'s node)", t.name))
+                        .unwrap_or_else(|| " (it is in no tenant)".into())
+                ));
+            }
+        }
+        out
+    }
+
     /// Whether traffic between the two nodes is meant to flow: same tenant, both known.
     /// `None` when either node belongs to no tenant (nothing is promised for it).
     pub fn same_tenant(&self, a: &str, b: &str) -> Option<bool> {

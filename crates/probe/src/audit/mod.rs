@@ -10,6 +10,7 @@
 
 mod module_eeprom;
 pub mod parse;
+pub mod pkeys;
 pub mod source;
 
 use std::collections::BTreeMap;

@@ -1,0 +1,106 @@
+//! A port's P_Key table, as the host sees it (`/sys/class/infiniband/DEV/ports/N/pkeys/I`,
+//! one hex value per index) and as the SM side reads it (`smpquery pkeys`, infiniband-diags:
+//! eight values a line after the first index of the line, then `N pkeys capacity for this
+//! port`). Index 0 is where the default partition lives; `0x0000` is an empty slot. Bit 15
+//! of each key is the port's membership (1 full, 0 limited). The judgment against a
+//! tenant is `results::tenants::Tenant::pkey_findings`.
+
+use std::path::Path;
+
+/// A port's P_Key table: (index, raw 16-bit key) of every slot in use, and the table's
+/// size where the tool says it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PkeyTable {
+    pub entries: Vec<(u16, u16)>,
+    pub capacity: Option<u32>,
+}
+
+impl PkeyTable {
+    /// The raw keys in use, in index order.
+    pub fn keys(&self) -> Vec<u16> {
+        self.entries.iter().map(|e| e.1).collect()
+    }
+}
+
+/// `smpquery pkeys` output.
+pub fn parse_smpquery(text: &str) -> Result<PkeyTable, String> {
+    let mut t = PkeyTable::default();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(cap) = line.strip_suffix("pkeys capacity for this port") {
+            t.capacity = cap.trim().parse().ok();
+            continue;
+        }
+        let (first, values) = line
+            .split_once(':')
+            .ok_or_else(|| format!("line {}: {line:?} is not `INDEX: KEY ...`", n + 1))?;
+        let first: u16 = first
+            .trim()
+            .parse()
+            .map_err(|_| format!("line {}: {first:?} is not an index", n + 1))?;
+        for (i, v) in values.split_whitespace().enumerate() {
+            let key =
+                results::tenants::parse_pkey(v).map_err(|e| format!("line {}: {e}", n + 1))?;
+            if key & 0x7fff != 0 {
+                t.entries.push((first + i as u16, key));
+            }
+        }
+    }
+    if t.entries.is_empty() && t.capacity.is_none() {
+        return Err("no P_Key line: is this `smpquery pkeys` output?".into());
+    }
+    Ok(t)
+}
+
+/// The table under `/sys/class/infiniband/DEV/ports/N/pkeys`.
+pub fn read_sysfs(dir: &Path) -> Result<PkeyTable, String> {
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut t = PkeyTable::default();
+    let mut slots = 0u32;
+    for e in entries.flatten() {
+        let Some(index) = e.file_name().to_str().and_then(|n| n.parse::<u16>().ok()) else {
+            continue;
+        };
+        slots += 1;
+        let text = std::fs::read_to_string(e.path())
+            .map_err(|err| format!("{}: {err}", e.path().display()))?;
+        let key = results::tenants::parse_pkey(&text)?;
+        if key & 0x7fff != 0 {
+            t.entries.push((index, key));
+        }
+    }
+    t.entries.sort_unstable();
+    t.capacity = Some(slots);
+    Ok(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sysfs_slots_are_read_in_index_order() {
+        let d = tempfile::tempdir().unwrap();
+        for (i, v) in [
+            (0, "0xffff\n"),
+            (1, "0x8001\n"),
+            (2, "0x0000\n"),
+            (10, "0x0002\n"),
+        ] {
+            std::fs::write(d.path().join(i.to_string()), v).unwrap();
+        }
+        let t = read_sysfs(d.path()).unwrap();
+        assert_eq!(t.entries, [(0, 0xffff), (1, 0x8001), (10, 0x0002)]);
+        assert_eq!(t.capacity, Some(4));
+    }
+
+    #[test]
+    fn garbage_is_refused_with_its_line() {
+        assert!(parse_smpquery("").is_err());
+        let e = parse_smpquery("   0: 0x7fff 0xzz").unwrap_err();
+        assert!(e.contains("line 1"), "{e}");
+    }
+}
