@@ -307,7 +307,72 @@ pub fn checks(
             None => missing_outcome("reach", REACH, max, missing),
         });
     }
+    if let Some(max) = spec.partition_findings_max {
+        out.push(partitions(max, docs, tenants));
+    }
     out
+}
+
+const PARTITIONS: &str = "Partitions by tenant: InfiniBand ports whose P_Key table breaks their tenant's promise (its partition missing or with the wrong membership, another tenant's partition, the default partition as a full member)";
+
+/// Every InfiniBand port's P_Key table in the inputs' audits, once per host and port,
+/// judged against the tenants.
+fn partitions(max: u64, docs: &[Loaded], tenants: Option<&Tenants>) -> Outcome {
+    let o = judge_partitions(max, docs, tenants);
+    Outcome {
+        unit: "ports".into(),
+        bound: format!("<= {max} ports"),
+        ..o
+    }
+}
+
+fn judge_partitions(max: u64, docs: &[Loaded], tenants: Option<&Tenants>) -> Outcome {
+    let Some(t) = tenants else {
+        return missing_outcome("partitions", PARTITIONS, max, NO_TENANTS);
+    };
+    let mut seen = std::collections::BTreeSet::new();
+    let mut named = Vec::new();
+    for h in docs.iter().flat_map(|d| &d.doc.hosts) {
+        let Some(audit) = &h.audit else { continue };
+        for p in audit.ports.iter().filter(|p| p.is_infiniband()) {
+            let Some(keys) = &p.pkeys.value else { continue };
+            if !seen.insert((h.hostname.clone(), p.name())) {
+                continue;
+            }
+            let f = t.pkey_findings(&h.hostname, keys);
+            if !f.is_empty() {
+                named.push(format!("{} {}: {}", h.hostname, p.name(), f.join("; ")));
+            }
+        }
+    }
+    if seen.is_empty() {
+        return missing_outcome(
+            "partitions",
+            PARTITIONS,
+            max,
+            "no InfiniBand port's P_Key table in the inputs: run fabric-doctor on every node (or any sweep: each rank's audit reads /sys/class/infiniband/DEV/ports/N/pkeys)",
+        );
+    }
+    let at = if named.is_empty() {
+        format!("none of {} port(s)", seen.len())
+    } else {
+        let mut s: Vec<String> = named.iter().take(5).cloned().collect();
+        if named.len() > 5 {
+            s.push(format!("and {} more", named.len() - 5));
+        }
+        s.join("; ")
+    };
+    Outcome {
+        status: if named.len() as u64 <= max {
+            Status::Pass
+        } else {
+            Status::Fail
+        },
+        measured: Some(named.len() as f64),
+        worst_at: at,
+        observations: seen.len(),
+        ..base("partitions", PARTITIONS, max)
+    }
 }
 
 fn base(id: &str, description: &str, max: u64) -> Outcome {
@@ -418,6 +483,7 @@ mod tests {
         IsolationSpec {
             breaches_max: Some(0),
             unreached_max: Some(0),
+            partition_findings_max: None,
         }
     }
 
@@ -461,5 +527,68 @@ mod tests {
         let v = view(&docs, &t, None).unwrap();
         assert_eq!(v.picture[0].cells[1], ("1/2".to_string(), true));
         assert_eq!(v.picture[0].cells[0], ("2/2".to_string(), false));
+    }
+
+    #[test]
+    fn a_port_in_another_tenants_partition_fails_the_partition_check() {
+        use results::audit::{Fact, NodeAudit, PortAudit};
+        let t = Tenants::parse(
+            "t.toml",
+            "version = 1\n[[tenant]]\nname = \"a\"\nnodes = [\"n0\"]\npkey = \"0x0001\"\n\
+             [[tenant]]\nname = \"b\"\nnodes = [\"n1\"]\npkey = \"0x0002\"\n",
+        )
+        .unwrap();
+        let host = |name: &str, keys: Option<Vec<u16>>| results::HostInfo {
+            hostname: name.into(),
+            audit: Some(NodeAudit {
+                ports: vec![PortAudit {
+                    interface: "ib0".into(),
+                    rdma_device: Some("mlx5_0".into()),
+                    rdma_port: Some(1),
+                    link_layer: "InfiniBand".into(),
+                    pkeys: match keys {
+                        Some(k) => Fact::known("/sys/class/infiniband/mlx5_0/ports/1/pkeys", k),
+                        None => Fact::unknown("pkeys", "no such directory"),
+                    },
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let doc = |hosts: Vec<results::HostInfo>| {
+            let mut d =
+                results::Document::new("fabric-doctor", "mpi", 2, "2026-12-05T00:00:00Z".into());
+            d.hosts = hosts;
+            Loaded::from_text("audit.json", &serde_json::to_string(&d).unwrap()).unwrap()
+        };
+        let spec = IsolationSpec {
+            partition_findings_max: Some(0),
+            ..Default::default()
+        };
+        let unknown = vec![doc(vec![host("n0", None)])];
+        assert_eq!(
+            checks(&spec, &unknown, Some(&t), None)[0].status,
+            Status::Missing
+        );
+        let good = vec![doc(vec![
+            host("n0", Some(vec![0x7fff, 0x8001])),
+            host("n1", Some(vec![0x7fff, 0x8002])),
+        ])];
+        let o = &checks(&spec, &good, Some(&t), None)[0];
+        assert_eq!((o.status, o.observations), (Status::Pass, 2), "{o:?}");
+        let wrong = vec![doc(vec![
+            host("n0", Some(vec![0x7fff, 0x8001])),
+            host("n1", Some(vec![0x7fff, 0x8001])),
+        ])];
+        let o = &checks(&spec, &wrong, Some(&t), None)[0];
+        assert_eq!(o.status, Status::Fail);
+        assert!(
+            o.worst_at
+                .starts_with("n1 ib0 (mlx5_0/1): does not hold its tenant b's partition"),
+            "{}",
+            o.worst_at
+        );
+        assert_eq!(o.unit, "ports");
     }
 }

@@ -149,6 +149,11 @@ pub struct PortAudit {
     /// Driver counters (`ethtool -S`) that tell of loss, pause, congestion and bit errors.
     pub driver_counters: Fact<BTreeMap<String, u64>>,
     pub module: Fact<Module>,
+    /// The port's P_Key table, raw 16-bit keys in use in index order (bit 15: full
+    /// membership), from `/sys/class/infiniband/DEV/ports/N/pkeys`; judged against the
+    /// tenants. Absent in older documents.
+    #[serde(default)]
+    pub pkeys: Fact<Vec<u16>>,
 }
 
 impl PortAudit {

@@ -264,7 +264,7 @@ impl Tenants {
                     Some(_) => {}
                 }
             }
-            if keys.contains(&(DEFAULT_PKEY | 0x8000)) {
+            if t.pkey.is_some() && keys.contains(&(DEFAULT_PKEY | 0x8000)) {
                 out.push(format!(
                     "holds the default partition as a full member (0xffff): it can talk to every \
                      port of the default partition; tenant {}'s ports should be limited (0x7fff) \

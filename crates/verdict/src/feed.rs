@@ -262,7 +262,20 @@ pub fn for_profile(p: &Profile) -> Vec<(String, Run)> {
         }
         out.push(("lossless-*".into(), run));
     }
-    if p.isolation.is_some() {
+    if p.isolation
+        .as_ref()
+        .is_some_and(|i| i.partition_findings_max.is_some())
+    {
+        // Each node's audit reads its ports' P_Key tables.
+        out.push((
+            "isolation-partitions".into(),
+            Run::new(Stage::Config, Launch::EveryNode, "fabric-doctor", &[]),
+        ));
+    }
+    if p.isolation
+        .as_ref()
+        .is_some_and(|i| i.breaches_max.is_some() || i.unreached_max.is_some())
+    {
         // Every rank tries every other node's: the tenants come from the plan the runner
         // gives its sweeps (or bench-lat --tenants by hand).
         out.push((
@@ -476,5 +489,13 @@ mod tests {
         assert_eq!(run.tool, "bench-lat");
         assert_eq!(run.args, ["--pattern", "isolation"]);
         assert_eq!(run.stage, Stage::Links);
+        assert!(!rows.iter().any(|(id, _)| id == "isolation-partitions"));
+        let p = profile("[isolation]\npartition_findings_max = 0\n");
+        let rows = for_profile(&p);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(
+            (rows[0].0.as_str(), rows[0].1.tool),
+            ("isolation-partitions", "fabric-doctor")
+        );
     }
 }

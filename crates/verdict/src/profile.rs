@@ -361,7 +361,7 @@ pub fn parse(text: &str, source: &str) -> Result<Profile> {
     if raw.isolation == Some(IsolationSpec::default()) {
         return Err(err(
             "isolation".into(),
-            "the [isolation] table sets no bound: give breaches_max, unreached_max or both".into(),
+            "the [isolation] table sets no bound: give breaches_max, unreached_max or partition_findings_max".into(),
         ));
     }
     Ok(Profile {
@@ -712,6 +712,10 @@ pub struct IsolationSpec {
     pub breaches_max: Option<u64>,
     /// Pairs of one tenant with an attempt that did not reach its peer, at most this.
     pub unreached_max: Option<u64>,
+    /// InfiniBand ports whose P_Key table breaks their tenant's promise (its partition
+    /// missing or with the wrong membership, another tenant's, the default as a full
+    /// member), at most this.
+    pub partition_findings_max: Option<u64>,
 }
 
 impl LoadSpec {

@@ -139,6 +139,7 @@ fn discover(src: &dyn Source, opts: &Options) -> Vec<PortAudit> {
                 link_layer,
                 pci: pci.clone(),
                 firmware: fw.clone(),
+                pkeys: pkey_table(src, &format!("{pd}/pkeys")),
                 ..Default::default()
             };
             p.traffic = match gid {
@@ -259,6 +260,28 @@ fn dcb<T>(
     match parse(&out.stdout) {
         Ok(v) => Fact::known(label, v),
         Err(e) => Fact::unknown(label, e),
+    }
+}
+
+/// A port's P_Key table from its slot files (through the source: live or a capture).
+fn pkey_table(src: &dyn Source, dir: &str) -> Fact<Vec<u16>> {
+    let names = match src.list(dir) {
+        Ok(n) => n,
+        Err(e) => return Fact::unknown(dir, e),
+    };
+    let mut slots = Vec::new();
+    for name in names {
+        let Ok(index) = name.parse::<u16>() else {
+            continue;
+        };
+        match src.read(&format!("{dir}/{name}")) {
+            Ok(text) => slots.push((index, text)),
+            Err(e) => return Fact::unknown(format!("{dir}/{name}"), e),
+        }
+    }
+    match pkeys::from_slots(&slots) {
+        Ok(t) => Fact::known(dir, t.keys()),
+        Err(e) => Fact::unknown(dir, e),
     }
 }
 

@@ -55,26 +55,35 @@ pub fn parse_smpquery(text: &str) -> Result<PkeyTable, String> {
     Ok(t)
 }
 
+/// The table from its slots: (index, the slot file's text), in any order.
+pub fn from_slots(slots: &[(u16, String)]) -> Result<PkeyTable, String> {
+    let mut t = PkeyTable {
+        capacity: Some(slots.len() as u32),
+        ..Default::default()
+    };
+    for (index, text) in slots {
+        let key = results::tenants::parse_pkey(text).map_err(|e| format!("slot {index}: {e}"))?;
+        if key & 0x7fff != 0 {
+            t.entries.push((*index, key));
+        }
+    }
+    t.entries.sort_unstable();
+    Ok(t)
+}
+
 /// The table under `/sys/class/infiniband/DEV/ports/N/pkeys`.
 pub fn read_sysfs(dir: &Path) -> Result<PkeyTable, String> {
     let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let mut t = PkeyTable::default();
-    let mut slots = 0u32;
+    let mut slots = Vec::new();
     for e in entries.flatten() {
         let Some(index) = e.file_name().to_str().and_then(|n| n.parse::<u16>().ok()) else {
             continue;
         };
-        slots += 1;
         let text = std::fs::read_to_string(e.path())
             .map_err(|err| format!("{}: {err}", e.path().display()))?;
-        let key = results::tenants::parse_pkey(&text)?;
-        if key & 0x7fff != 0 {
-            t.entries.push((index, key));
-        }
+        slots.push((index, text));
     }
-    t.entries.sort_unstable();
-    t.capacity = Some(slots);
-    Ok(t)
+    from_slots(&slots)
 }
 
 #[cfg(test)]
