@@ -126,13 +126,7 @@ pub fn view(docs: &[Loaded], tenants: &Tenants, plan: Option<&FabricPlan>) -> Op
     }
     v.untenanted = untenanted.into_iter().collect();
     v.tenants = tenants.names().iter().map(|s| s.to_string()).collect();
-    for ((a, b), blk) in &blocks {
-        if a == b {
-            v.inside_pairs += blk.pairs;
-        } else {
-            v.across_pairs += blk.pairs;
-        }
-    }
+    (v.inside_pairs, v.across_pairs) = results::reach::inside_and_across(&blocks);
     v.picture = picture(&v.tenants, &blocks);
     Some(v)
 }
@@ -259,14 +253,14 @@ const REACH: &str = "Reach inside each tenant: ordered node pairs of one tenant 
 const NO_SWEEP: &str = "no isolation sweep in the inputs: run bench-lat --pattern isolation under mpirun across the tenants' nodes (docs/tenants.md)";
 const NO_TENANTS: &str = "no tenants to judge the isolation sweep against: give aggregate --tenants FILE, or a --plan with [[tenant]] tables";
 
-/// The checks of an `[isolation]` table; each key given is one check.
+/// The checks of an `[isolation]` table; each key given is one check. `view` is
+/// [`view`] of the same `docs` and `tenants` (the report shows it too: built once).
 pub fn checks(
     spec: &IsolationSpec,
     docs: &[Loaded],
     tenants: Option<&Tenants>,
-    plan: Option<&FabricPlan>,
+    view: Option<&Isolation>,
 ) -> Vec<Outcome> {
-    let view = tenants.and_then(|t| view(docs, t, plan));
     let missing = if docs.iter().all(|d| d.doc.reach.is_none()) {
         NO_SWEEP
     } else {
@@ -274,7 +268,7 @@ pub fn checks(
     };
     let mut out = Vec::new();
     if let Some(max) = spec.breaches_max {
-        out.push(match &view {
+        out.push(match view {
             Some(v) if v.across_pairs > 0 => counted(
                 "breaches",
                 BREACHES,
@@ -288,13 +282,13 @@ pub fn checks(
         });
     }
     // A NIC in the wrong partition explains its pairs: it is named first.
-    if let (Some(o), Some(v)) = (out.last_mut(), &view) {
+    if let (Some(o), Some(v)) = (out.last_mut(), view) {
         if !v.misplaced.is_empty() && o.status == Status::Fail {
             o.worst_at = format!("{}; pairs: {}", v.misplaced.join("; "), o.worst_at);
         }
     }
     if let Some(max) = spec.unreached_max {
-        out.push(match &view {
+        out.push(match view {
             Some(v) if v.inside_pairs > 0 => counted(
                 "reach",
                 REACH,
@@ -479,6 +473,12 @@ mod tests {
         Loaded::from_text("iso.json", &serde_json::to_string(&doc).unwrap()).unwrap()
     }
 
+    /// The checks as the report runs them: the view built once, then the checks.
+    fn judge(spec: &IsolationSpec, docs: &[Loaded], tenants: Option<&Tenants>) -> Vec<Outcome> {
+        let v = tenants.and_then(|t| view(docs, t, None));
+        checks(spec, docs, tenants, v.as_ref())
+    }
+
     fn spec() -> IsolationSpec {
         IsolationSpec {
             breaches_max: Some(0),
@@ -491,14 +491,14 @@ mod tests {
     fn nothing_to_judge_is_missing_and_says_why() {
         let t = tenants();
         let none: Vec<Loaded> = vec![];
-        let o = checks(&spec(), &none, Some(&t), None);
+        let o = judge(&spec(), &none, Some(&t));
         assert!(o.iter().all(|o| o.status == Status::Missing));
         assert!(o[0].worst_at.contains("bench-lat --pattern isolation"));
         let docs = vec![sweep(&[(0, 1, ReachOutcome::Reached)])];
-        let o = checks(&spec(), &docs, None, None);
+        let o = judge(&spec(), &docs, None);
         assert!(o[0].worst_at.contains("--tenants"), "{}", o[0].worst_at);
         // Pairs inside a tenant only: the breach check judged nothing.
-        let o = checks(&spec(), &docs, Some(&t), None);
+        let o = judge(&spec(), &docs, Some(&t));
         assert_eq!(o[0].status, Status::Missing, "{:?}", o[0]);
         assert_eq!(o[1].status, Status::Pass);
     }
@@ -515,7 +515,7 @@ mod tests {
             (1, 2, Refused),
             (2, 1, TimedOut),
         ])];
-        let o = checks(&spec(), &docs, Some(&t), None);
+        let o = judge(&spec(), &docs, Some(&t));
         assert_eq!(o[0].status, Status::Fail);
         assert_eq!(o[0].measured, Some(1.0));
         assert!(
@@ -567,21 +567,18 @@ mod tests {
             ..Default::default()
         };
         let unknown = vec![doc(vec![host("n0", None)])];
-        assert_eq!(
-            checks(&spec, &unknown, Some(&t), None)[0].status,
-            Status::Missing
-        );
+        assert_eq!(judge(&spec, &unknown, Some(&t))[0].status, Status::Missing);
         let good = vec![doc(vec![
             host("n0", Some(vec![0x7fff, 0x8001])),
             host("n1", Some(vec![0x7fff, 0x8002])),
         ])];
-        let o = &checks(&spec, &good, Some(&t), None)[0];
+        let o = &judge(&spec, &good, Some(&t))[0];
         assert_eq!((o.status, o.observations), (Status::Pass, 2), "{o:?}");
         let wrong = vec![doc(vec![
             host("n0", Some(vec![0x7fff, 0x8001])),
             host("n1", Some(vec![0x7fff, 0x8001])),
         ])];
-        let o = &checks(&spec, &wrong, Some(&t), None)[0];
+        let o = &judge(&spec, &wrong, Some(&t))[0];
         assert_eq!(o.status, Status::Fail);
         assert!(
             o.worst_at

@@ -212,12 +212,12 @@ pub fn build_with(
             outcomes.push((None, o));
         }
     }
+    let isolation = tenants.and_then(|t| diagnosis::isolation::view(docs, t, plan));
     if let Some(spec) = &profile.isolation {
-        for o in diagnosis::isolation::checks(spec, docs, tenants, plan) {
+        for o in diagnosis::isolation::checks(spec, docs, tenants, isolation.as_ref()) {
             outcomes.push((None, o));
         }
     }
-    let isolation = tenants.and_then(|t| diagnosis::isolation::view(docs, t, plan));
     let groups = views(&a);
     let (heatmaps, left_out) = draw(&a, &loc);
     let all_failures = a.distinct_failures(|_| true);

@@ -137,16 +137,18 @@ impl Tenants {
     pub fn new(mut tenants: Vec<Tenant>, source: &str) -> Result<Tenants, TenantsError> {
         let at = |t: &str, msg: String| TenantsError(format!("{source}: tenant {t:?}: {msg}"));
         let mut by_node = HashMap::new();
-        let mut names = BTreeMap::new();
+        // Names in declaration order: index i is tenants[i]'s.
+        let mut names: Vec<String> = Vec::new();
         for (i, t) in tenants.iter_mut().enumerate() {
             if t.name.trim().is_empty() {
                 return Err(TenantsError(format!(
                     "{source}: tenant[{i}] has an empty name"
                 )));
             }
-            if names.insert(t.name.clone(), i).is_some() {
+            if names.contains(&t.name) {
                 return Err(at(&t.name, "declared twice; each tenant once".into()));
             }
+            names.push(t.name.clone());
             t.nodes = expand_nodes(&t.nodes).map_err(|m| at(&t.name, m))?;
             if t.nodes.is_empty() {
                 return Err(at(
@@ -162,7 +164,7 @@ impl Tenants {
                             &t.name,
                             format!(
                                 "node {n} is also in tenant {:?}; a node belongs to one tenant",
-                                tenants_name(&names, j)
+                                names[j]
                             ),
                         ));
                     }
@@ -310,14 +312,6 @@ fn read_small(path: &Path, limit: u64) -> std::io::Result<String> {
         )));
     }
     std::fs::read_to_string(path)
-}
-
-fn tenants_name(names: &BTreeMap<String, usize>, i: usize) -> String {
-    names
-        .iter()
-        .find(|(_, &j)| j == i)
-        .map(|(n, _)| n.clone())
-        .unwrap_or_default()
 }
 
 /// Host names and Slurm hostlists, expanded.

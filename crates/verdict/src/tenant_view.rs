@@ -122,35 +122,27 @@ impl<'a> TenantView<'a> {
         foreign.scrub(doc)
     }
 
+    /// Whether both ends of `p` are the tenant's; the other ends' names are noted.
+    fn own_pair(&self, p: &results::Pair, foreign: &mut Foreign) -> bool {
+        let mut own = true;
+        for h in [&p.initiator.host, &p.responder.host] {
+            if !self.own(h) {
+                foreign.names.insert(h.clone());
+                own = false;
+            }
+        }
+        own
+    }
+
     fn cut_results(&self, doc: &mut Document, mixed: bool, foreign: &mut Foreign) {
         use results::TestResult;
-        let pair_of = |r: &TestResult| match r {
-            TestResult::Latency(l) => Some(l.pair.clone()),
-            TestResult::Bandwidth(b) => Some(b.pair.clone()),
-            TestResult::Collective(_) => None,
-        };
-        doc.results.retain(|r| match pair_of(r) {
-            Some(p) => {
-                let keep = self.own(&p.initiator.host) && self.own(&p.responder.host);
-                for h in [&p.initiator.host, &p.responder.host] {
-                    if !self.own(h) {
-                        foreign.names.insert(h.clone());
-                    }
-                }
-                keep
-            }
+        doc.results.retain(|r| match r {
+            TestResult::Latency(l) => self.own_pair(&l.pair, foreign),
+            TestResult::Bandwidth(b) => self.own_pair(&b.pair, foreign),
             // A whole job's figure: the tenant's only when the job was.
-            None => !mixed,
+            TestResult::Collective(_) => !mixed,
         });
-        doc.failed_pairs.retain(|f| {
-            let keep = self.own(&f.pair.initiator.host) && self.own(&f.pair.responder.host);
-            for h in [&f.pair.initiator.host, &f.pair.responder.host] {
-                if !self.own(h) {
-                    foreign.names.insert(h.clone());
-                }
-            }
-            keep
-        });
+        doc.failed_pairs.retain(|f| self.own_pair(&f.pair, foreign));
     }
 
     fn cut_sweep(&self, doc: &mut Document, foreign: &mut Foreign) {

@@ -222,30 +222,40 @@ fn attempt_all(
     all.into_iter().map(|(_, a)| a).collect()
 }
 
-/// One TCP attempt: connect from the data address, read who answered.
-fn tcp_attempt(me: u32, peer: &ReachEndpoint, settings: &ReachSettings) -> ReachAttempt {
+/// One attempt toward `peer` by `method`: `try_peer` tries its address; timed here.
+fn attempt(
+    me: u32,
+    peer: &ReachEndpoint,
+    method: &str,
+    try_peer: impl FnOnce(IpAddr) -> (ReachOutcome, Option<String>),
+) -> ReachAttempt {
     let started = Instant::now();
     let (outcome, detail) = match peer.address.parse::<IpAddr>() {
+        Ok(ip) => try_peer(ip),
         Err(_) => (
             ReachOutcome::Error,
             Some(format!("{:?} is not an address", peer.address)),
         ),
-        Ok(ip) => {
-            let to = SocketAddr::new(ip, peer.port);
-            match base::sockets::connect_from(to, settings.bind, settings.timeout) {
-                Ok(mut s) => identify(&mut s, peer.rank, settings.timeout),
-                Err(e) => failed(&e),
-            }
-        }
     };
     ReachAttempt {
         from: me,
         to: peer.rank,
-        method: "tcp".into(),
+        method: method.into(),
         outcome,
         ms: started.elapsed().as_secs_f64() * 1e3,
         detail,
     }
+}
+
+/// One TCP attempt: connect from the data address, read who answered.
+fn tcp_attempt(me: u32, peer: &ReachEndpoint, settings: &ReachSettings) -> ReachAttempt {
+    attempt(me, peer, "tcp", |ip| {
+        let to = SocketAddr::new(ip, peer.port);
+        match base::sockets::connect_from(to, settings.bind, settings.timeout) {
+            Ok(mut s) => identify(&mut s, peer.rank, settings.timeout),
+            Err(e) => failed(&e),
+        }
+    })
 }
 
 /// Who answered a connection: the peer, another rank of the sweep, or a stranger.
@@ -295,23 +305,11 @@ fn failed(e: &std::io::Error) -> (ReachOutcome, Option<String>) {
     (outcome, Some(e.to_string()))
 }
 
+/// One ICMP echo from the data address.
 fn icmp_attempt(me: u32, peer: &ReachEndpoint, settings: &ReachSettings) -> ReachAttempt {
-    let started = Instant::now();
-    let (outcome, detail) = match peer.address.parse::<IpAddr>() {
-        Ok(ip) => icmp::echo(settings.bind, ip, me, settings.timeout),
-        Err(_) => (
-            ReachOutcome::Error,
-            Some(format!("{:?} is not an address", peer.address)),
-        ),
-    };
-    ReachAttempt {
-        from: me,
-        to: peer.rank,
-        method: "icmp".into(),
-        outcome,
-        ms: started.elapsed().as_secs_f64() * 1e3,
-        detail,
-    }
+    attempt(me, peer, "icmp", |ip| {
+        icmp::echo(settings.bind, ip, me, settings.timeout)
+    })
 }
 
 #[cfg(test)]

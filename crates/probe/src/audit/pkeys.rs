@@ -5,8 +5,6 @@
 //! of each key is the port's membership (1 full, 0 limited). The judgment against a
 //! tenant is `results::tenants::Tenant::pkey_findings`.
 
-use std::path::Path;
-
 /// A port's P_Key table: (index, raw 16-bit key) of every slot in use, and the table's
 /// size where the tool says it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -55,7 +53,8 @@ pub fn parse_smpquery(text: &str) -> Result<PkeyTable, String> {
     Ok(t)
 }
 
-/// The table from its slots: (index, the slot file's text), in any order.
+/// The table from its slots (`/sys/class/infiniband/DEV/ports/N/pkeys/I`: index, the
+/// slot file's text), in any order; the audit reads them through its source.
 pub fn from_slots(slots: &[(u16, String)]) -> Result<PkeyTable, String> {
     let mut t = PkeyTable {
         capacity: Some(slots.len() as u32),
@@ -71,37 +70,22 @@ pub fn from_slots(slots: &[(u16, String)]) -> Result<PkeyTable, String> {
     Ok(t)
 }
 
-/// The table under `/sys/class/infiniband/DEV/ports/N/pkeys`.
-pub fn read_sysfs(dir: &Path) -> Result<PkeyTable, String> {
-    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let mut slots = Vec::new();
-    for e in entries.flatten() {
-        let Some(index) = e.file_name().to_str().and_then(|n| n.parse::<u16>().ok()) else {
-            continue;
-        };
-        let text = std::fs::read_to_string(e.path())
-            .map_err(|err| format!("{}: {err}", e.path().display()))?;
-        slots.push((index, text));
-    }
-    from_slots(&slots)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn sysfs_slots_are_read_in_index_order() {
-        let d = tempfile::tempdir().unwrap();
-        for (i, v) in [
-            (0, "0xffff\n"),
-            (1, "0x8001\n"),
-            (2, "0x0000\n"),
+        let slots: Vec<(u16, String)> = [
             (10, "0x0002\n"),
-        ] {
-            std::fs::write(d.path().join(i.to_string()), v).unwrap();
-        }
-        let t = read_sysfs(d.path()).unwrap();
+            (0, "0xffff\n"),
+            (2, "0x0000\n"),
+            (1, "0x8001\n"),
+        ]
+        .into_iter()
+        .map(|(i, v)| (i, v.to_string()))
+        .collect();
+        let t = from_slots(&slots).unwrap();
         assert_eq!(t.entries, [(0, 0xffff), (1, 0x8001), (10, 0x0002)]);
         assert_eq!(t.capacity, Some(4));
     }
