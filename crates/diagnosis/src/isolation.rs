@@ -248,8 +248,8 @@ fn named(f: &PairFinding, plan: Option<&FabricPlan>) -> Named {
     }
 }
 
-const BREACHES: &str = "Isolation between tenants: ordered node pairs of two tenants that reached each other on the data fabric (any attempt delivered)";
-const REACH: &str = "Reach inside each tenant: ordered node pairs of one tenant with an attempt that did not reach its peer";
+const BREACHES: &str = "Isolation between tenants: ordered pairs of ranks (a node and its rail) of two tenants that reached each other on the data fabric (any attempt delivered)";
+const REACH: &str = "Reach inside each tenant: ordered pairs of ranks (a node and its rail) of one tenant with an attempt that did not reach its peer";
 const NO_SWEEP: &str = "no isolation sweep in the inputs: run bench-lat --pattern isolation under mpirun across the tenants' nodes (docs/tenants.md)";
 const NO_TENANTS: &str = "no tenants to judge the isolation sweep against: give aggregate --tenants FILE, or a --plan with [[tenant]] tables";
 

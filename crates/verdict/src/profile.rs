@@ -704,7 +704,7 @@ pub struct LoadSpec {
 
 /// `[isolation]` of a profile (docs/tenants.md): what `bench-lat --pattern isolation` must
 /// show against the tenants (`aggregate --tenants`, else the plan's `[[tenant]]` tables).
-/// Each key given is one check (`isolation-*`); a count of ordered node pairs.
+/// Each key given is one check (`isolation-*`); a count of ordered rank pairs (a node and its rail: one pair per rail between two nodes).
 #[derive(Debug, Clone, Default, serde::Deserialize, serde::Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct IsolationSpec {
