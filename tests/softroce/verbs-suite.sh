@@ -697,7 +697,7 @@ run_errors() {
     # refused with the list, a loopback ping-pong measured.
     if selected itest_verbs_errors && [[ $SOFTROCE_SHAPE == one ]]; then
         local t
-        t=$(ls -t "$REPO"/target/release/deps/verbs_errors-* 2> /dev/null | grep -v '\.d$' | head -n 1)
+        t=${VERBS_ERRORS_TEST:-$(ls -t "$REPO"/target/{release,debug}/deps/verbs_errors-* 2> /dev/null | grep -v '\.d$' | head -n 1)}
         if [[ -x $t ]]; then
             if out=$(timeout 300 "$t" --test-threads 1 2>&1); then
                 echo "$out" | grep -E '^test ' | sed 's/^/    | /'
@@ -707,7 +707,7 @@ run_errors() {
                 fail itest_verbs_errors "the integration test failed on the device"
             fi
         else
-            fail itest_verbs_errors "not built: cargo test --release -p integration --test verbs_errors --no-run"
+            fail itest_verbs_errors "not built: cargo test -p integration --test verbs_errors --no-run"
         fi
     fi
     # memlock: an unprivileged user with a 64 KiB limit cannot pin 4 MiB buffers; the
