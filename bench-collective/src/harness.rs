@@ -525,6 +525,17 @@ fn on_team_ep(
         }
         return Ok(TeamEnd::Failed);
     }
+    // Every rank of a host computes the same figures: the host's first rank says them.
+    let fits = ep_memory_fits(ep, site);
+    if team.any(fits.is_err()) {
+        if let Err(e) = fits {
+            let on_host = (team.size() / site.spec.nodes.max(1)).max(1);
+            if team.rank() % on_host == 0 {
+                output::error_line(&format!("bench-collective: rank {}: error: {e:#}", team.rank()));
+            }
+        }
+        return Ok(TeamEnd::Failed);
+    }
     if me {
         println!(
             "{}",
@@ -546,6 +557,22 @@ fn on_team_ep(
         sweep.rows.extend(rows);
     }
     Ok(TeamEnd::Done)
+}
+
+/// The largest EP size's buffers against this host's available memory, shared by the
+/// team's ranks on it (the team's ranks over its hosts).
+fn ep_memory_fits(ep: &crate::ep::EpPlan, site: &measure::Site) -> Result<()> {
+    let ranks = u64::from(site.team.size());
+    let names: Vec<&str> = ep.collectives.iter().map(|c| c.name).collect();
+    crate::ep::memory::check(
+        &names.join("/"),
+        ep.tokens.iter().copied().max().unwrap_or(0),
+        u64::from(ep.topk),
+        ranks,
+        ranks / u64::from(site.spec.nodes.max(1)),
+        ep.hidden,
+        crate::ep::memory::available(),
+    )
 }
 
 /// nccl-tests warms up at the largest size before it times any size (`common.cu`: the

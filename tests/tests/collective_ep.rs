@@ -340,6 +340,24 @@ fn impossible_routing_is_refused() {
     assert!(text(&out).1.contains("launch of their own"));
 }
 
+/// A largest size whose buffers cannot fit in the host's memory is refused before any
+/// size runs (`-e 64K` at the default hidden under `mpirun -np 8` was OOM-killed), once per
+/// host, with the largest size that fits. 2^30 tokens at 2 ranks is 93 TB per rank: no
+/// machine has it, so the refusal is certain wherever the test runs.
+#[test]
+fn sizes_beyond_the_hosts_memory_are_refused_before_anything_runs() {
+    let mut c = mpirun(2);
+    c.arg(bin("bench-collective"))
+        .args(["ep_dispatch", "-b", "1", "-e", "1G"]);
+    let out = run(&mut c, LIMIT);
+    let (so, se) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{so}\n{se}");
+    assert!(se.contains("needs at least 93321.0 GB of host memory per rank"), "{se}");
+    assert!(se.contains("The largest size that fits is"), "{se}");
+    assert_eq!(se.matches("error:").count(), 1, "once per host: {se}");
+    assert!(!so.contains("ep_dispatch  "), "no size ran: {so}");
+}
+
 /// The NCCL path (one group of ncclSend/ncclRecv per call, GPU memory) is real code now,
 /// not a refusal: without a GPU it says what is missing (CUDA, NCCL or a GPU) with exit
 /// code 2 and no panic, and the two-stage variant, whose regrouping is host code, is

@@ -7,6 +7,7 @@
 
 use anyhow::{bail, Result};
 
+pub mod memory;
 pub mod route;
 
 /// `--routing`.
