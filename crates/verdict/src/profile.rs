@@ -30,10 +30,17 @@ struct RawProfile {
     /// Link rate of one port, 10^9 bit/s: drawn on the bandwidth plot and used for
     /// collective efficiency when a result carries no link rate.
     line_rate_gbit_s: Option<f64>,
+    /// Another profile (a built-in name or a path) whose figures this one takes: its
+    /// `[[check]]`s and tables named by `keep`, its `[matrix]` and line rate unless given
+    /// here. A nightly profile is the contract's checks a night can run, the figures kept
+    /// in one home.
+    extends: Option<String>,
+    /// With `extends`: the base's check ids to keep, exactly or as `prefix*`; a table is
+    /// kept by its checks' prefix (`inventory-*`, `lossless-*`, `load-*`, `isolation-*`).
+    keep: Option<Vec<String>>,
     #[serde(default)]
     check: Vec<RawCheck>,
-    #[serde(default)]
-    matrix: MatrixSettings,
+    matrix: Option<MatrixSettings>,
     inventory: Option<InventorySpec>,
     lossless: Option<LosslessSpec>,
     load: Option<LoadSpec>,
@@ -279,18 +286,22 @@ pub struct Check {
 /// (`roce-100g`, `loopback-demo`), looked up in `profiles/` beside the working directory
 /// and then among the profiles built into the binary.
 pub fn load(name_or_path: &str) -> Result<Profile> {
+    load_at_depth(name_or_path, 0)
+}
+
+fn load_at_depth(name_or_path: &str, depth: usize) -> Result<Profile> {
     let path = Path::new(name_or_path);
     if path.exists() {
         let text = std::fs::read_to_string(path)
             .map_err(|e| Error::Profile(format!("{}: cannot read: {e}", path.display())))?;
-        return parse(&text, &path.display().to_string());
+        return parse_at_depth(&text, &path.display().to_string(), depth);
     }
     let local = Path::new("profiles").join(format!("{name_or_path}.toml"));
     if local.exists() {
-        return load(&local.display().to_string());
+        return load_at_depth(&local.display().to_string(), depth);
     }
     match BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
-        Some((n, text)) => parse(text, &format!("built-in profile {n}")),
+        Some((n, text)) => parse_at_depth(text, &format!("built-in profile {n}"), depth),
         None => Err(Error::Profile(format!(
             "no profile file {name_or_path} and no built-in profile of that name (built in: {})",
             BUILTIN.iter().map(|b| b.0).collect::<Vec<_>>().join(", ")
@@ -303,6 +314,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
     (
         "roce-100g",
         include_str!("../../../profiles/roce-100g.toml"),
+    ),
+    (
+        "roce-100g-nightly",
+        include_str!("../../../profiles/roce-100g-nightly.toml"),
     ),
     (
         "ib-ndr-400g",
@@ -324,14 +339,22 @@ pub const BUILTIN: &[(&str, &str)] = &[
 
 /// Parses and validates profile text; `source` names it in every error.
 pub fn parse(text: &str, source: &str) -> Result<Profile> {
-    let raw: RawProfile = toml::from_str(text)
+    parse_at_depth(text, source, 0)
+}
+
+/// A profile extends at most this many others in a chain (a loop is caught by it).
+const MAX_EXTENDS: usize = 4;
+
+fn parse_at_depth(text: &str, source: &str, depth: usize) -> Result<Profile> {
+    let mut raw: RawProfile = toml::from_str(text)
         .map_err(|e| Error::Profile(format!("{source}: {}", e.to_string().trim_end())))?;
     let err = |key: String, msg: String| Error::Profile(format!("{source}: key `{key}`: {msg}"));
+    let base = base_of(&mut raw, depth, &err)?;
     let tables = raw.inventory.is_some()
         || raw.lossless.is_some()
         || raw.load.is_some()
         || raw.isolation.is_some();
-    if raw.check.is_empty() && !tables {
+    if raw.check.is_empty() && !tables && base.is_none() {
         return Err(err(
             "check".into(),
             "the profile has no [[check]] and no [inventory], [lossless], [load] or [isolation] \
@@ -347,14 +370,18 @@ pub fn parse(text: &str, source: &str) -> Result<Profile> {
             ));
         }
     }
-    let mut seen = HashSet::new();
-    let checks = raw
+    let kept = base.as_ref().map(|b| b.checks.clone()).unwrap_or_default();
+    let mut seen: HashSet<String> = kept.iter().map(|c| c.id.clone()).collect();
+    let own = raw
         .check
         .into_iter()
         .enumerate()
         .map(|(i, c)| read_check(i, c, &mut seen, &err))
         .collect::<Result<Vec<_>>>()?;
-    check_matrix(&raw.matrix, &err)?;
+    let checks = kept.into_iter().chain(own).collect();
+    let base = base.unwrap_or_else(Profile::empty);
+    let matrix = raw.matrix.unwrap_or(base.matrix);
+    check_matrix(&matrix, &err)?;
     check_load(raw.load.as_ref(), &err)?;
     check_inventory(raw.inventory.as_ref(), &err)?;
     check_lossless(raw.lossless.as_ref(), &err)?;
@@ -367,15 +394,94 @@ pub fn parse(text: &str, source: &str) -> Result<Profile> {
     Ok(Profile {
         name: raw.name,
         description: raw.description,
-        line_rate_gbit_s: raw.line_rate_gbit_s,
+        line_rate_gbit_s: raw.line_rate_gbit_s.or(base.line_rate_gbit_s),
         checks,
         source: source.to_string(),
-        matrix: raw.matrix,
-        inventory: raw.inventory,
-        lossless: raw.lossless,
-        load: raw.load,
-        isolation: raw.isolation,
+        matrix,
+        inventory: raw.inventory.or(base.inventory),
+        lossless: raw.lossless.or(base.lossless),
+        load: raw.load.or(base.load),
+        isolation: raw.isolation.or(base.isolation),
     })
+}
+
+/// The base profile of `extends`, cut to what `keep` names (its own tables then override
+/// the base's). `keep` without `extends`, or `extends` without `keep`, is refused: the
+/// first keeps nothing, the second would copy a contract silently.
+fn base_of(raw: &mut RawProfile, depth: usize, err: ErrAt) -> Result<Option<Profile>> {
+    let (extends, keep) = match (raw.extends.take(), raw.keep.take()) {
+        (None, None) => return Ok(None),
+        (Some(e), Some(k)) => (e, k),
+        (None, Some(_)) => return Err(err("keep".into(), "needs `extends`: the profile to keep checks of".into())),
+        (Some(_), None) => {
+            return Err(err(
+                "keep".into(),
+                "`extends` needs `keep`, the base's check ids to keep (`prefix*` allowed): \
+                 to take every check, name the base profile itself"
+                    .into(),
+            ))
+        }
+    };
+    if depth >= MAX_EXTENDS {
+        return Err(err(
+            "extends".into(),
+            format!("more than {MAX_EXTENDS} profiles extend one another (a loop?): {extends}"),
+        ));
+    }
+    // The base's own errors name the base; only its absence is said here.
+    let exists = Path::new(&extends).exists()
+        || Path::new("profiles").join(format!("{extends}.toml")).exists()
+        || BUILTIN.iter().any(|(n, _)| *n == extends);
+    if !exists {
+        return Err(err(
+            "extends".into(),
+            format!("no profile file {extends} and no built-in profile of that name"),
+        ));
+    }
+    let base = load_at_depth(&extends, depth + 1)?;
+    let matches = |p: &str, id: &str| match p.strip_suffix('*') {
+        Some(prefix) => id.starts_with(prefix),
+        None => id == p,
+    };
+    let table = |name: &str| keep.iter().any(|p| matches(p, &format!("{name}-*")) || p == &format!("{name}-*"));
+    if let Some(p) = keep.iter().find(|p| {
+        !base.checks.iter().any(|c| matches(p, &c.id))
+            && !["inventory", "lossless", "load", "isolation"].iter().any(|t| matches(p, &format!("{t}-*")))
+    }) {
+        return Err(err(
+            "keep".into(),
+            format!(
+                "`{p}` names no check of {extends} (its checks: {}; its tables as inventory-*, lossless-*, load-*, isolation-*)",
+                base.checks.iter().map(|c| c.id.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+        ));
+    }
+    Ok(Some(Profile {
+        checks: base.checks.into_iter().filter(|c| keep.iter().any(|p| matches(p, &c.id))).collect(),
+        inventory: base.inventory.filter(|_| table("inventory")),
+        lossless: base.lossless.filter(|_| table("lossless")),
+        load: base.load.filter(|_| table("load")),
+        isolation: base.isolation.filter(|_| table("isolation")),
+        ..base
+    }))
+}
+
+impl Profile {
+    /// No checks, no tables, the default matrix: what a profile without a base extends.
+    fn empty() -> Profile {
+        Profile {
+            name: String::new(),
+            description: String::new(),
+            line_rate_gbit_s: None,
+            checks: Vec::new(),
+            source: String::new(),
+            matrix: MatrixSettings::default(),
+            inventory: None,
+            lossless: None,
+            load: None,
+            isolation: None,
+        }
+    }
 }
 
 /// Builds a profile error naming the key (`err(key, message)`).
@@ -764,6 +870,67 @@ max_size = "64"
             let p = parse(text, name).unwrap_or_else(|e| panic!("{e}"));
             assert!(!p.checks.is_empty());
         }
+    }
+
+    /// The nightly takes roce-100g's figures, never its own copies: every kept check is
+    /// the contract's, bound for bound; what a night cannot run is left out.
+    #[test]
+    fn the_nightly_profile_is_the_contracts_checks_a_night_runs() {
+        let night = load("roce-100g-nightly").unwrap();
+        let contract = load("roce-100g").unwrap();
+        for c in &night.checks {
+            let same = contract.checks.iter().find(|k| k.id == c.id).unwrap();
+            assert_eq!(same.bound, c.bound, "{}", c.id);
+            assert_eq!(format!("{:?}", same.select), format!("{:?}", c.select), "{}", c.id);
+        }
+        let ids: Vec<&str> = night.checks.iter().map(|c| c.id.as_str()).collect();
+        assert!(!ids.contains(&"allreduce-scaling"), "{ids:?}");
+        assert!(ids.contains(&"sweep-no-suspect") && ids.contains(&"write-bw-large"), "{ids:?}");
+        assert_eq!(night.checks.len(), contract.checks.len() - 1);
+        assert!(night.load.is_none(), "the load stage is the delivery's");
+        assert_eq!(night.inventory, contract.inventory);
+        assert_eq!(night.lossless, contract.lossless);
+        assert_eq!(night.matrix, contract.matrix);
+        assert_eq!(night.line_rate_gbit_s, contract.line_rate_gbit_s);
+    }
+
+    #[test]
+    fn extends_and_keep_are_refused_when_they_say_nothing_certain() {
+        let base = "name = \"n\"\nextends = \"roce-100g\"\n";
+        let e = parse(base, "n.toml").unwrap_err().to_string();
+        assert!(e.contains("`extends` needs `keep`"), "{e}");
+        let e = parse("name = \"n\"\nkeep = [\"sweep-*\"]\n", "n.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("needs `extends`"), "{e}");
+        let e = parse(&format!("{base}keep = [\"sweep-*\", \"swep-*\"]\n"), "n.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`swep-*` names no check of roce-100g"), "{e}");
+        let e = parse(&format!("{base}keep = [\"lat\"]\n"), "n.toml").unwrap_err().to_string();
+        assert!(e.contains("`lat` names no check"), "{e}");
+        // Its own check may not take a kept check's id.
+        let own = format!("{base}keep = [\"sweep-*\"]\n{}", OK.replace("name = \"t\"", "").replace("\"lat\"", "\"sweep-coverage\""));
+        let e = parse(&own, "n.toml").unwrap_err().to_string();
+        assert!(e.contains("duplicate id"), "{e}");
+        let e = parse("name = \"n\"\nextends = \"nosuch\"\nkeep = [\"a\"]\n", "n.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no built-in profile of that name"), "{e}");
+    }
+
+    #[test]
+    fn a_derived_profile_adds_checks_and_overrides_tables() {
+        let text = format!(
+            "name = \"n\"\nextends = \"roce-100g\"\nkeep = [\"sweep-coverage\", \"lossless-*\"]\n{}\n[matrix]\nbw_below_median = 0.8\n",
+            OK.replace("name = \"t\"", "")
+        );
+        let p = parse(&text, "n.toml").unwrap();
+        let ids: Vec<&str> = p.checks.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(ids, ["sweep-coverage", "lat"]);
+        assert!(p.lossless.is_some() && p.inventory.is_none());
+        assert_eq!(p.matrix.bw_below_median, 0.8);
+        assert_eq!(p.line_rate_gbit_s, Some(100.0));
     }
 
     #[test]
