@@ -531,7 +531,10 @@ fn on_team_ep(
         if let Err(e) = fits {
             let on_host = (team.size() / site.spec.nodes.max(1)).max(1);
             if team.rank() % on_host == 0 {
-                output::error_line(&format!("bench-collective: rank {}: error: {e:#}", team.rank()));
+                output::error_line(&format!(
+                    "bench-collective: rank {}: error: {e:#}",
+                    team.rank()
+                ));
             }
         }
         return Ok(TeamEnd::Failed);

@@ -352,7 +352,10 @@ fn sizes_beyond_the_hosts_memory_are_refused_before_anything_runs() {
     let out = run(&mut c, LIMIT);
     let (so, se) = text(&out);
     assert_eq!(out.status.code(), Some(2), "{so}\n{se}");
-    assert!(se.contains("needs at least 93321.0 GB of host memory per rank"), "{se}");
+    assert!(
+        se.contains("needs at least 93321.0 GB of host memory per rank"),
+        "{se}"
+    );
     assert!(se.contains("The largest size that fits is"), "{se}");
     assert_eq!(se.matches("error:").count(), 1, "once per host: {se}");
     assert!(!so.contains("ep_dispatch  "), "no size ran: {so}");

@@ -93,9 +93,15 @@ mod tests {
         let e = check("ep_dispatch", 65536, 8, 8, 8, 7168, Some(21_500_000_000)).unwrap_err();
         let msg = format!("{e:#}");
         assert!(msg.contains("22.8 GB"), "{msg}");
-        assert!(msg.contains("21.5 GB available for its 8 rank(s) (2.7 GB each)"), "{msg}");
+        assert!(
+            msg.contains("21.5 GB available for its 8 rank(s) (2.7 GB each)"),
+            "{msg}"
+        );
         // 2,687,500,000 / 347,648 = 7730 tokens.
-        assert!(msg.contains("The largest size that fits is 7730 tokens"), "{msg}");
+        assert!(
+            msg.contains("The largest size that fits is 7730 tokens"),
+            "{msg}"
+        );
         // That size fits; one more token does not.
         assert!(check("ep_dispatch", 7730, 8, 8, 8, 7168, Some(21_500_000_000)).is_ok());
         assert!(check("ep_dispatch", 7731, 8, 8, 8, 7168, Some(21_500_000_000)).is_err());
@@ -108,7 +114,8 @@ mod tests {
 
     #[test]
     fn meminfo_is_read_in_kib() {
-        let text = "MemTotal:       24576000 kB\nMemFree:         1000 kB\nMemAvailable:   20000000 kB\n";
+        let text =
+            "MemTotal:       24576000 kB\nMemFree:         1000 kB\nMemAvailable:   20000000 kB\n";
         assert_eq!(mem_available(text), Some(20_480_000_000));
         assert_eq!(mem_available("MemTotal: 1 kB\n"), None);
     }

@@ -40,6 +40,7 @@ fn pipeline(text: &str) {
         .serialize(&ExportData {
             docs,
             verdict: Some(&v),
+            tenants: None,
         })
         .unwrap();
 }

@@ -412,7 +412,12 @@ fn base_of(raw: &mut RawProfile, depth: usize, err: ErrAt) -> Result<Option<Prof
     let (extends, keep) = match (raw.extends.take(), raw.keep.take()) {
         (None, None) => return Ok(None),
         (Some(e), Some(k)) => (e, k),
-        (None, Some(_)) => return Err(err("keep".into(), "needs `extends`: the profile to keep checks of".into())),
+        (None, Some(_)) => {
+            return Err(err(
+                "keep".into(),
+                "needs `extends`: the profile to keep checks of".into(),
+            ))
+        }
         (Some(_), None) => {
             return Err(err(
                 "keep".into(),
@@ -430,7 +435,9 @@ fn base_of(raw: &mut RawProfile, depth: usize, err: ErrAt) -> Result<Option<Prof
     }
     // The base's own errors name the base; only its absence is said here.
     let exists = Path::new(&extends).exists()
-        || Path::new("profiles").join(format!("{extends}.toml")).exists()
+        || Path::new("profiles")
+            .join(format!("{extends}.toml"))
+            .exists()
         || BUILTIN.iter().any(|(n, _)| *n == extends);
     if !exists {
         return Err(err(
@@ -443,10 +450,15 @@ fn base_of(raw: &mut RawProfile, depth: usize, err: ErrAt) -> Result<Option<Prof
         Some(prefix) => id.starts_with(prefix),
         None => id == p,
     };
-    let table = |name: &str| keep.iter().any(|p| matches(p, &format!("{name}-*")) || p == &format!("{name}-*"));
+    let table = |name: &str| {
+        keep.iter()
+            .any(|p| matches(p, &format!("{name}-*")) || p == &format!("{name}-*"))
+    };
     if let Some(p) = keep.iter().find(|p| {
         !base.checks.iter().any(|c| matches(p, &c.id))
-            && !["inventory", "lossless", "load", "isolation"].iter().any(|t| matches(p, &format!("{t}-*")))
+            && !["inventory", "lossless", "load", "isolation"]
+                .iter()
+                .any(|t| matches(p, &format!("{t}-*")))
     }) {
         return Err(err(
             "keep".into(),
@@ -457,7 +469,11 @@ fn base_of(raw: &mut RawProfile, depth: usize, err: ErrAt) -> Result<Option<Prof
         ));
     }
     Ok(Some(Profile {
-        checks: base.checks.into_iter().filter(|c| keep.iter().any(|p| matches(p, &c.id))).collect(),
+        checks: base
+            .checks
+            .into_iter()
+            .filter(|c| keep.iter().any(|p| matches(p, &c.id)))
+            .collect(),
         inventory: base.inventory.filter(|_| table("inventory")),
         lossless: base.lossless.filter(|_| table("lossless")),
         load: base.load.filter(|_| table("load")),
@@ -881,11 +897,19 @@ max_size = "64"
         for c in &night.checks {
             let same = contract.checks.iter().find(|k| k.id == c.id).unwrap();
             assert_eq!(same.bound, c.bound, "{}", c.id);
-            assert_eq!(format!("{:?}", same.select), format!("{:?}", c.select), "{}", c.id);
+            assert_eq!(
+                format!("{:?}", same.select),
+                format!("{:?}", c.select),
+                "{}",
+                c.id
+            );
         }
         let ids: Vec<&str> = night.checks.iter().map(|c| c.id.as_str()).collect();
         assert!(!ids.contains(&"allreduce-scaling"), "{ids:?}");
-        assert!(ids.contains(&"sweep-no-suspect") && ids.contains(&"write-bw-large"), "{ids:?}");
+        assert!(
+            ids.contains(&"sweep-no-suspect") && ids.contains(&"write-bw-large"),
+            "{ids:?}"
+        );
         assert_eq!(night.checks.len(), contract.checks.len() - 1);
         assert!(night.load.is_none(), "the load stage is the delivery's");
         assert_eq!(night.inventory, contract.inventory);
@@ -903,19 +927,31 @@ max_size = "64"
             .unwrap_err()
             .to_string();
         assert!(e.contains("needs `extends`"), "{e}");
-        let e = parse(&format!("{base}keep = [\"sweep-*\", \"swep-*\"]\n"), "n.toml")
+        let e = parse(
+            &format!("{base}keep = [\"sweep-*\", \"swep-*\"]\n"),
+            "n.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("`swep-*` names no check of roce-100g"), "{e}");
+        let e = parse(&format!("{base}keep = [\"lat\"]\n"), "n.toml")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("`swep-*` names no check of roce-100g"), "{e}");
-        let e = parse(&format!("{base}keep = [\"lat\"]\n"), "n.toml").unwrap_err().to_string();
         assert!(e.contains("`lat` names no check"), "{e}");
         // Its own check may not take a kept check's id.
-        let own = format!("{base}keep = [\"sweep-*\"]\n{}", OK.replace("name = \"t\"", "").replace("\"lat\"", "\"sweep-coverage\""));
+        let own = format!(
+            "{base}keep = [\"sweep-*\"]\n{}",
+            OK.replace("name = \"t\"", "")
+                .replace("\"lat\"", "\"sweep-coverage\"")
+        );
         let e = parse(&own, "n.toml").unwrap_err().to_string();
         assert!(e.contains("duplicate id"), "{e}");
-        let e = parse("name = \"n\"\nextends = \"nosuch\"\nkeep = [\"a\"]\n", "n.toml")
-            .unwrap_err()
-            .to_string();
+        let e = parse(
+            "name = \"n\"\nextends = \"nosuch\"\nkeep = [\"a\"]\n",
+            "n.toml",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("no built-in profile of that name"), "{e}");
     }
 

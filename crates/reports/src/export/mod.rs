@@ -7,10 +7,12 @@ use verdict::error::{Error, Result};
 use verdict::input::Loaded;
 use verdict::judge::Verdict;
 
-/// What an exporter sees: every loaded document and, when a profile was given, its verdict.
+/// What an exporter sees: every loaded document, the verdict when a profile was given,
+/// the tenants when known.
 pub struct ExportData<'a> {
     pub docs: &'a [Loaded],
     pub verdict: Option<&'a Verdict>,
+    pub tenants: Option<&'a results::tenants::Tenants>,
 }
 
 /// One output format.

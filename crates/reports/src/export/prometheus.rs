@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+use results::tenants::Tenants;
 use results::{LatencyHistogram, LatencySummary, TestResult};
 
 use super::{ExportData, Exporter};
@@ -73,19 +74,39 @@ impl Out {
     }
 }
 
-fn pair_labels(tool: &str, test: &str, transport: &str, size: u64, p: &results::Pair) -> Labels {
+/// A pair's labels. With tenants known (`--tenants`, or the plan's), each end's tenant
+/// too (`initiator_tenant`, `responder_tenant`; `untenanted` for a node of none), so a
+/// provider's Grafana can chart one tenant's links and alert on a pair across tenants;
+/// without tenants the label sets stay as they were, so existing series do not break.
+fn pair_labels(
+    tenants: Option<&Tenants>,
+    tool: &str,
+    test: &str,
+    transport: &str,
+    size: u64,
+    p: &results::Pair,
+) -> Labels {
     let side = |peer: &results::Peer| match peer.rank {
         Some(r) => format!("{}:{r}", peer.host),
         None => peer.host.clone(),
     };
-    vec![
+    let mut labels = vec![
         ("tool", tool.to_string()),
         ("test", test.to_string()),
         ("transport", transport.to_string()),
         ("size_bytes", size.to_string()),
         ("initiator", side(&p.initiator)),
         ("responder", side(&p.responder)),
-    ]
+    ];
+    if let Some(t) = tenants {
+        let of = |peer: &results::Peer| {
+            t.of_node(&peer.host)
+                .map_or_else(|| "untenanted".to_string(), |x| x.name.clone())
+        };
+        labels.push(("initiator_tenant", of(&p.initiator)));
+        labels.push(("responder_tenant", of(&p.responder)));
+    }
+    labels
 }
 
 impl Exporter for Prometheus {
@@ -97,6 +118,7 @@ impl Exporter for Prometheus {
             for r in &d.doc.results {
                 if let TestResult::Latency(l) = r {
                     lat.entry(pair_labels(
+                        data.tenants,
                         &d.doc.tool,
                         &l.test,
                         &results::transport_label(&l.transport, l.memory.as_ref()),
@@ -142,8 +164,14 @@ impl Exporter for Prometheus {
                     TestResult::Bandwidth(b) => {
                         // GPU-memory rows carry `verbs+cuda` ...: a series per memory kind.
                         let transport = results::transport_label(&b.transport, b.memory.as_ref());
-                        let mut labels =
-                            pair_labels(tool, &b.test, &transport, b.size_bytes, &b.pair);
+                        let mut labels = pair_labels(
+                            data.tenants,
+                            tool,
+                            &b.test,
+                            &transport,
+                            b.size_bytes,
+                            &b.pair,
+                        );
                         labels.push(("bidirectional", b.bidirectional.to_string()));
                         for (stat, v) in [("avg", b.bw_gbit_s.avg), ("peak", b.bw_gbit_s.peak)] {
                             let mut l = labels.clone();
@@ -197,6 +225,7 @@ impl Exporter for Prometheus {
                                 "fabcheck_link_loss_ratio",
                                 "Retransmitted or erroneous packets over packets sent, from NIC counter deltas.",
                                 &pair_labels(
+                                    data.tenants,
                                     tool,
                                     &l.test,
                                     &results::transport_label(&l.transport, l.memory.as_ref()),
@@ -332,5 +361,42 @@ mod tests {
         let t = o.text();
         assert_eq!(t.matches("m{test=\"x\"}").count(), 1);
         assert!(t.contains("m{test=\"x\"} 2"));
+    }
+
+    #[test]
+    fn each_end_of_a_pair_carries_its_tenant_when_tenants_are_known() {
+        let peer = |host: &str, rank| results::Peer {
+            rank: Some(rank),
+            host: host.to_string(),
+            device: None,
+            port: None,
+        };
+        let pair = results::Pair {
+            initiator: peer("g0n0", 0),
+            responder: peer("g1n1", 3),
+            round: None,
+        };
+        let tenants = Tenants::parse(
+            "t.toml",
+            "version = 1\n[[tenant]]\nname = \"acme\"\nnodes = [\"g0n[0-1]\"]\n",
+        )
+        .unwrap();
+        let with = render_labels(&pair_labels(
+            Some(&tenants),
+            "bench-bw",
+            "write_bw",
+            "tcp",
+            65536,
+            &pair,
+        ));
+        assert!(
+            with.ends_with(r#"initiator="g0n0:0",responder="g1n1:3",initiator_tenant="acme",responder_tenant="untenanted"}"#),
+            "{with}"
+        );
+        // Without tenants the series are as they always were.
+        let without = render_labels(&pair_labels(
+            None, "bench-bw", "write_bw", "tcp", 65536, &pair,
+        ));
+        assert!(!without.contains("tenant"), "{without}");
     }
 }
