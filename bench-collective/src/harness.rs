@@ -510,33 +510,7 @@ fn on_team_ep(
         }
         crate::ep_run::Mover::Mpi
     };
-    let check = crate::ep_run::ranks_per_node(ep, site).and_then(|rpn| {
-        let g = crate::ep::route::Geometry::new(
-            team.size() as usize,
-            rpn,
-            ep.experts as usize,
-            ep.topk as usize,
-        )?;
-        crate::ep::route::check(ep.routing, &g)
-    });
-    if let Err(e) = check {
-        if me {
-            eprintln!("bench-collective: error: {e:#}");
-        }
-        return Ok(TeamEnd::Failed);
-    }
-    // Every rank of a host computes the same figures: the host's first rank says them.
-    let fits = ep_memory_fits(ep, site);
-    if team.any(fits.is_err()) {
-        if let Err(e) = fits {
-            let on_host = (team.size() / site.spec.nodes.max(1)).max(1);
-            if team.rank() % on_host == 0 {
-                output::error_line(&format!(
-                    "bench-collective: rank {}: error: {e:#}",
-                    team.rank()
-                ));
-            }
-        }
+    if !ep_preflight(ep, site) {
         return Ok(TeamEnd::Failed);
     }
     if me {
@@ -560,6 +534,43 @@ fn on_team_ep(
         sweep.rows.extend(rows);
     }
     Ok(TeamEnd::Done)
+}
+
+/// What must hold before any EP size runs, agreed by the whole team: the routing fits
+/// the geometry, and the largest size's buffers fit in each host's memory.
+fn ep_preflight(ep: &crate::ep::EpPlan, site: &measure::Site) -> bool {
+    let team = site.team;
+    let me = team.rank() == 0;
+    let check = crate::ep_run::ranks_per_node(ep, site).and_then(|rpn| {
+        let g = crate::ep::route::Geometry::new(
+            team.size() as usize,
+            rpn,
+            ep.experts as usize,
+            ep.topk as usize,
+        )?;
+        crate::ep::route::check(ep.routing, &g)
+    });
+    if let Err(e) = check {
+        if me {
+            eprintln!("bench-collective: error: {e:#}");
+        }
+        return false;
+    }
+    // Every rank of a host computes the same figures: the host's first rank says them.
+    let fits = ep_memory_fits(ep, site);
+    if team.any(fits.is_err()) {
+        if let Err(e) = fits {
+            let on_host = (team.size() / site.spec.nodes.max(1)).max(1);
+            if team.rank().is_multiple_of(on_host) {
+                output::error_line(&format!(
+                    "bench-collective: rank {}: error: {e:#}",
+                    team.rank()
+                ));
+            }
+        }
+        return false;
+    }
+    true
 }
 
 /// The largest EP size's buffers against this host's available memory, shared by the
