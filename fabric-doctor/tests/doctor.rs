@@ -117,6 +117,9 @@ fn each_scenario_capture_has_its_findings() {
         ("no-dcb", &[]),
         ("not-dcb-capable", &[]),
         ("infiniband", &[]),
+        // A management port beside the RoCE NIC, PFC off, trust pcp, FEC off at 25G:
+        // shown, not judged (it used to fail pfc-off and traffic-lossy).
+        ("management-port", &["not-rdma"]),
     ];
     for (s, want) in expect {
         let (codes, _) = findings(s);
@@ -141,6 +144,15 @@ fn each_scenario_capture_has_its_findings() {
         .as_str()
         .unwrap()
         .contains("Operation not supported"));
+    let (_, a) = findings("management-port");
+    let mgmt = &a["ports"][1];
+    assert_eq!(mgmt["interface"], "eno1");
+    assert_eq!(
+        mgmt["pfc"]["value"]["enabled"],
+        serde_json::json!(vec![false; 8])
+    );
+    assert_eq!(a["findings"][0]["severity"], "info");
+    assert_eq!(a["findings"][0]["port"], "eno1");
     let (_, a) = findings("infiniband");
     assert_eq!(a["ports"][0]["link_layer"], "InfiniBand");
     assert!(a["ports"][0]["pfc"]["unknown"]

@@ -168,6 +168,15 @@ fn one_way_faults_are_told_by_direction_both_ways() {
             spec.node(to)
         );
         assert!(stdout.contains(&want), "{want}\n{stdout}");
+        // The one-way pair is measured again by the runner's retest: its two hosts (every
+        // rail between them) in the list `--pattern file:` reads, and nothing else.
+        let pairs = fs::read_to_string(dir.join("r/suspects.pairs")).unwrap();
+        let lines: Vec<&str> = pairs.lines().filter(|l| !l.starts_with('#')).collect();
+        assert_eq!(
+            lines,
+            [format!("{} {}", spec.node(from), spec.node(to))],
+            "{pairs}"
+        );
     }
 }
 

@@ -706,8 +706,9 @@ fn the_runner_passes_the_healthy_fabric_and_names_exactly_the_faults_of_a_faulty
 
     // A one-way fault (what g1n2 sends to g0n3, on both rails) and g0n1's two cables
     // swapped: the each-pair bound fails on the slow direction, the cabling check on the
-    // swap, and the suspects are exactly those. (aggregate writes no retest pairs for a
-    // one-way path or a cable swap, so the retest stage has nothing to measure here.)
+    // swap, and the suspects are exactly those. The one-way pair is measured again by the
+    // retest stage (a cable swap is discovery's fact: no measurement retests it), and the
+    // report over both runs names all three again: confirmed.
     let faulty = dir.path().join("faulty");
     std::fs::create_dir_all(&faulty).unwrap();
     let (code, log) = accept_over_the_fabric(
@@ -731,6 +732,18 @@ fn the_runner_passes_the_healthy_fabric_and_names_exactly_the_faults_of_a_faulty
     .map(String::from)
     .into();
     assert_eq!(suspects, want, "{log}");
+    assert!(
+        log.contains("[retest] the suspects next to known-good nodes:")
+            && log.contains("--pattern file:"),
+        "{log}"
+    );
+    let pairs = std::fs::read_to_string(faulty.join("run/links-report/suspects.pairs")).unwrap();
+    let pairs: Vec<&str> = pairs.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(pairs, ["g1n2 g0n3"], "{log}");
+    assert!(
+        log.contains("[retest] 3 of 3 suspect(s) confirmed next to known-good nodes"),
+        "{log}"
+    );
 }
 
 #[test]

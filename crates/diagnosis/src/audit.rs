@@ -137,7 +137,12 @@ fn outcome(
 
 /// The checks of a `[lossless]` table, in a fixed order.
 pub fn checks(spec: &LosslessSpec, docs: &[Loaded]) -> Vec<Outcome> {
-    let all = ports(docs);
+    // Only the ports that carry RDMA are judged (a management port beside them is not
+    // the fabric's; results::audit::findings says the same per node).
+    let all: Vec<(String, PortAudit, NodeAudit)> = ports(docs)
+        .into_iter()
+        .filter(|(_, p, _)| p.carries_rdma())
+        .collect();
     let eth: Vec<&(String, PortAudit, NodeAudit)> =
         all.iter().filter(|(_, p, _)| !p.is_infiniband()).collect();
     let mut out = same_facets(spec, &eth);

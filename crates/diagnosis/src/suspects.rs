@@ -104,6 +104,10 @@ pub struct Suspect {
     pub evidence: Evidence,
     /// One line for a terminal: `node node0003: 7 of 7 links bad (write_bw verbs 64KiB)`.
     pub summary: String,
+    /// Its `suspects.pairs` lines (its ends with known-good partners), so a caller that
+    /// drops the suspect drops its retest too.
+    #[serde(skip)]
+    pub retest_pairs: Vec<String>,
 }
 
 /// Flaky links listed; a count says the rest.
@@ -538,6 +542,7 @@ fn finish(
             None => label,
         };
         // Retest pairs: each suspect end with known-good partners on the same rail.
+        let first_line = lines.len();
         if kind != Kind::Rail {
             if kind == Kind::Link {
                 lines.push((retest_name(a, key_ends[0]), retest_name(a, key_ends[1])));
@@ -574,6 +579,11 @@ fn finish(
                 }
             }
         }
+        let retest_pairs = lines[first_line..]
+            .iter()
+            .filter(|(a, b)| pair_word(a) && pair_word(b))
+            .map(|(a, b)| format!("{a} {b}"))
+            .collect();
         out.suspects.push(Suspect {
             kind,
             node,
@@ -585,6 +595,7 @@ fn finish(
             findings: d.findings,
             evidence: ev,
             summary,
+            retest_pairs,
         });
     }
     let mut seen = BTreeSet::new();

@@ -177,6 +177,25 @@ pub fn build_with(
                 structure_group(st, &a.groups[f.group_index as usize]) && f.failed_links == 0
             })
         });
+        // The retest list follows: the kept suspects' pairs, then the structure's pair
+        // parts (a one-way path confirmed or cleared by the retest, as a matrix suspect
+        // is); a dropped suspect's partners are not measured again.
+        let kept = loc
+            .suspects
+            .iter()
+            .flat_map(|s| s.retest_pairs.iter().cloned());
+        let parts = st
+            .iter()
+            .flat_map(|s| &s.suspects)
+            .flat_map(|s| &s.retest)
+            .map(|(x, y)| format!("{x} {y}"));
+        let mut retest: Vec<String> = Vec::new();
+        for line in kept.chain(parts) {
+            if !retest.contains(&line) {
+                retest.push(line);
+            }
+        }
+        loc.retest = retest;
     }
     let mut outcomes = Vec::new();
     for (i, c) in profile.checks.iter().enumerate() {

@@ -168,6 +168,12 @@ impl PortAudit {
     pub fn is_infiniband(&self) -> bool {
         self.link_layer.eq_ignore_ascii_case("infiniband")
     }
+
+    /// The port of an RDMA device: what the suite's traffic (and a job's RDMA traffic)
+    /// crosses. A netdev without one is audited and shown, never judged.
+    pub fn carries_rdma(&self) -> bool {
+        self.rdma_device.is_some()
+    }
 }
 
 /// IEEE 802.1Qbb priority flow control of one port.
@@ -407,9 +413,18 @@ pub fn traffic_path(port: &PortAudit, dscp: u8) -> (Option<u8>, Option<bool>, Op
 /// The findings of one node's audit. `lossless` is the set of priorities that must carry
 /// PFC (a profile's or the `--lossless-priorities` option); without it the audit only
 /// judges what is self-contradictory (the suite's traffic on a priority without PFC).
+///
+/// Only the ports that carry the suite's RDMA traffic (an RDMA device's port) are judged:
+/// a management or storage netdev beside them is audited and shown, its lossless settings
+/// are none of the fabric's business, and it gets one `info` finding saying so (it used
+/// to fail `pfc-off` and `traffic-lossy` on every healthy node with such a port).
 pub fn findings(a: &NodeAudit, lossless: Option<&[u8]>) -> Vec<Finding> {
     let mut out = Findings::default();
     for p in &a.ports {
+        if !p.carries_rdma() {
+            not_rdma_finding(&mut out, p);
+            continue;
+        }
         if !p.is_infiniband() {
             lossless_findings(&mut out, p, &a.suite, lossless);
         }
@@ -434,6 +449,20 @@ impl Findings {
             fix: fix.into(),
         })
     }
+}
+
+/// A netdev with no RDMA device: reported, not judged.
+fn not_rdma_finding(out: &mut Findings, p: &PortAudit) {
+    out.add(
+        "info",
+        "not-rdma",
+        Some(p.interface.as_str()),
+        format!(
+            "{}: no RDMA device on this interface: it carries none of the suite's traffic, so its PFC, trust, ECN, FEC and optics are shown but not judged",
+            p.name()
+        ),
+        "nothing, if it is a management or storage port; if RoCE should run here, load the RDMA driver (mlx5_ib, bnxt_re, irdma) and audit again",
+    );
 }
 
 /// An Ethernet port's lossless configuration: PFC, trust, the suite's DSCP, ECN, FEC.
@@ -776,6 +805,8 @@ pub mod fixtures {
         map.insert(26, 3);
         PortAudit {
             interface: "eth2".into(),
+            rdma_device: Some("mlx5_0".into()),
+            rdma_port: Some(1),
             link_layer: "Ethernet".into(),
             speed_mbit_s: Some(200_000),
             mtu: Some(9000),
@@ -915,6 +946,8 @@ mod tests {
     fn unknown_facts_make_no_finding_and_show_why() {
         let p = PortAudit {
             interface: "eth0".into(),
+            rdma_device: Some("mlx5_0".into()),
+            rdma_port: Some(1),
             link_layer: "Ethernet".into(),
             pfc: Fact::unknown("dcb -j pfc show dev eth0", "Operation not supported"),
             ..Default::default()
@@ -923,6 +956,29 @@ mod tests {
         assert_eq!(
             p.pfc.show(|_| String::new()),
             "unknown: Operation not supported"
+        );
+    }
+
+    /// A management port (no RDMA device) with PFC off and trust pcp is shown, not judged:
+    /// one `info`; the same settings on an RDMA device's port fail.
+    #[test]
+    fn only_ports_that_carry_rdma_are_judged() {
+        let mut mgmt = port();
+        mgmt.rdma_device = None;
+        mgmt.rdma_port = None;
+        mgmt.pfc.value.as_mut().unwrap().enabled = vec![false; 8];
+        mgmt.trust = Fact::known("t", "pcp".into());
+        let f = findings(&audit(mgmt.clone()), Some(&[3]));
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(
+            (f[0].severity.as_str(), f[0].code.as_str()),
+            ("info", "not-rdma")
+        );
+        let mut roce = mgmt;
+        roce.rdma_device = Some("mlx5_0".into());
+        assert_eq!(
+            codes(&audit(roce), Some(&[3])),
+            ["pfc-off", "trust-pcp", "traffic-lossy"]
         );
     }
 }

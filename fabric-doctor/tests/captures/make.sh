@@ -105,3 +105,11 @@ I=/sys/class/infiniband/mlx5_0
 f $I/fw_ver 28.39.1002; f $I/device/uevent "PCI_SLOT_NAME=0000:3b:00.0"
 f $I/ports/1/link_layer InfiniBand; f $I/ports/1/gids/0 fe80:0000:0000:0000:0ac0:eb03:004a:1b2c
 c "dcb_-V" "dcb utility, iproute2-6.1.0"; c "ethtool_--version" "ethtool version 6.1"
+# A management port beside the RoCE NIC (issue 37 item 5): device-backed and DCB-capable,
+# PFC off and no DSCP map, no RDMA device. It carries no RDMA traffic: reported, not judged.
+healthy management-port node12; D=management-port
+M=/sys/class/net/eno1
+f $M/mtu 1500; f $M/speed 25000; f $M/carrier_changes 1; f $M/device/uevent "PCI_SLOT_NAME=0000:01:00.0"
+c "dcb_-j_pfc_-s_show_dev_eno1" '{"pfc_cap":8,"macsec_bypass":false,"delay":0,"prio_pfc":[false,false,false,false,false,false,false,false],"requests":[0,0,0,0,0,0,0,0],"indications":[0,0,0,0,0,0,0,0]}'
+c "dcb_-j_app_show_dev_eno1" '{}'
+c "ethtool_--json_-I_--show-fec_eno1" '[ { "ifname": "eno1", "config": [ "Off" ], "active": [ "Off" ] } ]'

@@ -46,6 +46,10 @@ pub struct StructSuspect {
     /// Switches and nodes to mark in the picture.
     #[serde(skip)]
     pub marks: Vec<String>,
+    /// Node pairs to measure again (`suspects.pairs`): the two ends of a pair part
+    /// (`link`, `one_way`, `path`), every rail between them; none for the others.
+    #[serde(skip)]
+    pub retest: Vec<(String, String)>,
 }
 
 /// One group for the picture and the tables.
@@ -196,6 +200,16 @@ fn facts<'a>(
     }
     f.nodes = nodes.into_iter().collect();
     (f, links)
+}
+
+/// The node pair of a pair part, as `--pattern file:` names hosts (a `host/rank` node of
+/// `--include-local` sweeps is no host: none).
+fn retest_pair(p: Part, t: &Topology) -> Option<(String, String)> {
+    let (Part::Link(a, b, _) | Part::OneWay(a, b, _) | Part::Path(a, b, _)) = p else {
+        return None;
+    };
+    let (a, b) = (&t.nodes[a as usize], &t.nodes[b as usize]);
+    (!a.contains('/') && !b.contains('/')).then(|| (a.clone(), b.clone()))
 }
 
 fn describe(
@@ -401,6 +415,7 @@ pub fn build(docs: &[Loaded], plan: Option<&FabricPlan>, s: &MatrixSettings) -> 
                 explained_diffs.insert(c);
             }
             let (kind, name, what, marks) = describe(p.part, &t, &diffs);
+            let retest = retest_pair(p.part, &t).into_iter().collect();
             let discovery = agreement(p.part, &t, &diffs, !links.is_empty());
             let finite = |v: f64| v.is_finite().then_some(v);
             suspects.push(StructSuspect {
@@ -424,6 +439,7 @@ pub fn build(docs: &[Loaded], plan: Option<&FabricPlan>, s: &MatrixSettings) -> 
                 worst_gbit_s: finite(p.worst_gbit_s),
                 median_gbit_s: finite(p.median_gbit_s),
                 marks,
+                retest,
             });
         }
     }
@@ -452,6 +468,7 @@ pub fn build(docs: &[Loaded], plan: Option<&FabricPlan>, s: &MatrixSettings) -> 
                 st.bad_links
             ),
             marks: d.switches.clone(),
+            retest: Vec::new(),
         });
     }
     st.suspects = suspects;
