@@ -240,17 +240,11 @@ fn priority_checks(spec: &LosslessSpec, eth: &[&(String, PortAudit, NodeAudit)])
         }
         if let Some(e) = p.ecn.get() {
             ecn_judged += 1;
-            let off: Vec<u8> = want
-                .iter()
-                .copied()
-                .filter(|&x| {
-                    e.np_enabled.get(x as usize) != Some(&true)
-                        || e.rp_enabled.get(x as usize) != Some(&true)
-                })
-                .collect();
-            if !off.is_empty() {
-                ecn_misses.push(format!("{}: ECN off on priority {off:?}", port_name(h, p)));
-            }
+            ecn_misses.extend(
+                want.iter()
+                    .filter_map(|&x| ecn_off(e, x))
+                    .map(|why| format!("{}: {why}", port_name(h, p))),
+            );
         }
     }
     out.push(outcome(
@@ -279,6 +273,23 @@ fn priority_checks(spec: &LosslessSpec, eth: &[&(String, PortAudit, NodeAudit)])
         ));
     }
     out
+}
+
+/// What of ECN is off on priority `x`, saying which point: the notification point (the
+/// receiver sends no CNP), the reaction point (the sender ignores the CNPs it gets), or
+/// both. `None` when both are on.
+fn ecn_off(e: &results::audit::Ecn, x: u8) -> Option<String> {
+    let on = |v: &[bool]| v.get(x as usize) == Some(&true);
+    match (on(&e.np_enabled), on(&e.rp_enabled)) {
+        (true, true) => None,
+        (false, false) => Some(format!("ECN off on priority {x} (both points)")),
+        (false, true) => Some(format!(
+            "ECN off on priority {x} (notification point only: this port sends no CNP, so its senders are never slowed)"
+        )),
+        (true, false) => Some(format!(
+            "ECN off on priority {x} (reaction point only: CNPs received are ignored, so this port never slows down)"
+        )),
+    }
 }
 
 /// `lossless-rx-power`: every lane at or above its module's low warning.
@@ -472,6 +483,47 @@ mod tests {
         assert_eq!(
             differing("MTU 4200", "MTU 9000"),
             ("MTU 4200".into(), "MTU 9000".into())
+        );
+    }
+
+    /// Which point of ECN is off is said: the reaction point alone, the notification
+    /// point alone, or both.
+    #[test]
+    fn lossless_ecn_says_which_point_is_off() {
+        let mut doc =
+            results::Document::new("fabric-doctor", "mpi", 3, "2026-01-01T00:00:00Z".into());
+        for (i, (np, rp)) in [(true, false), (false, true), (false, false)]
+            .iter()
+            .enumerate()
+        {
+            let mut h = node(&format!("node{i:02}"), 3, 48);
+            let a = h.audit.as_mut().unwrap();
+            let e = a.ports[0].ecn.value.as_mut().unwrap();
+            e.np_enabled[3] = *np;
+            e.rp_enabled[3] = *rp;
+            doc.hosts.push(h);
+        }
+        let l = Loaded::from_text("a.json", &serde_json::to_string(&doc).unwrap()).unwrap();
+        let spec = LosslessSpec {
+            lossless_priorities: Some(vec![3]),
+            ecn_on_lossless: true,
+            ..Default::default()
+        };
+        let out = checks(&spec, &[l]);
+        let ecn = out.iter().find(|o| o.id == "lossless-ecn").unwrap();
+        assert_eq!(ecn.status, Status::Fail);
+        let text = format!("{ecn:?}");
+        assert!(
+            text.contains("node00:eth2: ECN off on priority 3 (reaction point only"),
+            "{text}"
+        );
+        assert!(
+            text.contains("node01:eth2: ECN off on priority 3 (notification point only"),
+            "{text}"
+        );
+        assert!(
+            text.contains("node02:eth2: ECN off on priority 3 (both points)"),
+            "{text}"
         );
     }
 
