@@ -81,6 +81,31 @@ fn facet(p: &PortAudit, f: &str) -> Option<String> {
     }
 }
 
+/// The NCCL settings of every node with a port that carries RDMA, once a node: every
+/// `NCCL_*` variable the audit read (environment and nccl.conf) as `K=V`, `none` when
+/// there is none. A node whose NCCL_IB_HCA, GID index or traffic class differs from the
+/// others runs its jobs' traffic on other NICs, GIDs or priorities than theirs.
+fn nccl_values(eth: &[&(String, PortAudit, NodeAudit)]) -> Vec<(String, String)> {
+    let mut by_node: BTreeMap<&str, String> = BTreeMap::new();
+    for (h, _, a) in eth {
+        by_node.entry(h.as_str()).or_insert_with(|| {
+            if a.host.nccl.is_empty() {
+                return "none".into();
+            }
+            a.host
+                .nccl
+                .iter()
+                .map(|(k, v)| format!("{k}={}", v.value))
+                .collect::<Vec<_>>()
+                .join(" ")
+        });
+    }
+    by_node
+        .into_iter()
+        .map(|(h, v)| (h.to_string(), v))
+        .collect()
+}
+
 /// A port's value and the majority's, cut to what differs when both are `key=value`
 /// lists (DCQCN's nine parameters side by side hid the one that differs): the keys whose
 /// values differ, and keys one side lacks (`key absent`). Other values are shown whole.
@@ -169,10 +194,13 @@ fn same_facets(spec: &LosslessSpec, eth: &[&(String, PortAudit, NodeAudit)]) -> 
         .clone()
         .unwrap_or_else(|| FACETS.iter().map(|s| s.to_string()).collect());
     for f in &same {
-        let values: Vec<(String, String)> = eth
-            .iter()
-            .filter_map(|(h, p, _)| facet(p, f).map(|v| (port_name(h, p), v)))
-            .collect();
+        let values: Vec<(String, String)> = if f == "nccl" {
+            nccl_values(eth)
+        } else {
+            eth.iter()
+                .filter_map(|(h, p, _)| facet(p, f).map(|v| (port_name(h, p), v)))
+                .collect()
+        };
         let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
         for (_, v) in &values {
             *counts.entry(v.as_str()).or_default() += 1;
@@ -483,6 +511,46 @@ mod tests {
         assert_eq!(
             differing("MTU 4200", "MTU 9000"),
             ("MTU 4200".into(), "MTU 9000".into())
+        );
+    }
+
+    /// NCCL settings are compared across nodes, once a node, naming only the variable
+    /// that differs.
+    #[test]
+    fn a_node_with_other_nccl_settings_is_named_with_the_variable() {
+        let mut doc =
+            results::Document::new("fabric-doctor", "mpi", 4, "2026-01-01T00:00:00Z".into());
+        for i in 0..4 {
+            let mut h = node(&format!("node{i:02}"), 3, 48);
+            let a = h.audit.as_mut().unwrap();
+            a.ports.push(a.ports[0].clone());
+            a.ports[1].interface = "eth3".into();
+            let set = |v: &str| results::audit::NcclSetting {
+                value: v.into(),
+                source: "/etc/nccl.conf".into(),
+            };
+            a.host.nccl.insert("NCCL_IB_GID_INDEX".into(), set("3"));
+            let hca = if i == 1 { "mlx5_1" } else { "=mlx5_0,mlx5_1" };
+            a.host.nccl.insert("NCCL_IB_HCA".into(), set(hca));
+            doc.hosts.push(h);
+        }
+        let l = Loaded::from_text("a.json", &serde_json::to_string(&doc).unwrap()).unwrap();
+        let spec = LosslessSpec {
+            same: Some(vec!["nccl".into()]),
+            ..Default::default()
+        };
+        let out = checks(&spec, &[l]);
+        let o = out.iter().find(|o| o.id == "lossless-same-nccl").unwrap();
+        assert_eq!(o.status, Status::Fail);
+        assert_eq!(
+            o.worst_at,
+            "node01: NCCL_IB_HCA=mlx5_1 (most: NCCL_IB_HCA==mlx5_0,mlx5_1)"
+        );
+        let text = format!("{o:?}");
+        assert_eq!(
+            text.matches("node01").count(),
+            1,
+            "once a node, not a port: {text}"
         );
     }
 

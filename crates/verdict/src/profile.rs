@@ -774,7 +774,7 @@ fn check_lossless(lossless: Option<&LosslessSpec>, err: ErrAt) -> Result<()> {
 /// (diagnosis::audit reads each). An unknown name is refused when the profile is read: taken,
 /// it would judge nothing and read MISSING with a hint about the audit, not the typo.
 pub const LOSSLESS_FACETS: &[&str] = &[
-    "pfc", "trust", "dscp_map", "cnp_dscp", "dcqcn", "fec", "mtu", "firmware",
+    "pfc", "trust", "dscp_map", "cnp_dscp", "dcqcn", "fec", "mtu", "firmware", "nccl",
 ];
 
 /// `[lossless]` of a profile (docs/profiles.md).
