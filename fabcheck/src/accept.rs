@@ -114,6 +114,17 @@ pub fn execute(o: &Options) -> Result<Outcome> {
                 rec.note = Some(why.clone());
                 continue;
             }
+            if let Some(why) = &step.not_here {
+                rec.status = Status::Skipped;
+                rec.note = Some(why.clone());
+                println!(
+                    "[{} {}/{}] not run: {why}",
+                    stage.name(),
+                    i + 1,
+                    of_stage.len()
+                );
+                continue;
+            }
             let left = budget.map(|b| b.saturating_sub(spent));
             if left == Some(Duration::ZERO) {
                 rec.status = Status::Skipped;
@@ -362,6 +373,7 @@ fn retest(o: &Options, steps: &[Step], state: &mut State, stop: &AtomicBool) -> 
         feeds: vec!["retest".into()],
         argv,
         json,
+        not_here: None,
         // A retest is a sweep over fewer pairs: bounded by the sweep's own projection.
         projected: sweep.projected,
     };
@@ -522,6 +534,16 @@ pub fn dry_run(profile: &Profile, o: &Options, steps: &[Step]) -> String {
             show(total)
         );
         for x in of {
+            if let Some(why) = &x.not_here {
+                let _ = writeln!(
+                    s,
+                    "  {}. {} ({why}; feeds {})",
+                    x.index,
+                    x.run.tool,
+                    x.feeds.join(", ")
+                );
+                continue;
+            }
             let _ = writeln!(s, "  {}. {}", x.index, x.command());
             let _ = writeln!(
                 s,

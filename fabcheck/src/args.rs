@@ -113,6 +113,8 @@ impl TriageArgs {
             profile: self.profile,
             hosts,
             local: self.local,
+            agents: None,
+            lat_agents: None,
             nics_per_node: self.nics_per_node,
             gpus_per_node: None,
             nodes: None,
@@ -155,6 +157,14 @@ struct AcceptArgs {
     /// Rehearse on this host: N ranks under mpirun, each counted as a node.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(2..=64))]
     local: Option<u32>,
+    /// Run over `bench-bw --serve` agents instead of MPI (their `host:port` a line, a
+    /// node's agents its rails in order): the sweeps, incast and congestion; the audits
+    /// and collectives are recorded as not run. See docs/agents.md.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["hosts", "local", "wrap", "launcher_args"])]
+    agents: Option<PathBuf>,
+    /// With --agents: the `bench-lat --serve` agents for the latency sweeps.
+    #[arg(long, value_name = "FILE", requires = "agents")]
+    lat_agents: Option<PathBuf>,
     /// Ranks per node for the point-to-point runs: one per NIC (rail).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     nics_per_node: u32,
@@ -312,6 +322,46 @@ impl AcceptArgs {
         })
     }
 
+    /// Over agents: the nodes are the agents' hosts, their agents the rails; every agent
+    /// on one host is a rehearsal (each agent a node). The latency agents must be as many.
+    fn over_agents(&self, bw: &Path) -> Result<Cluster> {
+        let (hosts, rails) = Cluster::agents_of(bw)?;
+        let one_host = hosts.len() == 1;
+        let (nodes, nics) = if one_host {
+            (rails, 1)
+        } else {
+            (hosts.len() as u32, rails)
+        };
+        if let Some(lat) = &self.lat_agents {
+            let (lat_hosts, lat_rails) = Cluster::agents_of(lat)?;
+            if lat_hosts != hosts || lat_rails != rails {
+                bail!(
+                    "{} lists {} host(s) with {lat_rails} agent(s) on the first, {} lists {} with {rails}: \
+                     the latency agents must stand on the same hosts and rails as the bandwidth agents",
+                    lat.display(),
+                    lat_hosts.len(),
+                    bw.display(),
+                    hosts.len()
+                );
+            }
+        }
+        if nodes < 2 {
+            bail!("{}: one agent: an acceptance run measures links between nodes and needs at least two", bw.display());
+        }
+        Ok(Cluster {
+            launcher: Launcher::Agents {
+                bw: absolute(bw)?,
+                lat: self.lat_agents.as_deref().map(absolute).transpose()?,
+                one_host,
+            },
+            nodes,
+            nics,
+            gpus: self.gpus_per_node.unwrap_or(nics),
+            launcher_args: Vec::new(),
+            wrap: Vec::new(),
+        })
+    }
+
     /// The launcher and shape: --local, --hosts, a Slurm allocation, or (dry run) --nodes.
     fn cluster(&self) -> Result<Cluster> {
         let launcher_args = self
@@ -321,6 +371,8 @@ impl AcceptArgs {
             .unwrap_or_default();
         let (launcher, nodes) = if let Some(n) = self.local {
             (Launcher::Local, n)
+        } else if let Some(bw) = &self.agents {
+            return self.over_agents(bw);
         } else if let Some(h) = &self.hosts {
             let hosts = Cluster::hosts_of(h)?;
             (

@@ -17,6 +17,15 @@ pub enum Launcher {
     /// `mpirun` on this machine, every rank counted as a node (`--include-local`): a
     /// rehearsal of the procedure on one host.
     Local,
+    /// `bench-bw --serve` agents (and `bench-lat --serve` ones for the latency sweeps)
+    /// driven by the tools' own coordinators (`--hosts FILE`), no MPI: the sweeps, incast
+    /// and congestion run; the audits and collectives cannot (see [`Cluster::not_here`]).
+    /// `one_host`: every agent on this machine, each counted as a node (a rehearsal).
+    Agents {
+        bw: PathBuf,
+        lat: Option<PathBuf>,
+        one_host: bool,
+    },
 }
 
 /// The cluster the runs go to.
@@ -60,6 +69,70 @@ impl Cluster {
             );
         }
         Ok(hosts)
+    }
+
+    /// The agents of an agents file (`host` or `host:port` a line, `#` comments): their
+    /// hosts in order, each once, and how many agents the first host has (its rails).
+    pub fn agents_of(file: &Path) -> Result<(Vec<String>, u32)> {
+        let text = std::fs::read_to_string(file)
+            .with_context(|| format!("{}: cannot read the agents file", file.display()))?;
+        let mut hosts: Vec<String> = Vec::new();
+        let mut first = 0;
+        for line in text.lines() {
+            let line = line.split('#').next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            let host = match line.rsplit_once(':') {
+                Some((h, port)) if port.chars().all(|c| c.is_ascii_digit()) => h,
+                _ => line,
+            };
+            if hosts.is_empty() || hosts[0] == host {
+                first += 1;
+            }
+            if !hosts.iter().any(|h| h == host) {
+                hosts.push(host.to_string());
+            }
+        }
+        if first == 0 {
+            bail!(
+                "{}: no agent listed (one `host:port` a line)",
+                file.display()
+            );
+        }
+        Ok((hosts, first))
+    }
+
+    /// Why a run cannot go through this launcher, if it cannot: over agents there is no
+    /// MPI and no process on each node but the agents.
+    pub fn not_here(&self, tool: &str) -> Option<String> {
+        let Launcher::Agents { lat, .. } = &self.launcher else {
+            return None;
+        };
+        match tool {
+            "fabric-doctor" => Some(
+                "not over agents: fabric-doctor audits each node where it runs (run it there,                  `fabric-doctor --json`, or use mpirun/srun)"
+                    .into(),
+            ),
+            "bench-collective" => Some(
+                "not over agents: the collectives need MPI (use mpirun or srun for this stage)"
+                    .into(),
+            ),
+            "bench-lat" if lat.is_none() => Some(
+                "no bench-lat agents: start `bench-lat --serve` on every node and pass                  --lat-agents FILE"
+                    .into(),
+            ),
+            _ => None,
+        }
+    }
+
+    /// The agents file a tool's coordinator takes (`--hosts`), over agents.
+    pub fn agents_for(&self, tool: &str) -> Option<&Path> {
+        match &self.launcher {
+            Launcher::Agents { lat, .. } if tool == "bench-lat" => lat.as_deref(),
+            Launcher::Agents { bw, .. } => Some(bw),
+            _ => None,
+        }
     }
 
     /// Ranks per node for a launch kind.
@@ -113,14 +186,20 @@ impl Cluster {
                 "-np".into(),
                 np,
             ],
+            // The tool is its own coordinator (`--hosts`): nothing before it.
+            Launcher::Agents { .. } => return Vec::new(),
         };
         v.extend(self.launcher_args.iter().cloned());
         v.extend(self.wrap.iter().cloned());
         v
     }
 
+    /// Every rank on this machine, each counted as a node (`--include-local`).
     pub fn is_local(&self) -> bool {
-        self.launcher == Launcher::Local
+        matches!(
+            self.launcher,
+            Launcher::Local | Launcher::Agents { one_host: true, .. }
+        )
     }
 
     /// One line for the terminal and the state file.
@@ -140,6 +219,21 @@ impl Cluster {
             Launcher::Local => format!(
                 "{} rank(s) on this host, each counted as a node (a rehearsal)",
                 self.nodes
+            ),
+            Launcher::Agents { bw, lat, one_host } => format!(
+                "{} {} of {}{} over agents, {} NIC(s) a node{}",
+                self.nodes,
+                if *one_host {
+                    "agent(s) on this host, each counted as a node,"
+                } else {
+                    "node(s)"
+                },
+                bw.display(),
+                lat.as_ref()
+                    .map(|l| format!(" and {}", l.display()))
+                    .unwrap_or_default(),
+                self.nics,
+                if *one_host { " (a rehearsal)" } else { "" }
             ),
         }
     }

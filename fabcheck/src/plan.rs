@@ -39,6 +39,9 @@ pub struct Step {
     pub json: PathBuf,
     /// What the time model projects for it.
     pub projected: Duration,
+    /// Why it cannot run through this launcher (over agents: the audits, the
+    /// collectives): recorded as not run, its checks MISSING.
+    pub not_here: Option<String>,
 }
 
 impl Step {
@@ -82,6 +85,7 @@ pub fn steps(p: &Profile, cluster: &Cluster, s: &Settings, stages: &[Stage]) -> 
         argv.push(s.bin.join(run.tool).display().to_string());
         argv.extend(args);
         let projected = model::project(&run, &argv, cluster, s.per_pair_s);
+        let not_here = cluster.not_here(run.tool);
         out.push(Step {
             index,
             stage: run.stage,
@@ -90,6 +94,7 @@ pub fn steps(p: &Profile, cluster: &Cluster, s: &Settings, stages: &[Stage]) -> 
             argv,
             json,
             projected,
+            not_here,
         });
     }
     out
@@ -120,10 +125,15 @@ fn runner_args(run: &Run, cluster: &Cluster, s: &Settings, json: &Path) -> Vec<S
         if run.tool == "bench-bw" {
             args.extend(["-D".into(), s.per_pair_s.to_string()]);
         }
-        if verbs && cluster.nics > 1 && !cluster.is_local() {
-            // Local rank r measures on the node's r-th NIC: one rank per rail.
+        // Local rank r measures on the node's r-th NIC: one rank per rail (an agent
+        // has its own device).
+        let agents = cluster.agents_for(run.tool).is_some();
+        if verbs && cluster.nics > 1 && !cluster.is_local() && !agents {
             args.extend(["-d".into(), "auto".into()]);
         }
+    }
+    if let Some(file) = cluster.agents_for(run.tool) {
+        args.extend(["--hosts".into(), file.display().to_string()]);
     }
     if cluster.is_local() && (sweep || run.tool == "bench-congestion") {
         args.push("--include-local".into());
@@ -185,6 +195,45 @@ pub(crate) mod tests {
         assert!(audit
             .command()
             .contains("-np 16 /opt/fabcheck/bin/fabric-doctor"));
+    }
+
+    #[test]
+    fn over_agents_the_sweeps_go_to_their_coordinators_and_the_rest_is_not_run() {
+        let p = verdict::profile::load("roce-100g").unwrap();
+        let c = Cluster {
+            launcher: Launcher::Agents {
+                bw: "/etc/fabcheck/bw-agents".into(),
+                lat: None,
+                one_host: false,
+            },
+            nodes: 16,
+            nics: 8,
+            gpus: 8,
+            launcher_args: vec![],
+            wrap: vec![],
+        };
+        let steps = steps(&p, &c, &settings(), &Stage::ALL);
+        let bw = steps
+            .iter()
+            .find(|s| s.feeds.contains(&"write-bw-large".to_string()))
+            .unwrap();
+        assert_eq!(
+            bw.command(),
+            "/opt/fabcheck/bin/bench-bw --pattern all-pairs --test write -s 64K --transport verbs \
+             -D 0.5 --hosts /etc/fabcheck/bw-agents --timeout 30 --json results/03-links-bench-bw.json"
+        );
+        assert!(bw.not_here.is_none());
+        let why = |tool: &str| {
+            steps
+                .iter()
+                .find(|s| s.run.tool == tool)
+                .and_then(|s| s.not_here.clone())
+                .unwrap_or_default()
+        };
+        assert!(why("fabric-doctor").contains("not over agents"));
+        assert!(why("bench-collective").contains("need MPI"));
+        assert!(why("bench-lat").contains("--lat-agents"));
+        assert_eq!(why("bench-congestion"), "");
     }
 
     #[test]

@@ -776,3 +776,73 @@ fn killed_mid_run(agents: &mut Agents, victim: usize, mut c: Command) -> String 
     );
     e
 }
+
+/// The acceptance runner over agents (no MPI): the link stage's sweeps go to the
+/// `bench-bw` and `bench-lat` agents through their coordinators, the collectives are
+/// recorded as not run and their check MISSING with why, and the verdict says so (exit 1).
+/// Three agents of each tool on this host: each counted as a node (a rehearsal).
+#[test]
+fn the_acceptance_runner_drives_the_agents_and_says_what_it_could_not_run() {
+    let bw = Agents::start("bench-bw", 3, &[]);
+    let lat = Agents::start("bench-lat", 3, &[]);
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("run");
+    let mut c = Command::new(bin("fabcheck"));
+    c.args(["accept", "--profile", "loopback-demo-cluster", "--agents"])
+        .arg(bw.hosts(&[]))
+        .arg("--lat-agents")
+        .arg(lat.hosts(&[]))
+        .arg("--out")
+        .arg(&dir)
+        .env("FABCHECK_SECRET", SECRET)
+        .env_remove("SLURM_JOB_NUM_NODES")
+        .env_remove("SLURM_NNODES");
+    let res = run(&mut c, Duration::from_secs(300));
+    let (so, se) = text(&res);
+    assert_eq!(res.status.code(), Some(1), "{so}\n{se}");
+    assert!(
+        so.contains("3 agent(s) on this host, each counted as a node"),
+        "{so}"
+    );
+    assert!(
+        so.contains("bench-bw --pattern all-pairs") && so.contains("--hosts "),
+        "{so}"
+    );
+    assert!(
+        so.contains("[collectives 1/1] not run: not over agents: the collectives need MPI"),
+        "{so}"
+    );
+    for id in [
+        "sweep-coverage",
+        "sweep-no-failed-pair",
+        "send-bw-large",
+        "send-lat-small-p50",
+    ] {
+        assert!(
+            so.lines().any(|l| l.starts_with("PASS") && l.contains(id)),
+            "{id}\n{so}"
+        );
+    }
+    assert!(
+        so.lines()
+            .any(|l| l.starts_with("MISSING") && l.contains("allreduce-correct")),
+        "{so}"
+    );
+    assert!(
+        so.contains("verdict: FAIL (6 passed, 0 failed, 1 missing"),
+        "{so}"
+    );
+    for doc in ["01-links-bench-bw.json", "02-links-bench-lat.json"] {
+        let d = read(&dir.join("results").join(doc));
+        assert_eq!(d["launcher"], "agents", "{doc}");
+    }
+    let state = read(&dir.join("accept.json"));
+    let skipped = state["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["stage"] == "collectives")
+        .unwrap();
+    assert_eq!(skipped["status"], "skipped");
+    assert!(skipped["note"].as_str().unwrap().contains("need MPI"));
+}
