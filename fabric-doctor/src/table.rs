@@ -193,20 +193,7 @@ fn host(s: &mut String, a: &NodeAudit) {
             .show(|v| v.map_or("unlimited".into(), |b| format!("{b} bytes"))),
     );
     line(s, "IOMMU", a.host.iommu.show(|v| v.clone()));
-    line(
-        s,
-        "NCCL settings",
-        if a.host.nccl.is_empty() {
-            "none".into()
-        } else {
-            a.host
-                .nccl
-                .iter()
-                .map(|(k, v)| format!("{k}={}", v.value))
-                .collect::<Vec<_>>()
-                .join(" ")
-        },
-    );
+    line(s, "NCCL settings", a.host.nccl_line());
 }
 
 /// Every finding with its fix.

@@ -88,17 +88,9 @@ fn facet(p: &PortAudit, f: &str) -> Option<String> {
 fn nccl_values(eth: &[&(String, PortAudit, NodeAudit)]) -> Vec<(String, String)> {
     let mut by_node: BTreeMap<&str, String> = BTreeMap::new();
     for (h, _, a) in eth {
-        by_node.entry(h.as_str()).or_insert_with(|| {
-            if a.host.nccl.is_empty() {
-                return "none".into();
-            }
-            a.host
-                .nccl
-                .iter()
-                .map(|(k, v)| format!("{k}={}", v.value))
-                .collect::<Vec<_>>()
-                .join(" ")
-        });
+        by_node
+            .entry(h.as_str())
+            .or_insert_with(|| a.host.nccl_line());
     }
     by_node
         .into_iter()

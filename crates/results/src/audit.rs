@@ -346,6 +346,21 @@ pub struct HostAudit {
     pub nccl: BTreeMap<String, NcclSetting>,
 }
 
+impl HostAudit {
+    /// The NCCL settings in one line, `K=V K=V` in name order, `none` without any: how
+    /// fabric-doctor's table shows them and how nodes are compared.
+    pub fn nccl_line(&self) -> String {
+        if self.nccl.is_empty() {
+            return "none".into();
+        }
+        self.nccl
+            .iter()
+            .map(|(k, v)| format!("{k}={}", v.value))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct NcclSetting {
     pub value: String,
