@@ -91,80 +91,14 @@ pub fn execute(o: &Options) -> Result<Outcome> {
     );
     let mut halted: Option<String> = None;
     for stage in Stage::ALL {
-        let of_stage: Vec<&Step> = steps.iter().filter(|s| s.stage == stage).collect();
-        if of_stage.is_empty() {
+        if !steps.iter().any(|s| s.stage == stage) {
             continue;
         }
-        let budget = o.budgets.get(&stage).copied();
-        let mut spent = Duration::ZERO;
-        for (i, step) in of_stage.iter().enumerate() {
-            let rec = &mut state.steps[step.index - 1];
-            if rec.status == Status::Done {
-                println!(
-                    "[{} {}/{}] kept from the interrupted run: {}",
-                    stage.name(),
-                    i + 1,
-                    of_stage.len(),
-                    rec.json.display()
-                );
-                continue;
-            }
-            if let Some(why) = &halted {
-                rec.status = Status::Skipped;
-                rec.note = Some(why.clone());
-                continue;
-            }
-            if let Some(why) = &step.not_here {
-                rec.status = Status::Skipped;
-                rec.note = Some(why.clone());
-                println!(
-                    "[{} {}/{}] not run: {why}",
-                    stage.name(),
-                    i + 1,
-                    of_stage.len()
-                );
-                continue;
-            }
-            let left = budget.map(|b| b.saturating_sub(spent));
-            if left == Some(Duration::ZERO) {
-                rec.status = Status::Skipped;
-                rec.note = Some(format!("the {} stage's --budget was spent", stage.name()));
-                println!(
-                    "[{} {}/{}] skipped: budget spent",
-                    stage.name(),
-                    i + 1,
-                    of_stage.len()
-                );
-                continue;
-            }
-            let deadline = deadline_of(step.projected, left);
-            println!(
-                "[{} {}/{}] {} (projected {}, stopped after {})",
-                stage.name(),
-                i + 1,
-                of_stage.len(),
-                step.command(),
-                show(step.projected),
-                show(deadline)
-            );
-            let ended = execute::run(
-                &step.argv,
-                &o.out,
-                &o.out.join(step.log()),
-                Some(&o.out.join(&step.json)),
-                deadline,
-                &stop,
-            )?;
-            spent += Duration::from_secs_f64(ended.seconds);
-            record(rec, &ended);
-            report_step(&o.out, step, rec);
-            state.write(&o.out)?;
-            if ended.status == Status::Interrupted {
-                return Ok(Outcome {
-                    code: interrupted(&mut state, o)?,
-                    ..Outcome::default()
-                });
-            }
+        if let Some(code) = run_stage(o, stage, &steps, &mut state, &halted, &stop)? {
+            return Ok(Outcome {
+                code,
+                ..Outcome::default()
+            });
         }
         if stage == Stage::Config && o.stop_on_config {
             halted = config_fault(&state, &steps);
@@ -177,29 +111,110 @@ pub fn execute(o: &Options) -> Result<Outcome> {
     if let Some(why) = &halted {
         println!("stopped: {why}; the report judges what ran");
     }
-    let (code, suspects) = final_report(o, &stop)?;
-    if let Some(before) = retested_suspects(o, &state) {
+    judge(o, &mut state, &stop)
+}
+
+/// The steps of one stage, each kept (done before an interruption), skipped (halted, not
+/// runnable through this launcher, the stage's budget spent) or run to its deadline.
+/// `Some(exit code)` when an interruption ended the run.
+fn run_stage(
+    o: &Options,
+    stage: Stage,
+    steps: &[Step],
+    state: &mut State,
+    halted: &Option<String>,
+    stop: &AtomicBool,
+) -> Result<Option<i32>> {
+    let of_stage: Vec<&Step> = steps.iter().filter(|s| s.stage == stage).collect();
+    let budget = o.budgets.get(&stage).copied();
+    let mut spent = Duration::ZERO;
+    for (i, step) in of_stage.iter().enumerate() {
+        let at = format!("[{} {}/{}]", stage.name(), i + 1, of_stage.len());
+        let rec = &mut state.steps[step.index - 1];
+        let left = budget.map(|b| b.saturating_sub(spent));
+        if let Some(why) = not_to_run(rec, step, halted, left, stage) {
+            if let Some(line) = why {
+                println!("{at} {line}");
+            }
+            continue;
+        }
+        let deadline = deadline_of(step.projected, left);
+        println!(
+            "{at} {} (projected {}, stopped after {})",
+            step.command(),
+            show(step.projected),
+            show(deadline)
+        );
+        let ended = execute::run(
+            &step.argv,
+            &o.out,
+            &o.out.join(step.log()),
+            Some(&o.out.join(&step.json)),
+            deadline,
+            stop,
+        )?;
+        spent += Duration::from_secs_f64(ended.seconds);
+        record(rec, &ended);
+        report_step(&o.out, step, rec);
+        state.write(&o.out)?;
+        if ended.status == Status::Interrupted {
+            return Ok(Some(interrupted(state, o)?));
+        }
+    }
+    Ok(None)
+}
+
+/// Whether a step is left alone, recorded as such: `None` to run it; `Some(line)` not to,
+/// with the line to print (none for a step skipped after a halt, said once at the end).
+fn not_to_run(
+    rec: &mut StepRecord,
+    step: &Step,
+    halted: &Option<String>,
+    left: Option<Duration>,
+    stage: Stage,
+) -> Option<Option<String>> {
+    if rec.status == Status::Done {
+        return Some(Some(format!(
+            "kept from the interrupted run: {}",
+            rec.json.display()
+        )));
+    }
+    let (why, line) = if let Some(why) = halted {
+        (why.clone(), None)
+    } else if let Some(why) = &step.not_here {
+        (why.clone(), Some(format!("not run: {why}")))
+    } else if left == Some(Duration::ZERO) {
+        (
+            format!("the {} stage's --budget was spent", stage.name()),
+            Some("skipped: budget spent".to_string()),
+        )
+    } else {
+        return None;
+    };
+    rec.status = Status::Skipped;
+    rec.note = Some(why);
+    Some(line)
+}
+
+/// The report over every document, the retest's outcome, the verdict kept in the state.
+fn judge(o: &Options, state: &mut State, stop: &AtomicBool) -> Result<Outcome> {
+    let (code, suspects) = final_report(o, stop)?;
+    if let Some(before) = retested_suspects(o, state) {
         print!("{}", retest_outcome(&before, &suspects));
     }
     state.verdict_code = Some(code);
     state.write(&o.out)?;
+    let done = |s: &&StepRecord| s.status == Status::Done;
     Ok(Outcome {
         code,
         suspects,
         not_done: state
             .steps
             .iter()
-            .filter(|s| s.status != Status::Done)
+            .filter(|s| !done(s))
             .map(|s| s.json.display().to_string())
             .collect(),
-        steps_done: format!(
-            "{} step(s)",
-            state
-                .steps
-                .iter()
-                .filter(|s| s.status == Status::Done)
-                .count()
-        ),
+        steps_done: format!("{} step(s)", state.steps.iter().filter(done).count()),
     })
 }
 
