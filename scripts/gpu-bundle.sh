@@ -56,8 +56,9 @@ PMIX_DIR=$SYSLIB/pmix2
 
 cd "$ROOT"
 echo "gpu-bundle: building ($PROFILE) in $TARGET"
+. "$ROOT/scripts/lib/release-packages.sh"
 cargo build --profile "$([[ $PROFILE == debug ]] && echo dev || echo "$PROFILE")" --quiet \
-    -p bench-bw -p bench-lat -p bench-collective -p aggregate
+    "${RELEASE_PACKAGES[@]}"
 cargo build --profile "$([[ $PROFILE == debug ]] && echo dev || echo "$PROFILE")" --quiet \
     -p transport --features cuda,verbs --example gpudirect_probe
 

@@ -34,7 +34,8 @@ failed() {
 }
 
 say "build release binaries"
-if ! "$CARGO" build --release --workspace --bins; then
+. "$REPO/scripts/lib/release-packages.sh"
+if ! "$CARGO" build --release "${RELEASE_PACKAGES[@]}"; then
     echo "run-all: FAILED: cargo build --release" >&2
     exit 2
 fi
