@@ -77,7 +77,21 @@ lints() {
 # cargo's JSON report of the test build says where each test executable is.
 build() {
   cargo build --workspace --bins \
-    && cargo test --workspace --no-run --message-format=json-render-diagnostics > "$LOGS/test-build.json"
+    && cargo test --workspace --no-run --message-format=json-render-diagnostics > "$LOGS/test-build.json" \
+    && idempotent
+}
+
+# A second build must compile nothing. A build script that named a missing file in
+# `rerun-if-changed` (results' git stamp did) reran on every cargo invocation and rebuilt
+# every crate above it: each later phase compiled the workspace again.
+idempotent() {
+  local again
+  again=$(cargo build --workspace --bins 2>&1 | grep -E '^ +Compiling' || true)
+  if [ -n "$again" ]; then
+    echo "error: a second build compiled again (a build script that reruns every time?):" >&2
+    echo "$again" >&2
+    return 1
+  fi
 }
 
 # The path of the debug verbs_errors test executable (built by `build`; asking cargo

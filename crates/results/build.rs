@@ -20,14 +20,17 @@ fn main() {
     if let Some(dir) = git(&["rev-parse", "--absolute-git-dir"]) {
         println!("cargo:rerun-if-changed={dir}/HEAD");
         if let Some(r) = git(&["symbolic-ref", "-q", "HEAD"]) {
-            if let Some(common) = git(&["rev-parse", "--git-common-dir"]) {
-                let common = std::path::Path::new(&common);
-                let common = if common.is_absolute() {
-                    common.to_path_buf()
-                } else {
-                    std::path::Path::new(&dir).join(common)
-                };
-                println!("cargo:rerun-if-changed={}", common.join(&r).display());
+            // Absolute: a relative common dir is relative to this script's working
+            // directory (crates/results), not to the git dir. Joined to the git dir it
+            // named a file that does not exist, and cargo reran this script, so rebuilt
+            // every crate above `results`, on every invocation.
+            if let Some(common) =
+                git(&["rev-parse", "--path-format=absolute", "--git-common-dir"])
+            {
+                println!(
+                    "cargo:rerun-if-changed={}",
+                    std::path::Path::new(&common).join(&r).display()
+                );
             }
         }
     }
