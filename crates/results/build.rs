@@ -24,8 +24,7 @@ fn main() {
             // directory (crates/results), not to the git dir. Joined to the git dir it
             // named a file that does not exist, and cargo reran this script, so rebuilt
             // every crate above `results`, on every invocation.
-            if let Some(common) =
-                git(&["rev-parse", "--path-format=absolute", "--git-common-dir"])
+            if let Some(common) = git(&["rev-parse", "--path-format=absolute", "--git-common-dir"])
             {
                 println!(
                     "cargo:rerun-if-changed={}",
