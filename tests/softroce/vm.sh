@@ -31,6 +31,7 @@ SOFTROCE_MTU=${SOFTROCE_MTU:-9000}                  # netdev MTU; 9000 gives act
 SOFTROCE_ENV=${SOFTROCE_ENV:-}                      # host env var names to pass to guests
 SOFTROCE_APPEND=${SOFTROCE_APPEND:-}                # extra kernel command line
 SOFTROCE_TSC=${SOFTROCE_TSC:-1}                     # 1: tsc=reliable (cheap guest clock)
+SOFTROCE_NICE=${SOFTROCE_NICE:-0}                   # qemu's niceness (the test command: 10)
 
 PACKAGES=(qemu-system-x86 linux-image-amd64 rdma-core ibverbs-providers ibverbs-utils
     perftest busybox-static iproute2 openmpi-bin ethtool openssh-server)
@@ -285,7 +286,7 @@ start_vm() {
     # Shares: the host root read-only; the run dir read-write. multidevs=remap keeps inode
     # numbers unique across the host's many filesystems.
     # shellcheck disable=SC2054 # commas belong to qemu's option syntax
-    local qemu=(qemu-system-x86_64 -name "softroce-$vm"
+    local qemu=(nice -n "$SOFTROCE_NICE" qemu-system-x86_64 -name "softroce-$vm"
         -accel tcg,thread=multi -cpu max -smp "$SOFTROCE_SMP" -m "$SOFTROCE_MEM"
         -nodefaults -no-user-config -display none -monitor none -serial stdio -no-reboot
         -pidfile "$dir/qemu.pid"
