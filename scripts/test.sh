@@ -99,11 +99,7 @@ idempotent() {
 # The path of the debug verbs_errors test executable (built by `build`; asking cargo
 # again with `-p integration` would build it anew: features unify per selection).
 verbs_errors_test() {
-  python3 -c 'import json, sys
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "verbs_errors":
-        print(m["executable"])' < "$LOGS/test-build.json"
+  python3 scripts/lib/test-executable.py verbs_errors < "$LOGS/test-build.json"
 }
 
 host_lane() {

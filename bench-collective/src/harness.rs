@@ -557,10 +557,10 @@ fn ep_preflight(ep: &crate::ep::EpPlan, site: &measure::Site) -> bool {
         return false;
     }
     // Every rank of a host computes the same figures: the host's first rank says them.
-    let fits = ep_memory_fits(ep, site);
+    let on_host = (team.size() / site.spec.nodes.max(1)).max(1);
+    let fits = ep_memory_fits(ep, site, on_host);
     if team.any(fits.is_err()) {
         if let Err(e) = fits {
-            let on_host = (team.size() / site.spec.nodes.max(1)).max(1);
             if team.rank().is_multiple_of(on_host) {
                 output::error_line(&format!(
                     "bench-collective: rank {}: error: {e:#}",
@@ -574,8 +574,8 @@ fn ep_preflight(ep: &crate::ep::EpPlan, site: &measure::Site) -> bool {
 }
 
 /// The largest EP size's buffers against this host's available memory, shared by the
-/// team's ranks on it (the team's ranks over its hosts).
-fn ep_memory_fits(ep: &crate::ep::EpPlan, site: &measure::Site) -> Result<()> {
+/// team's `on_host` ranks on it (the team's ranks over its hosts).
+fn ep_memory_fits(ep: &crate::ep::EpPlan, site: &measure::Site, on_host: u32) -> Result<()> {
     let ranks = u64::from(site.team.size());
     let names: Vec<&str> = ep.collectives.iter().map(|c| c.name).collect();
     crate::ep::memory::check(
@@ -583,7 +583,7 @@ fn ep_memory_fits(ep: &crate::ep::EpPlan, site: &measure::Site) -> Result<()> {
         ep.tokens.iter().copied().max().unwrap_or(0),
         u64::from(ep.topk),
         ranks,
-        ranks / u64::from(site.spec.nodes.max(1)),
+        u64::from(on_host),
         ep.hidden,
         crate::ep::memory::available(),
     )

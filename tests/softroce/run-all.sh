@@ -46,11 +46,7 @@ export FABCHECK_BIN=$TARGET/release
 # build made (VERBS_ERRORS_TEST), else it is built here and found by cargo's own report.
 if [[ -z ${VERBS_ERRORS_TEST:-} ]]; then
     VERBS_ERRORS_TEST=$("$CARGO" test -p integration --test verbs_errors --no-run --message-format=json \
-        | python3 -c 'import json, sys
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "verbs_errors":
-        print(m["executable"])')
+        | python3 "$REPO/scripts/lib/test-executable.py" verbs_errors)
 fi
 if [[ ! -x $VERBS_ERRORS_TEST ]]; then
     echo "run-all: FAILED: no verbs_errors test executable (cargo test -p integration --test verbs_errors --no-run)" >&2

@@ -289,19 +289,38 @@ pub fn load(name_or_path: &str) -> Result<Profile> {
     load_at_depth(name_or_path, 0)
 }
 
-fn load_at_depth(name_or_path: &str, depth: usize) -> Result<Profile> {
+/// Where a profile named on the command line (or by `extends`) is: a file, the shipped
+/// file in `profiles/` beside the working directory, or a built-in one.
+enum Located {
+    File(std::path::PathBuf),
+    Builtin(&'static str, &'static str),
+}
+
+fn locate(name_or_path: &str) -> Option<Located> {
     let path = Path::new(name_or_path);
     if path.exists() {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| Error::Profile(format!("{}: cannot read: {e}", path.display())))?;
-        return parse_at_depth(&text, &path.display().to_string(), depth);
+        return Some(Located::File(path.to_path_buf()));
     }
     let local = Path::new("profiles").join(format!("{name_or_path}.toml"));
     if local.exists() {
-        return load_at_depth(&local.display().to_string(), depth);
+        return Some(Located::File(local));
     }
-    match BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
-        Some((n, text)) => parse_at_depth(text, &format!("built-in profile {n}"), depth),
+    BUILTIN
+        .iter()
+        .find(|(n, _)| *n == name_or_path)
+        .map(|&(n, text)| Located::Builtin(n, text))
+}
+
+fn load_at_depth(name_or_path: &str, depth: usize) -> Result<Profile> {
+    match locate(name_or_path) {
+        Some(Located::File(path)) => {
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| Error::Profile(format!("{}: cannot read: {e}", path.display())))?;
+            parse_at_depth(&text, &path.display().to_string(), depth)
+        }
+        Some(Located::Builtin(n, text)) => {
+            parse_at_depth(text, &format!("built-in profile {n}"), depth)
+        }
         None => Err(Error::Profile(format!(
             "no profile file {name_or_path} and no built-in profile of that name (built in: {})",
             BUILTIN.iter().map(|b| b.0).collect::<Vec<_>>().join(", ")
@@ -341,6 +360,9 @@ pub const BUILTIN: &[(&str, &str)] = &[
 pub fn parse(text: &str, source: &str) -> Result<Profile> {
     parse_at_depth(text, source, 0)
 }
+
+/// The tables `keep` can keep, by their checks' prefix.
+const TABLES: [&str; 4] = ["inventory", "lossless", "load", "isolation"];
 
 /// A profile extends at most this many others in a chain (a loop is caught by it).
 const MAX_EXTENDS: usize = 4;
@@ -434,12 +456,7 @@ fn base_of(raw: &mut RawProfile, depth: usize, err: ErrAt) -> Result<Option<Prof
         ));
     }
     // The base's own errors name the base; only its absence is said here.
-    let exists = Path::new(&extends).exists()
-        || Path::new("profiles")
-            .join(format!("{extends}.toml"))
-            .exists()
-        || BUILTIN.iter().any(|(n, _)| *n == extends);
-    if !exists {
+    if locate(&extends).is_none() {
         return Err(err(
             "extends".into(),
             format!("no profile file {extends} and no built-in profile of that name"),
@@ -450,15 +467,11 @@ fn base_of(raw: &mut RawProfile, depth: usize, err: ErrAt) -> Result<Option<Prof
         Some(prefix) => id.starts_with(prefix),
         None => id == p,
     };
-    let table = |name: &str| {
-        keep.iter()
-            .any(|p| matches(p, &format!("{name}-*")) || p == &format!("{name}-*"))
-    };
+    // A table is kept by the prefix of its checks' ids (`lossless-*` keeps [lossless]).
+    let keeps_table = |p: &str, name: &str| matches(p, &format!("{name}-*"));
+    let table = |name: &str| keep.iter().any(|p| keeps_table(p, name));
     if let Some(p) = keep.iter().find(|p| {
-        !base.checks.iter().any(|c| matches(p, &c.id))
-            && !["inventory", "lossless", "load", "isolation"]
-                .iter()
-                .any(|t| matches(p, &format!("{t}-*")))
+        !base.checks.iter().any(|c| matches(p, &c.id)) && !TABLES.iter().any(|t| keeps_table(p, t))
     }) {
         return Err(err(
             "keep".into(),
