@@ -145,19 +145,19 @@ fn run_stage(
             show(step.projected),
             show(deadline)
         );
-        let ended = execute::run(
+        let ended = execute::run_step(
             &step.argv,
             &o.out,
             &o.out.join(step.log()),
-            Some(&o.out.join(&step.json)),
+            &o.out.join(&step.json),
             deadline,
             stop,
         )?;
-        spent += Duration::from_secs_f64(ended.seconds);
+        spent += Duration::from_secs_f64(ended.last.seconds);
         record(rec, &ended);
         report_step(&o.out, step, rec);
         state.write(&o.out)?;
-        if ended.status == Status::Interrupted {
+        if ended.last.status == Status::Interrupted {
             return Ok(Some(interrupted(state, o)?));
         }
     }
@@ -228,14 +228,28 @@ fn deadline_of(projected: Duration, budget_left: Option<Duration>) -> Duration {
     }
 }
 
-fn record(rec: &mut StepRecord, e: &execute::Ended) {
+fn record(rec: &mut StepRecord, a: &execute::Attempts) {
+    let e = &a.last;
     rec.status = e.status;
     rec.exit_code = e.exit_code;
     rec.seconds = Some(e.seconds);
-    rec.note = match e.status {
-        Status::TimedOut => Some("stopped at its deadline; its checks are MISSING".into()),
-        Status::Failed => Some("no usable document; its checks are MISSING".into()),
+    let note = match e.status {
+        Status::TimedOut => Some("stopped at its deadline; its checks are MISSING".to_string()),
+        Status::Failed => Some("no usable document; its checks are MISSING".to_string()),
         _ => None,
+    };
+    let relaunch = a.crashed_first.map(|f| {
+        format!(
+            "launched twice: the first launch crashed after {:.0}s ({}) before writing its \
+             document; its log is kept beside the step's (.log.first)",
+            f.seconds,
+            f.exit_code
+                .map_or("killed by a signal".to_string(), |c| format!("exit {c}")),
+        )
+    });
+    rec.note = match (relaunch, note) {
+        (Some(r), Some(n)) => Some(format!("{r}; {n}")),
+        (r, n) => r.or(n),
     };
 }
 
@@ -348,50 +362,11 @@ fn retest(o: &Options, steps: &[Step], state: &mut State, stop: &AtomicBool) -> 
     }) else {
         return Ok(());
     };
-    let scratch = o.out.join("links-report");
-    let mut argv = vec![
-        o.settings.bin.join("aggregate").display().to_string(),
-        "report".into(),
-        "results".into(),
-        "--profile".into(),
-        o.profile.clone(),
-        "--out".into(),
-        scratch.display().to_string(),
-        "--force".into(),
-    ];
-    if let Some(p) = &o.settings.fabric_plan {
-        argv.extend(["--plan".into(), p.display().to_string()]);
-    }
-    let log = o.out.join("links-report.log");
-    execute::run(&argv, &o.out, &log, None, Duration::from_secs(600), stop)?;
-    let pairs = scratch.join("suspects.pairs");
-    if !pairs.is_file() {
+    let Some(pairs) = suspect_pairs(o, stop)? else {
         println!("[retest] no suspect after the links: nothing to retest");
         return Ok(());
-    }
-    let json =
-        PathBuf::from("results").join(format!("{:02}-retest-bench-bw.json", state.steps.len() + 1));
-    let mut argv = sweep.argv.clone();
-    let mut i = 0;
-    while i + 1 < argv.len() {
-        match argv[i].as_str() {
-            "--pattern" => argv[i + 1] = format!("file:{}", pairs.display()),
-            "--json" => argv[i + 1] = json.display().to_string(),
-            _ => {}
-        }
-        i += 1;
-    }
-    let step = Step {
-        index: state.steps.len() + 1,
-        stage: Stage::Links,
-        run: sweep.run.clone(),
-        feeds: vec!["retest".into()],
-        argv,
-        json,
-        not_here: None,
-        // A retest is a sweep over fewer pairs: bounded by the sweep's own projection.
-        projected: sweep.projected,
     };
+    let step = retest_step(sweep, &pairs, state.steps.len() + 1);
     let command = step.command();
     if let Some(done) = state
         .steps
@@ -405,11 +380,11 @@ fn retest(o: &Options, steps: &[Step], state: &mut State, stop: &AtomicBool) -> 
         return Ok(());
     }
     println!("[retest] the suspects next to known-good nodes: {command}");
-    let ended = execute::run(
+    let ended = execute::run_step(
         &step.argv,
         &o.out,
         &o.out.join(step.log()),
-        Some(&o.out.join(&step.json)),
+        &o.out.join(&step.json),
         deadline_of(sweep.projected, None),
         stop,
     )?;
@@ -430,6 +405,55 @@ fn retest(o: &Options, steps: &[Step], state: &mut State, stop: &AtomicBool) -> 
     state.steps.push(rec);
     state.write(&o.out)?;
     Ok(())
+}
+
+/// A report over the results so far (`links-report/`): the file of suspect pairs it
+/// wrote, if it named any.
+fn suspect_pairs(o: &Options, stop: &AtomicBool) -> Result<Option<PathBuf>> {
+    let scratch = o.out.join("links-report");
+    let mut argv = vec![
+        o.settings.bin.join("aggregate").display().to_string(),
+        "report".into(),
+        "results".into(),
+        "--profile".into(),
+        o.profile.clone(),
+        "--out".into(),
+        scratch.display().to_string(),
+        "--force".into(),
+    ];
+    if let Some(p) = &o.settings.fabric_plan {
+        argv.extend(["--plan".into(), p.display().to_string()]);
+    }
+    let log = o.out.join("links-report.log");
+    execute::run(&argv, &o.out, &log, None, Duration::from_secs(600), stop)?;
+    let pairs = scratch.join("suspects.pairs");
+    Ok(pairs.is_file().then_some(pairs))
+}
+
+/// The bandwidth sweep's own command over the suspect pairs only, as step `index`.
+fn retest_step(sweep: &Step, pairs: &Path, index: usize) -> Step {
+    let json = PathBuf::from("results").join(format!("{index:02}-retest-bench-bw.json"));
+    let mut argv = sweep.argv.clone();
+    let mut i = 0;
+    while i + 1 < argv.len() {
+        match argv[i].as_str() {
+            "--pattern" => argv[i + 1] = format!("file:{}", pairs.display()),
+            "--json" => argv[i + 1] = json.display().to_string(),
+            _ => {}
+        }
+        i += 1;
+    }
+    Step {
+        index,
+        stage: Stage::Links,
+        run: sweep.run.clone(),
+        feeds: vec!["retest".into()],
+        argv,
+        json,
+        not_here: None,
+        // A retest is a sweep over fewer pairs: bounded by the sweep's own projection.
+        projected: sweep.projected,
+    }
 }
 
 /// The suspects the links' own report named, when a retest of them ran.

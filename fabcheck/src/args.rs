@@ -70,6 +70,9 @@ struct TriageArgs {
     /// Extra launcher arguments, passed as they are.
     #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
     launcher_args: Option<String>,
+    /// A command every rank runs the tool through, as `accept --wrap` takes it.
+    #[arg(long, value_name = "CMD", allow_hyphen_values = true)]
+    wrap: Option<String>,
     /// The fabric plan (names leaves and uplinks among the suspects).
     #[arg(long, value_name = "FILE")]
     plan: Option<PathBuf>,
@@ -119,7 +122,7 @@ impl TriageArgs {
             gpus_per_node: None,
             nodes: None,
             launcher_args: self.launcher_args,
-            wrap: None,
+            wrap: self.wrap,
             plan: self.plan,
             out: self.out,
             sign: None,

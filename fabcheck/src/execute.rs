@@ -23,6 +23,61 @@ pub struct Ended {
     pub status: Status,
     pub exit_code: Option<i32>,
     pub seconds: f64,
+    /// It died by a signal (the launcher itself, or a rank: launchers report a rank killed
+    /// by signal N as exit 128 + N) without writing its document.
+    pub crashed: bool,
+}
+
+/// What a step's command ended with, and, when its first launch crashed, that first end.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Attempts {
+    pub last: Ended,
+    pub crashed_first: Option<Ended>,
+}
+
+/// Runs a measuring step as [`run`] does, and once more when its first launch crashed
+/// before writing its document. A launch can die under the measurement, not of it: here
+/// Open MPI 4.1's TCP wire-up inside MPI_Init, under srun with Slurm's PMIx on a loaded
+/// host, segfaulted one rank in about four runs (a callback of the TCP BTL called before
+/// it was set). Such a crash measured nothing, so nothing is hidden by a second launch;
+/// a rank that fails the same way twice is a failed step like any other. The first
+/// launch's log is kept beside the step's (`.log.first`), and the relaunch is said.
+pub fn run_step(
+    argv: &[String],
+    dir: &Path,
+    log: &Path,
+    document: &Path,
+    deadline: Duration,
+    stop: &AtomicBool,
+) -> Result<Attempts> {
+    let first = run(argv, dir, log, Some(document), deadline, stop)?;
+    if !first.crashed || stop.load(Ordering::SeqCst) {
+        return Ok(Attempts {
+            last: first,
+            crashed_first: None,
+        });
+    }
+    let kept = log.with_extension("log.first");
+    std::fs::rename(log, &kept)
+        .with_context(|| format!("{}: cannot keep the crashed launch's log", log.display()))?;
+    println!(
+        "  crashed after {:.0}s ({}) before writing its document: launched once more (log of the \
+         first launch: {})",
+        first.seconds,
+        first
+            .exit_code
+            .map_or("killed by a signal".to_string(), |c| format!("exit {c}")),
+        kept.display()
+    );
+    let left = deadline.saturating_sub(Duration::from_secs_f64(first.seconds));
+    let last = run(argv, dir, log, Some(document), left, stop)?;
+    Ok(Attempts {
+        last: Ended {
+            seconds: first.seconds + last.seconds,
+            ..last
+        },
+        crashed_first: Some(first),
+    })
 }
 
 /// SIGINT and SIGTERM, seen by the step loop.
@@ -64,6 +119,7 @@ pub fn run(
                 status: Status::Failed,
                 exit_code: None,
                 seconds: 0.0,
+                crashed: false,
             });
         }
     };
@@ -79,6 +135,7 @@ pub fn run(
                 status,
                 exit_code: code,
                 seconds: started.elapsed().as_secs_f64(),
+                crashed: status == Status::Failed && !documented && code.is_none_or(|c| c > 128),
             });
         }
         let why = if stop.load(Ordering::SeqCst) {
@@ -94,6 +151,7 @@ pub fn run(
                 status,
                 exit_code: None,
                 seconds: started.elapsed().as_secs_f64(),
+                crashed: false,
             });
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -162,6 +220,46 @@ mod tests {
                 .unwrap_or_default()
                 .contains(") Z ");
         assert!(!alive, "the sleep survived");
+    }
+
+    /// A launch that dies by a signal before its document is launched once more; one that
+    /// crashes twice is failed; an ordinary failure (exit 2) is not launched again.
+    #[test]
+    fn a_crashed_launch_is_launched_once_more_and_only_then() {
+        let d = tempfile::tempdir().unwrap();
+        let stop = AtomicBool::new(false);
+        let doc = d.path().join("doc.json");
+        let log = d.path().join("step.log");
+        let step = |script: &str| {
+            run_step(
+                &argv(script),
+                d.path(),
+                &log,
+                &doc,
+                Duration::from_secs(20),
+                &stop,
+            )
+            .unwrap()
+        };
+        // First launch: SIGSEGV; second: the document.
+        let a =
+            step("if [ -f seen ]; then echo '{}' > doc.json; else touch seen; kill -SEGV $$; fi");
+        assert_eq!(a.last.status, Status::Done);
+        let first = a.crashed_first.expect("a relaunch");
+        assert!(first.crashed && first.status == Status::Failed);
+        assert!(d.path().join("step.log.first").is_file());
+        // A launcher's report of a rank killed by SIGSEGV (exit 139), twice: failed.
+        std::fs::remove_file(&doc).unwrap();
+        let a = step("echo rank 3 segfaulted; exit 139");
+        assert_eq!(a.last.status, Status::Failed);
+        assert!(a.crashed_first.is_some() && a.last.crashed);
+        // Exit 2 is the tool's own refusal: no relaunch.
+        let a = step("exit 2");
+        assert_eq!(a.last.status, Status::Failed);
+        assert!(a.crashed_first.is_none());
+        // Killed by a signal after writing its document: measured, not relaunched.
+        let a = step("echo '{}' > doc.json; kill -KILL $$");
+        assert!(a.crashed_first.is_none() && !a.last.crashed);
     }
 
     #[test]

@@ -38,6 +38,53 @@ pub fn run(t: &Triage) -> Result<i32> {
         return Ok(130);
     }
     let compare_md = t.run.out.join("compare.md");
+    let regressed = compare(t, &baseline, &compare_md)?;
+    // CPU per 100 Gb/s is the hosts' own cost of moving the bytes: a regression there is
+    // the host's (a busy node, a governor), said beside the network's answer, not in it.
+    let (host, regressed): (Vec<String>, Vec<String>) = regressed
+        .into_iter()
+        .partition(|r| r.contains("cpu per 100G"));
+    let mut parts: Vec<String> = outcome.suspects.clone();
+    parts.extend(
+        regressed
+            .iter()
+            .map(|r| format!("regressed against the baseline: {r}")),
+    );
+    parts.extend(
+        outcome
+            .not_done
+            .iter()
+            .map(|s| format!("{s} did not complete")),
+    );
+    println!();
+    for h in &host {
+        println!("host side (not the network): regressed against the baseline: {h}");
+    }
+    if parts.is_empty() {
+        println!(
+            "triage: the network matches its baseline ({} on the job's nodes: no suspect, no \
+             regression beyond the baseline's noise; compare: {})",
+            outcome.steps_done,
+            compare_md.display()
+        );
+        return Ok(0);
+    }
+    println!("triage: the network is at fault:");
+    for p in &parts {
+        println!("  - {p}");
+    }
+    println!(
+        "evidence: {} (the job's links), {}",
+        t.run.out.join("report/report.html").display(),
+        compare_md.display()
+    );
+    Ok(1)
+}
+
+/// `aggregate compare` of the job's results against the baseline's, written to
+/// `compare_md`: the metrics it marks regressed. An error when the comparison could not run
+/// at all.
+fn compare(t: &Triage, baseline: &Path, compare_md: &Path) -> Result<Vec<String>> {
     let argv = vec![
         t.run.settings.bin.join("aggregate").display().to_string(),
         "compare".into(),
@@ -58,29 +105,11 @@ pub fn run(t: &Triage) -> Result<i32> {
         &argv,
         &t.run.out,
         &t.run.out.join("compare.log"),
-        Some(&compare_md),
+        Some(compare_md),
         Duration::from_secs(600),
         &stop,
     )?;
-    let compare = std::fs::read_to_string(&compare_md).unwrap_or_default();
-    // CPU per 100 Gb/s is the hosts' own cost of moving the bytes: a regression there is
-    // the host's (a busy node, a governor), said beside the network's answer, not in it.
-    let (host, regressed): (Vec<String>, Vec<String>) = regressed_rows(&compare)
-        .into_iter()
-        .partition(|r| r.contains("cpu per 100G"));
-    let failed_steps: Vec<String> = outcome
-        .not_done
-        .iter()
-        .map(|s| format!("{s} did not complete"))
-        .collect();
-    println!();
-    let mut parts: Vec<String> = outcome.suspects.clone();
-    parts.extend(
-        regressed
-            .iter()
-            .map(|r| format!("regressed against the baseline: {r}")),
-    );
-    parts.extend(failed_steps);
+    let regressed = regressed_rows(&std::fs::read_to_string(compare_md).unwrap_or_default());
     if ended.exit_code.is_none_or(|c| c >= 2) && regressed.is_empty() {
         bail!(
             "aggregate compare could not run ({}): see {}",
@@ -90,29 +119,7 @@ pub fn run(t: &Triage) -> Result<i32> {
             t.run.out.join("compare.log").display()
         );
     }
-    for h in &host {
-        println!("host side (not the network): regressed against the baseline: {h}");
-    }
-    if parts.is_empty() {
-        println!(
-            "triage: the network matches its baseline ({} on the job's nodes: no suspect, no \
-             regression beyond the baseline's noise; compare: {})",
-            outcome.steps_done,
-            compare_md.display()
-        );
-        Ok(0)
-    } else {
-        println!("triage: the network is at fault:");
-        for p in &parts {
-            println!("  - {p}");
-        }
-        println!(
-            "evidence: {} (the job's links), {}",
-            t.run.out.join("report/report.html").display(),
-            compare_md.display()
-        );
-        Ok(1)
-    }
+    Ok(regressed)
 }
 
 /// The baseline's result documents: `DIR/results` of a night, or `DIR` itself.

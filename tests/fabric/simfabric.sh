@@ -6,7 +6,7 @@
 #       [--uplink-rate RATE] [--slow-uplink LEAF:SPINE[:RATE]] [--slow-leaf LEAF[:RATE]]
 #       [--swap-cables NODE:RAIL,RAIL] [--move-nic NODE:RAIL:GROUP] [--wrong-port NODE:RAIL]
 #       [--slow-dir NODE>NODE[:RATE]] [--tenant NAME:VLAN:NODE,NODE,...]
-#       [--leak-vlan NODE:RAIL:VLAN] [--leak-route NODE,NODE] [--plan-out FILE] [--driver]
+#       [--leak-vlan NODE:RAIL:VLAN] [--leak-route NODE,NODE] [--plan-out FILE] [--driver [--slurm]]
 #       -- COMMAND [ARGS...]
 #
 # Every node (g<group>n<index>) is a network namespace with interfaces rail0..rail<R-1> and
@@ -30,6 +30,11 @@
 # with a slot per rail), FABCHECK_SIM_WRAP (the rank wrapper to put before each tool: rail
 # by local rank, --bind-addr for bench-lat/bench-bw/bench-congestion) and Open MPI's MCA
 # settings for the nodes' namespaces in its environment.
+# With --driver --slurm, the driver runs inside an allocation of every node of a private
+# Slurm cluster whose nodes are the fabric's nodes (tests/slurm/cluster.sh: slurmctld and
+# munged in the management namespace, one slurmd in each node's namespace with its host name,
+# reached over the management bridge), so its jobs are srun steps across the nodes, as in a
+# Slurm cluster's nightly job.
 # Exit code: COMMAND's; 2 for usage or environment errors. Everything is torn down on exit.
 #
 # Faults (each may be repeated; RATE defaults to 50mbit):
@@ -77,11 +82,27 @@ if [ "${1:-}" = "__agent" ]; then
   node=$1; shift
   exec ip netns exec "$prefix-$node" unshare --uts sh -c 'hostname "$0"; exec sh -c "$*"' "$node" "$@"
 fi
+if [ "${1:-}" = "__enter" ]; then
+  # `__enter PREFIX PLACE CMD...`: CMD in that namespace with PLACE as its host name (how
+  # the private Slurm cluster of --slurm starts its daemons and clients).
+  # `ip netns exec` mounts a fresh /sys for the namespace, without the host's cgroup
+  # hierarchies, and slurmd will not start without them: they are mounted again there as
+  # the host has them (v1, hybrid or v2).
+  shift
+  prefix=$1 place=$2
+  shift 2
+  exec ip netns exec "$prefix-$place" unshare --uts sh -c '
+    hostname "$0"
+    awk '\''{ for (i = 7; $i != "-"; i++); if ($(i+1) ~ /^cgroup2?$/ || ($5 == "/sys/fs/cgroup" && $(i+1) == "tmpfs")) print $5, $(i+1), $(i+3) }'\'' /proc/1/mountinfo |
+      while read -r mp fs opts; do mkdir -p "$mp" && mount -t "$fs" -o "$opts" "$fs" "$mp"; done
+    exec "$@"' "$place" "$@"
+fi
 if [ "${1:-}" = "__rank" ]; then
-  # One rank: local rank r measures over rail r, from that interface's address.
+  # One rank: local rank r measures over rail r, from that interface's address. (mpirun
+  # says the local rank before the tool starts; srun's direct launch says it as SLURM_LOCALID.)
   shift
   run=$1; shift
-  lr=${OMPI_COMM_WORLD_LOCAL_RANK:-0}
+  lr=${OMPI_COMM_WORLD_LOCAL_RANK:-${SLURM_LOCALID:-0}}
   addr=$(ip -4 -o addr show dev "rail$lr" 2>/dev/null | awk '{print $4}' | cut -d/ -f1 | head -1)
   [ -n "$addr" ] || { echo "simfabric: $(hostname) has no address on rail$lr" >&2; exit 2; }
   export FABCHECK_LLDPD_SOCKET="$run/lldpd-$(hostname).sock"
@@ -94,7 +115,7 @@ if [ "${1:-}" = "__rank" ]; then
 fi
 
 usage() { sed -n '2,/^set -euo pipefail/{/^set -euo/!p}' "$me" >&2; exit 2; }
-groups= npg= rails= spines= rate=1gbit uplink_rate= plan_out= driver=0
+groups= npg= rails= spines= rate=1gbit uplink_rate= plan_out= driver=0 slurm=0
 slow_uplinks=() slow_leaves=() swaps=() moves=() wrongs=() slow_dirs=()
 tenant_specs=() leak_vlans=() leak_routes=()
 need() { [ $# -ge 2 ] || die "$1 needs a value (see --help)"; }
@@ -117,12 +138,14 @@ while [ $# -gt 0 ]; do
     --leak-route) need "$@"; leak_routes+=("$2"); shift 2 ;;
     --plan-out) need "$@"; plan_out=$2; shift 2 ;;
     --driver) driver=1; shift ;;
+    --slurm) slurm=1; shift ;;
     --) shift; break ;;
     -h|--help) usage ;;
     *) echo "simfabric: unknown option $1" >&2; usage ;;
   esac
 done
 [ $# -gt 0 ] || die "no command after -- (for example: -- bench-bw --pattern all-pairs)"
+[ "$slurm" = 0 ] || [ "$driver" = 1 ] || die "--slurm goes with --driver (the driver's jobs are srun steps)"
 
 # --- checks: sizes that fit, names that exist ----------------------------------------------
 int_in() { [[ "$2" =~ ^[0-9]+$ ]] && [ "$2" -ge "$3" ] && [ "$2" -le "$4" ] ||
@@ -553,6 +576,23 @@ hosts=()
 for ((g = 0; g < groups; g++)); do
   for ((i = 0; i < npg; i++)); do hosts+=("g${g}n$i:$rails"); done
 done
+# The private Slurm cluster of --slurm: its controller in the management namespace, a slurmd
+# in each node's namespace (tests/slurm/cluster.sh); teardown's kill of every namespace's
+# processes takes it down.
+start_slurm() {
+  local n spec=()
+  for n in "${hosts[@]}"; do spec+=("${n%%:*}:$(mgmt_addr "${n%%:*}")"); done
+  for t in slurmctld slurmd salloc srun munged; do
+    command -v "$t" >/dev/null || die "$t not found: install slurm-wlm and munge (scripts/lib/deps.sh)"
+  done
+  SLURM_TEST_ENTER="$me __enter $prefix" SLURM_TEST_CTLD="mgmt:198.19.255.1" \
+    SLURM_TEST_NODES="${spec[*]}" "$(dirname "$me")/../slurm/cluster.sh" start "$run/slurm" >/dev/null || {
+    tail -n 5 "$run"/slurm/log/*.log >&2
+    die "the private Slurm cluster did not start (its logs' last lines above)"
+  }
+  export SLURM_CONF=$run/slurm/slurm.conf
+  echo "simfabric: a Slurm cluster of ${#hosts[@]} nodes is up (the allocation runs the driver)" >&2
+}
 agent="$run/agent"
 printf '#!/bin/sh\nexec %q __agent %q "$@"\n' "$me" "$prefix" >"$agent"
 chmod 755 "$agent"
@@ -564,8 +604,15 @@ if [ "$driver" = 1 ]; then
   export OMPI_MCA_plm_rsh_agent="$agent" OMPI_MCA_plm_rsh_no_tree_spawn=1 \
     OMPI_MCA_oob_tcp_if_include=198.19.255.0/24 OMPI_MCA_btl_tcp_if_include=198.19.255.0/24 \
     OMPI_MCA_btl=self,vader,tcp
-  set +e
-  inns mgmt "$@"
+  if [ "$slurm" = 1 ]; then
+    start_slurm
+    set +e
+    inns mgmt salloc --quiet --nodes=${#hosts[@]} --ntasks-per-node="$rails" --exclusive \
+      --time=60 "$@"
+  else
+    set +e
+    inns mgmt "$@"
+  fi
   code=$?
   set -e
   exit $code

@@ -7,7 +7,8 @@
 //! clean fabric names nothing, a faulted one exactly the injected parts (a leaf, a one-way
 //! path, a cable swap, a NIC on another group's leaf, a cable on the wrong port), and one
 //! slow uplink of a three-group fabric is its leaf's uplinks. `fabcheck accept` drives a
-//! whole fabric (simfabric.sh --driver) with tests/fabric/simfabric-accept.toml: a healthy
+//! whole fabric (simfabric.sh --driver) with tests/fabric/simfabric-accept.toml, under
+//! mpirun and under srun in a Slurm cluster of the fabric's nodes (--slurm): a healthy
 //! fabric passes, a faulty one fails naming exactly its faults.
 
 #![allow(clippy::unwrap_used)] // test and example code: a panic is the failure report
@@ -658,33 +659,70 @@ fn an_incast_shares_an_oversubscribed_spine_with_its_victim() {
     }
 }
 
+/// How the runner reaches the simulated fabric's nodes.
+#[derive(Clone, Copy)]
+enum Launch {
+    /// mpirun with the fabric's host file (one slot a rail) and rsh agent.
+    Mpirun,
+    /// srun inside an allocation of a private Slurm cluster whose nodes are the fabric's
+    /// (simfabric.sh --slurm: a slurmd in each node's namespace).
+    Srun,
+}
+
 /// `fabcheck accept` as the driver of a whole simulated fabric (simfabric.sh --driver):
-/// its own mpirun jobs reach every node's namespace, each tool through the rank wrapper.
-/// Returns the exit code and everything it printed.
-fn accept_over_the_fabric(faults: &[&str], dir: &Path, extra: &str) -> (i32, String) {
+/// its own mpirun jobs or srun steps reach every node's namespace, each tool through the
+/// rank wrapper. Returns the exit code and everything it printed.
+fn accept_over_the_fabric(
+    launch: Launch,
+    faults: &[&str],
+    dir: &Path,
+    extra: &str,
+) -> (i32, String) {
     let plan = dir.join("plan.toml");
+    let hosts = match launch {
+        Launch::Mpirun => "--hosts \"$FABCHECK_SIM_HOSTFILE\"",
+        Launch::Srun => "",
+    };
     let line = format!(
-        "{} accept --profile {} --hosts \"$FABCHECK_SIM_HOSTFILE\" --nics-per-node 2 \
+        "{} accept --profile {} {hosts} --nics-per-node 2 \
          --wrap \"$FABCHECK_SIM_WRAP\" --plan {} --out {} {extra}",
         bin("fabcheck").display(),
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("fabric/simfabric-accept.toml")
-            .display(),
+        accept_profile().display(),
         plan.display(),
         dir.join("run").display()
     );
-    let out = run(
-        Command::new(script())
-            // The two-group shape at the default 1 Gb/s (the profile's bounds are for it).
-            .args(&TWO_GROUPS[..8])
-            .args(faults)
-            .arg("--plan-out")
-            .arg(&plan)
-            .args(["--driver", "--", "sh", "-c", &line]),
-        LIMIT,
-    );
+    drive(launch, faults, &plan, &line)
+}
+
+/// The profile the runner is judged by on the simulated fabric.
+fn accept_profile() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fabric/simfabric-accept.toml")
+}
+
+/// Brings the two-group fabric up with `faults` (its plan written to `plan`) and runs the
+/// shell `line` once as its driver. Returns the exit code and everything it printed.
+fn drive(launch: Launch, faults: &[&str], plan: &Path, line: &str) -> (i32, String) {
+    let mut cmd = Command::new(script());
+    // The two-group shape at the default 1 Gb/s (the profile's bounds are for it).
+    cmd.args(&TWO_GROUPS[..8])
+        .args(faults)
+        .arg("--plan-out")
+        .arg(plan)
+        .arg("--driver");
+    if let Launch::Srun = launch {
+        cmd.arg("--slurm");
+    }
+    let out = run(cmd.args(["--", "sh", "-c", line]), LIMIT);
     let (o, e) = text(&out);
     (out.status.code().unwrap_or(-1), format!("{o}{e}"))
+}
+
+/// The suspects a runner's log names (the part before the colon of each SUSPECT line).
+fn suspects_named(log: &str) -> BTreeSet<String> {
+    log.lines()
+        .filter_map(|l| l.strip_prefix("SUSPECT  "))
+        .map(|l| l.split(':').next().unwrap().to_string())
+        .collect()
 }
 
 #[test]
@@ -696,7 +734,7 @@ fn the_runner_passes_the_healthy_fabric_and_names_exactly_the_faults_of_a_faulty
     let dir = tempfile::tempdir().unwrap();
     let healthy = dir.path().join("healthy");
     std::fs::create_dir_all(&healthy).unwrap();
-    let (code, log) = accept_over_the_fabric(&[], &healthy, "");
+    let (code, log) = accept_over_the_fabric(Launch::Mpirun, &[], &healthy, "");
     assert_eq!(code, 0, "{log}");
     assert!(
         log.contains("verdict: PASS (8 passed, 0 failed, 0 missing"),
@@ -712,6 +750,7 @@ fn the_runner_passes_the_healthy_fabric_and_names_exactly_the_faults_of_a_faulty
     let faulty = dir.path().join("faulty");
     std::fs::create_dir_all(&faulty).unwrap();
     let (code, log) = accept_over_the_fabric(
+        Launch::Mpirun,
         &["--slow-dir", "g1n2>g0n3", "--swap-cables", "g0n1:0,1"],
         &faulty,
         "--stages links",
@@ -719,11 +758,7 @@ fn the_runner_passes_the_healthy_fabric_and_names_exactly_the_faults_of_a_faulty
     assert_eq!(code, 1, "{log}");
     assert!(log.contains("FAIL     send-bw-each-pair"), "{log}");
     assert!(log.contains("FAIL     cabling-swapped"), "{log}");
-    let suspects: BTreeSet<String> = log
-        .lines()
-        .filter_map(|l| l.strip_prefix("SUSPECT  "))
-        .map(|l| l.split(':').next().unwrap().to_string())
-        .collect();
+    let suspects = suspects_named(&log);
     let want: BTreeSet<String> = [
         "one_way g1n2 rail0 -> g0n3 rail0",
         "one_way g1n2 rail1 -> g0n3 rail1",
@@ -744,6 +779,146 @@ fn the_runner_passes_the_healthy_fabric_and_names_exactly_the_faults_of_a_faulty
         log.contains("[retest] 3 of 3 suspect(s) confirmed next to known-good nodes"),
         "{log}"
     );
+}
+
+/// The same procedure as a Slurm cluster's job: the runner inside an allocation of every
+/// node, its runs srun steps across the nodes' slurmds (PMIx, as Debian's Slurm and Open
+/// MPI launch them), other faults in other places. Healthy: every check passes, the
+/// AllReduce included (MPI across eight slurmds). Faulty: exactly the faults, retested.
+#[test]
+fn the_runner_under_srun_in_a_slurm_cluster_of_the_fabrics_nodes() {
+    if skip() {
+        return;
+    }
+    for t in ["slurmctld", "slurmd", "munged"] {
+        if which(t).is_none() {
+            panic!("{t} not found: the test command installs slurm-wlm and munge (scripts/lib/deps.sh)");
+        }
+    }
+    let _fabric = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let healthy = dir.path().join("healthy");
+    std::fs::create_dir_all(&healthy).unwrap();
+    let (code, log) = accept_over_the_fabric(Launch::Srun, &[], &healthy, "");
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("under srun"), "{log}");
+    assert!(
+        log.contains("[collectives 1/1] srun --nodes=8 --ntasks-per-node=2"),
+        "{log}"
+    );
+    assert!(
+        log.contains("verdict: PASS (8 passed, 0 failed, 0 missing"),
+        "{log}"
+    );
+
+    let faulty = dir.path().join("faulty");
+    std::fs::create_dir_all(&faulty).unwrap();
+    let (code, log) = accept_over_the_fabric(
+        Launch::Srun,
+        &["--slow-dir", "g0n1>g1n2", "--swap-cables", "g1n0:0,1"],
+        &faulty,
+        "--stages links",
+    );
+    assert_eq!(code, 1, "{log}");
+    let want: BTreeSet<String> = [
+        "one_way g0n1 rail0 -> g1n2 rail0",
+        "one_way g0n1 rail1 -> g1n2 rail1",
+        "cable_swap g1n0 rail0 and rail1",
+    ]
+    .map(String::from)
+    .into();
+    assert_eq!(suspects_named(&log), want, "{log}");
+    let pairs = std::fs::read_to_string(faulty.join("run/links-report/suspects.pairs")).unwrap();
+    let pairs: Vec<&str> = pairs.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(pairs, ["g0n1 g1n2"], "{log}");
+    assert!(
+        log.contains("[retest] 3 of 3 suspect(s) confirmed next to known-good nodes"),
+        "{log}"
+    );
+}
+
+/// `fabcheck triage` on the simulated fabric: a good night of the whole fabric (its links),
+/// then a job's four nodes (two in each group) triaged beside it. On the same healthy
+/// fabric the network matches its baseline; with one of the job's links slowed in one
+/// direction the network is at fault, and that direction on both rails is all it names.
+#[test]
+fn triage_names_a_slowed_link_of_the_jobs_nodes_and_nothing_on_a_clean_fabric() {
+    if skip() {
+        return;
+    }
+    let _fabric = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let plan = d.join("plan.toml");
+    let triage = |out: &str| {
+        format!(
+            "{} triage --profile {} --hosts {} --nics-per-node 2 --wrap \"$FABCHECK_SIM_WRAP\" \
+             --plan {} --baseline {} --out {}",
+            bin("fabcheck").display(),
+            accept_profile().display(),
+            d.join("job.hosts").display(),
+            plan.display(),
+            d.join("night").display(),
+            d.join(out).display()
+        )
+    };
+    // The night and the clean triage on one healthy fabric; the job's host file is the
+    // fabric's own lines for its nodes.
+    let line = format!(
+        "grep -E '^(g0n0|g0n2|g1n1|g1n3) ' \"$FABCHECK_SIM_HOSTFILE\" > {jobs}; \
+         {fabcheck} accept --profile {profile} --hosts \"$FABCHECK_SIM_HOSTFILE\" \
+         --nics-per-node 2 --wrap \"$FABCHECK_SIM_WRAP\" --plan {plan} --out {night} \
+         --stages links --no-retest > {night_log} 2>&1; {triage}",
+        jobs = d.join("job.hosts").display(),
+        fabcheck = bin("fabcheck").display(),
+        profile = accept_profile().display(),
+        plan = plan.display(),
+        night = d.join("night").display(),
+        night_log = d.join("night.log").display(),
+        triage = triage("clean"),
+    );
+    let (code, log) = drive(Launch::Mpirun, &[], &plan, &line);
+    let night = std::fs::read_to_string(d.join("night.log")).unwrap_or_default();
+    assert!(
+        d.join("night/results/01-links-bench-bw.json").is_file(),
+        "{night}"
+    );
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("on 4 node(s)"), "{log}");
+    assert!(
+        log.contains("triage: the network matches its baseline"),
+        "{log}"
+    );
+
+    let (code, log) = drive(
+        Launch::Mpirun,
+        &["--slow-dir", "g1n3>g0n2"],
+        &plan,
+        &triage("slow"),
+    );
+    assert_eq!(code, 1, "{log}");
+    assert!(log.contains("triage: the network is at fault:"), "{log}");
+    let named: BTreeSet<String> = log
+        .lines()
+        .filter_map(|l| l.strip_prefix("  - "))
+        .map(|l| l.split(':').next().unwrap().to_string())
+        .collect();
+    let want: BTreeSet<String> = [
+        "one_way g1n3 rail0 -> g0n2 rail0",
+        "one_way g1n3 rail1 -> g0n2 rail1",
+    ]
+    .map(String::from)
+    .into();
+    assert_eq!(named, want, "{log}");
+}
+
+/// Where a program is on PATH, if it is.
+fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| Path::new(d).join(name))
+        .find(|p| p.is_file())
 }
 
 #[test]

@@ -264,10 +264,7 @@ impl Source for Live {
 /// tool cannot block on a full pipe; kills it at the deadline.
 fn run_bounded(argv: &[&str], timeout: Duration) -> Output {
     let Some((prog, args)) = argv.split_first() else {
-        return Output {
-            error: Some("empty command".into()),
-            ..Default::default()
-        };
+        return failed("empty command".into());
     };
     let mut child = match Command::new(prog)
         .args(args)
@@ -279,56 +276,23 @@ fn run_bounded(argv: &[&str], timeout: Duration) -> Output {
     {
         Ok(c) => c,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Output {
-                error: Some(format!("{prog} is not installed (not found in PATH)")),
-                ..Default::default()
-            }
+            return failed(format!("{prog} is not installed (not found in PATH)"))
         }
-        Err(e) => {
-            return Output {
-                error: Some(format!("cannot run {prog}: {e}")),
-                ..Default::default()
-            }
-        }
+        Err(e) => return failed(format!("cannot run {prog}: {e}")),
     };
-    let pipe = |r: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(r) = r {
-                let _ = r.take(16 << 20).read_to_end(&mut buf);
-            }
-            String::from_utf8_lossy(&buf).into_owned()
-        })
-    };
-    let out_t = pipe(
+    let out_t = drain(
         child
             .stdout
             .take()
             .map(|s| Box::new(s) as Box<dyn Read + Send>),
     );
-    let err_t = pipe(
+    let err_t = drain(
         child
             .stderr
             .take()
             .map(|s| Box::new(s) as Box<dyn Read + Send>),
     );
-    let start = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break Ok(s),
-            Ok(None) if start.elapsed() >= timeout => {
-                let _ = child.kill();
-                let _ = child.wait();
-                break Err(format!(
-                    "{} did not answer within {} s",
-                    argv.join(" "),
-                    timeout.as_secs_f64()
-                ));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
-            Err(e) => break Err(format!("waiting for {prog}: {e}")),
-        }
-    };
+    let status = wait_until(&mut child, timeout, argv);
     let stdout = out_t.join().unwrap_or_default();
     let stderr = err_t.join().unwrap_or_default();
     match status {
@@ -347,6 +311,50 @@ fn run_bounded(argv: &[&str], timeout: Duration) -> Output {
             stderr,
             error: Some(e),
         },
+    }
+}
+
+/// A command that did not run, and why.
+fn failed(error: String) -> Output {
+    Output {
+        error: Some(error),
+        ..Default::default()
+    }
+}
+
+/// Reads a pipe to its end (at most 16 MiB) on a thread of its own.
+fn drain(r: Option<Box<dyn Read + Send>>) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        if let Some(r) = r {
+            let _ = r.take(16 << 20).read_to_end(&mut buf);
+        }
+        String::from_utf8_lossy(&buf).into_owned()
+    })
+}
+
+/// Waits for the child until `timeout`, then kills it: its exit status, or why none.
+fn wait_until(
+    child: &mut std::process::Child,
+    timeout: Duration,
+    argv: &[&str],
+) -> Result<std::process::ExitStatus, String> {
+    let start = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(s)) => return Ok(s),
+            Ok(None) if start.elapsed() >= timeout => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "{} did not answer within {} s",
+                    argv.join(" "),
+                    timeout.as_secs_f64()
+                ));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
+            Err(e) => return Err(format!("waiting for {}: {e}", argv[0])),
+        }
     }
 }
 
