@@ -1,13 +1,13 @@
 //! `--pattern incast[:N]`: N senders to one receiver, every rank the receiver in turn (the
 //! next N ranks send; default all others), with a victim flow beside each round and
-//! Jain's fairness index of the senders (`p2p::incast`, the rounds `bench-congestion
+//! Jain's fairness index of the senders (`traffic::incast`, the rounds `bench-congestion
 //! --mode incast` runs too). Not rounds of disjoint pairs, so not the pair driver: many
 //! ranks meet one at once. Over verbs (`--test send|write`: senders stream 64 KiB
 //! messages on one QP each, the victim ping-pongs sends) or TCP; `-D` sets each window's
 //! length.
 
-use p2p::endpoint_flows::Carrier;
 use p2p_cli::P2pArgs;
+use traffic::endpoint_flows::Carrier;
 use transport::Op;
 
 /// Each window's length without `-D`, seconds.
@@ -84,7 +84,7 @@ fn run_mpi(a: &P2pArgs, n: u32, window: f64, carrier: &Carrier) -> i32 {
     };
     let started_at = results::provenance::now_rfc3339();
     let rank = job.rank();
-    let res = p2p::incast::run_job(
+    let res = traffic::incast::run_job(
         &mut &job,
         a.bind_addr,
         n,
@@ -96,8 +96,8 @@ fn run_mpi(a: &P2pArgs, n: u32, window: f64, carrier: &Carrier) -> i32 {
         let Some((inc, hosts)) = got else {
             return Ok(());
         };
-        p2p::incast::print_table(&inc);
-        let mut doc = p2p::incast::document(
+        traffic::incast::print_table(&inc);
+        let mut doc = traffic::incast::document(
             "bench-bw",
             "mpi",
             job.size(),

@@ -3,13 +3,13 @@
 //! bandwidth and an 8-byte allreduce first alone (isolated), then while the congestors run
 //! all-to-all and incast traffic (loaded); the impact factors compare the two.
 //!
-//! The run itself is `p2p::congestion`, written once for every launcher: under mpirun/srun
+//! The run itself is `traffic::congestion`, written once for every launcher: under mpirun/srun
 //! (`under_mpi`: MPI gives the ranks, barriers and gathers, and the allreduce canary) or
 //! over the agents (`over_agents`: `bench-congestion --hosts FILE` coordinates `bench-bw
 //! --serve` agents, no MPI, so no allreduce canary). The data moves between the ranks over
 //! RDMA verbs when a device is present (sends, RDMA WRITE puts, RDMA READ gets:
-//! `p2p::endpoint_flows`) or over plain TCP sockets (`p2p::flows`), each bound to
-//! `--bind-addr` when given. The incast rounds are `p2p::incast`, which `bench-bw --pattern
+//! `traffic::endpoint_flows`) or over plain TCP sockets (`traffic::flows`), each bound to
+//! `--bind-addr` when given. The incast rounds are `traffic::incast`, which `bench-bw --pattern
 //! incast` runs too.
 
 mod over_agents;
@@ -20,8 +20,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use p2p::endpoint_flows::Carrier;
 use p2p::DeviceChoice;
+use traffic::endpoint_flows::Carrier;
 use transport::{Op, TransportChoice, VerbsOptions};
 
 #[derive(Parser, Debug, Clone)]
@@ -87,8 +87,8 @@ pub struct Cli {
 
 impl Cli {
     /// What every rank must agree on.
-    pub fn options(&self) -> p2p::congestion::Options {
-        p2p::congestion::Options {
+    pub fn options(&self) -> traffic::congestion::Options {
+        traffic::congestion::Options {
             seed: self.seed,
             canaries: self.canaries,
             phase_seconds: self.phase_seconds,

@@ -8,9 +8,9 @@ use anyhow::Result;
 use bootstrap::mpi::{MpiJob, Team};
 use mpi::collective::SystemOperation;
 use mpi::traits::*;
-use p2p::congestion::{CanaryCollective, Finish};
-use p2p::endpoint_flows::Carrier;
 use results::LatencyHistogram;
+use traffic::congestion::{CanaryCollective, Finish};
+use traffic::endpoint_flows::Carrier;
 
 use crate::Cli;
 
@@ -44,12 +44,12 @@ fn run_job(cli: &Cli, job: &MpiJob, carrier: &Carrier) -> Result<i32> {
     let timeout = Duration::from_secs(cli.timeout);
     if let Some(n) = cli.incast() {
         let Some((inc, hosts)) =
-            p2p::incast::run_job(&mut &*job, cli.bind_addr, n, phase, timeout, carrier)?
+            traffic::incast::run_job(&mut &*job, cli.bind_addr, n, phase, timeout, carrier)?
         else {
             return Ok(base::exit::OK);
         };
-        p2p::incast::print_table(&inc);
-        let mut doc = p2p::incast::document(
+        traffic::incast::print_table(&inc);
+        let mut doc = traffic::incast::document(
             "bench-congestion",
             "mpi",
             job.size(),
@@ -70,7 +70,7 @@ fn run_job(cli: &Cli, job: &MpiJob, carrier: &Carrier) -> Result<i32> {
     }
     let opts = cli.options();
     let mut canaries = MpiCanaries { job, team: None };
-    let finish = p2p::congestion::run(
+    let finish = traffic::congestion::run(
         &mut &*job,
         &opts,
         cli.bind_addr,
@@ -91,8 +91,8 @@ fn run_job(cli: &Cli, job: &MpiJob, carrier: &Carrier) -> Result<i32> {
             return Ok(base::exit::ERROR);
         }
     };
-    let reports = p2p::congestion::decode_reports(&reports)?;
-    let mut doc = p2p::congestion::document(
+    let reports = traffic::congestion::decode_reports(&reports)?;
+    let mut doc = traffic::congestion::document(
         "bench-congestion",
         "mpi",
         started_at,

@@ -1,6 +1,6 @@
 //! `--pattern isolation`: every rank tries to reach every other on the data fabric (TCP
 //! from its `--bind-addr`, and an ICMP echo where the host allows one), as a tenant's job
-//! would, while the ranks meet over the launcher's network (`p2p::reach`). With the
+//! would, while the ranks meet over the launcher's network (`traffic::reach`). With the
 //! tenants (`--tenants`, or the plan's `[[tenant]]` tables) the root prints the tenant by
 //! tenant picture and every pair that crossed between tenants or failed inside one, and
 //! exits 1 on either; `aggregate` judges the same document for the report.
@@ -8,10 +8,10 @@
 use std::time::Duration;
 
 use p2p::pattern::RailMode;
-use p2p::reach::{ReachSettings, Swept, ATTEMPT_TIMEOUT};
 use p2p_cli::P2pArgs;
 use results::reach::Judged;
 use results::tenants::Tenants;
+use traffic::reach::{ReachSettings, Swept, ATTEMPT_TIMEOUT};
 
 /// The least the job's waits allow (barriers, gathers) while the ranks make attempts.
 const JOB_WAIT: Duration = Duration::from_secs(300);
@@ -80,7 +80,7 @@ fn run_mpi(a: &P2pArgs, settings: &ReachSettings, tenants: Option<&Tenants>) -> 
     };
     let started_at = results::provenance::now_rfc3339();
     let rank = job.rank();
-    let res = p2p::reach::run_job(&mut &job, settings, tenants).and_then(|got| {
+    let res = traffic::reach::run_job(&mut &job, settings, tenants).and_then(|got| {
         let Some(swept) = got else {
             return Ok(base::exit::OK);
         };

@@ -1,7 +1,7 @@
 //! The workspace reads one way, at two scales.
 //!
 //! - Crates: the layers stand bottom up (results, base, probe, transport, bootstrap, p2p,
-//!   agents, p2p-cli, then the binaries; beside them aggregate's own stack on results:
+//!   traffic, agents, p2p-cli, then the binaries; beside them aggregate's own stack on results:
 //!   verdict, diagnosis, reports); a crate depends only on crates of lower layers.
 //!   Cargo already refuses a cycle between crates; this test also refuses a dependency that
 //!   points up a layer (the driver reaching the agents, transports reaching the
@@ -84,6 +84,7 @@ const LAYERS: &[&[&str]] = &[
     &["transport"],
     &["bootstrap"],
     &["p2p"],
+    &["traffic"],
     &["agents"],
     &["p2p-cli"],
     // aggregate's stack: on results alone (it builds on a laptop), never on the system

@@ -37,9 +37,9 @@ use crate::AgentAddr;
 use base::wire::{MAGIC, MAX_FRAME};
 use base::{exit, interrupt};
 use p2p::coordinator::{Member, RoundReport, Shared, SideFailure};
-use p2p::endpoint_flows::Carrier;
 use p2p::pattern::Schedule;
 use p2p::{record, Launch, PairTool, Plan};
+use traffic::endpoint_flows::Carrier;
 use transport::{Op, Role, TransportChoice, TransportKind, VerbsOptions};
 
 /// Runs a sweep over the agents of `launch.hosts`; returns the exit code.
@@ -55,7 +55,7 @@ pub fn run(launch: &Launch, plan: Plan, tool: &mut dyn PairTool) -> i32 {
 }
 
 /// Runs an incast over the agents of `launch.hosts` (`bench-bw --pattern incast --hosts`):
-/// every agent is a rank and runs the rounds as an MPI rank would (`p2p::incast`); the
+/// every agent is a rank and runs the rounds as an MPI rank would (`traffic::incast`); the
 /// coordinator relays their barriers and exchanges ([`crate::gang`]), then writes the
 /// document. Every agent must answer: an incast's rounds need every rank. Returns the exit
 /// code.
@@ -106,9 +106,9 @@ fn incast_run(launch: &Launch, plan: &Plan, senders: u32, window_s: f64) -> Resu
         Default::default(),
     );
     let size = ran.hosts.len() as u32;
-    let run = p2p::incast::assemble(&ran.hosts, senders, size, &ran.reports, &carrier)?;
-    p2p::incast::print_table(&run);
-    let mut doc = p2p::incast::document(
+    let run = traffic::incast::assemble(&ran.hosts, senders, size, &ran.reports, &carrier)?;
+    traffic::incast::print_table(&run);
+    let mut doc = traffic::incast::document(
         plan.tool, "agents", size, started_at, ran.hosts, run, window_s, 0,
     );
     let o = &mut doc.options;
@@ -224,7 +224,7 @@ pub fn gang(spec: &GangSpec<'_>, order: &dyn Fn(u32, u32) -> Command) -> Result<
         done_all(&mut agents).await;
         let hosts: Vec<HostInfo> = roster
             .iter()
-            .map(|b| base::wire::decode_json::<p2p::flows::Peer>(b).map(|p| p.host))
+            .map(|b| base::wire::decode_json::<traffic::flows::Peer>(b).map(|p| p.host))
             .collect::<Result<_>>()
             .context("an agent sent an unreadable roster entry")?;
         Ok(GangRan {
@@ -280,29 +280,7 @@ fn conduct(launch: &Launch, mut plan: Plan, tool: &mut dyn PairTool) -> Result<i
         .build()
         .context("starting the coordinator's runtime")?;
     rt.block_on(async {
-        let t0 = Instant::now();
-        let mut agents = enlist(addrs, &secret, plan.tool, plan.timeout).await?;
-        let live = agents.iter().filter(|a| a.live()).count();
-        eprintln!(
-            "coordinator: {live} of {} agents answered and authenticated in {:.2} s{}",
-            agents.len(),
-            t0.elapsed().as_secs_f64(),
-            if live < agents.len() {
-                "; the pairs of the others will be recorded as failed"
-            } else {
-                ""
-            }
-        );
-        if live < 2 {
-            bail!(
-                "{live} agent(s) answered: a sweep needs two; {}",
-                agents
-                    .iter()
-                    .filter_map(|a| a.gone.as_ref().map(|g| format!("{}: {g}", a.addr.name)))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            );
-        }
+        let mut agents = enlist_live(addrs, &secret, &plan).await?;
         agree(&agents)?;
         plan.transport = settle_transport(&agents, launch.transport, plan.op)?;
         let members = roster(&agents);
@@ -324,27 +302,16 @@ fn conduct(launch: &Launch, mut plan: Plan, tool: &mut dyn PairTool) -> Result<i
         );
         tool.print_header(&plan);
         let mut progress = p2p::progress::Progress::new(true, &schedule);
-        let limit = plan.round_limit() + plan.timeout;
-        let mut stopped = None;
-        for (ri, round) in schedule.rounds.iter().enumerate() {
-            let ri = ri as u32;
-            if interrupt::interrupted() {
-                stopped = Some(interrupt::REASON.to_string());
-                let stop = frame(&Command::Stop {
-                    reason: "the coordinator was interrupted".into(),
-                })?;
-                send_all(&mut agents, &stop).await;
-                break;
-            }
-            let started = Instant::now();
-            let reports = conduct_round(&mut agents, &members, &schedule, ri, limit).await?;
-            if round.len() <= p2p::tool::ROWS_PER_ROUND {
-                p2p::tool::print_others(tool, &reports, u32::MAX);
-            }
-            rec.add_round(reports, started.elapsed().as_secs_f64());
-            rec.checkpoint(&[], false);
-            progress.round_done(ri, round.len(), rec.failed_pairs());
-        }
+        let mut stopped = run_rounds(
+            &mut agents,
+            &members,
+            &schedule,
+            &plan,
+            tool,
+            &mut rec,
+            &mut progress,
+        )
+        .await?;
         done_all(&mut agents).await;
         if stopped.is_none() && rec.interrupted {
             stopped = Some(interrupt::REASON.to_string());
@@ -354,6 +321,69 @@ fn conduct(launch: &Launch, mut plan: Plan, tool: &mut dyn PairTool) -> Result<i
         base::output::write_document(launch.json.as_deref(), &doc)?;
         Ok(record::exit_code(&doc, false))
     })
+}
+
+/// Every agent of the host file asked to join: those that answered and authenticated,
+/// the others kept as gone (their pairs are recorded failed). Fewer than two live: an
+/// error naming why each of the others is gone.
+async fn enlist_live(addrs: Vec<AgentAddr>, secret: &Secret, plan: &Plan) -> Result<Vec<Agent>> {
+    let t0 = Instant::now();
+    let agents = enlist(addrs, secret, plan.tool, plan.timeout).await?;
+    let live = agents.iter().filter(|a| a.live()).count();
+    eprintln!(
+        "coordinator: {live} of {} agents answered and authenticated in {:.2} s{}",
+        agents.len(),
+        t0.elapsed().as_secs_f64(),
+        if live < agents.len() {
+            "; the pairs of the others will be recorded as failed"
+        } else {
+            ""
+        }
+    );
+    if live < 2 {
+        bail!(
+            "{live} agent(s) answered: a sweep needs two; {}",
+            agents
+                .iter()
+                .filter_map(|a| a.gone.as_ref().map(|g| format!("{}: {g}", a.addr.name)))
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+    }
+    Ok(agents)
+}
+
+/// The schedule's rounds, each ordered to every agent and recorded (checkpointed) as it
+/// ends; an interrupt stops them (said to the agents). The reason they stopped, if they did.
+async fn run_rounds(
+    agents: &mut [Agent],
+    members: &[Member],
+    schedule: &Schedule,
+    plan: &Plan,
+    tool: &mut dyn PairTool,
+    rec: &mut record::Recorder<'_>,
+    progress: &mut p2p::progress::Progress,
+) -> Result<Option<String>> {
+    let limit = plan.round_limit() + plan.timeout;
+    for (ri, round) in schedule.rounds.iter().enumerate() {
+        let ri = ri as u32;
+        if interrupt::interrupted() {
+            let stop = frame(&Command::Stop {
+                reason: "the coordinator was interrupted".into(),
+            })?;
+            send_all(agents, &stop).await;
+            return Ok(Some(interrupt::REASON.to_string()));
+        }
+        let started = Instant::now();
+        let reports = conduct_round(agents, members, schedule, ri, limit).await?;
+        if round.len() <= p2p::tool::ROWS_PER_ROUND {
+            p2p::tool::print_others(tool, &reports, u32::MAX);
+        }
+        rec.add_round(reports, started.elapsed().as_secs_f64());
+        rec.checkpoint(&[], false);
+        progress.round_done(ri, round.len(), rec.failed_pairs());
+    }
+    Ok(None)
 }
 
 /// The sweep's recorder: the agents' hosts, the sweep's options with the agents named.

@@ -124,7 +124,7 @@ pub struct IncastOrder {
 pub struct CongestionOrder {
     pub rank: u32,
     pub size: u32,
-    pub options: p2p::congestion::Options,
+    pub options: traffic::congestion::Options,
 }
 
 /// A gang operation an agent asks for (numbered from 0 within the run).

@@ -37,10 +37,10 @@ use base::wire;
 use bootstrap::standalone::TcpLink;
 use p2p::coordinator::{self, Coordinator, Member, RoundReport, Shared};
 use p2p::driver::RunCtx;
-use p2p::endpoint_flows::Carrier;
 use p2p::pairlink::{self, ControlListener, Ticket};
 use p2p::pattern::RankPair;
 use p2p::{Launch, PairTool, Plan};
+use traffic::endpoint_flows::Carrier;
 use transport::{Op, TransportKind};
 
 /// How long a silent but connected coordinator is waited for between sweeps.
@@ -295,7 +295,7 @@ impl Agent {
         );
         let gang = (order.rank, order.size, timeout * 3 + window * 4);
         gang_run(s, "incast", refused, gang, |g| {
-            p2p::incast::run_job(
+            traffic::incast::run_job(
                 g,
                 launch.bind_addr,
                 order.senders,
@@ -332,7 +332,7 @@ impl Agent {
         );
         let gang = (order.rank, order.size, congestion_step(o));
         gang_run(s, "congestion run", None, gang, |g| {
-            p2p::congestion::run(g, o, launch.bind_addr, &carrier, None).map(drop)
+            traffic::congestion::run(g, o, launch.bind_addr, &carrier, None).map(drop)
         })
     }
 
@@ -398,7 +398,7 @@ impl Agent {
 /// The longest a congestion run's rank waits for one gang step (the coordinator allows
 /// the same): a phase's two canary slots with the congestors' tail and the counter reads,
 /// the connections, the far ends' close, each within the timeout.
-pub fn congestion_step(o: &p2p::congestion::Options) -> Duration {
+pub fn congestion_step(o: &traffic::congestion::Options) -> Duration {
     Duration::from_secs_f64(o.timeout_s * 3.0 + o.phase_seconds * 8.0)
 }
 

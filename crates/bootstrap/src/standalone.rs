@@ -115,41 +115,14 @@ pub fn serve(
     plan: &Value,
     host: &results::HostInfo,
 ) -> Result<(TcpLink, Hello)> {
-    let addr = SocketAddr::new(bind.unwrap_or(IpAddr::from([0, 0, 0, 0])), port);
-    let listener = TcpListener::bind(addr).map_err(|e| {
-        if e.kind() == ErrorKind::AddrInUse {
-            anyhow!("port {port} is already in use (another server running?): stop it or pick another port with -p")
-        } else {
-            anyhow!("cannot listen on {addr}: {e}")
-        }
-    })?;
-    listener.set_nonblocking(true)?;
+    let listener = listen(port, bind)?;
     let deadline = Instant::now() + timeout;
     eprintln!(
         "waiting for a client on port {port} (timeout {} s)",
         timeout.as_secs()
     );
     loop {
-        let (mut stream, from) = match listener.accept() {
-            Ok(c) => c,
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                if base::interrupt::interrupted() {
-                    bail!("interrupted while waiting for a client");
-                }
-                if Instant::now() > deadline {
-                    bail!(
-                        "no client connected within {} s: start the client with `{tool} <this host> -p {port}` \
-                         (same options), or raise --timeout",
-                        timeout.as_secs()
-                    );
-                }
-                std::thread::sleep(Duration::from_millis(20));
-                continue;
-            }
-            Err(e) => return Err(e).context("accepting a client"),
-        };
-        stream.set_nonblocking(false)?;
-        stream.set_nodelay(true)?;
+        let (mut stream, from) = next_client(&listener, deadline, timeout, tool, port)?;
         // A client must say hello promptly; a silent or garbage peer costs at most this.
         let hello_wait = timeout.min(Duration::from_secs(5));
         let hello: Hello = match wire::recv_json(&mut stream, hello_wait) {
@@ -159,21 +132,7 @@ pub fn serve(
                 continue;
             }
         };
-        let mut refusal = Vec::new();
-        if hello.protocol != PROTOCOL_VERSION {
-            refusal.push(format!(
-                "control protocol: server {PROTOCOL_VERSION} (fabcheck {}) vs client {} (fabcheck {})",
-                results::provenance::TOOL_VERSION,
-                hello.protocol,
-                hello.tool_version
-            ));
-        }
-        if hello.tool != tool {
-            refusal.push(format!("tool: server {tool} vs client {}", hello.tool));
-        }
-        if refusal.is_empty() {
-            refusal = plan_differences(plan, &hello.plan);
-        }
+        let refusal = refusal(&hello, tool, plan);
         if !refusal.is_empty() {
             let reason = refusal.join("; ");
             eprintln!(
@@ -200,6 +159,73 @@ pub fn serve(
         eprintln!("client {from} connected");
         return Ok((TcpLink { stream, timeout }, hello));
     }
+}
+
+/// The server's listening socket on `port` (all addresses unless `bind`), non-blocking.
+fn listen(port: u16, bind: Option<IpAddr>) -> Result<TcpListener> {
+    let addr = SocketAddr::new(bind.unwrap_or(IpAddr::from([0, 0, 0, 0])), port);
+    let listener = TcpListener::bind(addr).map_err(|e| {
+        if e.kind() == ErrorKind::AddrInUse {
+            anyhow!("port {port} is already in use (another server running?): stop it or pick another port with -p")
+        } else {
+            anyhow!("cannot listen on {addr}: {e}")
+        }
+    })?;
+    listener.set_nonblocking(true)?;
+    Ok(listener)
+}
+
+/// The next connection, blocking with no delay, until `deadline` or an interrupt.
+fn next_client(
+    listener: &TcpListener,
+    deadline: Instant,
+    timeout: Duration,
+    tool: &str,
+    port: u16,
+) -> Result<(std::net::TcpStream, SocketAddr)> {
+    loop {
+        match listener.accept() {
+            Ok((stream, from)) => {
+                stream.set_nonblocking(false)?;
+                stream.set_nodelay(true)?;
+                return Ok((stream, from));
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                if base::interrupt::interrupted() {
+                    bail!("interrupted while waiting for a client");
+                }
+                if Instant::now() > deadline {
+                    bail!(
+                        "no client connected within {} s: start the client with `{tool} <this host> -p {port}` \
+                         (same options), or raise --timeout",
+                        timeout.as_secs()
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => return Err(e).context("accepting a client"),
+        }
+    }
+}
+
+/// Why a client's hello is refused (its protocol, tool or plan differs); empty to accept.
+fn refusal(hello: &Hello, tool: &str, plan: &Value) -> Vec<String> {
+    let mut refusal = Vec::new();
+    if hello.protocol != PROTOCOL_VERSION {
+        refusal.push(format!(
+            "control protocol: server {PROTOCOL_VERSION} (fabcheck {}) vs client {} (fabcheck {})",
+            results::provenance::TOOL_VERSION,
+            hello.protocol,
+            hello.tool_version
+        ));
+    }
+    if hello.tool != tool {
+        refusal.push(format!("tool: server {tool} vs client {}", hello.tool));
+    }
+    if refusal.is_empty() {
+        refusal = plan_differences(plan, &hello.plan);
+    }
+    refusal
 }
 
 /// Client side: connects to `host:port` (retrying while the server is not up yet, until
@@ -274,5 +300,45 @@ mod tests {
             "{d:?}"
         );
         assert!(plan_differences(&json!({"a": 1}), &json!({"a": 1})).is_empty());
+    }
+
+    #[test]
+    fn a_hello_is_refused_for_its_protocol_or_tool_before_its_plan() {
+        let hello = |protocol, tool: &str, plan| Hello {
+            protocol,
+            tool: tool.into(),
+            tool_version: "0.0.0".into(),
+            plan,
+            adopt: json!({}),
+            host: results::HostInfo::default(),
+        };
+        let plan = json!({"test": "send_bw"});
+        assert!(refusal(
+            &hello(PROTOCOL_VERSION, "bench-bw", plan.clone()),
+            "bench-bw",
+            &plan
+        )
+        .is_empty());
+        let r = refusal(
+            &hello(PROTOCOL_VERSION, "bench-lat", json!({})),
+            "bench-bw",
+            &plan,
+        );
+        assert_eq!(r, ["tool: server bench-bw vs client bench-lat"]);
+        let r = refusal(
+            &hello(PROTOCOL_VERSION + 1, "bench-bw", plan.clone()),
+            "bench-bw",
+            &plan,
+        );
+        assert!(
+            r.len() == 1 && r[0].starts_with("control protocol:"),
+            "{r:?}"
+        );
+        let r = refusal(
+            &hello(PROTOCOL_VERSION, "bench-bw", json!({"test": "write_bw"})),
+            "bench-bw",
+            &plan,
+        );
+        assert_eq!(r.len(), 1, "{r:?}");
     }
 }

@@ -122,6 +122,29 @@ fn plan_against_fabric(
         crate::fabric::Hop::of(leaves[p.initiator as usize], leaves[p.responder as usize])
     });
     let mut found = fabric.record(&schedule.nodes, hops);
+    if let Some(w) = hold_to_uplinks(fabric, schedule, &mut found, tool) {
+        rec.warnings.push(w);
+    }
+    rec.warnings.extend(coverage_warnings(&found));
+    for w in &rec.warnings {
+        base::output::error_line(&format!("{tool}: warning: {w}"));
+    }
+    eprintln!(
+        "{tool}: plan {}: {} pair(s) on one leaf, {} across the spines, {} not placed by the plan",
+        found.source, found.same_leaf_pairs, found.cross_leaf_pairs, found.unknown_pairs
+    );
+    sweep.plan = Some(found);
+}
+
+/// How the plan's oversubscribed uplinks shaped the rounds: when the schedule held each
+/// group's cross-spine pairs per round to what its uplinks carry, that is recorded and said;
+/// when it could not (`--rails all`), the warning to keep.
+fn hold_to_uplinks(
+    fabric: &crate::fabric::FabricOrder,
+    schedule: &Schedule,
+    found: &mut results::schema::SweepPlan,
+    tool: &str,
+) -> Option<String> {
     if let Some((before, after)) = schedule.cross_capped {
         found.cross_leaf_cap = fabric
             .cross_cap
@@ -138,15 +161,22 @@ fn plan_against_fabric(
                 found.source, c.oversubscription, c.leaf, c.pairs
             );
         }
+        None
     } else if !fabric.cross_cap.is_empty() {
-        rec.warnings.push(format!(
+        Some(format!(
             "plan {}: the uplinks of {} group(s) are oversubscribed, but with --rails all \
              every rail pair crosses the spines and rounds are not held to what the uplinks \
              carry: pairs of one round share them and measure below line rate",
             found.source,
             fabric.cross_cap.len()
-        ));
+        ))
+    } else {
+        None
     }
+}
+
+/// The plan's nodes without a rank in this run, and the run's hosts the plan lacks.
+fn coverage_warnings(found: &results::schema::SweepPlan) -> Vec<String> {
     let list = |v: &[String]| {
         let mut s = v.iter().take(20).cloned().collect::<Vec<_>>().join(", ");
         if v.len() > 20 {
@@ -154,8 +184,9 @@ fn plan_against_fabric(
         }
         s
     };
+    let mut warnings = Vec::new();
     if !found.missing.is_empty() {
-        rec.warnings.push(format!(
+        warnings.push(format!(
             "plan {}: {} planned node(s) have no rank in this run, so their links are not measured: {} \
              (launch on every node of the plan, or leave them out of the plan knowingly)",
             found.source,
@@ -164,7 +195,7 @@ fn plan_against_fabric(
         ));
     }
     if !found.unplanned.is_empty() {
-        rec.warnings.push(format!(
+        warnings.push(format!(
             "plan {}: {} host(s) of this run are not in the plan: {} (a host name differs, or \
              the plan is out of date)",
             found.source,
@@ -172,14 +203,7 @@ fn plan_against_fabric(
             list(&found.unplanned)
         ));
     }
-    for w in &rec.warnings {
-        base::output::error_line(&format!("{tool}: warning: {w}"));
-    }
-    eprintln!(
-        "{tool}: plan {}: {} pair(s) on one leaf, {} across the spines, {} not placed by the plan",
-        found.source, found.same_leaf_pairs, found.cross_leaf_pairs, found.unknown_pairs
-    );
-    sweep.plan = Some(found);
+    warnings
 }
 
 /// Meets the peers: the root decides what only it can (seed, the pair list), every rank

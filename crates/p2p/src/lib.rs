@@ -14,15 +14,13 @@
 //!
 //! The driver knows the [`coordinator::Coordinator`] trait only; which coordinator runs is
 //! picked by the launch code above this crate (`p2p-cli::launch`). A tool supplies only its
-//! plan, its loop for one size and its table rows ([`tool::PairTool`]). No `unsafe` here.
+//! plan, its loop for one size and its table rows ([`tool::PairTool`]). Many-to-many traffic
+//! (incast, congestion, the isolation sweep) is the `traffic` crate's, on these
+//! coordinators. No `unsafe` here.
 
-pub mod congestion;
 pub mod coordinator;
 pub mod driver;
-pub mod endpoint_flows;
 pub mod fabric;
-pub mod flows;
-pub mod incast;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 mod pair;
@@ -31,7 +29,6 @@ pub mod pattern;
 pub mod placement;
 pub mod plan;
 pub mod progress;
-pub mod reach;
 pub mod record;
 pub mod standalone;
 pub mod tool;

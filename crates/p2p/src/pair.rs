@@ -91,29 +91,8 @@ fn sizes(
     // The pair connects at its first size and keeps the connection for the others.
     let mut conn = Connection::default();
     loop {
-        let size = match role {
-            Role::Initiator => {
-                let step = match (next_sizes.next(), interrupt::interrupted()) {
-                    (_, true) => Step::Stop(interrupt::REASON.into()),
-                    (Some(s), false) => Step::Size(s),
-                    (None, false) => Step::Stop(String::new()),
-                };
-                send_json(link, &step)?;
-                match step {
-                    Step::Size(s) => s,
-                    Step::Stop(why) => {
-                        out.interrupted = !why.is_empty();
-                        return Ok(());
-                    }
-                }
-            }
-            Role::Responder => match recv_json::<Step>(link)? {
-                Step::Size(s) => s,
-                Step::Stop(why) => {
-                    out.interrupted = !why.is_empty();
-                    return Ok(());
-                }
-            },
+        let Some(size) = agree_next_size(role, link, &mut next_sizes, out)? else {
+            return Ok(());
         };
         *current = Some(size);
         let spec = EndpointSpec {
@@ -152,6 +131,36 @@ fn sizes(
             }
         }
         *current = None;
+    }
+}
+
+/// The initiator says the next size (or stop: sizes done, or Ctrl-C), the responder hears
+/// it: the size both measure next, `None` when the pair is done (`out.interrupted` when it
+/// stopped for an interrupt).
+fn agree_next_size(
+    role: Role,
+    link: &mut dyn PeerLink,
+    next_sizes: &mut impl Iterator<Item = u64>,
+    out: &mut PairOutcome,
+) -> Result<Option<u64>> {
+    let step = match role {
+        Role::Initiator => {
+            let step = match (next_sizes.next(), interrupt::interrupted()) {
+                (_, true) => Step::Stop(interrupt::REASON.into()),
+                (Some(s), false) => Step::Size(s),
+                (None, false) => Step::Stop(String::new()),
+            };
+            send_json(link, &step)?;
+            step
+        }
+        Role::Responder => recv_json::<Step>(link)?,
+    };
+    match step {
+        Step::Size(s) => Ok(Some(s)),
+        Step::Stop(why) => {
+            out.interrupted = !why.is_empty();
+            Ok(None)
+        }
     }
 }
 

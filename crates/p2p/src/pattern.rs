@@ -255,53 +255,20 @@ pub fn node_name(slot: &Slot, include_local: bool) -> String {
 /// Computes the rounds. Errors name what cannot be scheduled and what to do.
 pub fn schedule(req: &Request) -> Result<Schedule> {
     let slots = req.slots;
-    // Nodes in order of their first rank; each node's ranks by local rank (its rails).
-    let mut nodes: Vec<String> = Vec::new();
-    let mut rails_of: HashMap<String, BTreeMap<u32, u32>> = HashMap::new();
-    for s in slots {
-        let node = node_name(s, req.include_local);
-        let local = if req.include_local { 0 } else { s.local_rank };
-        let entry = rails_of.entry(node.clone()).or_insert_with(|| {
-            nodes.push(node.clone());
-            BTreeMap::new()
-        });
-        entry.insert(local, s.rank);
-    }
-    if let Some(f) = req.fabric {
-        f.order(&mut nodes);
-    }
+    let (nodes, rails_of) = nodes_and_rails(req);
     let rails = rails_of.values().map(|r| r.len() as u32).max().unwrap_or(0);
     let mut seed = None;
     let mut cross_capped = None;
-    if let PatternSpec::Incast(_) = req.pattern {
-        bail!(
+    let rounds = match req.pattern {
+        PatternSpec::Incast(_) => bail!(
             "--pattern incast is not a schedule of pairs: bench-bw runs its rounds itself \
              (bench-lat has no incast)"
-        );
-    }
-    if let PatternSpec::Isolation = req.pattern {
-        bail!(
+        ),
+        PatternSpec::Isolation => bail!(
             "--pattern isolation is not a schedule of pairs: bench-lat runs it itself \
              (bench-bw has no isolation sweep)"
-        );
-    }
-    let rounds = match req.pattern {
-        PatternSpec::Pairs => {
-            let n = slots.len() as u32;
-            if n < 2 || !n.is_multiple_of(2) {
-                bail!(
-                    "{n} rank(s) cannot be paired: with --pattern pairs ranks pair up as (0,1), \
-                     (2,3), ..., so launch an even number (e.g. mpirun -np 2), or use \
-                     --pattern all-pairs"
-                );
-            }
-            vec![(0..n / 2)
-                .map(|i| RankPair {
-                    initiator: 2 * i,
-                    responder: 2 * i + 1,
-                })
-                .collect()]
-        }
+        ),
+        PatternSpec::Pairs => neighbours(slots.len() as u32)?,
         other => {
             if nodes.len() < 2 {
                 bail!(
@@ -313,48 +280,9 @@ pub fn schedule(req: &Request) -> Result<Schedule> {
                     nodes.first().map_or("no host", |s| s.as_str())
                 );
             }
-            let node_rounds: Vec<Vec<NodePair>> = match other {
-                PatternSpec::AllPairs => circle(nodes.len()),
-                PatternSpec::Ring => pack(ring(nodes.len())),
-                PatternSpec::Random { rounds, seed: s } => {
-                    let s = s.unwrap_or(req.fallback_seed);
-                    seed = Some(s);
-                    random(nodes.len(), *rounds, s)
-                }
-                PatternSpec::File(path) => {
-                    let text = req
-                        .file_text
-                        .ok_or_else(|| anyhow!("the pair list {} was not read", path.display()))?;
-                    let pairs = parse_pair_list(text, &nodes, slots, req.include_local)
-                        .with_context(|| format!("in the pair list {}", path.display()))?;
-                    pack(pairs)
-                }
-                PatternSpec::Pairs => unreachable!(),
-                PatternSpec::Incast(_) | PatternSpec::Isolation => unreachable!(),
-            };
-            // Rail-aligned pairs cross the spines only between groups; with --rails all
-            // every pair of rails does, which no per-group budget describes.
-            let device: HashMap<u32, &str> = slots
-                .iter()
-                .filter_map(|s| Some((s.rank, s.device.as_deref()?)))
-                .collect();
-            let nic = |node: usize, rail: usize| {
-                let rank = rails_of.get(&nodes[node])?.values().nth(rail)?;
-                device.get(rank).map(|d| d.to_string())
-            };
-            let caps = req
-                .fabric
-                .filter(|_| req.rail_mode == RailMode::Aligned)
-                .and_then(|f| f.caps_of(&nodes, rails as usize, nic));
-            let node_rounds = match caps {
-                Some((leaves, caps)) => {
-                    let before = node_rounds.len();
-                    let after = cap_cross(node_rounds, &leaves, &caps);
-                    cross_capped = Some((before, after.len()));
-                    after
-                }
-                None => node_rounds,
-            };
+            let node_rounds = node_rounds(req, other, &nodes, &mut seed)?;
+            let (node_rounds, capped) = held_to_uplinks(req, &nodes, &rails_of, rails, node_rounds);
+            cross_capped = capped;
             expand(&node_rounds, &nodes, &rails_of, rails, req.rail_mode)
         }
     };
@@ -368,6 +296,105 @@ pub fn schedule(req: &Request) -> Result<Schedule> {
         rounds,
         cross_capped,
     })
+}
+
+/// The nodes in order of their first rank (or the plan's order), and each node's ranks by
+/// local rank (its rails).
+fn nodes_and_rails(req: &Request) -> (Vec<String>, HashMap<String, BTreeMap<u32, u32>>) {
+    let mut nodes: Vec<String> = Vec::new();
+    let mut rails_of: HashMap<String, BTreeMap<u32, u32>> = HashMap::new();
+    for s in req.slots {
+        let node = node_name(s, req.include_local);
+        let local = if req.include_local { 0 } else { s.local_rank };
+        let entry = rails_of.entry(node.clone()).or_insert_with(|| {
+            nodes.push(node.clone());
+            BTreeMap::new()
+        });
+        entry.insert(local, s.rank);
+    }
+    if let Some(f) = req.fabric {
+        f.order(&mut nodes);
+    }
+    (nodes, rails_of)
+}
+
+/// `--pattern pairs`: ranks (0,1), (2,3), ... in one round.
+fn neighbours(n: u32) -> Result<Vec<Vec<RankPair>>> {
+    if n < 2 || !n.is_multiple_of(2) {
+        bail!(
+            "{n} rank(s) cannot be paired: with --pattern pairs ranks pair up as (0,1), \
+             (2,3), ..., so launch an even number (e.g. mpirun -np 2), or use \
+             --pattern all-pairs"
+        );
+    }
+    Ok(vec![(0..n / 2)
+        .map(|i| RankPair {
+            initiator: 2 * i,
+            responder: 2 * i + 1,
+        })
+        .collect()])
+}
+
+/// The rounds of node pairs a pattern asks for (`seed`: the random pattern's, recorded).
+fn node_rounds(
+    req: &Request,
+    pattern: &PatternSpec,
+    nodes: &[String],
+    seed: &mut Option<u64>,
+) -> Result<Vec<Vec<NodePair>>> {
+    Ok(match pattern {
+        PatternSpec::AllPairs => circle(nodes.len()),
+        PatternSpec::Ring => pack(ring(nodes.len())),
+        PatternSpec::Random { rounds, seed: s } => {
+            let s = s.unwrap_or(req.fallback_seed);
+            *seed = Some(s);
+            random(nodes.len(), *rounds, s)
+        }
+        PatternSpec::File(path) => {
+            let text = req
+                .file_text
+                .ok_or_else(|| anyhow!("the pair list {} was not read", path.display()))?;
+            let pairs = parse_pair_list(text, nodes, req.slots, req.include_local)
+                .with_context(|| format!("in the pair list {}", path.display()))?;
+            pack(pairs)
+        }
+        PatternSpec::Pairs | PatternSpec::Incast(_) | PatternSpec::Isolation => unreachable!(),
+    })
+}
+
+/// With a plan whose uplinks are oversubscribed, each group's cross-spine pairs per round
+/// held to what its uplinks carry (and the round counts before and after). Rail-aligned
+/// pairs cross the spines only between groups; with --rails all every pair of rails does,
+/// which no per-group budget describes: left as they are.
+fn held_to_uplinks(
+    req: &Request,
+    nodes: &[String],
+    rails_of: &HashMap<String, BTreeMap<u32, u32>>,
+    rails: u32,
+    node_rounds: Vec<Vec<NodePair>>,
+) -> (Vec<Vec<NodePair>>, Option<(usize, usize)>) {
+    let device: HashMap<u32, &str> = req
+        .slots
+        .iter()
+        .filter_map(|s| Some((s.rank, s.device.as_deref()?)))
+        .collect();
+    let nic = |node: usize, rail: usize| {
+        let rank = rails_of.get(&nodes[node])?.values().nth(rail)?;
+        device.get(rank).map(|d| d.to_string())
+    };
+    let caps = req
+        .fabric
+        .filter(|_| req.rail_mode == RailMode::Aligned)
+        .and_then(|f| f.caps_of(nodes, rails as usize, nic));
+    match caps {
+        Some((leaves, caps)) => {
+            let before = node_rounds.len();
+            let after = cap_cross(node_rounds, &leaves, &caps);
+            let counts = (before, after.len());
+            (after, Some(counts))
+        }
+        None => (node_rounds, None),
+    }
 }
 
 /// A pair of nodes (indices into the node list), optionally pinned to one rail each
@@ -471,38 +498,7 @@ fn cap_cross(
     caps: &[u32],
 ) -> Vec<Vec<NodePair>> {
     let n = on.len();
-    // The held leaves a pair loads, once per rail it crosses on.
-    let loads = |p: &NodePair| -> Vec<usize> {
-        let mut v = Vec::new();
-        for (x, y) in on[p.a].iter().zip(&on[p.b]) {
-            if let (Some(x), Some(y)) = (*x, *y) {
-                if x != y {
-                    v.extend([x, y].into_iter().filter(|&l| caps[l] != u32::MAX));
-                }
-            }
-        }
-        v
-    };
-    struct Room {
-        busy: Vec<bool>,
-        used: Vec<u32>,
-    }
-    impl Room {
-        fn fits(&self, p: &NodePair, load: &[usize], caps: &[u32]) -> bool {
-            !self.busy[p.a]
-                && !self.busy[p.b]
-                && load.iter().all(|&l| {
-                    self.used[l] + load.iter().filter(|&&x| x == l).count() as u32 <= caps[l]
-                })
-        }
-        fn take(&mut self, p: &NodePair, load: &[usize]) {
-            self.busy[p.a] = true;
-            self.busy[p.b] = true;
-            for &l in load {
-                self.used[l] += 1;
-            }
-        }
-    }
+    let loads = |p: &NodePair| held_leaves(p, on, caps);
     let room = || Room {
         busy: vec![false; n],
         used: vec![0; caps.len()],
@@ -546,6 +542,43 @@ fn cap_cross(
     }
     out.retain(|r| !r.is_empty());
     out
+}
+
+/// The held leaves a pair loads, once per rail it crosses on (`u32::MAX`: not held).
+fn held_leaves(p: &NodePair, on: &[Vec<Option<usize>>], caps: &[u32]) -> Vec<usize> {
+    let mut v = Vec::new();
+    for (x, y) in on[p.a].iter().zip(&on[p.b]) {
+        if let (Some(x), Some(y)) = (*x, *y) {
+            if x != y {
+                v.extend([x, y].into_iter().filter(|&l| caps[l] != u32::MAX));
+            }
+        }
+    }
+    v
+}
+
+/// One round's room: which nodes are busy, how many crossing pairs each leaf carries.
+struct Room {
+    busy: Vec<bool>,
+    used: Vec<u32>,
+}
+
+impl Room {
+    fn fits(&self, p: &NodePair, load: &[usize], caps: &[u32]) -> bool {
+        !self.busy[p.a]
+            && !self.busy[p.b]
+            && load
+                .iter()
+                .all(|&l| self.used[l] + load.iter().filter(|&&x| x == l).count() as u32 <= caps[l])
+    }
+
+    fn take(&mut self, p: &NodePair, load: &[usize]) {
+        self.busy[p.a] = true;
+        self.busy[p.b] = true;
+        for &l in load {
+            self.used[l] += 1;
+        }
+    }
 }
 
 /// Node rounds -> rank rounds, rail by rail.
@@ -605,52 +638,15 @@ fn parse_pair_list(
     slots: &[Slot],
     include_local: bool,
 ) -> Result<Vec<NodePair>> {
-    let index: HashMap<&str, usize> = nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.as_str(), i))
-        .collect();
-    let known = || {
-        let mut k: Vec<&str> = nodes.iter().map(|s| s.as_str()).collect();
-        k.truncate(12);
-        let more = if nodes.len() > 12 { ", ..." } else { "" };
-        format!("{}{more}", k.join(", "))
-    };
-    let resolve = |word: &str, line: usize| -> Result<(usize, Option<u32>)> {
-        let (node, device) = match word.rsplit_once(':') {
-            Some((n, d)) if index.contains_key(n) => (n, Some(d)),
-            _ => (word, None),
-        };
-        let i = *index.get(node).ok_or_else(|| {
-            anyhow!(
-                "line {line}: no node named '{node}' in this run (nodes: {})",
-                known()
-            )
-        })?;
-        let rank =
-            match device {
-                None => None,
-                Some(dev) => Some(
-                    slots
-                        .iter()
-                        .find(|s| {
-                            node_name(s, include_local) == node && s.device.as_deref() == Some(dev)
-                        })
-                        .map(|s| s.rank)
-                        .ok_or_else(|| {
-                            let devs: Vec<String> = slots
-                                .iter()
-                                .filter(|s| node_name(s, include_local) == node)
-                                .filter_map(|s| s.device.clone())
-                                .collect();
-                            anyhow!(
-                            "line {line}: no rank on {node} uses device {dev} (devices there: {})",
-                            if devs.is_empty() { "none named".to_string() } else { devs.join(", ") }
-                        )
-                        })?,
-                ),
-            };
-        Ok((i, rank))
+    let ends = Ends {
+        index: nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.as_str(), i))
+            .collect(),
+        nodes,
+        slots,
+        include_local,
     };
     let mut pairs = Vec::new();
     for (n, raw) in text.lines().enumerate() {
@@ -666,8 +662,8 @@ fn parse_pair_list(
                 raw.trim()
             ),
         }
-        let (a, ra) = resolve(words[0], n + 1)?;
-        let (b, rb) = resolve(words[1], n + 1)?;
+        let (a, ra) = ends.resolve(words[0], n + 1)?;
+        let (b, rb) = ends.resolve(words[1], n + 1)?;
         if a == b {
             bail!("line {}: '{}' pairs a node with itself", n + 1, raw.trim());
         }
@@ -686,6 +682,60 @@ fn parse_pair_list(
         bail!("no pairs in it: write one pair per line (`hostA hostB`)");
     }
     Ok(pairs)
+}
+
+/// The run's nodes and ranks, as a pair list's words name them.
+struct Ends<'a> {
+    index: HashMap<&'a str, usize>,
+    nodes: &'a [String],
+    slots: &'a [Slot],
+    include_local: bool,
+}
+
+impl Ends<'_> {
+    /// `node` or `node:device`: the node's index, and with a device the rank using it.
+    fn resolve(&self, word: &str, line: usize) -> Result<(usize, Option<u32>)> {
+        let (node, device) = match word.rsplit_once(':') {
+            Some((n, d)) if self.index.contains_key(n) => (n, Some(d)),
+            _ => (word, None),
+        };
+        let i = *self.index.get(node).ok_or_else(|| {
+            anyhow!(
+                "line {line}: no node named '{node}' in this run (nodes: {})",
+                self.known()
+            )
+        })?;
+        let Some(dev) = device else {
+            return Ok((i, None));
+        };
+        let on_node = || {
+            self.slots
+                .iter()
+                .filter(move |s| node_name(s, self.include_local) == node)
+        };
+        let rank = on_node()
+            .find(|s| s.device.as_deref() == Some(dev))
+            .map(|s| s.rank)
+            .ok_or_else(|| {
+                let devs: Vec<String> = on_node().filter_map(|s| s.device.clone()).collect();
+                anyhow!(
+                    "line {line}: no rank on {node} uses device {dev} (devices there: {})",
+                    if devs.is_empty() {
+                        "none named".to_string()
+                    } else {
+                        devs.join(", ")
+                    }
+                )
+            })?;
+        Ok((i, Some(rank)))
+    }
+
+    /// The first dozen nodes' names, for a message.
+    fn known(&self) -> String {
+        let k: Vec<&str> = self.nodes.iter().take(12).map(|s| s.as_str()).collect();
+        let more = if self.nodes.len() > 12 { ", ..." } else { "" };
+        format!("{}{more}", k.join(", "))
+    }
 }
 
 #[cfg(test)]

@@ -42,57 +42,22 @@ pub(crate) fn decide(
     asked: Option<&[u32]>,
 ) -> Result<Decision> {
     let online = numa::online_cpus(root);
-    let make = |cpus: &[u32], source: &str, note: Option<String>| Placement {
-        cpus: numa::format_cpulist(cpus),
-        node: numa::node_holding(root, cpus),
-        nic_node: nic.node,
-        source: source.into(),
-        note,
-    };
     if let Some(asked) = asked {
-        if asked.is_empty() {
-            bail!("--cpu: an empty list; name CPUs as a cpulist, e.g. --cpu 2 or --cpu 0-7,16");
-        }
-        if let Some(online) = &online {
-            if let Some(c) = asked.iter().find(|c| online.binary_search(c).is_err()) {
-                bail!(
-                    "--cpu {}: CPU {c} is not online on this host (online: {}); choose from those",
-                    numa::format_cpulist(asked),
-                    numa::format_cpulist(online)
-                );
-            }
-        }
-        let note = match (nic.node, numa::node_holding(root, asked)) {
-            (Some(n), Some(m)) if n != m => Some(format!(
-                "--cpu puts the thread on node {m}, the NIC{} is on node {n}: every \
-                 completion and buffer touch crosses the socket link",
-                nic.name.map(|d| format!(" {d}")).unwrap_or_default()
-            )),
-            _ => None,
-        };
-        return Ok(Decision {
-            bind: Some(asked.to_vec()),
-            placement: make(asked, "cpu-option", note),
-        });
+        return by_hand(root, nic, asked, online.as_deref());
     }
-    let Some(online) = online else {
-        return Ok(Decision {
-            bind: None,
-            placement: make(
-                current,
-                "unbound",
-                Some(
-                    "the host's online CPUs are unknown (no /sys/devices/system/cpu/online)".into(),
-                ),
-            ),
-        });
+    let leave = |why: Option<String>, source: &str| Decision {
+        bind: None,
+        placement: placement(root, nic, current, source, why),
     };
-    let restricted = current.len() < online.len();
-    if restricted {
-        return Ok(Decision {
-            bind: None,
-            placement: make(current, "launcher", None),
-        });
+    let Some(online) = online else {
+        return Ok(leave(
+            Some("the host's online CPUs are unknown (no /sys/devices/system/cpu/online)".into()),
+            "unbound",
+        ));
+    };
+    // The launcher bound the rank already: its choice stands.
+    if current.len() < online.len() {
+        return Ok(leave(None, "launcher"));
     }
     let Some(node) = nic.node else {
         let why = match nic.name {
@@ -101,10 +66,7 @@ pub(crate) fn decide(
             ),
             None => "no NIC is known for this rank (TCP without --bind-addr)".into(),
         };
-        return Ok(Decision {
-            bind: None,
-            placement: make(current, "unbound", Some(why)),
-        });
+        return Ok(leave(Some(why), "unbound"));
     };
     let cpus: Vec<u32> = numa::node_cpus(root, node)
         .unwrap_or_default()
@@ -112,19 +74,61 @@ pub(crate) fn decide(
         .filter(|c| online.binary_search(c).is_ok())
         .collect();
     if cpus.is_empty() {
-        return Ok(Decision {
-            bind: None,
-            placement: make(
-                current,
-                "unbound",
-                Some(format!("node {node} of the NIC lists no online CPU")),
-            ),
-        });
+        return Ok(leave(
+            Some(format!("node {node} of the NIC lists no online CPU")),
+            "unbound",
+        ));
     }
     Ok(Decision {
         bind: Some(cpus.clone()),
-        placement: make(&cpus, "nic-node", None),
+        placement: placement(root, nic, &cpus, "nic-node", None),
     })
+}
+
+/// `--cpu LIST`: bound as asked when every CPU is online, with a note when they sit on
+/// another NUMA node than the NIC.
+fn by_hand(root: &Path, nic: Nic<'_>, asked: &[u32], online: Option<&[u32]>) -> Result<Decision> {
+    if asked.is_empty() {
+        bail!("--cpu: an empty list; name CPUs as a cpulist, e.g. --cpu 2 or --cpu 0-7,16");
+    }
+    if let Some(online) = online {
+        if let Some(c) = asked.iter().find(|c| online.binary_search(c).is_err()) {
+            bail!(
+                "--cpu {}: CPU {c} is not online on this host (online: {}); choose from those",
+                numa::format_cpulist(asked),
+                numa::format_cpulist(online)
+            );
+        }
+    }
+    let note = match (nic.node, numa::node_holding(root, asked)) {
+        (Some(n), Some(m)) if n != m => Some(format!(
+            "--cpu puts the thread on node {m}, the NIC{} is on node {n}: every \
+             completion and buffer touch crosses the socket link",
+            nic.name.map(|d| format!(" {d}")).unwrap_or_default()
+        )),
+        _ => None,
+    };
+    Ok(Decision {
+        bind: Some(asked.to_vec()),
+        placement: placement(root, nic, asked, "cpu-option", note),
+    })
+}
+
+/// The placement recorded for a thread on `cpus`, decided by `source`.
+fn placement(
+    root: &Path,
+    nic: Nic<'_>,
+    cpus: &[u32],
+    source: &str,
+    note: Option<String>,
+) -> Placement {
+    Placement {
+        cpus: numa::format_cpulist(cpus),
+        node: numa::node_holding(root, cpus),
+        nic_node: nic.node,
+        source: source.into(),
+        note,
+    }
 }
 
 /// The NIC of this rank: the RDMA device with verbs, with TCP the interface holding

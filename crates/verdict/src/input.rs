@@ -282,46 +282,8 @@ pub fn load_reading(
     limits: &Limits,
     read: &Reader,
 ) -> Result<InputSet> {
-    let files = expand(args)?;
-    if files.is_empty() {
-        return Err(Error::Input(format!(
-            "no result files (*.json) found in {}",
-            args.iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )));
-    }
-    if files.len() > limits.files {
-        return Err(Error::Input(format!(
-            "{} input files, over the ceiling of {} per run; aggregate them in parts",
-            files.len(),
-            limits.files
-        )));
-    }
-    // Sizes first: a file over the ceiling is bad on its own; all of them together over
-    // it stop the run before anything is read.
-    let mut sized = Vec::new();
-    let mut total = 0u64;
-    let mut early_bad = Vec::new();
-    for path in files {
-        match regular_file_size(&path, limits) {
-            Ok(n) => {
-                total = total.saturating_add(n);
-                sized.push((path, n));
-            }
-            Err(problem) => early_bad.push(BadInput::new(&path, problem)),
-        }
-    }
-    if total > limits.input_bytes {
-        return Err(Error::Input(format!(
-            "the inputs total {} ({total} bytes) in {} files, over the ceiling of {} per run; \
-             pass --max-input-bytes to read more (memory grows with it: README, Limits)",
-            human(total),
-            sized.len(),
-            human(limits.input_bytes)
-        )));
-    }
+    let files = files_within(args, limits)?;
+    let (sized, early_bad) = sized_within(files, limits)?;
     let mut set = InputSet::default();
     let budget = Budget::new(limits.decoded_bytes());
     let gathered = Mutex::new(Gathered::default());
@@ -360,6 +322,58 @@ pub fn load_reading(
     Ok(set)
 }
 
+/// The result files the arguments name (directories expanded), within the file ceiling.
+fn files_within(args: &[PathBuf], limits: &Limits) -> Result<Vec<PathBuf>> {
+    let files = expand(args)?;
+    if files.is_empty() {
+        return Err(Error::Input(format!(
+            "no result files (*.json) found in {}",
+            args.iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    if files.len() > limits.files {
+        return Err(Error::Input(format!(
+            "{} input files, over the ceiling of {} per run; aggregate them in parts",
+            files.len(),
+            limits.files
+        )));
+    }
+    Ok(files)
+}
+
+/// Input files with their sizes in bytes.
+type Sized = Vec<(PathBuf, u64)>;
+
+/// Sizes first: a file over the ceiling is bad on its own (returned apart); all of them
+/// together over it stop the run before anything is read.
+fn sized_within(files: Vec<PathBuf>, limits: &Limits) -> Result<(Sized, Vec<BadInput>)> {
+    let mut sized = Vec::new();
+    let mut total = 0u64;
+    let mut bad = Vec::new();
+    for path in files {
+        match regular_file_size(&path, limits) {
+            Ok(n) => {
+                total = total.saturating_add(n);
+                sized.push((path, n));
+            }
+            Err(problem) => bad.push(BadInput::new(&path, problem)),
+        }
+    }
+    if total > limits.input_bytes {
+        return Err(Error::Input(format!(
+            "the inputs total {} ({total} bytes) in {} files, over the ceiling of {} per run; \
+             pass --max-input-bytes to read more (memory grows with it: README, Limits)",
+            human(total),
+            sized.len(),
+            human(limits.input_bytes)
+        )));
+    }
+    Ok((sized, bad))
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -370,42 +384,7 @@ fn check_groups(docs: &[Loaded], histograms: usize, limits: &Limits) -> Result<(
     let mut rows = BTreeSet::new();
     for d in docs {
         for (i, r) in d.doc.results.iter().enumerate() {
-            let names: [(&str, &str); 4] = match r {
-                TestResult::Latency(l) => [
-                    ("test", &l.test),
-                    ("transport", &l.transport),
-                    ("pair.initiator.host", &l.pair.initiator.host),
-                    ("pair.responder.host", &l.pair.responder.host),
-                ],
-                TestResult::Bandwidth(b) => [
-                    ("test", &b.test),
-                    ("transport", &b.transport),
-                    ("pair.initiator.host", &b.pair.initiator.host),
-                    ("pair.responder.host", &b.pair.responder.host),
-                ],
-                TestResult::Collective(c) => [
-                    ("collective", &c.collective),
-                    ("backend", &c.backend),
-                    ("datatype", &c.datatype),
-                    ("op", &c.op),
-                ],
-            };
-            let tool = [("tool", d.doc.tool.as_str())];
-            for (field, name) in names.iter().chain(&tool) {
-                if name.len() > MAX_NAME_BYTES {
-                    let at = if *field == "tool" {
-                        "tool".to_string()
-                    } else {
-                        format!("results[{i}].{field}")
-                    };
-                    return Err(Error::Input(format!(
-                        "{}: at JSON path `{at}`: a name of {} bytes; names that group \
-                         results are at most {MAX_NAME_BYTES} bytes",
-                        d.path.display(),
-                        name.len()
-                    )));
-                }
-            }
+            check_names(d, i, r)?;
             let (kind, a, b, c) = match r {
                 TestResult::Latency(l) => (0, &l.test, &l.transport, 0),
                 TestResult::Bandwidth(b) => (1, &b.test, &b.transport, u64::from(b.bidirectional)),
@@ -458,6 +437,47 @@ fn check_groups(docs: &[Loaded], histograms: usize, limits: &Limits) -> Result<(
             rows.len(),
             limits.table_rows
         )));
+    }
+    Ok(())
+}
+
+/// The names that group result `i` of a document (and its tool) within the name ceiling.
+fn check_names(d: &Loaded, i: usize, r: &TestResult) -> Result<()> {
+    let names: [(&str, &str); 4] = match r {
+        TestResult::Latency(l) => [
+            ("test", &l.test),
+            ("transport", &l.transport),
+            ("pair.initiator.host", &l.pair.initiator.host),
+            ("pair.responder.host", &l.pair.responder.host),
+        ],
+        TestResult::Bandwidth(b) => [
+            ("test", &b.test),
+            ("transport", &b.transport),
+            ("pair.initiator.host", &b.pair.initiator.host),
+            ("pair.responder.host", &b.pair.responder.host),
+        ],
+        TestResult::Collective(c) => [
+            ("collective", &c.collective),
+            ("backend", &c.backend),
+            ("datatype", &c.datatype),
+            ("op", &c.op),
+        ],
+    };
+    let tool = [("tool", d.doc.tool.as_str())];
+    for (field, name) in names.iter().chain(&tool) {
+        if name.len() > MAX_NAME_BYTES {
+            let at = if *field == "tool" {
+                "tool".to_string()
+            } else {
+                format!("results[{i}].{field}")
+            };
+            return Err(Error::Input(format!(
+                "{}: at JSON path `{at}`: a name of {} bytes; names that group \
+                 results are at most {MAX_NAME_BYTES} bytes",
+                d.path.display(),
+                name.len()
+            )));
+        }
     }
     Ok(())
 }

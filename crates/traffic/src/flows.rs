@@ -32,7 +32,7 @@ pub fn roster(gang: &mut dyn Gang, bind: Option<IpAddr>) -> Result<(TcpListener,
     let any = bind.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
     let listener = TcpListener::bind((any, 0)).with_context(|| format!("binding {any}"))?;
     let port = listener.local_addr()?.port();
-    let advertise = crate::coordinator::advertised_ip(bind, &host.hostname)
+    let advertise = p2p::coordinator::advertised_ip(bind, &host.hostname)
         .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
     let me = Peer {
         host,

@@ -28,10 +28,10 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::coordinator::resolve_device;
-use crate::plan::DeviceChoice;
 use base::link::{recv_json, send_abort, send_json};
 use bootstrap::standalone::TcpLink;
+use p2p::coordinator::resolve_device;
+use p2p::plan::DeviceChoice;
 use results::{HostInfo, LatencyHistogram};
 use transport::{
     connect_bandwidth, connect_latency, BandwidthEndpoint, Connection, EndpointSpec,
