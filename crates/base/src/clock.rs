@@ -23,6 +23,7 @@ impl Default for LoopClock {
 }
 
 impl LoopClock {
+    /// A clock started now.
     pub fn new() -> Self {
         Self {
             inner: quanta::Clock::new(),
@@ -96,6 +97,7 @@ impl Default for BlockStamps {
 }
 
 impl BlockStamps {
+    /// No stamps yet.
     pub fn new() -> Self {
         Self {
             stamps: vec![0; BLOCK + 1],
@@ -128,6 +130,7 @@ impl BlockStamps {
         self.len
     }
 
+    /// Whether nothing was stamped.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -218,6 +221,7 @@ impl LoopStamps {
         self.stamps.len() - 1
     }
 
+    /// Whether no interval was stamped.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -22,6 +22,7 @@ fn process_cpu_seconds() -> f64 {
 }
 
 impl CpuMeter {
+    /// Starts metering: the process's CPU time and the wall clock, now.
     pub fn start() -> Self {
         Self {
             cpu_s: process_cpu_seconds(),

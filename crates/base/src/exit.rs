@@ -17,19 +17,27 @@
 //! Tools collect the outcomes of a run and call [`code`] (or [`Outcome::worst`] and
 //! [`Outcome::code`]) instead of ordering `if`s themselves.
 
+/// Everything ran and every check passed.
 pub const OK: i32 = 0;
+/// Everything ran and a check failed (a bound, a correctness check, a failed pair).
 pub const CHECK_FAILED: i32 = 1;
+/// The run could not do what was asked (bad options, a missing device, a dead peer).
 pub const ERROR: i32 = 2;
+/// Stopped by SIGINT/SIGTERM (128 + SIGINT, as shells report it); what was measured is kept.
 pub const INTERRUPTED: i32 = 130;
 
 /// What one run (or one part of it) ended with. The order of the variants is the policy:
 /// a later variant outranks an earlier one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub enum Outcome {
+    /// Nothing to report: exit [`OK`].
     #[default]
     Ok,
+    /// Stopped by a signal: exit [`INTERRUPTED`].
     Interrupted,
+    /// A check failed: exit [`CHECK_FAILED`].
     CheckFailed,
+    /// The run could not do what was asked: exit [`ERROR`].
     Error,
 }
 

@@ -15,6 +15,9 @@
 //!
 //! No `unsafe` here.
 
+// Every public item says what it is, and the compiler keeps the rule.
+#![warn(missing_docs)]
+
 pub mod clock;
 pub mod cpu;
 pub mod errno;

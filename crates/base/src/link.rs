@@ -15,7 +15,9 @@ use serde::Serialize;
 /// A reliable, ordered message channel to the other end of a pair, with a timeout on
 /// every wait.
 pub trait PeerLink {
+    /// Sends one message (framed: the other end receives it whole).
     fn send(&mut self, payload: &[u8]) -> Result<()>;
+    /// The next message, whole; an error when the peer is gone or the wait times out.
     fn recv(&mut self) -> Result<Vec<u8>>;
     /// The local address the peer reached us on, when the link knows it (the standalone
     /// control connection does; MPI does not).

@@ -13,6 +13,7 @@ impl SplitMix64 {
         Self(seed)
     }
 
+    /// The next value of the stream.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;

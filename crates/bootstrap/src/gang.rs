@@ -11,10 +11,14 @@ use std::time::Duration;
 
 use anyhow::Result;
 
+/// The ranks of a run that all work at once (MPI's, or the agents' through their
+/// coordinator): who this is, how many, and the few collective waits many-to-many traffic needs.
 pub trait Gang {
     /// `mpi` or `agents`, for the document.
     fn launcher(&self) -> &'static str;
+    /// This rank, from 0.
     fn rank(&self) -> u32;
+    /// How many ranks there are.
     fn size(&self) -> u32;
     /// Waits for every rank (`what` names the wait in errors).
     fn barrier(&mut self, what: &str) -> Result<()>;

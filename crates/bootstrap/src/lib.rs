@@ -11,6 +11,9 @@
 //! The control link's trait and the launcher's environment live in `base` (the transports
 //! use them too); the pairing of ranks into rounds is the `p2p` crate's.
 
+// Every public item says what it is, and the compiler keeps the rule.
+#![warn(missing_docs)]
+
 pub mod gang;
 #[cfg(feature = "mpi")]
 pub mod mpi;

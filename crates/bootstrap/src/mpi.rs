@@ -51,18 +51,22 @@ impl MpiJob {
         self.node
     }
 
+    /// This rank in MPI_COMM_WORLD.
     pub fn rank(&self) -> u32 {
         self.world.rank() as u32
     }
 
+    /// How many ranks MPI_COMM_WORLD has.
     pub fn size(&self) -> u32 {
         self.world.size() as u32
     }
 
+    /// MPI_COMM_WORLD, for the collectives that need it whole.
     pub fn world(&self) -> &SimpleCommunicator {
         &self.world
     }
 
+    /// The watchdog that ends the job when a collective wait outlives `--timeout`.
     pub fn watchdog(&self) -> &Watchdog {
         &self.watchdog
     }
@@ -295,18 +299,22 @@ impl Team<'_> {
         self.node
     }
 
+    /// This rank in the communicator.
     pub fn rank(&self) -> u32 {
         self.comm.rank() as u32
     }
 
+    /// How many ranks the communicator has.
     pub fn size(&self) -> u32 {
         self.comm.size() as u32
     }
 
+    /// The communicator itself.
     pub fn comm(&self) -> &SimpleCommunicator {
         &self.comm
     }
 
+    /// The job's watchdog (see [`MpiJob::watchdog`]).
     pub fn watchdog(&self) -> &Watchdog {
         self.watchdog
     }

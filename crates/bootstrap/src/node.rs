@@ -15,7 +15,9 @@ use mpi::traits::*;
 /// This rank's index among the ranks of its node and how many there are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NodeRank {
+    /// This rank among its node's, from 0 (the local rank).
     pub rank: u32,
+    /// How many ranks the node has.
     pub size: u32,
 }
 

@@ -24,22 +24,28 @@ pub const PROTOCOL_VERSION: u32 = 2;
 /// What the client announces.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Hello {
+    /// The control protocol's version ([`PROTOCOL_VERSION`]); both ends must speak the same.
     pub protocol: u32,
+    /// The tool the client runs (`bench-lat`, `bench-bw`): a server serves its own kind only.
     pub tool: String,
+    /// The client's fabcheck version, for the refusal message.
     pub tool_version: String,
     /// The options both sides must agree on (test, transport, sizes, ...).
     pub plan: Value,
     /// Options the server adopts from the client (iterations, duration, warm-up).
     pub adopt: Value,
+    /// The client's host facts, for the document.
     pub host: results::HostInfo,
 }
 
 /// The server's answer.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Welcome {
+    /// Whether the server takes this client.
     pub accepted: bool,
     /// Why not, in words (which option differs, and the two values).
     pub reason: Option<String>,
+    /// The server's host facts, when accepted.
     pub host: Option<results::HostInfo>,
 }
 

@@ -6,6 +6,9 @@
 //! libraries never see a clap type. Options that belong to one tool live in that tool.
 //! [`launch::run`] then picks the coordinator (standalone, MPI or the agents) and runs.
 
+// Every public item says what it is, and the compiler keeps the rule.
+#![warn(missing_docs)]
+
 pub mod launch;
 
 use std::net::IpAddr;
@@ -87,6 +90,8 @@ fn parse_positive_secs(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
+/// perftest's options shared by `bench-lat` and `bench-bw`, resolved at the edge into the
+/// driver's launch and plan.
 #[derive(Debug, Clone, Args)]
 pub struct P2pArgs {
     /// Server to connect to (client mode). Without it this process is the server.
@@ -288,6 +293,7 @@ impl P2pArgs {
         }
     }
 
+    /// `--timeout`: the longest wait for a peer.
     pub fn timeout(&self) -> std::time::Duration {
         std::time::Duration::from_secs_f64(self.timeout)
     }

@@ -18,13 +18,18 @@ pub const SYSFS_ROOT: &str = "/sys/class/infiniband";
 /// All counter values of one port at one moment.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Snapshot {
+    /// The RDMA device (`mlx5_0`).
     pub device: String,
+    /// Its port, from 1.
     pub port: u32,
+    /// `ports/N/counters/*`: the InfiniBand port counters every RDMA port has.
     pub counters: BTreeMap<String, i64>,
+    /// `ports/N/hw_counters/*`: the vendor's (for mlx5: out_of_buffer, ECN/CNP counters).
     pub hw_counters: BTreeMap<String, i64>,
     /// The port's netdev (RoCE) and its driver's counters (`ethtool -S`); empty on
     /// InfiniBand and where ethtool is missing.
     pub netdev: Option<String>,
+    /// `ethtool -S NETDEV`: the driver's counters (per priority pause frames, discards).
     pub driver: BTreeMap<String, i64>,
     /// Why `driver` is empty where the port has a netdev (ethtool's own words).
     pub driver_unknown: Option<String>,

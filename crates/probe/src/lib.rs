@@ -16,6 +16,9 @@
 //!
 //! No `unsafe` here.
 
+// Every public item says what it is, and the compiler keeps the rule.
+#![warn(missing_docs)]
+
 pub mod audit;
 pub mod counters;
 pub mod discovery;

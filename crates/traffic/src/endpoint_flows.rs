@@ -43,14 +43,27 @@ use transport::{
 pub enum Shape {
     /// `size`-byte two-sided ping-pong; a sample is one round trip (the canaries' and the
     /// victim's latency).
-    Ping { size: u64 },
+    Ping {
+        /// Bytes each way.
+        size: u64,
+    },
     /// One `size`-byte message at a time; a sample is the time from one completion to the
     /// next, which with one in flight is a message's transfer and its acknowledgement (the
     /// canaries' and the victim's 128 KiB bandwidth).
-    Sample { op: Op, size: u64 },
+    Sample {
+        /// The operation (send, RDMA write).
+        op: Op,
+        /// Bytes a message.
+        size: u64,
+    },
     /// `size`-byte messages streamed with the transport's default depth (the congestors,
     /// the incast's senders).
-    Stream { op: Op, size: u64 },
+    Stream {
+        /// The operation (send, RDMA write).
+        op: Op,
+        /// Bytes a message.
+        size: u64,
+    },
 }
 
 impl Shape {
@@ -70,8 +83,11 @@ pub enum Measured {
     /// the time from the window's start to that completion (a verbs completion is the
     /// receiver's acknowledgement, so what completed is what arrived).
     Moved {
+        /// Messages completed.
         messages: u64,
+        /// Their bytes.
         bytes: u64,
+        /// From the window's start to the last completion reaped.
         seconds: f64,
     },
 }
@@ -79,7 +95,9 @@ pub enum Measured {
 /// How the flows of a run are carried: the transport and its settings.
 #[derive(Debug, Clone)]
 pub struct FlowSettings {
+    /// The transport (TCP or verbs).
     pub kind: TransportKind,
+    /// The verbs options (GID index, MTU, ...) when it is verbs.
     pub verbs: VerbsOptions,
     /// The address this rank's data leaves from (the NIC under test).
     pub local_ip: IpAddr,
@@ -120,8 +138,11 @@ pub enum Carrier {
     /// (an incast's senders, the victim's bandwidth). `devices` (`-d`) is settled per rank
     /// once the roster says its place on its host.
     Endpoints {
+        /// The transport and its settings.
         settings: Box<FlowSettings>,
+        /// The operation the run's data moves with.
         op: Op,
+        /// `-d`, settled per rank.
         devices: DeviceChoice,
     },
 }
@@ -152,6 +173,7 @@ impl Carrier {
         }
     }
 
+    /// The endpoints' settings and operation; `None` over TCP flows.
     pub fn endpoints(&self) -> Option<(&FlowSettings, Op)> {
         match self {
             Carrier::Tcp => None,

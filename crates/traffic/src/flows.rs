@@ -19,7 +19,9 @@ use serde::{Deserialize, Serialize};
 /// One rank as the others reach it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Peer {
+    /// Its host facts.
     pub host: HostInfo,
+    /// Where its flow listener is.
     pub addr: SocketAddr,
 }
 
@@ -70,6 +72,7 @@ pub const LAT_BYTES: usize = 8;
 pub const BW_BYTES: usize = 128 * 1024;
 /// Kinds of connection, in the second half of its 8-byte header.
 pub const KIND_LAT: u32 = 0;
+/// A bandwidth flow (128 KiB messages).
 pub const KIND_BW: u32 = 1;
 /// Congestor links carry `KIND_CONGEST + group` (the connecting end sends).
 pub const KIND_CONGEST: u32 = 16;
@@ -192,6 +195,8 @@ pub fn ports_of(host: &HostInfo) -> Vec<(String, u32)> {
         .collect()
 }
 
+/// A canary's figures from its samples: latency percentiles, or (`bandwidth`) the rate
+/// each sample's message moved at.
 pub fn figures(h: &LatencyHistogram, bandwidth: bool) -> CanaryFigures {
     let mean_ns = h.summary_us().mean * 1e3;
     let p99_ns = h.value_at_quantile_ns(0.99) as f64;

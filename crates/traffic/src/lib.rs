@@ -12,6 +12,9 @@
 //! Each runs under a `p2p` coordinator (mpirun/srun, standalone) or over the agents, and
 //! returns per-rank reports the root assembles into one document. No `unsafe` here.
 
+// Every public item says what it is, and the compiler keeps the rule.
+#![warn(missing_docs)]
+
 pub mod congestion;
 pub mod endpoint_flows;
 pub mod flows;

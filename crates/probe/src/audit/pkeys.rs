@@ -9,7 +9,9 @@
 /// size where the tool says it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PkeyTable {
+    /// (index, raw 16-bit key; the top bit is full membership) of every slot in use.
     pub entries: Vec<(u16, u16)>,
+    /// How many slots the table has, where the tool says it.
     pub capacity: Option<u32>,
 }
 

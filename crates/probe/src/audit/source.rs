@@ -28,13 +28,16 @@ use std::time::{Duration, Instant};
 pub struct Output {
     /// Exit status; `None` when it could not run (see `error`).
     pub code: Option<i32>,
+    /// What it printed on standard output (at most 16 MiB, as UTF-8 with replacements).
     pub stdout: String,
+    /// What it printed on standard error (likewise).
     pub stderr: String,
     /// Why the command did not run: not installed, timed out, not captured.
     pub error: Option<String>,
 }
 
 impl Output {
+    /// It ran and exited 0.
     pub fn ok(&self) -> bool {
         self.code == Some(0)
     }
@@ -81,6 +84,7 @@ pub struct Live {
 }
 
 impl Live {
+    /// This host's files and commands, read as they are (no capture).
     pub fn new() -> Self {
         Live {
             capture: None,
@@ -365,6 +369,8 @@ pub struct Replay {
 }
 
 impl Replay {
+    /// A capture directory (`fs/`, `cmd/`) to read instead of a host; an error when `dir`
+    /// holds neither.
     pub fn open(dir: &Path) -> Result<Self, String> {
         if !dir.join("fs").is_dir() && !dir.join("cmd").is_dir() {
             return Err(format!(

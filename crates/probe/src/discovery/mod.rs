@@ -37,7 +37,9 @@ pub use netif::interface_of;
 /// What to ask and how long to wait.
 #[derive(Debug, Clone)]
 pub struct Options {
+    /// Ask lldpd (`lldpcli show neighbors`) who each Ethernet port is plugged into.
     pub lldp: bool,
+    /// Ask the InfiniBand subnet (`ibstat`, SMP queries) who each IB port is plugged into.
     pub ib: bool,
     /// `lldpcli -u SOCKET`; `None`: lldpd's default socket.
     pub lldp_socket: Option<PathBuf>,

@@ -15,9 +15,13 @@ use results::discovery::Neighbor;
 /// One port of a local channel adapter, as `ibstat` lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CaPort {
+    /// The channel adapter (`mlx5_0`).
     pub ca: String,
+    /// Its port, from 1.
     pub port: u32,
+    /// `LinkUp`, `Polling`, `Disabled`, ... as ibstat prints it.
     pub physical_state: String,
+    /// `InfiniBand` or `Ethernet`.
     pub link_layer: String,
 }
 

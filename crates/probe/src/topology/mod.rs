@@ -98,7 +98,9 @@ pub struct PciDevice {
     pub host_bridge: String,
     /// Bridges from the root port down to the device's parent, in order.
     pub upstream: Vec<String>,
+    /// The NUMA node sysfs gives the function (`None`: unknown, or -1 from the firmware).
     pub numa_node: Option<u32>,
+    /// PCI vendor id (`0x15b3` Mellanox, `0x10de` NVIDIA).
     pub vendor: Option<u16>,
     /// PCI class code (`0x030200` for a 3D controller).
     pub class: Option<u32>,
@@ -121,12 +123,14 @@ pub struct GpuDevice {
     /// Position in PCI bus order: nvidia-smi's index (and CUDA's with
     /// `CUDA_DEVICE_ORDER=PCI_BUS_ID`).
     pub index: u32,
+    /// Its PCI address (`0000:17:00.0`).
     pub bus_id: String,
 }
 
 /// A NIC with its relation to a GPU.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NicChoice {
+    /// The NIC.
     pub nic: Nic,
     /// `None` when either side's place on the PCI tree is unknown (virtual NIC, missing sysfs).
     pub relation: Option<Relation>,
@@ -302,6 +306,7 @@ impl Topology {
         &self.nics
     }
 
+    /// The RDMA device of that name, if the host has it.
     pub fn nic(&self, name: &str) -> Option<&Nic> {
         self.nics.iter().find(|n| n.name == name)
     }
@@ -426,6 +431,7 @@ pub enum PairingIssue {
 }
 
 impl PairingIssue {
+    /// The issue in words, for messages and the document.
     pub fn text(&self) -> &str {
         match self {
             PairingIssue::Sockets(t) | PairingIssue::Acs(t) => t,

@@ -41,8 +41,11 @@ pub enum Finish {
     /// At the root: every rank's host facts and report, in rank order, and the root's
     /// carrier as settled (its device, for the document).
     Root {
+        /// Every rank's host facts.
         hosts: Vec<HostInfo>,
+        /// Every rank's report, encoded.
         reports: Vec<Vec<u8>>,
+        /// How the root's flows were carried.
         carrier: Carrier,
     },
     /// Elsewhere: this rank's report went to the root.

@@ -13,10 +13,14 @@ pub const PATTERNS: [&str; 4] = ["alltoall", "incast", "put_incast", "get_bcast"
 /// One node: its name and the world ranks on it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Node {
+    /// Its host name.
     pub name: String,
+    /// The world ranks on it.
     pub ranks: Vec<u32>,
 }
 
+/// GPCNeT's split of the nodes, from the seed: the canaries in a ring, the congestors in
+/// their groups.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Split {
     /// Canary nodes in ring order.

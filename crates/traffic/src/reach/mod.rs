@@ -43,6 +43,7 @@ pub struct ReachSettings {
     pub bind: Option<IpAddr>,
     /// Every rank's address (`true`) or the same local rank's on every other node.
     pub all_rails: bool,
+    /// Longest wait for one attempt (TCP connect, an echo reply).
     pub timeout: Duration,
     /// Tried beside TCP when this host lets the process open an ICMP socket.
     pub icmp: bool,
@@ -50,8 +51,11 @@ pub struct ReachSettings {
 
 /// The sweep as the root writes it: the run and the hosts.
 pub struct Swept {
+    /// Every endpoint and attempt.
     pub run: ReachRun,
+    /// Every rank's host facts.
     pub hosts: Vec<HostInfo>,
+    /// What the run could not do, for the document's warnings.
     pub warnings: Vec<String>,
 }
 
