@@ -514,7 +514,6 @@ fn swept(a: &Analysis, chosen: &[u32]) -> (bool, bool) {
 
 /// Summaries of every group and rail, with the worst links.
 fn views(a: &Analysis) -> Vec<GroupView> {
-    let s = &a.settings;
     a.groups
         .iter()
         .enumerate()
@@ -522,71 +521,8 @@ fn views(a: &Analysis) -> Vec<GroupView> {
             let mut rails = Vec::new();
             let mut worst: Vec<(f64, LinkView)> = Vec::new();
             for &mi in &g.matrices {
-                let m = &a.matrices[mi as usize];
-                let tried = m.cells.iter().filter(|c| c.tried()).count();
-                rails.push(RailView {
-                    rail: a.rail_name(m),
-                    nodes: m.nodes.len(),
-                    links: tried,
-                    bad: m.cells.iter().filter(|c| c.is_bad()).count(),
-                    failed: m
-                        .cells
-                        .iter()
-                        .filter(|c| c.failed > 0 && !c.measured())
-                        .count(),
-                    flaky: m.cells.iter().filter(|c| c.is_flaky()).count(),
-                    median: opt(m.median),
-                    median_p99: opt(m.median_p99),
-                    markdown: (m.nodes.len() <= MARKDOWN_MAX)
-                        .then(|| heatmap::markdown(a, mi as usize, Shown::Primary)),
-                    matrix: mi as usize,
-                });
-                // Rank: failed first, then by share of the median, worst first; keep a
-                // bounded list so 4 million cells cost no sort.
-                let keep = s.worst_links as usize;
-                for (x, y, c) in m.each_cell() {
-                    if !c.tried() {
-                        continue;
-                    }
-                    let share = if !c.measured() {
-                        -1.0
-                    } else if m.median > 0.0 {
-                        if g.key.latency {
-                            m.median / c.worst as f64
-                        } else {
-                            c.worst as f64 / m.median
-                        }
-                    } else {
-                        1.0
-                    };
-                    if keep == 0
-                        || (worst.len() >= keep && share >= worst.last().map_or(f64::MAX, |w| w.0))
-                    {
-                        continue;
-                    }
-                    let (ea, eb) = a.ends(m, x, y);
-                    let view = LinkView {
-                        ends: format!("{} - {}", a.end_name(ea), a.end_name(eb)),
-                        rail: a.rail_name(m),
-                        value: c.measured().then_some(c.worst as f64),
-                        of_median_pct: (c.measured() && m.median > 0.0)
-                            .then(|| c.worst as f64 / m.median * 100.0),
-                        state: if !c.measured() {
-                            "failed"
-                        } else if c.is_flaky() {
-                            "flaky"
-                        } else if c.is_bad() {
-                            "bad"
-                        } else {
-                            "ok"
-                        },
-                        reasons: g.reasons(m, c, s).join("; "),
-                        measurements: u32::from(c.good) + u32::from(c.bad),
-                    };
-                    let at = worst.partition_point(|w| w.0 <= share);
-                    worst.insert(at, (share, view));
-                    worst.truncate(keep);
-                }
+                rails.push(rail_view(a, mi as usize));
+                keep_worst(a, g, &a.matrices[mi as usize], &mut worst);
             }
             GroupView {
                 label: g.label(),
@@ -606,6 +542,75 @@ fn views(a: &Analysis) -> Vec<GroupView> {
         // has no link to show.
         .filter(|v| !v.rails.is_empty())
         .collect()
+}
+
+/// One rail's matrix in figures: its links, bad, failed and flaky ones, its medians.
+fn rail_view(a: &Analysis, mi: usize) -> RailView {
+    let m = &a.matrices[mi];
+    RailView {
+        rail: a.rail_name(m),
+        nodes: m.nodes.len(),
+        links: m.cells.iter().filter(|c| c.tried()).count(),
+        bad: m.cells.iter().filter(|c| c.is_bad()).count(),
+        failed: m
+            .cells
+            .iter()
+            .filter(|c| c.failed > 0 && !c.measured())
+            .count(),
+        flaky: m.cells.iter().filter(|c| c.is_flaky()).count(),
+        median: opt(m.median),
+        median_p99: opt(m.median_p99),
+        markdown: (m.nodes.len() <= MARKDOWN_MAX).then(|| heatmap::markdown(a, mi, Shown::Primary)),
+        matrix: mi,
+    }
+}
+
+/// The rail's links merged into the group's worst list: failed first, then by share of
+/// the median, worst first; a bounded list, so 4 million cells cost no sort.
+fn keep_worst(a: &Analysis, g: &Group, m: &matrix::Matrix, worst: &mut Vec<(f64, LinkView)>) {
+    let s = &a.settings;
+    let keep = s.worst_links as usize;
+    for (x, y, c) in m.each_cell() {
+        if !c.tried() {
+            continue;
+        }
+        let share = if !c.measured() {
+            -1.0
+        } else if m.median > 0.0 {
+            if g.key.latency {
+                m.median / c.worst as f64
+            } else {
+                c.worst as f64 / m.median
+            }
+        } else {
+            1.0
+        };
+        if keep == 0 || (worst.len() >= keep && share >= worst.last().map_or(f64::MAX, |w| w.0)) {
+            continue;
+        }
+        let (ea, eb) = a.ends(m, x, y);
+        let view = LinkView {
+            ends: format!("{} - {}", a.end_name(ea), a.end_name(eb)),
+            rail: a.rail_name(m),
+            value: c.measured().then_some(c.worst as f64),
+            of_median_pct: (c.measured() && m.median > 0.0)
+                .then(|| c.worst as f64 / m.median * 100.0),
+            state: if !c.measured() {
+                "failed"
+            } else if c.is_flaky() {
+                "flaky"
+            } else if c.is_bad() {
+                "bad"
+            } else {
+                "ok"
+            },
+            reasons: g.reasons(m, c, s).join("; "),
+            measurements: u32::from(c.good) + u32::from(c.bad),
+        };
+        let at = worst.partition_point(|w| w.0 <= share);
+        worst.insert(at, (share, view));
+        worst.truncate(keep);
+    }
 }
 
 /// Nodes that take part in some matrix (a standalone pair within one host is no node

@@ -157,6 +157,14 @@ fn stdev(v: &[f64]) -> f64 {
 /// p99`): what `compare` compares and `trend` follows night after night.
 pub fn points(t: &Tables) -> BTreeMap<String, Point> {
     let mut m = BTreeMap::new();
+    latency_points(t, &mut m);
+    bandwidth_points(t, &mut m);
+    collective_points(t, &mut m);
+    m
+}
+
+/// Each latency row's p50 and p99.
+fn latency_points(t: &Tables, m: &mut BTreeMap<String, Point>) {
     let size = tables::size_label;
     for r in &t.latency {
         if r.samples == 0 {
@@ -187,6 +195,11 @@ pub fn points(t: &Tables) -> BTreeMap<String, Point> {
             );
         }
     }
+}
+
+/// Each bandwidth row's average, and its CPU per 100 Gb/s where measured.
+fn bandwidth_points(t: &Tables, m: &mut BTreeMap<String, Point>) {
+    let size = tables::size_label;
     for r in &t.bandwidth {
         let dir = if r.bidirectional { " bidir" } else { "" };
         let facts = Facts::point_to_point(&r.tool, &r.test, &r.transport, r.size_bytes);
@@ -220,6 +233,11 @@ pub fn points(t: &Tables) -> BTreeMap<String, Point> {
             );
         }
     }
+}
+
+/// Each collective row's bus bandwidth and time.
+fn collective_points(t: &Tables, m: &mut BTreeMap<String, Point>) {
+    let size = tables::size_label;
     for r in &t.collective {
         let base = format!(
             "{} {} n={} {}",
@@ -256,7 +274,6 @@ pub fn points(t: &Tables) -> BTreeMap<String, Point> {
             },
         );
     }
-    m
 }
 
 /// Compares two merged result sets.

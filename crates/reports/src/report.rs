@@ -621,30 +621,11 @@ fn gpu_environment(docs: &[input::Loaded]) -> (Vec<GpuRow>, Vec<GpuPath>) {
     // (host, GPU, path, NIC) -> the path and the tests measured along it.
     type PathKey = (String, String, String, String);
     let mut paths: BTreeMap<PathKey, (GpuPath, BTreeSet<String>)> = BTreeMap::new();
-    let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "?".into());
     for d in docs {
         for h in &d.doc.hosts {
             for g in &h.gpus {
                 gpus.entry((h.hostname.clone(), g.index))
-                    .or_insert_with(|| GpuRow {
-                        host: h.hostname.clone(),
-                        index: g.index,
-                        name: g.name.clone(),
-                        pci_bus_id: opt(&g.pci_bus_id),
-                        uuid: opt(&g.uuid),
-                        numa_node: g.numa_node.map_or("?".into(), |n| n.to_string()),
-                        nearest_nic: match (&g.nearest_rdma_device, &g.rdma_relation) {
-                            (Some(n), Some(r)) => format!("{n} ({r})"),
-                            (Some(n), None) => n.clone(),
-                            _ => "none".into(),
-                        },
-                        driver: opt(&h.gpu_driver),
-                        peermem: match h.nvidia_peermem {
-                            Some(true) => "loaded".into(),
-                            Some(false) => "not loaded".into(),
-                            None => "?".into(),
-                        },
-                    });
+                    .or_insert_with(|| gpu_row(h, g));
             }
         }
         for r in &d.doc.results {
@@ -701,20 +682,47 @@ fn gpu_environment(docs: &[input::Loaded]) -> (Vec<GpuRow>, Vec<GpuPath>) {
             }
         }
     }
-    const MAX_TESTS: usize = 8;
     let paths = paths
         .into_values()
-        .map(|(mut p, tests)| {
-            let n = tests.len();
-            let mut list: Vec<String> = tests.into_iter().take(MAX_TESTS).collect();
-            if n > MAX_TESTS {
-                list.push(format!("and {} more", n - MAX_TESTS));
-            }
-            p.tests = list.join(", ");
-            p
-        })
+        .map(|(p, tests)| with_tests(p, tests))
         .collect();
     (gpus.into_values().collect(), paths)
+}
+
+/// One GPU's row of the environment table.
+fn gpu_row(h: &results::HostInfo, g: &results::GpuInfo) -> GpuRow {
+    let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "?".into());
+    GpuRow {
+        host: h.hostname.clone(),
+        index: g.index,
+        name: g.name.clone(),
+        pci_bus_id: opt(&g.pci_bus_id),
+        uuid: opt(&g.uuid),
+        numa_node: g.numa_node.map_or("?".into(), |n| n.to_string()),
+        nearest_nic: match (&g.nearest_rdma_device, &g.rdma_relation) {
+            (Some(n), Some(r)) => format!("{n} ({r})"),
+            (Some(n), None) => n.clone(),
+            _ => "none".into(),
+        },
+        driver: opt(&h.gpu_driver),
+        peermem: match h.nvidia_peermem {
+            Some(true) => "loaded".into(),
+            Some(false) => "not loaded".into(),
+            None => "?".into(),
+        },
+    }
+}
+
+/// A GPU memory path with the tests measured along it (the first eight, then how many more).
+fn with_tests(mut p: GpuPath, tests: BTreeSet<String>) -> GpuPath {
+    const MAX_TESTS: usize = 8;
+    let n = tests.len();
+    let mut list: Vec<String> = tests.into_iter().take(MAX_TESTS).collect();
+    if n > MAX_TESTS {
+        list.push(format!("and {} more", n - MAX_TESTS));
+    }
+    p.tests = list.join(", ");
+    p
 }
 
 /// Hosts (one row per host name), versions and command lines across every document.
@@ -746,70 +754,7 @@ fn environment(docs: &[input::Loaded]) -> Environment {
                 extra_hosts.insert(h.hostname.as_str());
                 continue;
             }
-            let rdma: Vec<String> = h
-                .rdma_devices
-                .iter()
-                .map(|r| {
-                    let ports: Vec<String> = r
-                        .ports
-                        .iter()
-                        .map(|p| format!("port {} {} {} {}", p.port, p.state, p.rate, p.link_layer))
-                        .collect();
-                    format!(
-                        "{}{} {}",
-                        r.name,
-                        r.fw_ver
-                            .as_deref()
-                            .map(|f| format!(" (fw {f})"))
-                            .unwrap_or_default(),
-                        ports.join("; ")
-                    )
-                })
-                .collect();
-            let mut gpus: BTreeMap<&str, usize> = BTreeMap::new();
-            for g in &h.gpus {
-                *gpus.entry(g.name.as_str()).or_default() += 1;
-            }
-            let net: Vec<String> = h
-                .net_devices
-                .iter()
-                .map(|n| {
-                    format!(
-                        "{} mtu {} {}",
-                        n.name,
-                        n.mtu.map(|m| m.to_string()).unwrap_or("?".into()),
-                        n.speed_mbit_s
-                            .map(|s| format!("{s} Mb/s"))
-                            .unwrap_or_else(|| n.operstate.clone())
-                    )
-                })
-                .collect();
-            hosts.insert(
-                name.clone(),
-                HostRow {
-                    hostname: name,
-                    kernel: shorten(&h.kernel, NAME),
-                    cpu_model: shorten(&h.cpu_model, NAME),
-                    cores: h.cores,
-                    numa_nodes: h.numa_nodes,
-                    rdma: if rdma.is_empty() {
-                        "none".into()
-                    } else {
-                        shorten(&rdma.join(", "), SHORT)
-                    },
-                    gpus: if gpus.is_empty() {
-                        "none".into()
-                    } else {
-                        let list = gpus
-                            .iter()
-                            .map(|(n, c)| format!("{c}x {n}"))
-                            .collect::<Vec<_>>()
-                            .join(", ");
-                        shorten(&list, SHORT)
-                    },
-                    net: shorten(&net.join(", "), SHORT),
-                },
-            );
+            hosts.insert(name.clone(), host_row(h, name));
         }
     }
     let (gpus, gpu_paths) = gpu_environment(docs);
@@ -822,6 +767,71 @@ fn environment(docs: &[input::Loaded]) -> Environment {
         versions: versions.into_iter().take(MAX_LINES).collect(),
         more_command_lines: cmds.len().saturating_sub(MAX_LINES),
         command_lines: cmds.into_iter().take(MAX_LINES).collect(),
+    }
+}
+
+/// One host's row: kernel, CPU, RDMA devices with their ports, GPUs by model, netdevs.
+fn host_row(h: &results::HostInfo, name: String) -> HostRow {
+    let rdma: Vec<String> = h
+        .rdma_devices
+        .iter()
+        .map(|r| {
+            let ports: Vec<String> = r
+                .ports
+                .iter()
+                .map(|p| format!("port {} {} {} {}", p.port, p.state, p.rate, p.link_layer))
+                .collect();
+            format!(
+                "{}{} {}",
+                r.name,
+                r.fw_ver
+                    .as_deref()
+                    .map(|f| format!(" (fw {f})"))
+                    .unwrap_or_default(),
+                ports.join("; ")
+            )
+        })
+        .collect();
+    let mut gpus: BTreeMap<&str, usize> = BTreeMap::new();
+    for g in &h.gpus {
+        *gpus.entry(g.name.as_str()).or_default() += 1;
+    }
+    let net: Vec<String> = h
+        .net_devices
+        .iter()
+        .map(|n| {
+            format!(
+                "{} mtu {} {}",
+                n.name,
+                n.mtu.map(|m| m.to_string()).unwrap_or("?".into()),
+                n.speed_mbit_s
+                    .map(|s| format!("{s} Mb/s"))
+                    .unwrap_or_else(|| n.operstate.clone())
+            )
+        })
+        .collect();
+    HostRow {
+        hostname: name,
+        kernel: shorten(&h.kernel, NAME),
+        cpu_model: shorten(&h.cpu_model, NAME),
+        cores: h.cores,
+        numa_nodes: h.numa_nodes,
+        rdma: if rdma.is_empty() {
+            "none".into()
+        } else {
+            shorten(&rdma.join(", "), SHORT)
+        },
+        gpus: if gpus.is_empty() {
+            "none".into()
+        } else {
+            let list = gpus
+                .iter()
+                .map(|(n, c)| format!("{c}x {n}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            shorten(&list, SHORT)
+        },
+        net: shorten(&net.join(", "), SHORT),
     }
 }
 

@@ -24,7 +24,7 @@ pub(super) struct NightData {
     pub points: BTreeMap<String, Point>,
     pub pairs: BTreeMap<PairKey, f64>,
     /// (curve, p99 in us) of the distribution key.
-    pub curve: Option<(Vec<(f64, f64)>, f64)>,
+    pub curve: Option<NightCurve>,
     /// The files read, and those left out.
     pub inputs: Vec<InputRef>,
     pub skipped: Vec<BadInput>,
@@ -50,6 +50,10 @@ pub(super) fn date_from_documents(
         })
 }
 
+/// A latency distribution as the trend draws it: (percentile, microseconds) points and the
+/// p99 in microseconds.
+pub(super) type NightCurve = (Vec<(f64, f64)>, f64);
+
 /// Reads one night and keeps what the trend needs of it.
 pub(super) fn read_night(
     n: &Night,
@@ -68,42 +72,17 @@ pub(super) fn read_night(
         crate::cluster::build(p, &set.docs).apply(&mut v);
         v
     });
-    let mut quality = "unknown";
-    let mut reasons = Vec::new();
-    for d in &set.docs {
-        let m = results::quality::Marks::of(&d.doc);
-        if m.any_disturbed() {
-            quality = "disturbed";
-            for r in m.reasons() {
-                let r = verdict::escape::shorten(r, 1024);
-                if reasons.len() < 3 && !reasons.contains(&r) {
-                    reasons.push(r);
-                }
-            }
-        } else if m.known() && quality == "unknown" {
-            quality = "ok";
-        }
-    }
-    let curve = dist.as_ref().and_then(|(test, size)| {
-        t.histograms
-            .iter()
-            .filter(|(k, h)| k.test == *test && !h.is_empty())
-            .find(|(k, _)| size.is_none_or(|s| s == k.size))
-            .map(|(_, h)| {
-                (
-                    plots::percentile_curve(h),
-                    h.value_at_quantile_ns(0.99) as f64 / 1000.0,
-                )
-            })
-    });
-    let mut inputs = Vec::new();
-    for d in &set.docs {
-        inputs.push(InputRef {
+    let (quality, reasons) = night_quality(&set.docs);
+    let curve = distribution(&t, dist);
+    let inputs = set
+        .docs
+        .iter()
+        .map(|d| InputRef {
             night: n.id.clone(),
             path: d.path.display().to_string(),
             sha256: d.sha256.clone(),
-        });
-    }
+        })
+        .collect();
     let files = set.docs.len();
     Ok(NightData {
         row: NightRow {
@@ -136,6 +115,45 @@ pub(super) fn read_night(
         curve,
         inputs,
         skipped: set.skipped,
+    })
+}
+
+/// A night's measurement quality: `disturbed` when any document was (with up to three of
+/// the reasons), `ok` when one at least knew and none was, else `unknown`.
+fn night_quality(docs: &[input::Loaded]) -> (&'static str, Vec<String>) {
+    let mut quality = "unknown";
+    let mut reasons = Vec::new();
+    for d in docs {
+        let m = results::quality::Marks::of(&d.doc);
+        if m.any_disturbed() {
+            quality = "disturbed";
+            for r in m.reasons() {
+                let r = verdict::escape::shorten(r, 1024);
+                if reasons.len() < 3 && !reasons.contains(&r) {
+                    reasons.push(r);
+                }
+            }
+        } else if m.known() && quality == "unknown" {
+            quality = "ok";
+        }
+    }
+    (quality, reasons)
+}
+
+/// The night's latency distribution for the trend's curve (`dist`: the test and size, any
+/// size when none): its percentile curve and its p99 in microseconds.
+fn distribution(t: &tables::Tables, dist: &Option<(String, Option<u64>)>) -> Option<NightCurve> {
+    dist.as_ref().and_then(|(test, size)| {
+        t.histograms
+            .iter()
+            .filter(|(k, h)| k.test == *test && !h.is_empty())
+            .find(|(k, _)| size.is_none_or(|s| s == k.size))
+            .map(|(_, h)| {
+                (
+                    plots::percentile_curve(h),
+                    h.value_at_quantile_ns(0.99) as f64 / 1000.0,
+                )
+            })
     })
 }
 
