@@ -130,7 +130,9 @@ pub struct GangSpec<'a> {
     pub what: &'static str,
     /// The host file, and the agents' port where a line gives none.
     pub hosts: &'a Path,
+    /// The agents' port where a host file line gives none.
     pub port: u16,
+    /// The shared secret's file (`--secret-file`), else the default.
     pub secret_file: Option<&'a Path>,
     /// The transport asked on the command line (the agents' must match).
     pub transport: TransportChoice,
@@ -148,9 +150,11 @@ pub struct GangRan {
     pub agents: Vec<String>,
     /// The agents' transport and, over verbs, their port and GID index (agreed by all).
     pub transport: TransportKind,
+    /// Their verbs settings (port, GID index) when the transport is verbs.
     pub verbs: VerbsOptions,
     /// Each rank's host facts (from the run's roster exchange) and report, in rank order.
     pub hosts: Vec<HostInfo>,
+    /// Each rank's report, encoded, in rank order.
     pub reports: Vec<Vec<u8>>,
 }
 

@@ -39,8 +39,11 @@ pub(crate) fn unb64(s: &str) -> Result<Vec<u8>> {
 
 /// One agent as rank `rank` of `size`, over its coordinator's connection.
 pub struct AgentGang<'a> {
+    /// The connection to the coordinator.
     pub conn: &'a mut TcpStream,
+    /// This agent's rank in the run.
     pub rank: u32,
+    /// How many ranks the run has.
     pub size: u32,
     /// Longest wait for the coordinator's answer to a barrier or an exchange: every agent
     /// must have reached it, which takes up to a window and the set-ups around it.
@@ -49,6 +52,7 @@ pub struct AgentGang<'a> {
 }
 
 impl<'a> AgentGang<'a> {
+    /// The gang of this agent's connection, as rank `rank` of `size`.
     pub fn new(conn: &'a mut TcpStream, rank: u32, size: u32, wait: Duration) -> Self {
         Self {
             conn,

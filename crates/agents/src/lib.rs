@@ -20,6 +20,9 @@
 //!   (HMAC-SHA256 over fresh nonces, both ways) before any command; the secret comes from a
 //!   file or the environment, never from the command line, and is never logged.
 
+// Every public item says what it is, and the compiler keeps the rule.
+#![warn(missing_docs)]
+
 pub mod conduct;
 pub mod gang;
 pub mod metrics;
@@ -37,7 +40,9 @@ use anyhow::{bail, Context, Result};
 pub struct AgentAddr {
     /// As written (`node07` or `node07:18556`), for messages and dead members' names.
     pub name: String,
+    /// The host to connect to.
     pub host: String,
+    /// The agent's port.
     pub port: u16,
 }
 

@@ -42,6 +42,7 @@ const MAX_REQUEST: usize = 8 * 1024;
 pub struct LastSweep {
     /// Unix time the last round of the sweep was reported.
     pub finished_unix_s: Option<f64>,
+    /// Every result of that sweep.
     pub results: Vec<TestResult>,
 }
 
@@ -53,7 +54,9 @@ pub type Shared = Arc<Mutex<LastSweep>>;
 /// live panels are checked against a real NIC's counters on a machine without that NIC.
 #[derive(Debug, Clone)]
 pub enum Node {
+    /// This host, read as it is.
     Live,
+    /// A capture directory read instead of a host.
     Capture(PathBuf),
 }
 

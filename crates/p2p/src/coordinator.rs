@@ -30,17 +30,22 @@ use crate::plan::{DeviceChoice, Plan};
 /// One rank as every other rank knows it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Member {
+    /// Its rank in the run.
     pub rank: u32,
+    /// Its host name (as the document names the node).
     pub host: String,
+    /// Its index among its host's ranks (its rail).
     pub local_rank: u32,
     /// RDMA device and port it measures with (verbs).
     pub device: Option<String>,
+    /// The device's port, from 1.
     pub port: Option<u32>,
     /// Where its pair control listener is reached (MPI), `None` standalone.
     pub ctrl: Option<SocketAddr>,
 }
 
 impl Member {
+    /// The rank as the scheduler sees it.
     pub fn slot(&self) -> Slot {
         Slot {
             rank: self.rank,
@@ -54,18 +59,26 @@ impl Member {
 /// One side's account of a pair it could not finish.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SideFailure {
+    /// The round it failed in.
     pub round: u32,
+    /// The two ends.
     pub pair: Pair,
+    /// This side's role in the pair.
     pub role: Role,
+    /// The size it was measuring, if it had started one.
     pub size_bytes: Option<u64>,
+    /// What went wrong, in words.
     pub error: String,
+    /// The port's state when it failed (`DOWN`, `INIT`), when known.
     pub port_state: Option<String>,
 }
 
 /// What one rank brings to the root after a round.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RoundReport {
+    /// The pairs' results this rank measured (as initiator).
     pub results: Vec<TestResult>,
+    /// The pairs it could not finish.
     pub failures: Vec<SideFailure>,
     /// The pair stopped early on Ctrl-C.
     pub interrupted: bool,
@@ -93,6 +106,7 @@ pub struct Shared {
 pub trait Coordinator {
     /// `standalone` or `mpi`, for the document.
     fn launcher(&self) -> &'static str;
+    /// This rank, from 0.
     fn rank(&self) -> u32;
     /// The process that prints the table and writes the document (client, rank 0).
     fn is_root(&self) -> bool;

@@ -23,8 +23,11 @@ use crate::tool::{print_others, PairTool, ROWS_PER_ROUND};
 
 /// What every process of a run shares: the loop clock and the run's start.
 pub struct RunCtx<'a> {
+    /// The loop clock every measurement is stamped with.
     pub clock: &'a LoopClock,
+    /// When the run started (RFC 3339).
     pub started_at: String,
+    /// The clock's own cost per read, ns (recorded).
     pub overhead_ns: f64,
 }
 
@@ -576,6 +579,7 @@ pub fn root_inputs(launch: &Launch) -> Shared {
     shared
 }
 
+/// The sweep's shape for the document: the pattern, nodes, rails, rounds and seed.
 pub fn sweep_info(s: &Schedule) -> SweepInfo {
     SweepInfo {
         pattern: s.pattern.name().into(),

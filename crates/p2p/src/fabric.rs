@@ -45,12 +45,14 @@ pub type NicLeaves = Vec<Vec<Option<usize>>>;
 pub struct CrossCap {
     /// Pairs at once (at least one).
     pub pairs: u32,
-    /// The group's most oversubscribed leaf and its ratio (4 for 4:1).
+    /// The group's most oversubscribed leaf.
     pub leaf: String,
+    /// Its ratio of node-port to uplink capacity (4 for 4:1).
     pub oversubscription: f64,
 }
 
 impl FabricOrder {
+    /// The order, groups and uplink budgets of a fabric plan.
     pub fn from_plan(plan: &FabricPlan) -> FabricOrder {
         let group_of_switch = |s: &str| plan.switch(s).and_then(|x| x.group.clone());
         let mut group: BTreeMap<String, String> = BTreeMap::new();
@@ -275,6 +277,7 @@ pub enum Hop {
 }
 
 impl Hop {
+    /// Where a pair's path goes given its two ends' leaves (unknown when either is).
     pub fn of(a: Option<&str>, b: Option<&str>) -> Hop {
         match (a, b) {
             (Some(x), Some(y)) if x == y => Hop::SameLeaf,

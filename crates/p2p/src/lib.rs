@@ -18,6 +18,9 @@
 //! (incast, congestion, the isolation sweep) is the `traffic` crate's, on these
 //! coordinators. No `unsafe` here.
 
+// Every public item says what it is, and the compiler keeps the rule.
+#![warn(missing_docs)]
+
 pub mod coordinator;
 pub mod driver;
 pub mod fabric;

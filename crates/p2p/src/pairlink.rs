@@ -23,8 +23,11 @@ use bootstrap::standalone::TcpLink;
 pub struct Ticket {
     /// Drawn by rank 0 (or the coordinator) once per run.
     pub job: u64,
+    /// The round.
     pub round: u32,
+    /// The initiator's rank.
     pub initiator: u32,
+    /// The responder's rank.
     pub responder: u32,
 }
 

@@ -33,13 +33,20 @@ use anyhow::{anyhow, bail, Context, Result};
 /// The pattern named on the command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PatternSpec {
+    /// Ranks (0,1), (2,3), ... in one round.
     Pairs,
+    /// Every node with every other, in rounds of disjoint pairs (the circle method).
     AllPairs,
+    /// Each node with the next, around the ring.
     Ring,
+    /// Random disjoint pairs for a number of rounds.
     Random {
+        /// How many rounds.
         rounds: u32,
+        /// The seed (`None`: drawn once and recorded).
         seed: Option<u64>,
     },
+    /// The pairs listed in a file (`file:PATH`: `hostA hostB` per line).
     File(PathBuf),
     /// N senders to one receiver, every rank the receiver in turn (0: all others send).
     /// Not rounds of pairs: `bench-bw` runs it itself (the incast module).
@@ -152,6 +159,7 @@ pub enum RailMode {
 }
 
 impl RailMode {
+    /// The mode as the command line names it.
     pub fn name(self) -> &'static str {
         match self {
             RailMode::Aligned => "aligned",
@@ -176,7 +184,9 @@ impl FromStr for RailMode {
 /// A rank as the scheduler sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Slot {
+    /// Its rank in the run.
     pub rank: u32,
+    /// Its host name.
     pub host: String,
     /// Index among the ranks of its host, in rank order (its rail).
     pub local_rank: u32,
@@ -187,11 +197,14 @@ pub struct Slot {
 /// One scheduled pair of ranks: the initiator drives the loop, the responder answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RankPair {
+    /// The rank that drives the loop.
     pub initiator: u32,
+    /// The rank that answers.
     pub responder: u32,
 }
 
 impl RankPair {
+    /// Whether `rank` is one of the two.
     pub fn has(&self, rank: u32) -> bool {
         self.initiator == rank || self.responder == rank
     }
@@ -200,14 +213,19 @@ impl RankPair {
 /// The rounds of a run and what produced them.
 #[derive(Debug, Clone)]
 pub struct Schedule {
+    /// The pattern that made it.
     pub pattern: PatternSpec,
     /// Node names in order (hosts; `host/rank` with `--include-local`).
     pub nodes: Vec<String>,
+    /// Rails per node (the most ranks any host has).
     pub rails: u32,
+    /// Rail-aligned pairs or every rail with every rail.
     pub rail_mode: RailMode,
+    /// Each rank counted as a node (one machine, for testing).
     pub include_local: bool,
     /// Seed actually used by `random`.
     pub seed: Option<u64>,
+    /// The rounds, each a set of disjoint rank pairs run at once.
     pub rounds: Vec<Vec<RankPair>>,
     /// Node rounds before and after holding cross-leaf pairs to what oversubscribed
     /// uplinks carry (`FabricOrder::cross_cap`), when that applied.
@@ -215,6 +233,7 @@ pub struct Schedule {
 }
 
 impl Schedule {
+    /// Pairs over all rounds.
     pub fn planned_pairs(&self) -> u64 {
         self.rounds.iter().map(|r| r.len() as u64).sum()
     }
@@ -231,9 +250,13 @@ impl Schedule {
 
 /// Everything a schedule is computed from, identical on every rank.
 pub struct Request<'a> {
+    /// The pattern asked for.
     pub pattern: &'a PatternSpec,
+    /// Every rank of the run.
     pub slots: &'a [Slot],
+    /// Rail-aligned or every rail.
     pub rail_mode: RailMode,
+    /// Each rank counted as a node.
     pub include_local: bool,
     /// Seed for `random` without one (the caller draws it once and shares it).
     pub fallback_seed: u64,

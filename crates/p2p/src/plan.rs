@@ -22,16 +22,25 @@ pub struct Plan {
     pub tool: &'static str,
     /// `send_lat`, `write_bw`, ...
     pub test: String,
+    /// The verbs operation (send, RDMA write, RDMA read) or its TCP counterpart.
     pub op: Op,
+    /// TCP or verbs.
     pub transport: TransportKind,
+    /// Message sizes, in order, bytes.
     pub sizes: Vec<u64>,
     /// Timed iterations per size, per stream (`-n`, as perftest counts it per QP).
     pub iterations: u64,
+    /// Seconds per size instead of `-n` (`-D`).
     pub duration_s: Option<f64>,
+    /// Untimed iterations before each size (`--warmup`).
     pub warmup: u64,
+    /// Parallel streams (queue pairs or connections) per pair (`-q`).
     pub streams: u32,
+    /// Messages in flight per stream (`-t`).
     pub tx_depth: u32,
+    /// Both directions at once (`-b`).
     pub bidirectional: bool,
+    /// Longest wait for the peer.
     #[serde(with = "secs")]
     pub timeout: Duration,
     /// Verbs settings (device, port, GID, MTU, inline, events, check).
@@ -154,6 +163,7 @@ pub enum DeviceChoice {
     /// The first device with an ACTIVE port.
     #[default]
     Default,
+    /// That device for every rank (`-d mlx5_0`).
     One(String),
     /// One per local rank (`-d mlx5_0,mlx5_1,...`), indexed by the rank's place on its host.
     PerLocalRank(Vec<String>),
@@ -207,10 +217,15 @@ pub struct Launch {
     pub bind_addr: Option<IpAddr>,
     /// Where the document goes.
     pub json: Option<PathBuf>,
+    /// How the ranks were started: standalone, MPI, agents.
     pub launcher: Launcher,
+    /// Who meets whom.
     pub pattern: PatternSpec,
+    /// Each rank counted as a node (one machine, for testing).
     pub include_local: bool,
+    /// Rail-aligned pairs or every rail with every rail.
     pub rail_mode: RailMode,
+    /// Which RDMA device each rank measures with (`-d`).
     pub devices: DeviceChoice,
     /// Be an agent: serve sweeps run by a coordinator (`--serve`).
     pub serve: bool,

@@ -13,6 +13,7 @@ use results::{Document, TestResult};
 
 use crate::pattern::Schedule;
 
+/// Rank 0's progress lines on the terminal: one a round, with the failures so far.
 pub struct Progress {
     on: bool,
     rounds: usize,
@@ -20,6 +21,7 @@ pub struct Progress {
 }
 
 impl Progress {
+    /// Says the sweep's shape (when `on`) and starts the clock.
     pub fn new(on: bool, schedule: &Schedule) -> Self {
         if on {
             say(&format!(
@@ -38,6 +40,7 @@ impl Progress {
         }
     }
 
+    /// Says a round is done: its pairs, the failures so far, the time left at this pace.
     pub fn round_done(&mut self, round: u32, pairs: usize, failed_so_far: usize) {
         if !self.on {
             return;

@@ -39,10 +39,13 @@ pub struct Recorder<'a> {
     fabric: Option<results::discovery::FabricDiscovery>,
     started_at: String,
     overhead_ns: f64,
+    /// The sweep's shape, for the document.
     pub sweep: Option<SweepInfo>,
     /// What the document's readers should know (planned nodes left out of the run).
     pub warnings: Vec<String>,
+    /// The options the document records.
     pub options: serde_json::Map<String, serde_json::Value>,
+    /// Every result so far.
     pub results: Vec<TestResult>,
     failures: BTreeMap<(u32, Pair), FailedPair>,
     /// Some pair stopped early on Ctrl-C.
@@ -78,6 +81,7 @@ pub fn decode_round(raw: &[Vec<u8>]) -> Vec<RoundReport> {
 }
 
 impl<'a> Recorder<'a> {
+    /// A recorder writing to `path` (checkpoints beside it) for the run these arguments describe.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         path: Option<&'a Path>,
@@ -201,6 +205,7 @@ impl<'a> Recorder<'a> {
         }
     }
 
+    /// Pairs that failed so far.
     pub fn failed_pairs(&self) -> usize {
         self.failures.len()
     }

@@ -113,6 +113,7 @@ impl Standalone {
     }
 }
 
+/// `initiator` or `responder`, as messages say it.
 pub fn role_name(r: Role) -> &'static str {
     match r {
         Role::Initiator => "client",

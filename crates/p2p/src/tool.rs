@@ -13,12 +13,17 @@ use crate::plan::Plan;
 
 /// What a tool's measurement function gets for one size.
 pub struct SizeRun<'a> {
+    /// The run's plan.
     pub plan: &'a Plan,
+    /// This size's endpoint settings.
     pub spec: EndpointSpec,
+    /// The pair's control link.
     pub link: &'a mut dyn PeerLink,
     /// What the pair keeps from size to size (hand it to the transport's connect).
     pub conn: &'a mut transport::Connection,
+    /// The loop clock.
     pub clock: &'a LoopClock,
+    /// The pair measured.
     pub pair: &'a Pair,
 }
 
