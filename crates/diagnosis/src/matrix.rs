@@ -530,7 +530,49 @@ pub fn analyse(docs: &[Loaded], profile: &Profile) -> Analysis {
         keys: vec![],
         over_matrices: false,
     };
-    // Node names first, so that ids follow natural name order.
+    let mut per_doc = name_nodes(docs, &mut b);
+    let (row_matrix, failures) = place_rows(docs, &mut per_doc, &mut b);
+    let mut plans = sweep_plans(docs, &per_doc, &failures, &mut b);
+    let mut notes = Vec::new();
+    if b.over_matrices {
+        notes.push(format!(
+            "more than {MAX_MATRICES} matrices (tests, sizes and device pairs): the links of the rest are not placed"
+        ));
+    }
+    let mut matrices = empty_matrices(&b, &mut notes);
+    let row_cell = fill_cells(&per_doc, &row_matrix, &mut matrices);
+    judge_cells(
+        &per_doc,
+        &row_matrix,
+        &row_cell,
+        &failures,
+        &b.groups,
+        &mut matrices,
+        &profile.matrix,
+    );
+    count_done_pairs(&mut plans, &per_doc, &failures, &matrices);
+    let errors = end_errors(&per_doc);
+    let mut a = Analysis {
+        nodes: b.nodes.list,
+        devices: b.devices.list,
+        groups: b.groups,
+        matrices,
+        failures,
+        plans,
+        errors,
+        settings: profile.matrix.clone(),
+        notes,
+        coverage: vec![],
+    };
+    a.coverage = (0..a.groups.len() as u32)
+        .map(|g| a.compute_coverage(g))
+        .collect();
+    a
+}
+
+/// Node names first, so that ids follow natural name order: every document's peers,
+/// failed pairs' ends and swept nodes, interned in that order. Each document's rows.
+fn name_nodes<'a>(docs: &'a [Loaded], b: &mut Builder) -> Vec<DocRows<'a>> {
     let mut names: Vec<String> = Vec::new();
     let mut per_doc: Vec<DocRows> = Vec::new();
     for d in docs {
@@ -563,11 +605,24 @@ pub fn analyse(docs: &[Loaded], profile: &Profile) -> Analysis {
         b.nodes.id(n);
     }
     drop(names);
-    let end_of = |b: &mut Builder, p: &results::Peer, local: bool| End {
+    per_doc
+}
+
+/// A peer's end: its node (by name) and its device.
+fn end_of(b: &mut Builder, p: &results::Peer, local: bool) -> End {
+    End {
         node: b.nodes.id(&node_name(&p.host, p.rank, local)),
         dev: p.device.as_deref().map(|d| b.devices.id(d)),
-    };
-    // Pass 1: ends, groups, matrices and their members.
+    }
+}
+
+/// Pass 1: ends, groups, matrices and their members; each row's matrix (`u32::MAX`: a
+/// node with itself), and each failed pair in the matrices of its groups.
+fn place_rows(
+    docs: &[Loaded],
+    per_doc: &mut [DocRows],
+    b: &mut Builder,
+) -> (Vec<Vec<u32>>, Vec<Failure>) {
     let mut row_matrix: Vec<Vec<u32>> = Vec::with_capacity(docs.len());
     let mut failures: Vec<Failure> = Vec::new();
     for (di, (d, dr)) in docs.iter().zip(per_doc.iter_mut()).enumerate() {
@@ -577,7 +632,7 @@ pub fn analyse(docs: &[Loaded], profile: &Profile) -> Analysis {
             .peers
             .list
             .iter()
-            .map(|p| end_of(&mut b, p, local))
+            .map(|p| end_of(b, p, local))
             .collect();
         dr.groups = dr.rows.groups.iter().map(|k| b.group(k)).collect();
         let mut mids = Vec::with_capacity(dr.rows.rows.len());
@@ -592,8 +647,8 @@ pub fn analyse(docs: &[Loaded], profile: &Profile) -> Analysis {
         }
         row_matrix.push(mids);
         for (index, fp) in d.doc.failed_pairs.iter().enumerate() {
-            let a = end_of(&mut b, &fp.pair.initiator, local);
-            let e = end_of(&mut b, &fp.pair.responder, local);
+            let a = end_of(b, &fp.pair.initiator, local);
+            let e = end_of(b, &fp.pair.responder, local);
             if a.node == e.node {
                 continue;
             }
@@ -614,9 +669,18 @@ pub fn analyse(docs: &[Loaded], profile: &Profile) -> Analysis {
             }
         }
     }
-    // Sweep plans: every node of a sweep belongs on every matrix of the groups it ran.
+    (row_matrix, failures)
+}
+
+/// Sweep plans: every node of a sweep belongs on every matrix of the groups it ran.
+fn sweep_plans(
+    docs: &[Loaded],
+    per_doc: &[DocRows],
+    failures: &[Failure],
+    b: &mut Builder,
+) -> Vec<Plan> {
     let mut plans = Vec::new();
-    for (di, (d, dr)) in docs.iter().zip(&per_doc).enumerate() {
+    for (di, (d, dr)) in docs.iter().zip(per_doc).enumerate() {
         let Some(s) = &d.doc.sweep else { continue };
         let mut groups: Vec<u32> = dr.groups.clone();
         for f in failures.iter().filter(|f| f.doc == di) {
@@ -672,13 +736,12 @@ pub fn analyse(docs: &[Loaded], profile: &Profile) -> Analysis {
             done_pairs: BTreeMap::new(),
         });
     }
-    // Pass 2: cells, within [`MAX_CELLS`].
-    let mut notes = Vec::new();
-    if b.over_matrices {
-        notes.push(format!(
-            "more than {MAX_MATRICES} matrices (tests, sizes and device pairs): the links of the rest are not placed"
-        ));
-    }
+    plans
+}
+
+/// Pass 2, the matrices: every group and device pair's, its cells allocated within
+/// [`MAX_CELLS`] (a matrix over the ceiling is not built, said in `notes`).
+fn empty_matrices(b: &Builder, notes: &mut Vec<String>) -> Vec<Matrix> {
     let mut budget = MAX_CELLS;
     let mut matrices: Vec<Matrix> = Vec::with_capacity(b.keys.len());
     for (&(g, lo, hi), members) in b.keys.iter().zip(&b.members) {
@@ -719,8 +782,18 @@ pub fn analyse(docs: &[Loaded], profile: &Profile) -> Analysis {
             median_p99: f64::NAN,
         });
     }
-    let mut row_cell: Vec<Vec<u32>> = Vec::with_capacity(docs.len());
-    for (dr, mids) in per_doc.iter().zip(&row_matrix) {
+    matrices
+}
+
+/// Pass 2, the cells: each row's best and worst figures in its cell; each row's cell
+/// (`u32::MAX`: none); every matrix's medians.
+fn fill_cells(
+    per_doc: &[DocRows],
+    row_matrix: &[Vec<u32>],
+    matrices: &mut [Matrix],
+) -> Vec<Vec<u32>> {
+    let mut row_cell: Vec<Vec<u32>> = Vec::with_capacity(per_doc.len());
+    for (dr, mids) in per_doc.iter().zip(row_matrix) {
         let mut cells = Vec::with_capacity(mids.len());
         for (r, &m) in dr.rows.rows.iter().zip(mids) {
             if m == u32::MAX {
@@ -747,19 +820,30 @@ pub fn analyse(docs: &[Loaded], profile: &Profile) -> Analysis {
         }
         row_cell.push(cells);
     }
-    for m in &mut matrices {
+    for m in matrices.iter_mut() {
         m.median = median(m.cells.iter().map(|c| c.best));
         m.median_p99 = median(m.cells.iter().map(|c| c.best_p99));
     }
-    // Pass 3: judge every measurement.
-    let s = &profile.matrix;
-    for ((dr, mids), cells) in per_doc.iter().zip(&row_matrix).zip(&row_cell) {
+    row_cell
+}
+
+/// Pass 3: judge every measurement (and every failed pair) into its cell.
+fn judge_cells(
+    per_doc: &[DocRows],
+    row_matrix: &[Vec<u32>],
+    row_cell: &[Vec<u32>],
+    failures: &[Failure],
+    groups: &[Group],
+    matrices: &mut [Matrix],
+    s: &MatrixSettings,
+) {
+    for ((dr, mids), cells) in per_doc.iter().zip(row_matrix).zip(row_cell) {
         for ((r, &m), &ci) in dr.rows.rows.iter().zip(mids).zip(cells) {
             if m == u32::MAX || ci == u32::MAX {
                 continue;
             }
             let mx = &mut matrices[m as usize];
-            let why = judge_row(&b.groups[mx.group as usize], mx, &r.stats, s);
+            let why = judge_row(&groups[mx.group as usize], mx, &r.stats, s);
             let c = &mut mx.cells[ci as usize];
             if why == 0 {
                 c.good = c.good.saturating_add(1);
@@ -775,7 +859,7 @@ pub fn analyse(docs: &[Loaded], profile: &Profile) -> Analysis {
             }
         }
     }
-    for f in &failures {
+    for f in failures {
         let mx = &mut matrices[f.matrix as usize];
         let Some(ci) = mx.cell_index(f.a.node, f.b.node) else {
             continue;
@@ -788,8 +872,16 @@ pub fn analyse(docs: &[Loaded], profile: &Profile) -> Analysis {
             c.retest_bad = c.retest_bad.saturating_add(1);
         }
     }
-    // Rank pairs each plan got done, per group (coverage of patterns that cannot be
-    // enumerated here).
+}
+
+/// Rank pairs each plan got done, per group (coverage of patterns that cannot be
+/// enumerated here).
+fn count_done_pairs(
+    plans: &mut [Plan],
+    per_doc: &[DocRows],
+    failures: &[Failure],
+    matrices: &[Matrix],
+) {
     for p in plans.iter_mut().filter(|p| p.pattern != "all-pairs") {
         let dr = &per_doc[p.doc];
         let mut seen: HashMap<u32, std::collections::HashSet<(u32, u32)>> = HashMap::new();
@@ -812,9 +904,12 @@ pub fn analyse(docs: &[Loaded], profile: &Profile) -> Analysis {
         }
         p.done_pairs = seen.into_iter().map(|(g, s)| (g, s.len() as u64)).collect();
     }
-    // Error counters per end.
+}
+
+/// Error counters per end, summed over the documents.
+fn end_errors(per_doc: &[DocRows]) -> BTreeMap<End, BTreeMap<String, verdict::rows::ErrorSum>> {
     let mut errors: BTreeMap<End, BTreeMap<String, verdict::rows::ErrorSum>> = BTreeMap::new();
-    for dr in &per_doc {
+    for dr in per_doc {
         for (peer, counters) in &dr.rows.errors {
             verdict::rows::ErrorSum::add_all(
                 errors.entry(dr.ends[*peer as usize]).or_default(),
@@ -822,22 +917,7 @@ pub fn analyse(docs: &[Loaded], profile: &Profile) -> Analysis {
             );
         }
     }
-    let mut a = Analysis {
-        nodes: b.nodes.list,
-        devices: b.devices.list,
-        groups: b.groups,
-        matrices,
-        failures,
-        plans,
-        errors,
-        settings: profile.matrix.clone(),
-        notes,
-        coverage: vec![],
-    };
-    a.coverage = (0..a.groups.len() as u32)
-        .map(|g| a.compute_coverage(g))
-        .collect();
-    a
+    errors
 }
 
 /// The matrix metric of a row, and its p99 for latency rows.
