@@ -315,12 +315,26 @@ pub fn checks(
             |p| p.rate_gbit_s.map(|r| (r - want).abs() <= want * 0.005),
         ));
     }
+    out.extend(adapter_checks(spec, &ports));
+    if let Some(want) = &spec.firmware {
+        out.push(firmware(want, &ports));
+    }
+    if let Some(max) = spec.error_counters_max_rise {
+        out.push(error_counters(spec, max, &ports, row_errors));
+    }
+    out
+}
+
+/// The adapters' PCIe link (width, speed) and the ports' MTUs (active, netdev), as the
+/// profile asks for them.
+fn adapter_checks(spec: &InventorySpec, ports: &[&Port]) -> Vec<Outcome> {
+    let mut out = Vec::new();
     if let Some(want) = spec.pcie_width {
         out.push(expect(
             "pcie-width",
             format!("Every adapter's PCIe link at x{want} or wider"),
             format!(">= x{want}"),
-            &ports,
+            ports,
             |p| {
                 p.pcie_width.map(|w| match p.pcie_max_width {
                     Some(m) => format!("x{w} (max x{m})"),
@@ -335,7 +349,7 @@ pub fn checks(
             "pcie-speed",
             format!("Every adapter's PCIe link at {} GT/s or faster", num(want)),
             format!(">= {} GT/s", num(want)),
-            &ports,
+            ports,
             |p| p.pcie_speed_gt_s.map(|s| format!("{} GT/s", num(s))),
             |p| p.pcie_speed_gt_s.map(|s| s + 1e-9 >= want),
         ));
@@ -345,7 +359,7 @@ pub fn checks(
             "active-mtu",
             format!("Every port's active MTU is {want}"),
             format!("= {want} B"),
-            &ports,
+            ports,
             |p| p.active_mtu.map(|m| format!("{m} B")),
             |p| p.active_mtu.map(|m| m == want),
         ));
@@ -355,100 +369,110 @@ pub fn checks(
             "netdev-mtu",
             format!("Every RoCE port's netdev MTU is {want}"),
             format!("= {want} B"),
-            &ports,
+            ports,
             |p| p.netdev_mtu.map(|m| format!("{m} B")),
             |p| p.netdev_mtu.map(|m| m == want),
         ));
     }
-    if let Some(want) = &spec.firmware {
-        let expected = if want == "same" {
-            // The version most adapters run; the others differ.
-            let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-            for p in &ports {
-                if let Some(f) = &p.firmware {
-                    *counts.entry(f.as_str()).or_default() += 1;
-                }
-            }
-            counts
-                .into_iter()
-                .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(a.0)))
-                .map(|(f, _)| f.to_string())
-        } else {
-            Some(want.clone())
-        };
-        let bound = match (want.as_str(), &expected) {
-            ("same", Some(v)) => format!("one version on every adapter ({v} on most)"),
-            ("same", None) => "one version on every adapter".into(),
-            (v, _) => format!("= {v}"),
-        };
-        out.push(expect(
-            "firmware",
-            if want == "same" {
-                "One firmware version on every adapter".into()
-            } else {
-                format!("Every adapter runs firmware {want}")
-            },
-            bound,
-            &ports,
-            |p| p.firmware.clone(),
-            |p| {
-                p.firmware
-                    .as_ref()
-                    .map(|f| expected.as_deref().is_some_and(|e| e == f))
-            },
-        ));
-    }
-    if let Some(max) = spec.error_counters_max_rise {
-        let names: Vec<String> = spec.error_counters.clone().unwrap_or_else(|| {
-            results::pma::ERROR_FIELDS
-                .iter()
-                .map(|(n, _)| n.to_string())
-                .collect()
-        });
-        // A field at its ceiling no longer counts: its rise is unknown, so the port cannot
-        // show that it meets the bound (a 16-bit error counter pegged at 65535 is a finding
-        // on a delivery day in any case). So for a row's delta that was only a lower bound
-        // (cleared or pegged during a run): under the bound it proves nothing.
-        let rises = |p: &Port| -> Option<Vec<String>> {
-            let rows = row_errors.get(&(p.host.clone(), p.device.clone()));
-            if p.counters_last.is_empty() && rows.is_none() {
-                return None;
-            }
-            let mut v = Vec::new();
-            for n in &names {
-                let row = rows.and_then(|m| m.get(n)).copied().unwrap_or_default();
-                let r = p.rise(n).saturating_add(row.delta);
-                let pegged = results::pma::width(n)
-                    .zip(results::pma::ceiling(n))
-                    .filter(|(_, top)| p.counters_last.get(n) == Some(top));
-                if let Some((bits, top)) = pegged {
-                    v.push(format!(
-                        "{n} at its {bits}-bit ceiling {top} (rises unseen: at least +{r}; clear the counters, perfquery -x -R, and measure again)"
-                    ));
-                } else if row.at_least {
-                    v.push(if r > max {
-                        format!("{n} at least +{r}")
-                    } else {
-                        format!(
-                            "{n} at least +{r} (cleared or at its ceiling during a run: the rise is unknown; measure again without clearing the counters)"
-                        )
-                    });
-                } else if r > max {
-                    v.push(format!("{n} +{r}"));
-                }
-            }
-            Some(v)
-        };
-        out.push(expect(
-            "error-counters",
-            format!("Link error counters rise by at most {max} on every port over the runs"),
-            format!("rise <= {max}"),
-            &ports,
-            |p| rises(p).map(|v| v.join(", ")),
-            |p| rises(p).map(|v| v.is_empty()),
-        ));
-    }
     out
+}
+
+/// `firmware`: every adapter on `want`, or with `same` on the version most run.
+fn firmware(want: &str, ports: &[&Port]) -> Outcome {
+    let expected = if want == "same" {
+        // The version most adapters run; the others differ.
+        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+        for p in ports {
+            if let Some(f) = &p.firmware {
+                *counts.entry(f.as_str()).or_default() += 1;
+            }
+        }
+        counts
+            .into_iter()
+            .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(a.0)))
+            .map(|(f, _)| f.to_string())
+    } else {
+        Some(want.to_string())
+    };
+    let bound = match (want, &expected) {
+        ("same", Some(v)) => format!("one version on every adapter ({v} on most)"),
+        ("same", None) => "one version on every adapter".into(),
+        (v, _) => format!("= {v}"),
+    };
+    expect(
+        "firmware",
+        if want == "same" {
+            "One firmware version on every adapter".into()
+        } else {
+            format!("Every adapter runs firmware {want}")
+        },
+        bound,
+        ports,
+        |p| p.firmware.clone(),
+        |p| {
+            p.firmware
+                .as_ref()
+                .map(|f| expected.as_deref().is_some_and(|e| e == f))
+        },
+    )
+}
+
+/// `error-counters`: the link error counters' rise on every port over the runs (the
+/// counters' own deltas plus those the result rows recorded), at most `max`.
+fn error_counters(
+    spec: &InventorySpec,
+    max: i64,
+    ports: &[&Port],
+    row_errors: &BTreeMap<(String, String), BTreeMap<String, verdict::rows::ErrorSum>>,
+) -> Outcome {
+    let names: Vec<String> = spec.error_counters.clone().unwrap_or_else(|| {
+        results::pma::ERROR_FIELDS
+            .iter()
+            .map(|(n, _)| n.to_string())
+            .collect()
+    });
+    // A field at its ceiling no longer counts: its rise is unknown, so the port cannot
+    // show that it meets the bound (a 16-bit error counter pegged at 65535 is a finding
+    // on a delivery day in any case). So for a row's delta that was only a lower bound
+    // (cleared or pegged during a run): under the bound it proves nothing.
+    let rises = |p: &Port| -> Option<Vec<String>> {
+        let rows = row_errors.get(&(p.host.clone(), p.device.clone()));
+        if p.counters_last.is_empty() && rows.is_none() {
+            return None;
+        }
+        let mut v = Vec::new();
+        for n in &names {
+            let row = rows.and_then(|m| m.get(n)).copied().unwrap_or_default();
+            let r = p.rise(n).saturating_add(row.delta);
+            let pegged = results::pma::width(n)
+                .zip(results::pma::ceiling(n))
+                .filter(|(_, top)| p.counters_last.get(n) == Some(top));
+            if let Some((bits, top)) = pegged {
+                v.push(format!(
+                    "{n} at its {bits}-bit ceiling {top} (rises unseen: at least +{r}; clear the counters, perfquery -x -R, and measure again)"
+                ));
+            } else if row.at_least {
+                v.push(if r > max {
+                    format!("{n} at least +{r}")
+                } else {
+                    format!(
+                        "{n} at least +{r} (cleared or at its ceiling during a run: the rise is unknown; measure again without clearing the counters)"
+                    )
+                });
+            } else if r > max {
+                v.push(format!("{n} +{r}"));
+            }
+        }
+        Some(v)
+    };
+    expect(
+        "error-counters",
+        format!("Link error counters rise by at most {max} on every port over the runs"),
+        format!("rise <= {max}"),
+        ports,
+        |p| rises(p).map(|v| v.join(", ")),
+        |p| rises(p).map(|v| v.is_empty()),
+    )
 }
 
 #[cfg(test)]

@@ -400,28 +400,29 @@ const NO_RATE: &str = "unknown, because no incast receiver reported its line rat
 
 /// The checks of a `[load]` table, in a fixed order; each key given is one check.
 pub fn checks(spec: &LoadSpec, docs: &[Loaded]) -> Vec<Outcome> {
-    use verdict::profile::Bound::{Max, Min};
     let mut out = Vec::new();
-    let canary = |p99: bool| {
-        let mut w = Worst::new(true);
-        for (d, c) in runs(docs).filter(|(_, c)| c.incast.is_none()) {
-            for t in &c.canary_tests {
-                let v = if p99 { t.impact_p99 } else { t.impact_mean };
-                w.see(v, || {
-                    format!(
-                        "{} (seed {}, {}): isolated {:.3}, loaded {:.3} {}",
-                        t.test,
-                        c.seed,
-                        source(d),
-                        if p99 { t.isolated.p99 } else { t.isolated.mean },
-                        if p99 { t.loaded.p99 } else { t.loaded.mean },
-                        t.unit
-                    )
-                });
-            }
+    out.extend(congestion_checks(spec, docs));
+    out.extend(incast_checks(spec, docs));
+    out.extend(victim_checks(spec, docs));
+    if let Some(b) = spec.ep_network_of_pairwise_min_pct {
+        out.push(ep_network_of_pairwise(b, docs));
+    }
+    // One machine rehearsing the method measures its CPUs: say so on every check.
+    if runs(docs).any(|(d, _)| include_local(d)) {
+        for o in out.iter_mut().filter(|o| o.id.starts_with("load-impact")) {
+            o.warning = Some(
+                "a run counted every rank as a node (--include-local): its factors measure one machine's CPUs, not the fabric".into(),
+            );
         }
-        w
-    };
+    }
+    out
+}
+
+/// GPCNeT's congestion impact on the canaries, mean and tail.
+fn congestion_checks(spec: &LoadSpec, docs: &[Loaded]) -> Vec<Outcome> {
+    use verdict::profile::Bound::Max;
+    let mut out = Vec::new();
+    let canary = |p99: bool| canary_impacts(docs, p99);
     if let Some(b) = spec.impact_mean_max {
         out.push(outcome(
             CheckText {
@@ -450,13 +451,73 @@ pub fn checks(spec: &LoadSpec, docs: &[Loaded]) -> Vec<Outcome> {
             canary(true),
         ));
     }
-    let rounds = || {
-        runs(docs).flat_map(|(d, c)| {
-            c.incast
-                .iter()
-                .flat_map(move |i| i.rounds.iter().map(move |r| (d, r)))
-        })
-    };
+    if let Some(b) = spec.impact_mean_max {
+        out.push(outcome(
+            CheckText {
+                id: "impact-mean",
+                description: "Congestion impact on the mean: every canary test loaded against the same canaries isolated (GPCNeT's factor, unrounded)",
+                metric: "congestion_impact_mean",
+                unit: "x",
+                selector: "every canary test of every bench-congestion run",
+                missing: NO_RUN,
+            },
+            Max(b),
+            canary(false),
+        ));
+    }
+    if let Some(b) = spec.impact_p99_max {
+        out.push(outcome(
+            CheckText {
+                id: "impact-p99",
+                description: "Congestion impact on the tail: the 99th percentile loaded against isolated (bandwidth: the low tail)",
+                metric: "congestion_impact_p99",
+                unit: "x",
+                selector: "every canary test of every bench-congestion run",
+                missing: NO_RUN,
+            },
+            Max(b),
+            canary(true),
+        ));
+    }
+    out
+}
+
+/// The worst canary impact of every congestion run (not incasts): mean, or p99.
+fn canary_impacts(docs: &[Loaded], p99: bool) -> Worst {
+    let mut w = Worst::new(true);
+    for (d, c) in runs(docs).filter(|(_, c)| c.incast.is_none()) {
+        for t in &c.canary_tests {
+            let v = if p99 { t.impact_p99 } else { t.impact_mean };
+            w.see(v, || {
+                format!(
+                    "{} (seed {}, {}): isolated {:.3}, loaded {:.3} {}",
+                    t.test,
+                    c.seed,
+                    source(d),
+                    if p99 { t.isolated.p99 } else { t.isolated.mean },
+                    if p99 { t.loaded.p99 } else { t.loaded.mean },
+                    t.unit
+                )
+            });
+        }
+    }
+    w
+}
+
+/// Every round of every incast run, with the document it came from.
+fn incast_rounds(docs: &[Loaded]) -> impl Iterator<Item = (&Loaded, &IncastRound)> + '_ {
+    runs(docs).flat_map(|(d, c)| {
+        c.incast
+            .iter()
+            .flat_map(move |i| i.rounds.iter().map(move |r| (d, r)))
+    })
+}
+
+/// The incast's fairness among senders and its aggregate against the receiver's line rate.
+fn incast_checks(spec: &LoadSpec, docs: &[Loaded]) -> Vec<Outcome> {
+    use verdict::profile::Bound::Min;
+    let mut out = Vec::new();
+    let rounds = || incast_rounds(docs);
     if let Some(b) = spec.incast_fairness_min {
         let mut w = Worst::new(false);
         for (d, r) in rounds() {
@@ -517,6 +578,14 @@ pub fn checks(spec: &LoadSpec, docs: &[Loaded]) -> Vec<Outcome> {
             w,
         ));
     }
+    out
+}
+
+/// The victim flow beside each incast: its bandwidth and latency tail, alone against loaded.
+fn victim_checks(spec: &LoadSpec, docs: &[Loaded]) -> Vec<Outcome> {
+    use verdict::profile::Bound::Max;
+    let mut out = Vec::new();
+    let rounds = || incast_rounds(docs);
     let victims = || rounds().filter_map(|(d, r)| r.victim.as_ref().map(|v| (d, r, v)));
     let no_victim = if rounds().next().is_some() {
         NO_VICTIM
@@ -579,58 +648,53 @@ pub fn checks(spec: &LoadSpec, docs: &[Loaded]) -> Vec<Outcome> {
             w,
         ));
     }
-    if let Some(b) = spec.ep_network_of_pairwise_min_pct {
-        let mut w = Worst::new(false);
-        let reference = pairwise_reference(docs);
-        let mut any_ep = false;
-        for d in docs {
-            for r in &d.doc.results {
-                let results::TestResult::Collective(c) = r else {
-                    continue;
-                };
-                let Some(ep) = &c.ep else { continue };
-                any_ep = true;
-                let Some((pair, from)) = &reference else {
-                    continue;
-                };
-                if *pair <= 0.0 {
-                    continue;
-                }
-                w.see(ep.network_gbyte_s / pair * 100.0, || {
-                    format!(
-                        "{} {} {} ranks, {} ({}): {:.3} GB/s per rank against the sweep's {from}",
-                        c.collective,
-                        ep.routing,
-                        c.ranks,
-                        ep.variant,
-                        source(d),
-                        ep.network_gbyte_s
-                    )
-                });
-            }
-        }
-        out.push(outcome(
-            CheckText {
-                id: "ep-network-of-pairwise",
-                description: "Expert-parallel scale-out bandwidth: each EP run's network bytes per rank per step, against the same cluster's pairwise bandwidth (the all-pairs sweep's median)",
-                metric: "ep_network_of_pairwise",
-                unit: "%",
-                selector: "every ep_dispatch/ep_combine row, against the sweep's one-way host-memory pairs between nodes at its largest size",
-                missing: if !any_ep { NO_EP } else { NO_SWEEP },
-            },
-            Min(b),
-            w,
-        ));
-    }
-    // One machine rehearsing the method measures its CPUs: say so on every check.
-    if runs(docs).any(|(d, _)| include_local(d)) {
-        for o in out.iter_mut().filter(|o| o.id.starts_with("load-impact")) {
-            o.warning = Some(
-                "a run counted every rank as a node (--include-local): its factors measure one machine's CPUs, not the fabric".into(),
-            );
-        }
-    }
     out
+}
+
+/// Expert-parallel scale-out bandwidth against the same cluster's pairwise bandwidth.
+fn ep_network_of_pairwise(b: f64, docs: &[Loaded]) -> Outcome {
+    use verdict::profile::Bound::Min;
+    let mut w = Worst::new(false);
+    let reference = pairwise_reference(docs);
+    let mut any_ep = false;
+    for d in docs {
+        for r in &d.doc.results {
+            let results::TestResult::Collective(c) = r else {
+                continue;
+            };
+            let Some(ep) = &c.ep else { continue };
+            any_ep = true;
+            let Some((pair, from)) = &reference else {
+                continue;
+            };
+            if *pair <= 0.0 {
+                continue;
+            }
+            w.see(ep.network_gbyte_s / pair * 100.0, || {
+                format!(
+                    "{} {} {} ranks, {} ({}): {:.3} GB/s per rank against the sweep's {from}",
+                    c.collective,
+                    ep.routing,
+                    c.ranks,
+                    ep.variant,
+                    source(d),
+                    ep.network_gbyte_s
+                )
+            });
+        }
+    }
+    outcome(
+        CheckText {
+            id: "ep-network-of-pairwise",
+            description: "Expert-parallel scale-out bandwidth: each EP run's network bytes per rank per step, against the same cluster's pairwise bandwidth (the all-pairs sweep's median)",
+            metric: "ep_network_of_pairwise",
+            unit: "%",
+            selector: "every ep_dispatch/ep_combine row, against the sweep's one-way host-memory pairs between nodes at its largest size",
+            missing: if !any_ep { NO_EP } else { NO_SWEEP },
+        },
+        Min(b),
+        w,
+    )
 }
 
 #[cfg(test)]
