@@ -997,6 +997,24 @@ pub struct Coverage {
 /// Missing links named in a report; the count says the rest.
 pub const MISSING_LISTED: usize = 50;
 
+impl Coverage {
+    /// A sweep whose pattern cannot be enumerated here (not all-pairs): the pairs it
+    /// planned against those of group `g` it got done, and its rounds when it did not finish.
+    fn count_rounds(&mut self, p: &Plan, g: u32) {
+        let done = p.done_pairs.get(&g).copied().unwrap_or(0);
+        self.expected = self.expected.saturating_add(p.planned_pairs);
+        self.covered = self.covered.saturating_add(done.min(p.planned_pairs));
+        if done < p.planned_pairs {
+            let gap = p.planned_pairs - done;
+            self.missing_total = self.missing_total.saturating_add(gap);
+            self.missing.push(format!(
+                "{gap} of {} planned pairs of the `{}` sweep (rounds {} of {})",
+                p.planned_pairs, p.pattern, p.rounds_done, p.rounds
+            ));
+        }
+    }
+}
+
 impl Analysis {
     /// One failure per recorded failed pair of the groups `keep` takes: a record that
     /// failed before its last size sits in the matrix of every size from there on.
@@ -1051,6 +1069,62 @@ impl Analysis {
         self.coverage.get(g as usize).and_then(Option::as_ref)
     }
 
+    /// An all-pairs plan's links, each looked up in its matrix: tried (covered) or missing.
+    /// With several all-pairs sweeps of one group (`overlap`) a link counts once.
+    fn count_all_pairs(
+        &self,
+        p: &Plan,
+        lookup: &HashMap<(Option<u32>, Option<u32>), &Matrix>,
+        overlap: bool,
+        seen_pairs: &mut std::collections::HashSet<(End, End)>,
+        cov: &mut Coverage,
+    ) {
+        let n = p.nodes.len();
+        for i in 0..n {
+            for j in i + 1..n {
+                let (ri, rj) = (&p.rails[i], &p.rails[j]);
+                let combos: Vec<(Option<u32>, Option<u32>)> = if p.rail_mode == "all" {
+                    ri.iter()
+                        .flat_map(|&x| rj.iter().map(move |&y| (x, y)))
+                        .collect()
+                } else {
+                    ri.iter().zip(rj.iter()).map(|(&x, &y)| (x, y)).collect()
+                };
+                for (di, dj) in combos {
+                    let a = End {
+                        node: p.nodes[i],
+                        dev: di,
+                    };
+                    let b = End {
+                        node: p.nodes[j],
+                        dev: dj,
+                    };
+                    let (lo, hi) = if a.node <= b.node { (a, b) } else { (b, a) };
+                    if overlap && !seen_pairs.insert((lo, hi)) {
+                        continue;
+                    }
+                    cov.expected += 1;
+                    let tried = lookup
+                        .get(&(lo.dev, hi.dev))
+                        .and_then(|m| m.cell(lo.node, hi.node))
+                        .is_some_and(|c| c.tried());
+                    if tried {
+                        cov.covered += 1;
+                    } else {
+                        cov.missing_total += 1;
+                        if cov.missing.len() < MISSING_LISTED {
+                            cov.missing.push(format!(
+                                "{} - {}",
+                                self.end_name(lo),
+                                self.end_name(hi)
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     fn compute_coverage(&self, g: u32) -> Option<Coverage> {
         let plans: Vec<&Plan> = self
             .plans
@@ -1095,64 +1169,9 @@ impl Analysis {
         let mut seen_pairs: std::collections::HashSet<(End, End)> = Default::default();
         for p in plans {
             if p.pattern != "all-pairs" {
-                let done = p.done_pairs.get(&g).copied().unwrap_or(0);
-                cov.expected = cov.expected.saturating_add(p.planned_pairs);
-                cov.covered = cov.covered.saturating_add(done.min(p.planned_pairs));
-                if done < p.planned_pairs {
-                    let gap = p.planned_pairs - done;
-                    cov.missing_total = cov.missing_total.saturating_add(gap);
-                    cov.missing.push(format!(
-                        "{gap} of {} planned pairs of the `{}` sweep (rounds {} of {})",
-                        p.planned_pairs, p.pattern, p.rounds_done, p.rounds
-                    ));
-                }
-                continue;
-            }
-            let n = p.nodes.len();
-            for i in 0..n {
-                for j in i + 1..n {
-                    let (ri, rj) = (&p.rails[i], &p.rails[j]);
-                    let combos: Vec<(Option<u32>, Option<u32>)> = if p.rail_mode == "all" {
-                        ri.iter()
-                            .flat_map(|&x| rj.iter().map(move |&y| (x, y)))
-                            .collect()
-                    } else {
-                        ri.iter().zip(rj.iter()).map(|(&x, &y)| (x, y)).collect()
-                    };
-                    for (di, dj) in combos {
-                        let (a, b) = (
-                            End {
-                                node: p.nodes[i],
-                                dev: di,
-                            },
-                            End {
-                                node: p.nodes[j],
-                                dev: dj,
-                            },
-                        );
-                        let (lo, hi) = if a.node <= b.node { (a, b) } else { (b, a) };
-                        if overlap && !seen_pairs.insert((lo, hi)) {
-                            continue;
-                        }
-                        cov.expected += 1;
-                        let tried = lookup
-                            .get(&(lo.dev, hi.dev))
-                            .and_then(|m| m.cell(lo.node, hi.node))
-                            .is_some_and(|c| c.tried());
-                        if tried {
-                            cov.covered += 1;
-                        } else {
-                            cov.missing_total += 1;
-                            if cov.missing.len() < MISSING_LISTED {
-                                cov.missing.push(format!(
-                                    "{} - {}",
-                                    self.end_name(lo),
-                                    self.end_name(hi)
-                                ));
-                            }
-                        }
-                    }
-                }
+                cov.count_rounds(p, g);
+            } else {
+                self.count_all_pairs(p, &lookup, overlap, &mut seen_pairs, &mut cov);
             }
         }
         Some(cov)
