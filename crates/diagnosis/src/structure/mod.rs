@@ -212,13 +212,24 @@ fn retest_pair(p: Part, t: &Topology) -> Option<(String, String)> {
     (!a.contains('/') && !b.contains('/')).then(|| (a.clone(), b.clone()))
 }
 
-fn describe(
-    p: Part,
-    t: &Topology,
-    diffs: &[Diff],
-) -> (&'static str, String, &'static str, Vec<String>) {
-    let node = |i: u32| t.nodes[i as usize].clone();
-    let nic = |i: u32, r: u32| format!("{} {}", t.nodes[i as usize], t.nic_name(i, r));
+/// A part in words: its kind, its name, what it is and what to check, and the switches
+/// (or nodes) the fabric picture marks.
+fn describe(p: Part, t: &Topology, diffs: &[Diff]) -> Description {
+    match p {
+        Part::Leaf(_)
+        | Part::Uplinks(_)
+        | Part::SpineLayer(_)
+        | Part::Rack(_)
+        | Part::Cabling(_) => describe_above(p, t, diffs),
+        _ => describe_host(p, t),
+    }
+}
+
+/// (kind, name, what it is, marked switches or nodes) of a part.
+type Description = (&'static str, String, &'static str, Vec<String>);
+
+/// A part above the node: a leaf, its uplinks, a rail's spine layer, a rack, a cabling fault.
+fn describe_above(p: Part, t: &Topology, diffs: &[Diff]) -> Description {
     match p {
         Part::Leaf(l) => (
             "leaf",
@@ -254,6 +265,16 @@ fn describe(
             let d = &diffs[c as usize];
             (d.kind.as_str(), d.item.clone(), d.what, d.switches.clone())
         }
+        _ => describe_host(p, t),
+    }
+}
+
+/// A node or a part of one: the node, its send or receive side, a NIC, one side of it,
+/// a link, one direction, an ECMP path.
+fn describe_host(p: Part, t: &Topology) -> Description {
+    let node = |i: u32| t.nodes[i as usize].clone();
+    let nic = |i: u32, r: u32| format!("{} {}", t.nodes[i as usize], t.nic_name(i, r));
+    match p {
         Part::Node(i) => ("node", node(i), "the node: host, PCIe, or all of its NICs' cabling", vec![node(i)]),
         Part::NodeTx(i) => (
             "node_tx",
@@ -298,6 +319,8 @@ fn describe(
             "an ECMP path fault, not a NIC: some flows of the pair slow, others fine; a spine or uplink on one of its paths",
             vec![],
         ),
+        // `describe` sends the parts above the node to `describe_above`.
+        _ => unreachable!("a part above the node reached describe_host"),
     }
 }
 
