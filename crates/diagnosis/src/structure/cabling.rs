@@ -93,261 +93,330 @@ fn downgraded(
 /// Runs every cabling check. `links`: the discovered fabric (switch-to-switch and host
 /// links), empty when nothing discovered it.
 pub fn check(t: &Topology, plan: Option<&FabricPlan>, links: &[FabricLink]) -> Vec<Diff> {
-    let mut out = Vec::new();
-    let rails = t.rails_n();
     let has_plan_nics = plan.is_some_and(|p| !p.nic.is_empty());
-    let against = if has_plan_nics { "plan" } else { "regularity" };
-    let sw_rail = |s: u32| t.switches.get(s as usize).map_or(NONE, |x| x.rail);
-    let sw_group = |s: u32| t.switches.get(s as usize).map_or(NONE, |x| x.group);
+    let mut out = Vec::new();
     for i in 0..t.nodes.len() {
-        let node = i as u32;
-        let mut done = BTreeSet::new();
-        // The leaf each NIC should be on: planned, or (regularity) the leaf of its rail in
-        // its node's group that most of the group's NICs of that rail use.
-        let expected = |r: usize| -> u32 {
-            if has_plan_nics {
-                return t.planned[i * rails + r].0;
-            }
-            let g = t.node_group[i];
-            let mut votes: BTreeMap<u32, usize> = BTreeMap::new();
-            for j in 0..t.nodes.len() {
-                if t.node_group[j] == g && t.found[j * rails + r].is_some() {
-                    let a = t.attach[j * rails + r];
-                    if sw_rail(a) == r as u32 {
-                        *votes.entry(a).or_default() += 1;
-                    }
-                }
-            }
-            votes.into_iter().max_by_key(|x| x.1).map_or(NONE, |x| x.0)
-        };
-        for r in 0..rails {
-            let Some(f) = &t.found[i * rails + r] else {
-                continue;
-            };
-            let at = t.attach[i * rails + r];
-            let want = expected(r);
-            if want == NONE || done.contains(&r) {
-                continue;
-            }
-            if at != want {
-                // A swap: another NIC of the node is on this one's leaf, and this one on its.
-                let partner = (0..rails).find(|&r2| {
-                    r2 != r
-                        && t.found[i * rails + r2].is_some()
-                        && t.attach[i * rails + r2] == want
-                        && expected(r2) == at
-                });
-                if let Some(r2) = partner {
-                    done.insert(r2);
-                    out.push(Diff {
-                        kind: DiffKind::CableSwap,
-                        item: format!(
-                            "{} {} and {}",
-                            t.nodes[i],
-                            t.nic_name(node, r as u32),
-                            t.nic_name(node, r2 as u32)
-                        ),
-                        expected: format!(
-                            "{} on {}, {} on {}",
-                            t.nic_name(node, r as u32),
-                            t.switch_name(want),
-                            t.nic_name(node, r2 as u32),
-                            t.switch_name(at)
-                        ),
-                        found: format!(
-                            "{} on {}, {} on {}",
-                            t.nic_name(node, r as u32),
-                            t.switch_name(at),
-                            t.nic_name(node, r2 as u32),
-                            t.switch_name(want)
-                        ),
-                        against: format!("{against}; {}", f.source),
-                        what: DiffKind::CableSwap.what(),
-                        node,
-                        rails: vec![r as u32, r2 as u32],
-                        switches: vec![t.switch_name(at).into(), t.switch_name(want).into()],
-                    });
-                } else {
-                    let why = if sw_group(at) != NONE && sw_group(at) != sw_group(want) {
-                        format!("a leaf of {}", t.group_name(sw_group(at)))
-                    } else if sw_rail(at) != NONE && sw_rail(at) != r as u32 {
-                        format!("the leaf of rail {}", sw_rail(at))
-                    } else {
-                        "another switch".into()
-                    };
-                    out.push(Diff {
-                        kind: DiffKind::WrongLeaf,
-                        item: format!("{} {}", t.nodes[i], t.nic_name(node, r as u32)),
-                        expected: t.switch_name(want).into(),
-                        found: format!("{} ({why})", t.switch_name(at)),
-                        against: format!("{against}; {}", f.source),
-                        what: DiffKind::WrongLeaf.what(),
-                        node,
-                        rails: vec![r as u32],
-                        switches: vec![t.switch_name(at).into(), t.switch_name(want).into()],
-                    });
-                }
-                continue;
-            }
-            // Right leaf: the port.
-            let want_port: Option<String> = if has_plan_nics {
-                t.planned[i * rails + r].1.clone()
-            } else if rails >= 3 {
-                // Regularity: the port this node uses on most of its other rails.
-                let others: Vec<&str> = (0..rails)
-                    .filter(|&r2| r2 != r)
-                    .filter_map(|r2| t.found[i * rails + r2].as_ref()?.port.as_deref())
-                    .collect();
-                mode(others.iter().copied())
-                    .filter(|m| others.iter().filter(|o| *o == m).count() >= 2)
-                    .map(String::from)
-            } else {
-                None
-            };
-            if let (Some(w), Some(p)) = (&want_port, &f.port) {
-                if w != p {
-                    out.push(Diff {
-                        kind: DiffKind::WrongPort,
-                        item: format!("{} {}", t.nodes[i], t.nic_name(node, r as u32)),
-                        expected: format!("{} port {w}", t.switch_name(want)),
-                        found: format!("{} port {p}", t.switch_name(at)),
-                        against: format!("{against}; {}", f.source),
-                        what: DiffKind::WrongPort.what(),
-                        node,
-                        rails: vec![r as u32],
-                        switches: vec![t.switch_name(at).into()],
-                    });
-                }
+        out.extend(node_cabling(t, i, has_plan_nics));
+    }
+    let (sw_links, mut host_links) = split_links(t, links);
+    if !links.is_empty() {
+        out.extend(link_counts(t, plan, links));
+        downgraded(&sw_links, &mut out, "peers (switch links)");
+    }
+    // Host links as the NICs' neighbours saw them (when the fabric did not list them).
+    if host_links.is_empty() {
+        host_links = neighbour_links(t);
+    }
+    downgraded(&host_links, &mut out, "peers (host links)");
+    out.sort_by(|a, b| (a.kind, &a.item).cmp(&(b.kind, &b.item)));
+    out
+}
+
+/// A link as `downgraded` judges it: its name, width and speed.
+type LinkLine = (String, Option<String>, Option<String>);
+
+/// The leaf node `i`'s NIC of rail `r` should be on: planned, or (regularity) the leaf of
+/// its rail in its node's group that most of the group's NICs of that rail use.
+fn expected_leaf(t: &Topology, i: usize, r: usize, has_plan_nics: bool) -> u32 {
+    let rails = t.rails_n();
+    if has_plan_nics {
+        return t.planned[i * rails + r].0;
+    }
+    let sw_rail = |s: u32| t.switches.get(s as usize).map_or(NONE, |x| x.rail);
+    let g = t.node_group[i];
+    let mut votes: BTreeMap<u32, usize> = BTreeMap::new();
+    for j in 0..t.nodes.len() {
+        if t.node_group[j] == g && t.found[j * rails + r].is_some() {
+            let a = t.attach[j * rails + r];
+            if sw_rail(a) == r as u32 {
+                *votes.entry(a).or_default() += 1;
             }
         }
     }
-    // Switch links: counts per switch pair, against the plan or the leaves' common count.
-    // Host ports in a discovered fabric carry the host's description (`node nic`).
+    votes.into_iter().max_by_key(|x| x.1).map_or(NONE, |x| x.0)
+}
+
+/// One node's NICs: each on its leaf (else a swap with another NIC of the node, or a
+/// wrong leaf), and on its port.
+fn node_cabling(t: &Topology, i: usize, has_plan_nics: bool) -> Vec<Diff> {
+    let rails = t.rails_n();
+    let against = if has_plan_nics { "plan" } else { "regularity" };
+    let mut out = Vec::new();
+    let mut done = BTreeSet::new();
+    for r in 0..rails {
+        let Some(f) = &t.found[i * rails + r] else {
+            continue;
+        };
+        let at = t.attach[i * rails + r];
+        let want = expected_leaf(t, i, r, has_plan_nics);
+        if want == NONE || done.contains(&r) {
+            continue;
+        }
+        let against = format!("{against}; {}", f.source);
+        if at != want {
+            // A swap: another NIC of the node is on this one's leaf, and this one on its.
+            let partner = (0..rails).find(|&r2| {
+                r2 != r
+                    && t.found[i * rails + r2].is_some()
+                    && t.attach[i * rails + r2] == want
+                    && expected_leaf(t, i, r2, has_plan_nics) == at
+            });
+            out.push(match partner {
+                Some(r2) => {
+                    done.insert(r2);
+                    swap(t, i, (r, r2), (want, at), against)
+                }
+                None => wrong_leaf(t, i, r, (want, at), against),
+            });
+            continue;
+        }
+        out.extend(wrong_port(t, i, r, want, has_plan_nics, against));
+    }
+    out
+}
+
+/// Node `i`'s NICs of rails `r` and `r2` on each other's leaves (`want`: r's, `at`: r2's).
+fn swap(
+    t: &Topology,
+    i: usize,
+    (r, r2): (usize, usize),
+    (want, at): (u32, u32),
+    against: String,
+) -> Diff {
+    let node = i as u32;
+    Diff {
+        kind: DiffKind::CableSwap,
+        item: format!(
+            "{} {} and {}",
+            t.nodes[i],
+            t.nic_name(node, r as u32),
+            t.nic_name(node, r2 as u32)
+        ),
+        expected: format!(
+            "{} on {}, {} on {}",
+            t.nic_name(node, r as u32),
+            t.switch_name(want),
+            t.nic_name(node, r2 as u32),
+            t.switch_name(at)
+        ),
+        found: format!(
+            "{} on {}, {} on {}",
+            t.nic_name(node, r as u32),
+            t.switch_name(at),
+            t.nic_name(node, r2 as u32),
+            t.switch_name(want)
+        ),
+        against,
+        what: DiffKind::CableSwap.what(),
+        node,
+        rails: vec![r as u32, r2 as u32],
+        switches: vec![t.switch_name(at).into(), t.switch_name(want).into()],
+    }
+}
+
+/// Node `i`'s NIC of rail `r` on leaf `at` instead of `want`, with no partner to swap with.
+fn wrong_leaf(t: &Topology, i: usize, r: usize, (want, at): (u32, u32), against: String) -> Diff {
+    let sw_rail = |s: u32| t.switches.get(s as usize).map_or(NONE, |x| x.rail);
+    let sw_group = |s: u32| t.switches.get(s as usize).map_or(NONE, |x| x.group);
+    let node = i as u32;
+    let why = if sw_group(at) != NONE && sw_group(at) != sw_group(want) {
+        format!("a leaf of {}", t.group_name(sw_group(at)))
+    } else if sw_rail(at) != NONE && sw_rail(at) != r as u32 {
+        format!("the leaf of rail {}", sw_rail(at))
+    } else {
+        "another switch".into()
+    };
+    Diff {
+        kind: DiffKind::WrongLeaf,
+        item: format!("{} {}", t.nodes[i], t.nic_name(node, r as u32)),
+        expected: t.switch_name(want).into(),
+        found: format!("{} ({why})", t.switch_name(at)),
+        against,
+        what: DiffKind::WrongLeaf.what(),
+        node,
+        rails: vec![r as u32],
+        switches: vec![t.switch_name(at).into(), t.switch_name(want).into()],
+    }
+}
+
+/// Right leaf, wrong port: against the plan's port, or (regularity, three rails or more)
+/// the port this node uses on most of its other rails.
+fn wrong_port(
+    t: &Topology,
+    i: usize,
+    r: usize,
+    want: u32,
+    has_plan_nics: bool,
+    against: String,
+) -> Option<Diff> {
+    let rails = t.rails_n();
+    let f = t.found[i * rails + r].as_ref()?;
+    let want_port: Option<String> = if has_plan_nics {
+        t.planned[i * rails + r].1.clone()
+    } else if rails >= 3 {
+        let others: Vec<&str> = (0..rails)
+            .filter(|&r2| r2 != r)
+            .filter_map(|r2| t.found[i * rails + r2].as_ref()?.port.as_deref())
+            .collect();
+        mode(others.iter().copied())
+            .filter(|m| others.iter().filter(|o| *o == m).count() >= 2)
+            .map(String::from)
+    } else {
+        None
+    };
+    let (w, p) = (want_port?, f.port.as_ref()?);
+    if w == *p {
+        return None;
+    }
+    let at = t.attach[i * rails + r];
+    Some(Diff {
+        kind: DiffKind::WrongPort,
+        item: format!("{} {}", t.nodes[i], t.nic_name(i as u32, r as u32)),
+        expected: format!("{} port {w}", t.switch_name(want)),
+        found: format!("{} port {p}", t.switch_name(at)),
+        against,
+        what: DiffKind::WrongPort.what(),
+        node: i as u32,
+        rails: vec![r as u32],
+        switches: vec![t.switch_name(at).into()],
+    })
+}
+
+/// The discovered links, switch-to-switch apart from host links (a host port in a
+/// discovered fabric carries the host's description, `node nic`).
+fn split_links(t: &Topology, links: &[FabricLink]) -> (Vec<LinkLine>, Vec<LinkLine>) {
     let is_switch = |name: &str| !name.contains(' ') && !t.node_index.contains_key(name);
-    let mut have: BTreeMap<(String, String), u32> = BTreeMap::new();
     let mut sw_links = Vec::new();
     let mut host_links = Vec::new();
     for l in links {
-        let k = if l.a_name <= l.b_name {
-            (l.a_name.clone(), l.b_name.clone())
-        } else {
-            (l.b_name.clone(), l.a_name.clone())
-        };
         let item = format!("{}[{}] - {}[{}]", l.a_name, l.a_port, l.b_name, l.b_port);
         if is_switch(&l.a_name) && is_switch(&l.b_name) {
-            *have.entry(k).or_default() += 1;
             sw_links.push((item, l.width.clone(), l.speed.clone()));
         } else {
             host_links.push((item, l.width.clone(), l.speed.clone()));
         }
     }
-    if !links.is_empty() {
-        let want: BTreeMap<(String, String), u32> = match plan.filter(|p| !p.link.is_empty()) {
-            Some(p) => p.link_counts(),
-            None => {
-                // Regularity: each leaf has, to each upper switch, what most leaves have.
-                let uppers: BTreeSet<&String> = have
-                    .keys()
-                    .flat_map(|(a, b)| [a, b])
-                    .filter(|n| match t.switch_index.get(*n) {
-                        Some(&s) => {
-                            t.switches[s as usize].tier != Tier::Leaf || !t.attach.contains(&s)
-                        }
-                        None => true,
-                    })
-                    .collect();
-                let leaves: BTreeSet<&String> = have
-                    .keys()
-                    .flat_map(|(a, b)| [a, b])
-                    .filter(|n| !uppers.contains(n))
-                    .collect();
-                let mut w = BTreeMap::new();
-                for u in &uppers {
-                    let counts: Vec<u32> = leaves
-                        .iter()
-                        .map(|l| {
-                            let k = if l <= u {
-                                ((*l).clone(), (*u).clone())
-                            } else {
-                                ((*u).clone(), (*l).clone())
-                            };
-                            have.get(&k).copied().unwrap_or(0)
-                        })
-                        .collect();
-                    let mut m: BTreeMap<u32, usize> = BTreeMap::new();
-                    for c in &counts {
-                        *m.entry(*c).or_default() += 1;
-                    }
-                    let modal = m.into_iter().max_by_key(|x| (x.1, x.0)).map_or(0, |x| x.0);
-                    for l in &leaves {
-                        let k = if *l <= *u {
-                            ((*l).clone(), (*u).clone())
-                        } else {
-                            ((*u).clone(), (*l).clone())
-                        };
-                        if modal > 0 {
-                            w.insert(k, modal);
-                        }
-                    }
-                }
-                w
-            }
-        };
-        let against = if plan.is_some_and(|p| !p.link.is_empty()) {
-            "plan"
+    (sw_links, host_links)
+}
+
+/// Switch links: counts per switch pair, against the plan or the leaves' common count.
+fn link_counts(t: &Topology, plan: Option<&FabricPlan>, links: &[FabricLink]) -> Vec<Diff> {
+    let is_switch = |name: &str| !name.contains(' ') && !t.node_index.contains_key(name);
+    let mut have: BTreeMap<(String, String), u32> = BTreeMap::new();
+    for l in links
+        .iter()
+        .filter(|l| is_switch(&l.a_name) && is_switch(&l.b_name))
+    {
+        let k = if l.a_name <= l.b_name {
+            (l.a_name.clone(), l.b_name.clone())
         } else {
-            "regularity"
+            (l.b_name.clone(), l.a_name.clone())
         };
-        let keys: BTreeSet<&(String, String)> = want.keys().chain(have.keys()).collect();
-        for k in keys {
-            let (w, h) = (
-                want.get(k).copied().unwrap_or(0),
-                have.get(k).copied().unwrap_or(0),
-            );
-            if w == h {
-                continue;
-            }
-            let kind = if h < w {
-                DiffKind::MissingLink
-            } else {
-                DiffKind::ExtraLink
-            };
-            out.push(Diff {
-                kind,
-                item: format!("{} - {}", k.0, k.1),
-                expected: format!("{w} link(s)"),
-                found: format!("{h} link(s)"),
-                against: format!("{against}; ibnetdiscover"),
-                what: kind.what(),
-                node: NONE,
-                rails: vec![],
-                switches: vec![k.0.clone(), k.1.clone()],
-            });
-        }
-        downgraded(&sw_links, &mut out, "peers (switch links)");
+        *have.entry(k).or_default() += 1;
     }
-    // Host links as the NICs' neighbours saw them (when the fabric did not list them).
-    if host_links.is_empty() {
-        for i in 0..t.nodes.len() {
-            for r in 0..rails {
-                if let Some(f) = &t.found[i * rails + r] {
-                    if f.width.is_some() || f.speed.is_some() {
-                        host_links.push((
-                            format!(
-                                "{} {} - {}",
-                                t.nodes[i],
-                                t.nic_name(i as u32, r as u32),
-                                f.switch
-                            ),
-                            f.width.clone(),
-                            f.speed.clone(),
-                        ));
-                    }
+    let planned = plan.filter(|p| !p.link.is_empty());
+    let want = match planned {
+        Some(p) => p.link_counts(),
+        None => regular_link_counts(t, &have),
+    };
+    let against = if planned.is_some() {
+        "plan"
+    } else {
+        "regularity"
+    };
+    let keys: BTreeSet<&(String, String)> = want.keys().chain(have.keys()).collect();
+    let mut out = Vec::new();
+    for k in keys {
+        let (w, h) = (
+            want.get(k).copied().unwrap_or(0),
+            have.get(k).copied().unwrap_or(0),
+        );
+        if w == h {
+            continue;
+        }
+        let kind = if h < w {
+            DiffKind::MissingLink
+        } else {
+            DiffKind::ExtraLink
+        };
+        out.push(Diff {
+            kind,
+            item: format!("{} - {}", k.0, k.1),
+            expected: format!("{w} link(s)"),
+            found: format!("{h} link(s)"),
+            against: format!("{against}; ibnetdiscover"),
+            what: kind.what(),
+            node: NONE,
+            rails: vec![],
+            switches: vec![k.0.clone(), k.1.clone()],
+        });
+    }
+    out
+}
+
+/// Regularity: each leaf has, to each upper switch, what most leaves have.
+fn regular_link_counts(
+    t: &Topology,
+    have: &BTreeMap<(String, String), u32>,
+) -> BTreeMap<(String, String), u32> {
+    let uppers: BTreeSet<&String> = have
+        .keys()
+        .flat_map(|(a, b)| [a, b])
+        .filter(|n| match t.switch_index.get(*n) {
+            Some(&s) => t.switches[s as usize].tier != Tier::Leaf || !t.attach.contains(&s),
+            None => true,
+        })
+        .collect();
+    let leaves: BTreeSet<&String> = have
+        .keys()
+        .flat_map(|(a, b)| [a, b])
+        .filter(|n| !uppers.contains(n))
+        .collect();
+    let key = |l: &String, u: &String| {
+        if l <= u {
+            (l.clone(), u.clone())
+        } else {
+            (u.clone(), l.clone())
+        }
+    };
+    let mut w = BTreeMap::new();
+    for u in &uppers {
+        let mut m: BTreeMap<u32, usize> = BTreeMap::new();
+        for l in &leaves {
+            *m.entry(have.get(&key(l, u)).copied().unwrap_or(0))
+                .or_default() += 1;
+        }
+        let modal = m.into_iter().max_by_key(|x| (x.1, x.0)).map_or(0, |x| x.0);
+        if modal > 0 {
+            for l in &leaves {
+                w.insert(key(l, u), modal);
+            }
+        }
+    }
+    w
+}
+
+/// Host links as the NICs' neighbours saw them (width and speed where they say).
+fn neighbour_links(t: &Topology) -> Vec<LinkLine> {
+    let rails = t.rails_n();
+    let mut host_links = Vec::new();
+    for i in 0..t.nodes.len() {
+        for r in 0..rails {
+            if let Some(f) = &t.found[i * rails + r] {
+                if f.width.is_some() || f.speed.is_some() {
+                    host_links.push((
+                        format!(
+                            "{} {} - {}",
+                            t.nodes[i],
+                            t.nic_name(i as u32, r as u32),
+                            f.switch
+                        ),
+                        f.width.clone(),
+                        f.speed.clone(),
+                    ));
                 }
             }
         }
     }
-    downgraded(&host_links, &mut out, "peers (host links)");
-    out.sort_by(|a, b| (a.kind, &a.item).cmp(&(b.kind, &b.item)));
-    out
+    host_links
 }
