@@ -155,25 +155,75 @@ impl Topology {
         }
         t.nodes = names;
         let n = t.nodes.len();
+        let rails_n = t.assign_rails(f);
+        t.node_group = vec![NONE; n];
+        t.node_rack = vec![NONE; n];
 
-        // Rails: the plan's rail numbers; else each node's NICs in natural order.
+        let mut sources = Vec::new();
+        // The plan: switches, groups, racks, planned attachments.
+        let plan_has_nics = f.plan.is_some_and(|p| !p.nic.is_empty());
+        if let Some(p) = f.plan {
+            sources.push(format!("plan ({})", p.source));
+            t.apply_plan(p, rails_n);
+        }
+        // Discovery: as built.
+        let discovered = t.apply_discovery(f, rails_n);
+        if discovered > 0 {
+            let srcs: BTreeSet<&str> = f.found.values().map(|x| x.source.as_str()).collect();
+            sources.push(format!(
+                "discovery ({discovered} NIC neighbour(s), {})",
+                srcs.into_iter().collect::<Vec<_>>().join(", ")
+            ));
+        }
+        // Leaves' rails and groups where the plan did not give them: the majority rail of
+        // their NICs; groups from leaves that share nodes.
+        let leaves: Vec<u32> = (0..t.switches.len() as u32)
+            .filter(|&s| t.switches[s as usize].tier == Tier::Leaf)
+            .collect();
+        t.leaf_rails(&leaves, rails_n);
+        let need_groups = leaves.iter().any(|&l| t.switches[l as usize].group == NONE)
+            && (plan_has_nics || discovered > 0);
+        if need_groups {
+            t.infer_leaf_groups(&leaves);
+        }
+        t.node_groups(rails_n);
+        // Groups only (Slurm), or nothing: leaves per group and rail, from the plan's
+        // groups or the latency classes.
+        t.inferred_leaves(f, rails_n, &mut sources);
+        t.has_leaves = t.attach.iter().any(|&a| a != NONE);
+        t.known = !sources.is_empty();
+        t.source = if sources.is_empty() {
+            "none: no plan, no discovery, no latency classes; suspects stop at nodes, NICs and links".into()
+        } else {
+            sources.join("; ")
+        };
+        if let Some(p) = f.plan {
+            t.uplink_shares(p);
+        }
+        t
+    }
+
+    /// Rails: the plan's rail numbers; else each node's NICs in natural order. Sizes the
+    /// per-NIC tables and names each rail for the NIC most nodes use on it. The rail count.
+    fn assign_rails(&mut self, f: &Facts) -> usize {
+        let n = self.nodes.len();
         let mut rail_of: HashMap<(u32, String), u32> = HashMap::new();
         let mut rails_n = 0u32;
         if let Some(p) = f.plan {
             for nic in &p.nic {
-                let id = t.node_index[&nic.node];
+                let id = self.node_index[&nic.node];
                 rail_of.insert((id, nic.nic.clone()), nic.rail);
                 rails_n = rails_n.max(nic.rail + 1);
             }
         }
         let mut per_node: BTreeMap<u32, BTreeSet<String>> = BTreeMap::new();
         for (node, nics) in &f.nics {
-            if let Some(&id) = t.node_index.get(node) {
+            if let Some(&id) = self.node_index.get(node) {
                 per_node.entry(id).or_default().extend(nics.iter().cloned());
             }
         }
         for (node, nic) in f.found.keys() {
-            if let Some(&id) = t.node_index.get(node) {
+            if let Some(&id) = self.node_index.get(node) {
                 per_node.entry(id).or_default().insert(nic.clone());
             }
         }
@@ -196,104 +246,97 @@ impl Topology {
             }
         }
         let rails_n = rails_n.max(1) as usize;
-        t.rails = (0..rails_n).map(|r| format!("rail {r}")).collect();
-        t.attach = vec![NONE; n * rails_n];
-        t.planned = vec![(NONE, None); n * rails_n];
-        t.found = vec![None; n * rails_n];
-        t.nic_names = vec![None; n * rails_n];
+        self.rails = (0..rails_n).map(|r| format!("rail {r}")).collect();
+        self.attach = vec![NONE; n * rails_n];
+        self.planned = vec![(NONE, None); n * rails_n];
+        self.found = vec![None; n * rails_n];
+        self.nic_names = vec![None; n * rails_n];
         for ((id, nic), &r) in &rail_of {
             let s = *id as usize * rails_n + r as usize;
-            t.nic_names[s] = Some(nic.clone());
+            self.nic_names[s] = Some(nic.clone());
         }
         // Rail display name: the NIC name most nodes use on it.
         for r in 0..rails_n {
             let mut count: BTreeMap<&str, usize> = BTreeMap::new();
             for i in 0..n {
-                if let Some(x) = &t.nic_names[i * rails_n + r] {
+                if let Some(x) = &self.nic_names[i * rails_n + r] {
                     *count.entry(x.as_str()).or_default() += 1;
                 }
             }
             if let Some((name, _)) = count.into_iter().max_by_key(|x| x.1) {
-                t.rails[r] = name.to_string();
+                self.rails[r] = name.to_string();
             }
         }
-        t.rail_of = rail_of;
-        t.node_group = vec![NONE; n];
-        t.node_rack = vec![NONE; n];
+        self.rail_of = rail_of;
+        rails_n
+    }
 
-        let mut sources = Vec::new();
-        // The plan: switches, groups, racks, planned attachments.
-        let plan_has_nics = f.plan.is_some_and(|p| !p.nic.is_empty());
-        if let Some(p) = f.plan {
-            sources.push(format!("plan ({})", p.source));
-            for s in &p.switch {
-                let i = t.intern_switch(&s.name, s.tier, false);
-                let g = s
-                    .group
-                    .as_deref()
-                    .map(|g| Self::intern(&mut t.groups, g))
-                    .unwrap_or(NONE);
-                let rk = s
-                    .rack
-                    .as_deref()
-                    .map(|r| Self::intern(&mut t.racks, r))
-                    .unwrap_or(NONE);
-                let sw = &mut t.switches[i as usize];
-                sw.group = g;
-                sw.rail = s.rail.unwrap_or(NONE);
-                sw.rack = rk;
+    /// The plan's switches (tier, group, rail, rack), planned attachments, nodes' groups
+    /// and racks.
+    fn apply_plan(&mut self, p: &FabricPlan, rails_n: usize) {
+        for s in &p.switch {
+            let i = self.intern_switch(&s.name, s.tier, false);
+            let g = s
+                .group
+                .as_deref()
+                .map(|g| Self::intern(&mut self.groups, g))
+                .unwrap_or(NONE);
+            let rk = s
+                .rack
+                .as_deref()
+                .map(|r| Self::intern(&mut self.racks, r))
+                .unwrap_or(NONE);
+            let sw = &mut self.switches[i as usize];
+            sw.group = g;
+            sw.rail = s.rail.unwrap_or(NONE);
+            sw.rack = rk;
+        }
+        for nic in &p.nic {
+            let id = self.node_index[&nic.node];
+            let s = id as usize * rails_n + nic.rail as usize;
+            self.planned[s] = (self.switch_index[&nic.switch], nic.port.clone());
+            self.attach[s] = self.planned[s].0;
+        }
+        for node in &p.node {
+            let id = self.node_index[&node.name];
+            if let Some(g) = &node.group {
+                self.node_group[id as usize] = Self::intern(&mut self.groups, g);
             }
-            for nic in &p.nic {
-                let id = t.node_index[&nic.node];
-                let s = id as usize * rails_n + nic.rail as usize;
-                t.planned[s] = (t.switch_index[&nic.switch], nic.port.clone());
-                t.attach[s] = t.planned[s].0;
-            }
-            for node in &p.node {
-                let id = t.node_index[&node.name];
-                if let Some(g) = &node.group {
-                    t.node_group[id as usize] = Self::intern(&mut t.groups, g);
-                }
-                if let Some(r) = &node.rack {
-                    t.node_rack[id as usize] = Self::intern(&mut t.racks, r);
-                }
+            if let Some(r) = &node.rack {
+                self.node_rack[id as usize] = Self::intern(&mut self.racks, r);
             }
         }
-        // Discovery: as built.
+    }
+
+    /// Discovery's neighbours: each NIC attached where it was found. How many were.
+    fn apply_discovery(&mut self, f: &Facts, rails_n: usize) -> usize {
         let mut discovered = 0;
         for ((node, nic), fd) in &f.found {
             let (Some(&id), Some(&r)) = (
-                t.node_index.get(node),
-                t.node_index
+                self.node_index.get(node),
+                self.node_index
                     .get(node)
-                    .and_then(|id| t.rail_of.get(&(*id, nic.clone()))),
+                    .and_then(|id| self.rail_of.get(&(*id, nic.clone()))),
             ) else {
                 continue;
             };
-            let sw = t.intern_switch(&fd.switch, Tier::Leaf, false);
+            let sw = self.intern_switch(&fd.switch, Tier::Leaf, false);
             let s = id as usize * rails_n + r as usize;
-            t.attach[s] = sw;
-            t.found[s] = Some(fd.clone());
+            self.attach[s] = sw;
+            self.found[s] = Some(fd.clone());
             discovered += 1;
         }
-        if discovered > 0 {
-            let srcs: BTreeSet<&str> = f.found.values().map(|x| x.source.as_str()).collect();
-            sources.push(format!(
-                "discovery ({discovered} NIC neighbour(s), {})",
-                srcs.into_iter().collect::<Vec<_>>().join(", ")
-            ));
-        }
-        // Leaves' rails and groups where the plan did not give them: the majority rail of
-        // their NICs; groups from leaves that share nodes.
-        let leaves: Vec<u32> = (0..t.switches.len() as u32)
-            .filter(|&s| t.switches[s as usize].tier == Tier::Leaf)
-            .collect();
-        for &l in &leaves {
-            if t.switches[l as usize].rail != NONE {
+        discovered
+    }
+
+    /// A leaf's rail where the plan did not give it: the majority rail of its NICs.
+    fn leaf_rails(&mut self, leaves: &[u32], rails_n: usize) {
+        for &l in leaves {
+            if self.switches[l as usize].rail != NONE {
                 continue;
             }
             let mut votes: BTreeMap<u32, usize> = BTreeMap::new();
-            for (s, &a) in t.attach.iter().enumerate() {
+            for (s, &a) in self.attach.iter().enumerate() {
                 if a == l {
                     *votes.entry((s % rails_n) as u32).or_default() += 1;
                 }
@@ -302,75 +345,75 @@ impl Topology {
                 .into_iter()
                 .max_by_key(|x| (x.1, std::cmp::Reverse(x.0)))
             {
-                t.switches[l as usize].rail = r;
+                self.switches[l as usize].rail = r;
             }
         }
-        let need_groups = leaves.iter().any(|&l| t.switches[l as usize].group == NONE)
-            && (plan_has_nics || discovered > 0);
-        if need_groups {
-            t.infer_leaf_groups(&leaves);
-        }
-        // Nodes' groups: the majority group of their NICs' leaves.
+    }
+
+    /// Nodes' groups: the majority group of their NICs' leaves.
+    fn node_groups(&mut self, rails_n: usize) {
+        let n = self.nodes.len();
         for i in 0..n {
-            if t.node_group[i] != NONE {
+            if self.node_group[i] != NONE {
                 continue;
             }
             let mut votes: BTreeMap<u32, usize> = BTreeMap::new();
             for r in 0..rails_n {
-                let a = t.attach[i * rails_n + r];
-                if a != NONE && t.switches[a as usize].group != NONE {
-                    *votes.entry(t.switches[a as usize].group).or_default() += 1;
+                let a = self.attach[i * rails_n + r];
+                if a != NONE && self.switches[a as usize].group != NONE {
+                    *votes.entry(self.switches[a as usize].group).or_default() += 1;
                 }
             }
             if let Some((g, _)) = votes
                 .into_iter()
                 .max_by_key(|x| (x.1, std::cmp::Reverse(x.0)))
             {
-                t.node_group[i] = g;
+                self.node_group[i] = g;
             }
         }
-        // Groups only (Slurm), or nothing: leaves per group and rail, from the plan's
-        // groups or the latency classes.
-        if t.attach.iter().all(|&a| a == NONE) {
-            if t.node_group.iter().all(|&g| g == NONE) && t.infer_groups_from_latency(&f.latencies)
+    }
+
+    /// Without any attachment: groups from the latency classes when none is known, and a
+    /// leaf inferred per group and rail.
+    fn inferred_leaves(&mut self, f: &Facts, rails_n: usize, sources: &mut Vec<String>) {
+        let n = self.nodes.len();
+        if self.attach.iter().all(|&a| a == NONE) {
+            if self.node_group.iter().all(|&g| g == NONE)
+                && self.infer_groups_from_latency(&f.latencies)
             {
                 sources.push("latency classes (one-switch pairs are faster)".into());
             }
-            if t.node_group.iter().any(|&g| g != NONE) {
+            if self.node_group.iter().any(|&g| g != NONE) {
                 for i in 0..n {
-                    let g = t.node_group[i];
+                    let g = self.node_group[i];
                     if g == NONE {
                         continue;
                     }
                     for r in 0..rails_n {
-                        let name =
-                            format!("{}/{} (inferred leaf)", t.groups[g as usize], t.rails[r]);
-                        let sw = t.intern_switch(&name, Tier::Leaf, true);
-                        t.switches[sw as usize].group = g;
-                        t.switches[sw as usize].rail = r as u32;
-                        t.attach[i * rails_n + r] = sw;
+                        let name = format!(
+                            "{}/{} (inferred leaf)",
+                            self.groups[g as usize], self.rails[r]
+                        );
+                        let sw = self.intern_switch(&name, Tier::Leaf, true);
+                        self.switches[sw as usize].group = g;
+                        self.switches[sw as usize].rail = r as u32;
+                        self.attach[i * rails_n + r] = sw;
                     }
                 }
             }
         }
-        t.has_leaves = t.attach.iter().any(|&a| a != NONE);
-        t.known = !sources.is_empty();
-        t.source = if sources.is_empty() {
-            "none: no plan, no discovery, no latency classes; suspects stop at nodes, NICs and links".into()
-        } else {
-            sources.join("; ")
-        };
-        if let Some(p) = f.plan {
-            for (leaf, c) in p.leaf_capacity() {
-                if let Some(&i) = t.switch_index.get(&leaf) {
-                    if t.uplink_share.is_empty() {
-                        t.uplink_share = vec![1.0; t.switches.len()];
-                    }
-                    t.uplink_share[i as usize] = c.flow_share() as f32;
+    }
+
+    /// What one flow leaving each leaf across the spines reaches, by the plan's rates.
+    fn uplink_shares(&mut self, p: &FabricPlan) {
+        for (leaf, c) in p.leaf_capacity() {
+            if let Some(&i) = self.switch_index.get(&leaf) {
+                if self.uplink_share.is_empty() {
+                    self.uplink_share = vec![1.0; self.switches.len()];
                 }
+                self.uplink_share[i as usize] = c.flow_share() as f32;
             }
         }
-        t
     }
 
     /// What one flow leaving leaf `s` across the spines reaches, as a share of the NIC's
