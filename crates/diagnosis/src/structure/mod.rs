@@ -412,58 +412,13 @@ pub fn build(docs: &[Loaded], plan: Option<&FabricPlan>, s: &MatrixSettings) -> 
         st.one_way = o.one_way;
         st.bad_links = loc.bad_cells;
         st.links = loc.cells;
-        if o.summed_skipped > 0 {
-            st.notes.push(format!(
-                "{} bidirectional row(s) without per-direction figures left out of the per-direction matrix (a summed figure cannot say which end is slow)",
-                o.summed_skipped
-            ));
-        }
-        let slow: Vec<String> = t
-            .uplink_share
-            .iter()
-            .enumerate()
-            .filter(|(_, &x)| x < 1.0)
-            .map(|(i, x)| format!("{} {x:.3}", t.switch_name(i as u32)))
-            .collect();
-        if !slow.is_empty() {
-            st.judged_by_rates = true;
-            st.notes.push(format!(
-                "cells across the spines are judged against the rail median times what one flow reaches through the slowest planned uplink of its leaves, as a share of the NIC's rate ({}{}); \"rail median\" in such a suspect's line is that product",
-                slow.iter().take(8).cloned().collect::<Vec<_>>().join(", "),
-                if slow.len() > 8 { format!(" and {} more", slow.len() - 8) } else { String::new() }
-            ));
-        }
+        st.judged_by_rates = t.uplink_share.iter().any(|&x| x < 1.0);
+        st.notes.extend(measurement_notes(o, &t));
         for p in &loc.picks {
             if let Part::Cabling(c) = p.part {
                 explained_diffs.insert(c);
             }
-            let (kind, name, what, marks) = describe(p.part, &t, &diffs);
-            let retest = retest_pair(p.part, &t).into_iter().collect();
-            let discovery = agreement(p.part, &t, &diffs, !links.is_empty());
-            let finite = |v: f64| v.is_finite().then_some(v);
-            suspects.push(StructSuspect {
-                kind,
-                summary: format!(
-                    "{kind} {name}: explains {} of the {} bad links, contradicted by {} good ones, discovery {discovery} ({}{})",
-                    p.explains,
-                    loc.bad_cells,
-                    p.contradicted,
-                    o.label,
-                    finite(p.worst_gbit_s)
-                        .map(|w| format!("; worst {} Gb/s, rail median {} Gb/s", verdict::judge::format_value(w), verdict::judge::format_value(p.median_gbit_s)))
-                        .unwrap_or_default()
-                ),
-                name,
-                what,
-                explains: p.explains,
-                bad_links: loc.bad_cells,
-                contradicted: p.contradicted,
-                discovery,
-                worst_gbit_s: finite(p.worst_gbit_s),
-                median_gbit_s: finite(p.median_gbit_s),
-                marks,
-                retest,
-            });
+            suspects.push(suspect_of(p, o, loc, &t, &diffs, !links.is_empty()));
         }
     }
     // Cabling differences no measurement showed are suspects on discovery alone.
@@ -471,28 +426,7 @@ pub fn build(docs: &[Loaded], plan: Option<&FabricPlan>, s: &MatrixSettings) -> 
         if explained_diffs.contains(&(i as u32)) {
             continue;
         }
-        suspects.push(StructSuspect {
-            kind: d.kind.as_str(),
-            name: d.item.clone(),
-            what: d.what,
-            explains: 0,
-            bad_links: st.bad_links,
-            contradicted: 0,
-            discovery: "agrees",
-            worst_gbit_s: None,
-            median_gbit_s: None,
-            summary: format!(
-                "{} {}: expected {}, found {} (against {}); explains 0 of the {} bad links, discovery agrees",
-                d.kind.as_str(),
-                d.item,
-                d.expected,
-                d.found,
-                d.against,
-                st.bad_links
-            ),
-            marks: d.switches.clone(),
-            retest: Vec::new(),
-        });
+        suspects.push(discovery_only(d, st.bad_links));
     }
     st.suspects = suspects;
     st.cabling = diffs;
@@ -508,6 +442,97 @@ pub fn build(docs: &[Loaded], plan: Option<&FabricPlan>, s: &MatrixSettings) -> 
         }
     }
     Some(st)
+}
+
+/// What the reader should know about how the cells were judged: bidirectional rows left
+/// out, cells across slower planned uplinks judged by the plan's rates.
+fn measurement_notes(o: &Observed, t: &Topology) -> Vec<String> {
+    let mut notes = Vec::new();
+    if o.summed_skipped > 0 {
+        notes.push(format!(
+            "{} bidirectional row(s) without per-direction figures left out of the per-direction matrix (a summed figure cannot say which end is slow)",
+            o.summed_skipped
+        ));
+    }
+    let slow: Vec<String> = t
+        .uplink_share
+        .iter()
+        .enumerate()
+        .filter(|(_, &x)| x < 1.0)
+        .map(|(i, x)| format!("{} {x:.3}", t.switch_name(i as u32)))
+        .collect();
+    if !slow.is_empty() {
+        notes.push(format!(
+            "cells across the spines are judged against the rail median times what one flow reaches through the slowest planned uplink of its leaves, as a share of the NIC's rate ({}{}); \"rail median\" in such a suspect's line is that product",
+            slow.iter().take(8).cloned().collect::<Vec<_>>().join(", "),
+            if slow.len() > 8 { format!(" and {} more", slow.len() - 8) } else { String::new() }
+        ));
+    }
+    notes
+}
+
+/// A localised part as a suspect: in words, with its figures and the pair to retest.
+fn suspect_of(
+    p: &localise::Pick,
+    o: &Observed,
+    loc: &Localisation,
+    t: &Topology,
+    diffs: &[Diff],
+    fabric: bool,
+) -> StructSuspect {
+    let (kind, name, what, marks) = describe(p.part, t, diffs);
+    let retest = retest_pair(p.part, t).into_iter().collect();
+    let discovery = agreement(p.part, t, diffs, fabric);
+    let finite = |v: f64| v.is_finite().then_some(v);
+    StructSuspect {
+        kind,
+        summary: format!(
+            "{kind} {name}: explains {} of the {} bad links, contradicted by {} good ones, discovery {discovery} ({}{})",
+            p.explains,
+            loc.bad_cells,
+            p.contradicted,
+            o.label,
+            finite(p.worst_gbit_s)
+                .map(|w| format!("; worst {} Gb/s, rail median {} Gb/s", verdict::judge::format_value(w), verdict::judge::format_value(p.median_gbit_s)))
+                .unwrap_or_default()
+        ),
+        name,
+        what,
+        explains: p.explains,
+        bad_links: loc.bad_cells,
+        contradicted: p.contradicted,
+        discovery,
+        worst_gbit_s: finite(p.worst_gbit_s),
+        median_gbit_s: finite(p.median_gbit_s),
+        marks,
+        retest,
+    }
+}
+
+/// A cabling difference no measurement showed: a suspect on discovery alone.
+fn discovery_only(d: &Diff, bad_links: u32) -> StructSuspect {
+    StructSuspect {
+        kind: d.kind.as_str(),
+        name: d.item.clone(),
+        what: d.what,
+        explains: 0,
+        bad_links,
+        contradicted: 0,
+        discovery: "agrees",
+        worst_gbit_s: None,
+        median_gbit_s: None,
+        summary: format!(
+            "{} {}: expected {}, found {} (against {}); explains 0 of the {} bad links, discovery agrees",
+            d.kind.as_str(),
+            d.item,
+            d.expected,
+            d.found,
+            d.against,
+            bad_links
+        ),
+        marks: d.switches.clone(),
+        retest: Vec::new(),
+    }
 }
 
 /// The set cover with the profile's rules.
