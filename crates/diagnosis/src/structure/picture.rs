@@ -81,6 +81,163 @@ pub fn fabric_svg(t: &Topology, suspects: &[StructSuspect]) -> String {
             svg_label(&t.switches[sp].name)
         );
     }
+    leaf_boxes(&mut s, t, suspects, &leaves, &x_of, bw);
+    if t.switches.len() > 2 * DRAWN_MAX {
+        let _ = write!(
+            s,
+            r#"<text x="20" y="280">{} switches; the first {DRAWN_MAX} leaves and spines drawn</text>"#,
+            t.switches.len()
+        );
+    }
+    let _ = write!(
+        s,
+        r#"<text x="20" y="18">{}</text>"#,
+        svg_label("spines (top), leaves by group (below); red: suspect")
+    );
+    s.push_str("</svg>");
+    s
+}
+
+/// Node order: by group, then name.
+fn order(t: &Topology) -> Vec<usize> {
+    let mut v: Vec<usize> = (0..t.nodes.len()).collect();
+    v.sort_by(|&a, &b| (t.node_group[a], a).cmp(&(t.node_group[b], b)));
+    v
+}
+
+/// Per rail: sender rows, receiver columns, ordered by group; bad cells red.
+pub fn matrices(o: &Observed, t: &Topology, loc: &Localisation) -> Vec<DirMatrix> {
+    if o.n > MATRIX_MAX || o.n == 0 {
+        return vec![];
+    }
+    let ord = order(t);
+    let mut out = Vec::new();
+    for r in 0..o.rails {
+        let med = loc.medians.get(r).copied().unwrap_or(f64::NAN);
+        if !med.is_finite() {
+            continue;
+        }
+        let s = direction_svg(o, t, loc, r, &ord, med);
+        let rail = t.rails.get(r).cloned().unwrap_or_default();
+        let md = (o.n <= MARKDOWN_MAX).then(|| direction_markdown(o, t, loc, r, &ord));
+        out.push(DirMatrix {
+            file: format!("plots/direction-{}.svg", verdict::escape::file_name(&rail)),
+            rail,
+            svg: s,
+            markdown: md,
+        });
+    }
+    out
+}
+
+/// One rail's per-direction matrix as SVG: senders down, receivers across, bad cells red
+/// (darker the slower), group boundaries drawn.
+fn direction_svg(
+    o: &Observed,
+    t: &Topology,
+    loc: &Localisation,
+    r: usize,
+    ord: &[usize],
+    med: f64,
+) -> String {
+    let cell = (600.0 / o.n as f64).clamp(3.0, 24.0);
+    let lab = if o.n <= 32 { 90.0 } else { 10.0 };
+    let size = lab + cell * o.n as f64 + 10.0;
+    let mut s = format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{size}" height="{size}" viewBox="0 0 {size} {size}" font-family="sans-serif" font-size="9">"#
+    );
+    for (yi, &a) in ord.iter().enumerate() {
+        if o.n <= 32 {
+            let _ = write!(
+                s,
+                r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
+                lab - 4.0,
+                lab + cell * (yi as f64 + 0.7),
+                svg_label(&t.nodes[a])
+            );
+        }
+        for (xi, &b) in ord.iter().enumerate() {
+            let v = o.get(r, a, b);
+            if v.is_nan() {
+                continue;
+            }
+            let bad = loc.bad[r][a * o.n + b];
+            let share = (v as f64 / med).clamp(0.0, 1.0);
+            let fill = if bad {
+                format!(
+                    "rgb(220,{},{})",
+                    (share * 120.0) as u8,
+                    (share * 120.0) as u8
+                )
+            } else {
+                let g = (160.0 + 60.0 * share) as u8;
+                format!("rgb(120,{g},120)")
+            };
+            let _ = write!(
+                s,
+                r#"<rect x="{}" y="{}" width="{cell}" height="{cell}" fill="{fill}"/>"#,
+                lab + cell * xi as f64,
+                lab + cell * yi as f64
+            );
+        }
+    }
+    // Group boundaries.
+    for (k, &a) in ord.iter().enumerate() {
+        if k > 0 && t.node_group[a] != t.node_group[ord[k - 1]] {
+            let p = lab + cell * k as f64;
+            let end = lab + cell * o.n as f64;
+            let _ = write!(
+                s,
+                r##"<line x1="{p}" y1="{lab}" x2="{p}" y2="{end}" stroke="#000"/><line x1="{lab}" y1="{p}" x2="{end}" y2="{p}" stroke="#000"/>"##
+            );
+        }
+    }
+    s.push_str("</svg>");
+    s
+}
+
+/// One rail's per-direction matrix as a Markdown table (bold: bad).
+fn direction_markdown(
+    o: &Observed,
+    t: &Topology,
+    loc: &Localisation,
+    r: usize,
+    ord: &[usize],
+) -> String {
+    let mut m = String::from("| sends \\ receives |");
+    for &b in ord {
+        let _ = write!(m, " {} |", markdown(&t.nodes[b]));
+    }
+    m.push_str("\n|---|");
+    for _ in ord {
+        m.push_str("---|");
+    }
+    for &a in ord {
+        let _ = write!(m, "\n| {} |", markdown(&t.nodes[a]));
+        for &b in ord {
+            let v = o.get(r, a, b);
+            if v.is_nan() {
+                m.push_str(" - |");
+            } else if loc.bad[r][a * o.n + b] {
+                let _ = write!(m, " **{}** |", verdict::judge::format_value(v as f64));
+            } else {
+                let _ = write!(m, " {} |", verdict::judge::format_value(v as f64));
+            }
+        }
+    }
+    m
+}
+
+/// The leaves in a row, each with its node count (and suspects among them), each group
+/// named under its first leaf.
+fn leaf_boxes(
+    s: &mut String,
+    t: &Topology,
+    suspects: &[StructSuspect],
+    leaves: &[usize],
+    x_of: &dyn Fn(usize, usize) -> f64,
+    bw: f64,
+) {
     let mut last_group = u32::MAX - 1;
     for (k, &l) in leaves.iter().enumerate() {
         let x = x_of(k, leaves.len());
@@ -126,128 +283,4 @@ pub fn fabric_svg(t: &Topology, suspects: &[StructSuspect]) -> String {
             );
         }
     }
-    if t.switches.len() > 2 * DRAWN_MAX {
-        let _ = write!(
-            s,
-            r#"<text x="20" y="280">{} switches; the first {DRAWN_MAX} leaves and spines drawn</text>"#,
-            t.switches.len()
-        );
-    }
-    let _ = write!(
-        s,
-        r#"<text x="20" y="18">{}</text>"#,
-        svg_label("spines (top), leaves by group (below); red: suspect")
-    );
-    s.push_str("</svg>");
-    s
-}
-
-/// Node order: by group, then name.
-fn order(t: &Topology) -> Vec<usize> {
-    let mut v: Vec<usize> = (0..t.nodes.len()).collect();
-    v.sort_by(|&a, &b| (t.node_group[a], a).cmp(&(t.node_group[b], b)));
-    v
-}
-
-/// Per rail: sender rows, receiver columns, ordered by group; bad cells red.
-pub fn matrices(o: &Observed, t: &Topology, loc: &Localisation) -> Vec<DirMatrix> {
-    if o.n > MATRIX_MAX || o.n == 0 {
-        return vec![];
-    }
-    let ord = order(t);
-    let mut out = Vec::new();
-    for r in 0..o.rails {
-        let med = loc.medians.get(r).copied().unwrap_or(f64::NAN);
-        if !med.is_finite() {
-            continue;
-        }
-        let cell = (600.0 / o.n as f64).clamp(3.0, 24.0);
-        let lab = if o.n <= 32 { 90.0 } else { 10.0 };
-        let size = lab + cell * o.n as f64 + 10.0;
-        let mut s = format!(
-            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{size}" height="{size}" viewBox="0 0 {size} {size}" font-family="sans-serif" font-size="9">"#
-        );
-        for (yi, &a) in ord.iter().enumerate() {
-            if o.n <= 32 {
-                let _ = write!(
-                    s,
-                    r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
-                    lab - 4.0,
-                    lab + cell * (yi as f64 + 0.7),
-                    svg_label(&t.nodes[a])
-                );
-            }
-            for (xi, &b) in ord.iter().enumerate() {
-                let v = o.get(r, a, b);
-                if v.is_nan() {
-                    continue;
-                }
-                let bad = loc.bad[r][a * o.n + b];
-                let share = (v as f64 / med).clamp(0.0, 1.0);
-                let fill = if bad {
-                    format!(
-                        "rgb(220,{},{})",
-                        (share * 120.0) as u8,
-                        (share * 120.0) as u8
-                    )
-                } else {
-                    let g = (160.0 + 60.0 * share) as u8;
-                    format!("rgb(120,{g},120)")
-                };
-                let _ = write!(
-                    s,
-                    r#"<rect x="{}" y="{}" width="{cell}" height="{cell}" fill="{fill}"/>"#,
-                    lab + cell * xi as f64,
-                    lab + cell * yi as f64
-                );
-            }
-        }
-        // Group boundaries.
-        let mut at = 0;
-        for (k, &a) in ord.iter().enumerate() {
-            if k > 0 && t.node_group[a] != t.node_group[ord[k - 1]] {
-                at = k;
-                let p = lab + cell * at as f64;
-                let end = lab + cell * o.n as f64;
-                let _ = write!(
-                    s,
-                    r##"<line x1="{p}" y1="{lab}" x2="{p}" y2="{end}" stroke="#000"/><line x1="{lab}" y1="{p}" x2="{end}" y2="{p}" stroke="#000"/>"##
-                );
-            }
-        }
-        let _ = at;
-        s.push_str("</svg>");
-        let rail = t.rails.get(r).cloned().unwrap_or_default();
-        let md = (o.n <= MARKDOWN_MAX).then(|| {
-            let mut m = String::from("| sends \\ receives |");
-            for &b in &ord {
-                let _ = write!(m, " {} |", markdown(&t.nodes[b]));
-            }
-            m.push_str("\n|---|");
-            for _ in &ord {
-                m.push_str("---|");
-            }
-            for &a in &ord {
-                let _ = write!(m, "\n| {} |", markdown(&t.nodes[a]));
-                for &b in &ord {
-                    let v = o.get(r, a, b);
-                    if v.is_nan() {
-                        m.push_str(" - |");
-                    } else if loc.bad[r][a * o.n + b] {
-                        let _ = write!(m, " **{}** |", verdict::judge::format_value(v as f64));
-                    } else {
-                        let _ = write!(m, " {} |", verdict::judge::format_value(v as f64));
-                    }
-                }
-            }
-            m
-        });
-        out.push(DirMatrix {
-            file: format!("plots/direction-{}.svg", verdict::escape::file_name(&rail)),
-            rail,
-            svg: s,
-            markdown: md,
-        });
-    }
-    out
 }
