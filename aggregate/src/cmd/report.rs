@@ -67,7 +67,20 @@ pub struct ReportArgs {
 }
 
 impl ReportArgs {
+    /// Judges, writes (and signs) the bundle, then says the verdict on the terminal.
     pub fn run(self) -> Result<u8> {
+        let opts = self.options();
+        let o = report::run(&opts)?;
+        print_outcome(&o, &opts.identity);
+        Ok(if o.verdict.pass() {
+            exit::OK
+        } else {
+            exit::FAILED
+        })
+    }
+
+    /// The flags as the report's options.
+    fn options(self) -> report::Options {
         let Self {
             inputs,
             profile,
@@ -87,7 +100,7 @@ impl ReportArgs {
             tenant,
             limits,
         } = self;
-        let opts = report::Options {
+        report::Options {
             plan,
             plan_format,
             tenants,
@@ -104,65 +117,68 @@ impl ReportArgs {
             dist: dist_test.map(|t| (t, dist_size)),
             limits: limits.limits(),
             stream_above,
-        };
-        let o = report::run(&opts)?;
-        let v = &o.verdict;
-        for c in &v.checks {
-            let measured = c
-                .measured
-                .map(|m| format!("{} {}", judge::format_value(m), c.unit))
-                // Nothing judged: say what would feed the check.
-                .unwrap_or_else(|| c.worst_at.clone());
-            println!(
-                "{}",
-                terminal(&format!(
-                    "{:<8} {:<28} {measured} (bound {})",
-                    c.status.as_str(),
-                    c.id,
-                    c.bound
-                ))
-            );
-            if let Some(w) = &c.warning {
-                println!("{:<8} {:<28} {w}", "WARNING", c.id);
-            }
         }
-        for line in &o.suspects {
-            println!("{}", terminal(&format!("SUSPECT  {line}")));
-        }
-        if let Some((path, n)) = &o.retest {
-            println!(
-                "{}",
-                terminal(&format!(
-                    "retest: {} ({n} pair(s)): run them with --pattern file:{} over the \
-                     same hosts, then report both runs together",
-                    path.display(),
-                    path.display()
-                ))
-            );
-        }
-        println!("report: {}", o.dir.join("report.html").display());
-        if let Some(fp) = &o.fingerprint {
-            println!(
-                "signed: {} by {fp}; the customer verifies it in {} with {}=an \
-                 allowed_signers file holding the key you publish (line: `{} ssh-ed25519 \
-                 AAAA...`; the bundle's own {} only shows the bundle agrees with itself): {}",
-                o.dir.join(sign::SIGNATURE).display(),
-                o.dir.display(),
-                sign::SIGNERS_VAR,
-                opts.identity,
-                sign::ALLOWED_SIGNERS,
-                sign::verify_command(&opts.identity)
-            );
-        }
-        println!(
-            "verdict: {} ({} passed, {} failed, {} missing of {} checks; profile {})",
-            v.overall,
-            v.passed,
-            v.failed,
-            v.missing,
-            v.checks.len(),
-            terminal(&v.profile)
-        );
-        Ok(if v.pass() { exit::OK } else { exit::FAILED })
     }
+}
+
+/// Every check's line, warnings, suspects, the retest list, where the report is, the
+/// signature with how the customer verifies it, and the verdict.
+fn print_outcome(o: &report::Outcome, identity: &str) {
+    let v = &o.verdict;
+    for c in &v.checks {
+        let measured = c
+            .measured
+            .map(|m| format!("{} {}", judge::format_value(m), c.unit))
+            // Nothing judged: say what would feed the check.
+            .unwrap_or_else(|| c.worst_at.clone());
+        println!(
+            "{}",
+            terminal(&format!(
+                "{:<8} {:<28} {measured} (bound {})",
+                c.status.as_str(),
+                c.id,
+                c.bound
+            ))
+        );
+        if let Some(w) = &c.warning {
+            println!("{:<8} {:<28} {w}", "WARNING", c.id);
+        }
+    }
+    for line in &o.suspects {
+        println!("{}", terminal(&format!("SUSPECT  {line}")));
+    }
+    if let Some((path, n)) = &o.retest {
+        println!(
+            "{}",
+            terminal(&format!(
+                "retest: {} ({n} pair(s)): run them with --pattern file:{} over the \
+                 same hosts, then report both runs together",
+                path.display(),
+                path.display()
+            ))
+        );
+    }
+    println!("report: {}", o.dir.join("report.html").display());
+    if let Some(fp) = &o.fingerprint {
+        println!(
+            "signed: {} by {fp}; the customer verifies it in {} with {}=an \
+             allowed_signers file holding the key you publish (line: `{} ssh-ed25519 \
+             AAAA...`; the bundle's own {} only shows the bundle agrees with itself): {}",
+            o.dir.join(sign::SIGNATURE).display(),
+            o.dir.display(),
+            sign::SIGNERS_VAR,
+            identity,
+            sign::ALLOWED_SIGNERS,
+            sign::verify_command(identity)
+        );
+    }
+    println!(
+        "verdict: {} ({} passed, {} failed, {} missing of {} checks; profile {})",
+        v.overall,
+        v.passed,
+        v.failed,
+        v.missing,
+        v.checks.len(),
+        terminal(&v.profile)
+    );
 }

@@ -78,7 +78,19 @@ pub struct TrendArgs {
 }
 
 impl TrendArgs {
+    /// Reads the nights, writes (and signs) the trend, then says what changed.
     pub fn run(self) -> Result<u8> {
+        let o = trend::run(&self.options())?;
+        // Night names, figure names and check ids come from inputs: printed through
+        // the terminal's escaping, one line each.
+        for l in outcome_lines(&o) {
+            println!("{}", terminal(&l.replace(['\n', '\r'], " ")));
+        }
+        Ok(o.exit_code())
+    }
+
+    /// The flags as the trend's options.
+    fn options(self) -> trend::Options {
         let Self {
             history,
             profile,
@@ -103,7 +115,7 @@ impl TrendArgs {
             dist_size,
             limits,
         } = self;
-        let opts = trend::Options {
+        trend::Options {
             history,
             profile,
             baseline,
@@ -128,80 +140,78 @@ impl TrendArgs {
             max_plots,
             dist: dist_test.map(|t| (t, dist_size)),
             limits: limits.limits(),
-        };
-        let o = trend::run(&opts)?;
-        let t = &o.trend;
-        // Night names, figure names and check ids come from inputs: printed through
-        // the terminal's escaping, one line each.
-        let mut lines = Vec::new();
-        for d in &t.drifts {
-            lines.push(format!(
-                "DRIFT      {:<40} {:+.1}% over {} nights to {} ({:+.2}%/week, Z {:.1}){}",
-                d.series,
-                d.change_pct,
-                d.nights,
-                d.window_to,
-                d.pct_per_week,
-                d.z,
-                if d.disturbed_nights > 0 {
-                    format!(", {} disturbed night(s)", d.disturbed_nights)
-                } else {
-                    String::new()
-                }
-            ));
         }
-        for n in &t.nights {
-            if n.verdict == Some("FAIL") {
-                lines.push(format!(
-                    "FAILED     {:<40} {}",
-                    n.id,
-                    n.failed_checks.join(", ")
-                ));
-            }
-            // A regression that lasts is printed the night it appears.
-            if !n.new_regressions.is_empty() {
-                let mut some: Vec<&str> = n
-                    .new_regressions
-                    .iter()
-                    .take(3)
-                    .map(String::as_str)
-                    .collect();
-                if n.new_regressions.len() > 3 {
-                    some.push("...");
-                }
-                lines.push(format!(
-                    "REGRESSED  {:<40} {} figure(s) against {}{}: {}",
-                    n.id,
-                    n.new_regressions.len(),
-                    n.compared_with.as_deref().unwrap_or("?"),
-                    if n.disturbed {
-                        " (disturbed night)"
-                    } else {
-                        ""
-                    },
-                    some.join("; ")
-                ));
-            }
-        }
-        lines.push(format!("trend: {}", o.dir.join("trend.html").display()));
-        if let Some(fp) = &o.fingerprint {
-            lines.push(format!(
-                "signed: {} by {fp}",
-                o.dir.join(sign::SIGNATURE).display()
-            ));
-        }
-        lines.push(format!(
-            "verdict: {} ({} night(s), {} drift(s), {} failed, {} regressed, {} disturbed)",
-            t.verdict,
-            t.nights.len(),
-            t.drifts.len(),
-            t.failed_nights,
-            t.regressed_nights,
-            t.disturbed_nights
-        ));
-        for l in lines {
-            println!("{}", terminal(&l.replace(['\n', '\r'], " ")));
-        }
-        Ok(o.exit_code())
     }
+}
+
+/// Drifts, failed and newly regressed nights, where the trend is, its signature, the verdict.
+fn outcome_lines(o: &trend::Outcome) -> Vec<String> {
+    let t = &o.trend;
+    let mut lines = Vec::new();
+    for d in &t.drifts {
+        lines.push(format!(
+            "DRIFT      {:<40} {:+.1}% over {} nights to {} ({:+.2}%/week, Z {:.1}){}",
+            d.series,
+            d.change_pct,
+            d.nights,
+            d.window_to,
+            d.pct_per_week,
+            d.z,
+            if d.disturbed_nights > 0 {
+                format!(", {} disturbed night(s)", d.disturbed_nights)
+            } else {
+                String::new()
+            }
+        ));
+    }
+    for n in &t.nights {
+        if n.verdict == Some("FAIL") {
+            lines.push(format!(
+                "FAILED     {:<40} {}",
+                n.id,
+                n.failed_checks.join(", ")
+            ));
+        }
+        // A regression that lasts is printed the night it appears.
+        if !n.new_regressions.is_empty() {
+            let mut some: Vec<&str> = n
+                .new_regressions
+                .iter()
+                .take(3)
+                .map(String::as_str)
+                .collect();
+            if n.new_regressions.len() > 3 {
+                some.push("...");
+            }
+            lines.push(format!(
+                "REGRESSED  {:<40} {} figure(s) against {}{}: {}",
+                n.id,
+                n.new_regressions.len(),
+                n.compared_with.as_deref().unwrap_or("?"),
+                if n.disturbed {
+                    " (disturbed night)"
+                } else {
+                    ""
+                },
+                some.join("; ")
+            ));
+        }
+    }
+    lines.push(format!("trend: {}", o.dir.join("trend.html").display()));
+    if let Some(fp) = &o.fingerprint {
+        lines.push(format!(
+            "signed: {} by {fp}",
+            o.dir.join(sign::SIGNATURE).display()
+        ));
+    }
+    lines.push(format!(
+        "verdict: {} ({} night(s), {} drift(s), {} failed, {} regressed, {} disturbed)",
+        t.verdict,
+        t.nights.len(),
+        t.drifts.len(),
+        t.failed_nights,
+        t.regressed_nights,
+        t.disturbed_nights
+    ));
+    lines
 }
