@@ -178,62 +178,16 @@ fn bounds(f: &Figure) -> Option<(f64, f64, f64, f64)> {
 
 /// Draws a figure; `None` when it has no finite point.
 pub fn render(f: &Figure) -> Option<String> {
-    // Points no measurement can have (infinite, or beyond PLOT_MAX) are left out.
-    let keep = |pts: &[(f64, f64)]| pts.iter().copied().filter(plottable).collect::<Vec<_>>();
-    let sane = Figure {
-        lines: f.lines.iter().map(|(l, p)| (l.clone(), keep(p))).collect(),
-        guides: f
-            .guides
-            .iter()
-            .map(|((l, p), c)| ((l.clone(), keep(p)), *c))
-            .collect(),
-        marks: f
-            .marks
-            .iter()
-            .map(|m| Marks {
-                points: keep(&m.points),
-                ..m.clone()
-            })
-            .collect(),
-        hlines: f
-            .hlines
-            .iter()
-            .filter(|(v, _, _)| v.is_finite() && v.abs() <= PLOT_MAX)
-            .cloned()
-            .collect(),
-        ..f.clone()
-    };
-    let f = &sane;
-    let (mut x0, mut x1, mut y0, mut y1) = bounds(f)?;
-    // A logarithmic y over less than a factor 20 would show one tick label or none.
-    let log_y = f.log_y && y0 > 0.0 && y1 / y0 > 20.0;
-    let log_x = match f.x {
-        XAxis::Size => true,
-        XAxis::Value => x0 > 0.0 && x1 / x0 > 30.0,
-        XAxis::Percentile | XAxis::Date => false,
-    };
-    if log_x {
-        x0 = x0.max(1e-9);
-        x1 = x1.max(x0 * 2.0);
-    } else if x1 <= x0 {
-        x0 -= 1.0;
-        x1 += 1.0;
-    }
-    if f.x == XAxis::Percentile {
-        x0 = 0.0;
-        x1 = x1.max(1.0);
-    }
-    if log_y {
-        y0 = (y0 * 0.8).max(1e-6);
-        y1 = (y1 * 1.25).max(y0 * 10.0);
-    } else if y0 >= 0.0 && f.y_from_zero {
-        y0 = 0.0;
-        y1 = if y1 > 0.0 { y1 * 1.1 } else { 1.0 };
-    } else {
-        let pad = (y1 - y0).abs().max(1e-9) * 0.1;
-        y0 -= pad;
-        y1 += pad;
-    }
+    let f = &plottable_only(f);
+    let axes = Axes::of(f)?;
+    let Axes {
+        x0,
+        x1,
+        y0,
+        y1,
+        log_x,
+        log_y,
+    } = axes;
     let mut svg = String::new();
     let result = {
         let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
@@ -266,6 +220,89 @@ pub fn render(f: &Figure) -> Option<String> {
         }
     };
     result.ok().map(|_| svg)
+}
+
+/// The figure without the points no measurement can have (infinite, or beyond PLOT_MAX).
+fn plottable_only(f: &Figure) -> Figure {
+    let keep = |pts: &[(f64, f64)]| pts.iter().copied().filter(plottable).collect::<Vec<_>>();
+    Figure {
+        lines: f.lines.iter().map(|(l, p)| (l.clone(), keep(p))).collect(),
+        guides: f
+            .guides
+            .iter()
+            .map(|((l, p), c)| ((l.clone(), keep(p)), *c))
+            .collect(),
+        marks: f
+            .marks
+            .iter()
+            .map(|m| Marks {
+                points: keep(&m.points),
+                ..m.clone()
+            })
+            .collect(),
+        hlines: f
+            .hlines
+            .iter()
+            .filter(|(v, _, _)| v.is_finite() && v.abs() <= PLOT_MAX)
+            .cloned()
+            .collect(),
+        ..f.clone()
+    }
+}
+
+/// The ranges and scales a figure is drawn on.
+struct Axes {
+    x0: f64,
+    x1: f64,
+    y0: f64,
+    y1: f64,
+    log_x: bool,
+    log_y: bool,
+}
+
+impl Axes {
+    /// From the figure's points: logarithmic where they span enough, padded, sizes and
+    /// percentiles on their own axes. `None` when no point is finite.
+    fn of(f: &Figure) -> Option<Axes> {
+        let (mut x0, mut x1, mut y0, mut y1) = bounds(f)?;
+        // A logarithmic y over less than a factor 20 would show one tick label or none.
+        let log_y = f.log_y && y0 > 0.0 && y1 / y0 > 20.0;
+        let log_x = match f.x {
+            XAxis::Size => true,
+            XAxis::Value => x0 > 0.0 && x1 / x0 > 30.0,
+            XAxis::Percentile | XAxis::Date => false,
+        };
+        if log_x {
+            x0 = x0.max(1e-9);
+            x1 = x1.max(x0 * 2.0);
+        } else if x1 <= x0 {
+            x0 -= 1.0;
+            x1 += 1.0;
+        }
+        if f.x == XAxis::Percentile {
+            x0 = 0.0;
+            x1 = x1.max(1.0);
+        }
+        if log_y {
+            y0 = (y0 * 0.8).max(1e-6);
+            y1 = (y1 * 1.25).max(y0 * 10.0);
+        } else if y0 >= 0.0 && f.y_from_zero {
+            y0 = 0.0;
+            y1 = if y1 > 0.0 { y1 * 1.1 } else { 1.0 };
+        } else {
+            let pad = (y1 - y0).abs().max(1e-9) * 0.1;
+            y0 -= pad;
+            y1 += pad;
+        }
+        Some(Axes {
+            x0,
+            x1,
+            y0,
+            y1,
+            log_x,
+            log_y,
+        })
+    }
 }
 
 /// A linear axis with the ticks given, not the ones plotters would choose.
