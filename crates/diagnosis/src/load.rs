@@ -451,34 +451,6 @@ fn congestion_checks(spec: &LoadSpec, docs: &[Loaded]) -> Vec<Outcome> {
             canary(true),
         ));
     }
-    if let Some(b) = spec.impact_mean_max {
-        out.push(outcome(
-            CheckText {
-                id: "impact-mean",
-                description: "Congestion impact on the mean: every canary test loaded against the same canaries isolated (GPCNeT's factor, unrounded)",
-                metric: "congestion_impact_mean",
-                unit: "x",
-                selector: "every canary test of every bench-congestion run",
-                missing: NO_RUN,
-            },
-            Max(b),
-            canary(false),
-        ));
-    }
-    if let Some(b) = spec.impact_p99_max {
-        out.push(outcome(
-            CheckText {
-                id: "impact-p99",
-                description: "Congestion impact on the tail: the 99th percentile loaded against isolated (bandwidth: the low tail)",
-                metric: "congestion_impact_p99",
-                unit: "x",
-                selector: "every canary test of every bench-congestion run",
-                missing: NO_RUN,
-            },
-            Max(b),
-            canary(true),
-        ));
-    }
     out
 }
 
@@ -817,6 +789,19 @@ mod tests {
         let f = by(&out, "load-incast-fairness");
         assert_eq!(f.status, Status::Missing);
         assert!(f.worst_at.contains("--mode incast"), "{}", f.worst_at);
+    }
+
+    /// Each key of the table is one check, once, in a fixed order (a cut of `checks` into
+    /// steps once listed the impact checks twice).
+    #[test]
+    fn every_check_of_the_table_appears_once_in_order() {
+        let docs = [loaded(canaries(&[("ring_latency_8b", 1.1, 2.0)]), false)];
+        let ids: Vec<String> = checks(&spec(), &docs).into_iter().map(|o| o.id).collect();
+        let mut seen = std::collections::BTreeSet::new();
+        assert!(ids.iter().all(|i| seen.insert(i.clone())), "{ids:?}");
+        let at = |id: &str| ids.iter().position(|i| i == id).unwrap_or(usize::MAX);
+        assert!(at("load-impact-mean") < at("load-impact-p99"), "{ids:?}");
+        assert!(at("load-impact-p99") < at("load-incast-fairness"), "{ids:?}");
     }
 
     #[test]
