@@ -801,7 +801,10 @@ mod tests {
         assert!(ids.iter().all(|i| seen.insert(i.clone())), "{ids:?}");
         let at = |id: &str| ids.iter().position(|i| i == id).unwrap_or(usize::MAX);
         assert!(at("load-impact-mean") < at("load-impact-p99"), "{ids:?}");
-        assert!(at("load-impact-p99") < at("load-incast-fairness"), "{ids:?}");
+        assert!(
+            at("load-impact-p99") < at("load-incast-fairness"),
+            "{ids:?}"
+        );
     }
 
     #[test]
