@@ -243,8 +243,7 @@ fn record(rec: &mut StepRecord, a: &execute::Attempts) {
             "launched twice: the first launch crashed after {:.0}s ({}) before writing its \
              document; its log is kept beside the step's (.log.first)",
             f.seconds,
-            f.exit_code
-                .map_or("killed by a signal".to_string(), |c| format!("exit {c}")),
+            f.how(),
         )
     });
     rec.note = match (relaunch, note) {

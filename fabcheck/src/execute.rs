@@ -28,6 +28,14 @@ pub struct Ended {
     pub crashed: bool,
 }
 
+impl Ended {
+    /// How it ended, for messages: `exit N`, or `killed by a signal` when it had no code.
+    pub fn how(&self) -> String {
+        self.exit_code
+            .map_or("killed by a signal".to_string(), |c| format!("exit {c}"))
+    }
+}
+
 /// What a step's command ended with, and, when its first launch crashed, that first end.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Attempts {
@@ -64,9 +72,7 @@ pub fn run_step(
         "  crashed after {:.0}s ({}) before writing its document: launched once more (log of the \
          first launch: {})",
         first.seconds,
-        first
-            .exit_code
-            .map_or("killed by a signal".to_string(), |c| format!("exit {c}")),
+        first.how(),
         kept.display()
     );
     let left = deadline.saturating_sub(Duration::from_secs_f64(first.seconds));

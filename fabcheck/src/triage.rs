@@ -38,12 +38,7 @@ pub fn run(t: &Triage) -> Result<i32> {
         return Ok(130);
     }
     let compare_md = t.run.out.join("compare.md");
-    let regressed = compare(t, &baseline, &compare_md)?;
-    // CPU per 100 Gb/s is the hosts' own cost of moving the bytes: a regression there is
-    // the host's (a busy node, a governor), said beside the network's answer, not in it.
-    let (host, regressed): (Vec<String>, Vec<String>) = regressed
-        .into_iter()
-        .partition(|r| r.contains("cpu per 100G"));
+    let (host, regressed) = compare(t, &baseline, &compare_md)?;
     let mut parts: Vec<String> = outcome.suspects.clone();
     parts.extend(
         regressed
@@ -82,9 +77,11 @@ pub fn run(t: &Triage) -> Result<i32> {
 }
 
 /// `aggregate compare` of the job's results against the baseline's, written to
-/// `compare_md`: the metrics it marks regressed. An error when the comparison could not run
-/// at all.
-fn compare(t: &Triage, baseline: &Path, compare_md: &Path) -> Result<Vec<String>> {
+/// `compare_md`: the metrics it marks regressed, the host's apart from the network's. CPU
+/// per 100 Gb/s is the hosts' own cost of moving the bytes: a regression there is the
+/// host's (a busy node, a governor), said beside the network's answer, not in it. An error
+/// when the comparison could not run and marked nothing of the network's.
+fn compare(t: &Triage, baseline: &Path, compare_md: &Path) -> Result<(Vec<String>, Vec<String>)> {
     let argv = vec![
         t.run.settings.bin.join("aggregate").display().to_string(),
         "compare".into(),
@@ -109,7 +106,10 @@ fn compare(t: &Triage, baseline: &Path, compare_md: &Path) -> Result<Vec<String>
         Duration::from_secs(600),
         &stop,
     )?;
-    let regressed = regressed_rows(&std::fs::read_to_string(compare_md).unwrap_or_default());
+    let (host, regressed): (Vec<String>, Vec<String>) =
+        regressed_rows(&std::fs::read_to_string(compare_md).unwrap_or_default())
+            .into_iter()
+            .partition(|r| r.contains("cpu per 100G"));
     if ended.exit_code.is_none_or(|c| c >= 2) && regressed.is_empty() {
         bail!(
             "aggregate compare could not run ({}): see {}",
@@ -119,7 +119,7 @@ fn compare(t: &Triage, baseline: &Path, compare_md: &Path) -> Result<Vec<String>
             t.run.out.join("compare.log").display()
         );
     }
-    Ok(regressed)
+    Ok((host, regressed))
 }
 
 /// The baseline's result documents: `DIR/results` of a night, or `DIR` itself.
