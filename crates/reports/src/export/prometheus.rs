@@ -61,6 +61,16 @@ impl Out {
             .insert(render_labels(labels), v);
     }
 
+    /// The sample already set for this label set, else 0 (figures kept as a maximum
+    /// over several runs).
+    fn current(&self, name: &str, labels: &Labels) -> f64 {
+        self.families
+            .get(name)
+            .and_then(|f| f.samples.get(&render_labels(labels)))
+            .copied()
+            .unwrap_or(0.0)
+    }
+
     fn text(&self) -> String {
         let mut s = String::new();
         for (name, f) in &self.families {
@@ -112,238 +122,241 @@ fn pair_labels(
 impl Exporter for Prometheus {
     fn serialize(&self, data: &ExportData) -> Result<Vec<u8>> {
         let mut out = Out::default();
-        // Latency per pair: one row per pair and size, or several runs merged.
-        let mut lat: BTreeMap<Labels, Vec<&results::LatencyResult>> = BTreeMap::new();
-        for d in data.docs {
-            for r in &d.doc.results {
-                if let TestResult::Latency(l) = r {
-                    lat.entry(pair_labels(
-                        data.tenants,
-                        &d.doc.tool,
-                        &l.test,
-                        &results::transport_label(&l.transport, l.memory.as_ref()),
-                        l.size_bytes,
-                        &l.pair,
-                    ))
-                    .or_default()
-                    .push(l);
-                }
-            }
-        }
-        for (labels, rows) in lat {
-            let s: LatencySummary = if rows.len() == 1 {
-                rows[0].latency_us
-            } else {
-                let mut h = LatencyHistogram::new();
-                for r in &rows {
-                    let _ = h.merge_encoded(&r.histogram);
-                }
-                h.summary_us()
-            };
-            for (p, v) in [
-                ("p50", s.p50),
-                ("p90", s.p90),
-                ("p99", s.p99),
-                ("p999", s.p999),
-                ("max", s.max),
-            ] {
-                let mut l = labels.clone();
-                l.push(("percentile", p.to_string()));
-                out.set(
-                    "fabcheck_latency_seconds",
-                    "One-way message latency (round trip / 2), by percentile over every sample of the pair.",
-                    &l,
-                    v / 1e6,
-                );
-            }
-        }
+        latency_percentiles(&mut out, data);
         for d in data.docs {
             let tool = &d.doc.tool;
             for r in &d.doc.results {
                 match r {
-                    TestResult::Bandwidth(b) => {
-                        // GPU-memory rows carry `verbs+cuda` ...: a series per memory kind.
-                        let transport = results::transport_label(&b.transport, b.memory.as_ref());
-                        let mut labels = pair_labels(
-                            data.tenants,
-                            tool,
-                            &b.test,
-                            &transport,
-                            b.size_bytes,
-                            &b.pair,
-                        );
-                        labels.push(("bidirectional", b.bidirectional.to_string()));
-                        for (stat, v) in [("avg", b.bw_gbit_s.avg), ("peak", b.bw_gbit_s.peak)] {
-                            let mut l = labels.clone();
-                            l.push(("stat", stat.to_string()));
-                            out.set(
-                                "fabcheck_bandwidth_bytes_per_second",
-                                "Streaming bandwidth (Prometheus base unit: bytes; 100 Gb/s is 12.5e9): avg over the timed loop, peak = best interval.",
-                                &l,
-                                v * 1e9 / 8.0,
-                            );
-                        }
-                        out.set(
-                            "fabcheck_message_rate_per_second",
-                            "Messages completed per second.",
-                            &labels,
-                            b.msg_rate_mpps * 1e6,
-                        );
-                        if let Some(f) = fluctuation_pct(&b.interval_gbit_s) {
-                            out.set(
-                                "fabcheck_bandwidth_fluctuation_ratio",
-                                "Largest deviation of one interval sample from the run's mean, over the mean.",
-                                &labels,
-                                f / 100.0,
-                            );
-                        }
-                        for (side, v) in [
-                            ("initiator", b.cpu.initiator_cores),
-                            ("responder", b.cpu.responder_cores),
-                        ] {
-                            let mut l = labels.clone();
-                            l.push(("side", side.to_string()));
-                            out.set(
-                                "fabcheck_cpu_busy_cores",
-                                "CPU cores busy (user + system seconds per second) on one side during the timed loop.",
-                                &l,
-                                v,
-                            );
-                        }
-                        if let Some(loss) = b.counters.as_ref().and_then(link_loss_pct) {
-                            out.set(
-                                "fabcheck_link_loss_ratio",
-                                "Retransmitted or erroneous packets over packets sent, from NIC counter deltas.",
-                                &labels,
-                                loss / 100.0,
-                            );
-                        }
-                    }
-                    TestResult::Latency(l) => {
-                        if let Some(loss) = l.counters.as_ref().and_then(link_loss_pct) {
-                            out.set(
-                                "fabcheck_link_loss_ratio",
-                                "Retransmitted or erroneous packets over packets sent, from NIC counter deltas.",
-                                &pair_labels(
-                                    data.tenants,
-                                    tool,
-                                    &l.test,
-                                    &results::transport_label(&l.transport, l.memory.as_ref()),
-                                    l.size_bytes,
-                                    &l.pair,
-                                ),
-                                loss / 100.0,
-                            );
-                        }
-                    }
-                    TestResult::Collective(c) => {
-                        let base: Labels = vec![
-                            ("collective", c.collective.clone()),
-                            ("backend", c.backend.clone()),
-                            ("ranks", c.ranks.to_string()),
-                            ("size_bytes", c.size_bytes.to_string()),
-                            ("datatype", c.datatype.clone()),
-                        ];
-                        for (place, t) in
-                            [("out_of_place", &c.out_of_place), ("in_place", &c.in_place)]
-                        {
-                            let mut l = base.clone();
-                            l.push(("placement", place.to_string()));
-                            out.set(
-                                "fabcheck_collective_bus_bandwidth_bytes_per_second",
-                                "nccl-tests bus bandwidth (algbw times the collective's bus factor).",
-                                &l,
-                                t.busbw_gbyte_s * 1e9,
-                            );
-                            out.set(
-                                "fabcheck_collective_algorithm_bandwidth_bytes_per_second",
-                                "nccl-tests algorithm bandwidth (bytes per rank over time).",
-                                &l,
-                                t.algbw_gbyte_s * 1e9,
-                            );
-                            out.set(
-                                "fabcheck_collective_time_seconds",
-                                "Mean time of one collective, slowest rank.",
-                                &l,
-                                t.time_us / 1e6,
-                            );
-                            if t.checked {
-                                out.set(
-                                    "fabcheck_collective_wrong_elements",
-                                    "Elements found wrong by --check.",
-                                    &l,
-                                    t.wrong as f64,
-                                );
-                            }
-                        }
-                        if let Some(e) = Metric::Efficiency.of_collective(c, None) {
-                            out.set(
-                                "fabcheck_collective_efficiency_ratio",
-                                "Out-of-place bus bandwidth over the link rate.",
-                                &base,
-                                e / 100.0,
-                            );
-                        }
-                    }
+                    TestResult::Bandwidth(b) => bandwidth(&mut out, data.tenants, tool, b),
+                    TestResult::Latency(l) => latency_loss(&mut out, data.tenants, tool, l),
+                    TestResult::Collective(c) => collective(&mut out, c),
                 }
             }
-            let marks = results::quality::Marks::of(&d.doc);
-            if marks.known() {
-                let labels = vec![("tool", tool.clone())];
-                let cur = out
-                    .families
-                    .get("fabcheck_run_disturbed")
-                    .and_then(|f| f.samples.get(&render_labels(&labels)))
-                    .copied()
-                    .unwrap_or(0.0);
-                out.set(
-                    "fabcheck_run_disturbed",
-                    "1 when a run of the tool was measured on a disturbed host or link (load, CPU steal, preemptions or other traffic over the thresholds of results::quality), else 0.",
-                    &labels,
-                    cur.max(if marks.any_disturbed() { 1.0 } else { 0.0 }),
-                );
-            }
-            if let Ok(t) = humantime::parse_rfc3339_weak(&d.doc.finished_at) {
-                if let Ok(secs) = t.duration_since(std::time::UNIX_EPOCH) {
-                    let cur = out
-                        .families
-                        .get("fabcheck_run_finished_timestamp_seconds")
-                        .and_then(|f| f.samples.get(&render_labels(&vec![("tool", tool.clone())])))
-                        .copied()
-                        .unwrap_or(0.0);
-                    out.set(
-                        "fabcheck_run_finished_timestamp_seconds",
-                        "When the newest run of the tool finished (Unix time).",
-                        &vec![("tool", tool.clone())],
-                        secs.as_secs_f64().max(cur),
-                    );
-                }
-            }
+            run_facts(&mut out, &d.doc);
         }
         if let Some(v) = data.verdict {
-            for c in &v.checks {
-                for state in ["PASS", "FAIL", "MISSING"] {
-                    out.set(
-                        "fabcheck_check_state",
-                        "Outcome of one delivery-profile check: 1 for the state it is in, 0 for the others.",
-                        &vec![
-                            ("profile", v.profile.clone()),
-                            ("check", c.id.clone()),
-                            ("state", state.to_lowercase()),
-                        ],
-                        if c.status.as_str() == state { 1.0 } else { 0.0 },
-                    );
-                }
-            }
-            out.set(
-                "fabcheck_verdict_pass",
-                "1 when every check of the delivery profile passed, else 0.",
-                &vec![("profile", v.profile.clone())],
-                if v.pass() { 1.0 } else { 0.0 },
-            );
+            verdict_states(&mut out, v);
         }
         Ok(out.text().into_bytes())
     }
+}
+
+/// Latency per pair: one row per pair and size, or several runs of it merged through
+/// their histograms, exported by percentile.
+fn latency_percentiles(out: &mut Out, data: &ExportData) {
+    let mut lat: BTreeMap<Labels, Vec<&results::LatencyResult>> = BTreeMap::new();
+    for d in data.docs {
+        for r in &d.doc.results {
+            if let TestResult::Latency(l) = r {
+                lat.entry(pair_labels(
+                    data.tenants,
+                    &d.doc.tool,
+                    &l.test,
+                    &results::transport_label(&l.transport, l.memory.as_ref()),
+                    l.size_bytes,
+                    &l.pair,
+                ))
+                .or_default()
+                .push(l);
+            }
+        }
+    }
+    for (labels, rows) in lat {
+        let s: LatencySummary = if rows.len() == 1 {
+            rows[0].latency_us
+        } else {
+            let mut h = LatencyHistogram::new();
+            for r in &rows {
+                let _ = h.merge_encoded(&r.histogram);
+            }
+            h.summary_us()
+        };
+        for (p, v) in [
+            ("p50", s.p50),
+            ("p90", s.p90),
+            ("p99", s.p99),
+            ("p999", s.p999),
+            ("max", s.max),
+        ] {
+            let mut l = labels.clone();
+            l.push(("percentile", p.to_string()));
+            out.set(
+                "fabcheck_latency_seconds",
+                "One-way message latency (round trip / 2), by percentile over every sample of the pair.",
+                &l,
+                v / 1e6,
+            );
+        }
+    }
+}
+
+const LINK_LOSS_HELP: &str =
+    "Retransmitted or erroneous packets over packets sent, from NIC counter deltas.";
+
+/// A bandwidth row: avg and peak, message rate, fluctuation, each side's CPU, link loss.
+fn bandwidth(out: &mut Out, tenants: Option<&Tenants>, tool: &str, b: &results::BandwidthResult) {
+    // GPU-memory rows carry `verbs+cuda` ...: a series per memory kind.
+    let transport = results::transport_label(&b.transport, b.memory.as_ref());
+    let mut labels = pair_labels(tenants, tool, &b.test, &transport, b.size_bytes, &b.pair);
+    labels.push(("bidirectional", b.bidirectional.to_string()));
+    for (stat, v) in [("avg", b.bw_gbit_s.avg), ("peak", b.bw_gbit_s.peak)] {
+        let mut l = labels.clone();
+        l.push(("stat", stat.to_string()));
+        out.set(
+            "fabcheck_bandwidth_bytes_per_second",
+            "Streaming bandwidth (Prometheus base unit: bytes; 100 Gb/s is 12.5e9): avg over the timed loop, peak = best interval.",
+            &l,
+            v * 1e9 / 8.0,
+        );
+    }
+    out.set(
+        "fabcheck_message_rate_per_second",
+        "Messages completed per second.",
+        &labels,
+        b.msg_rate_mpps * 1e6,
+    );
+    if let Some(f) = fluctuation_pct(&b.interval_gbit_s) {
+        out.set(
+            "fabcheck_bandwidth_fluctuation_ratio",
+            "Largest deviation of one interval sample from the run's mean, over the mean.",
+            &labels,
+            f / 100.0,
+        );
+    }
+    for (side, v) in [
+        ("initiator", b.cpu.initiator_cores),
+        ("responder", b.cpu.responder_cores),
+    ] {
+        let mut l = labels.clone();
+        l.push(("side", side.to_string()));
+        out.set(
+            "fabcheck_cpu_busy_cores",
+            "CPU cores busy (user + system seconds per second) on one side during the timed loop.",
+            &l,
+            v,
+        );
+    }
+    if let Some(loss) = b.counters.as_ref().and_then(link_loss_pct) {
+        out.set(
+            "fabcheck_link_loss_ratio",
+            LINK_LOSS_HELP,
+            &labels,
+            loss / 100.0,
+        );
+    }
+}
+
+/// A latency row's link loss (its percentiles are exported per pair, merged).
+fn latency_loss(out: &mut Out, tenants: Option<&Tenants>, tool: &str, l: &results::LatencyResult) {
+    if let Some(loss) = l.counters.as_ref().and_then(link_loss_pct) {
+        let transport = results::transport_label(&l.transport, l.memory.as_ref());
+        let labels = pair_labels(tenants, tool, &l.test, &transport, l.size_bytes, &l.pair);
+        out.set(
+            "fabcheck_link_loss_ratio",
+            LINK_LOSS_HELP,
+            &labels,
+            loss / 100.0,
+        );
+    }
+}
+
+/// A collective row, nccl-tests' figures per placement, and its efficiency.
+fn collective(out: &mut Out, c: &results::CollectiveResult) {
+    let base: Labels = vec![
+        ("collective", c.collective.clone()),
+        ("backend", c.backend.clone()),
+        ("ranks", c.ranks.to_string()),
+        ("size_bytes", c.size_bytes.to_string()),
+        ("datatype", c.datatype.clone()),
+    ];
+    for (place, t) in [("out_of_place", &c.out_of_place), ("in_place", &c.in_place)] {
+        let mut l = base.clone();
+        l.push(("placement", place.to_string()));
+        out.set(
+            "fabcheck_collective_bus_bandwidth_bytes_per_second",
+            "nccl-tests bus bandwidth (algbw times the collective's bus factor).",
+            &l,
+            t.busbw_gbyte_s * 1e9,
+        );
+        out.set(
+            "fabcheck_collective_algorithm_bandwidth_bytes_per_second",
+            "nccl-tests algorithm bandwidth (bytes per rank over time).",
+            &l,
+            t.algbw_gbyte_s * 1e9,
+        );
+        out.set(
+            "fabcheck_collective_time_seconds",
+            "Mean time of one collective, slowest rank.",
+            &l,
+            t.time_us / 1e6,
+        );
+        if t.checked {
+            out.set(
+                "fabcheck_collective_wrong_elements",
+                "Elements found wrong by --check.",
+                &l,
+                t.wrong as f64,
+            );
+        }
+    }
+    if let Some(e) = Metric::Efficiency.of_collective(c, None) {
+        out.set(
+            "fabcheck_collective_efficiency_ratio",
+            "Out-of-place bus bandwidth over the link rate.",
+            &base,
+            e / 100.0,
+        );
+    }
+}
+
+/// Per tool, over its runs: whether any was disturbed, and when the newest finished.
+fn run_facts(out: &mut Out, doc: &results::Document) {
+    let labels = vec![("tool", doc.tool.clone())];
+    let marks = results::quality::Marks::of(doc);
+    if marks.known() {
+        let cur = out.current("fabcheck_run_disturbed", &labels);
+        out.set(
+            "fabcheck_run_disturbed",
+            "1 when a run of the tool was measured on a disturbed host or link (load, CPU steal, preemptions or other traffic over the thresholds of results::quality), else 0.",
+            &labels,
+            cur.max(if marks.any_disturbed() { 1.0 } else { 0.0 }),
+        );
+    }
+    if let Ok(t) = humantime::parse_rfc3339_weak(&doc.finished_at) {
+        if let Ok(secs) = t.duration_since(std::time::UNIX_EPOCH) {
+            let cur = out.current("fabcheck_run_finished_timestamp_seconds", &labels);
+            out.set(
+                "fabcheck_run_finished_timestamp_seconds",
+                "When the newest run of the tool finished (Unix time).",
+                &labels,
+                secs.as_secs_f64().max(cur),
+            );
+        }
+    }
+}
+
+/// Each check of the delivery profile, one-hot over its states, and the verdict.
+fn verdict_states(out: &mut Out, v: &verdict::judge::Verdict) {
+    for c in &v.checks {
+        for state in ["PASS", "FAIL", "MISSING"] {
+            out.set(
+                "fabcheck_check_state",
+                "Outcome of one delivery-profile check: 1 for the state it is in, 0 for the others.",
+                &vec![
+                    ("profile", v.profile.clone()),
+                    ("check", c.id.clone()),
+                    ("state", state.to_lowercase()),
+                ],
+                if c.status.as_str() == state { 1.0 } else { 0.0 },
+            );
+        }
+    }
+    out.set(
+        "fabcheck_verdict_pass",
+        "1 when every check of the delivery profile passed, else 0.",
+        &vec![("profile", v.profile.clone())],
+        if v.pass() { 1.0 } else { 0.0 },
+    );
 }
 
 #[cfg(test)]
