@@ -31,7 +31,7 @@ SOFTROCE_MTU=${SOFTROCE_MTU:-9000}                  # netdev MTU; 9000 gives act
 SOFTROCE_ENV=${SOFTROCE_ENV:-}                      # host env var names to pass to guests
 SOFTROCE_APPEND=${SOFTROCE_APPEND:-}                # extra kernel command line
 SOFTROCE_TSC=${SOFTROCE_TSC:-1}                     # 1: tsc=reliable (cheap guest clock)
-SOFTROCE_NICE=${SOFTROCE_NICE:-0}                   # qemu's niceness (the test command: 10)
+SOFTROCE_NICE=${SOFTROCE_NICE:-0}                   # qemu's niceness (the test command: 5)
 
 PACKAGES=(qemu-system-x86 linux-image-amd64 rdma-core ibverbs-providers ibverbs-utils
     perftest busybox-static iproute2 openmpi-bin ethtool openssh-server)
