@@ -75,6 +75,28 @@ else
     ((rc == 2)) && grep -q "no RDMA device" <<< "$out" || failed "bench-bw no-device error on the host (exit $rc)"
 fi
 
+say "the suite's JSON checker answers: ok for a good document, fail with the reason for bad ones"
+# Every check of the verbs suite goes through check_doc.py --serve: a checker that said ok
+# to everything would pass the suite on nothing, so it is tried here first on documents
+# whose answers are known.
+doc=$(mktemp)
+python3 - "$doc" << 'PY'
+import json, sys
+side = {"device": "rxe0", "hw_counters": {"sent_pkts": 3}, "counters": {}}
+r = {"test": "write_bw", "transport": "verbs", "complete": True, "iterations": 5,
+     "counters": {"initiator": side, "responder": side}}
+json.dump({"schema_version": 1, "complete": True, "options": {"transport": "verbs"},
+           "results": [r]}, open(sys.argv[1], "w"))
+PY
+answers=$(printf '%s\t%s\t%s\n' "$doc" write_bw 'r["iterations"] == 5' "$doc" write_bw 'r["iterations"] == 6' \
+    "$doc" send_bw True "$doc.missing" write_bw True | timeout 60 python3 "$HERE/check_doc.py" --serve)
+rm -f "$doc"
+want=$'ok\nfail failed: r["iterations"] == 6\nfail test is write_bw, want send_bw\nfail FileNotFoundError: '
+if [[ $answers != "$want"* ]] || (($(wc -l <<< "$answers") != 4)); then
+    printf 'got:\n%s\n' "$answers"
+    failed "the JSON checker (tests/softroce/check_doc.py --serve) gave the wrong answers"
+fi
+
 say "vm.sh setup"
 if ! "$HERE/vm.sh" setup; then
     echo "run-all: FAILED: vm.sh setup (see the message above)" >&2
