@@ -238,12 +238,19 @@ fn record(rec: &mut StepRecord, a: &execute::Attempts) {
         Status::Failed => Some("no usable document; its checks are MISSING".to_string()),
         _ => None,
     };
-    let relaunch = a.crashed_first.map(|f| {
+    let relaunch = (!a.crashed.is_empty()).then(|| {
+        let each: Vec<String> = a
+            .crashed
+            .iter()
+            .map(|(e, kept)| {
+                let name = kept.file_name().unwrap_or_default().to_string_lossy();
+                format!("after {:.0}s ({}), log {name}", e.seconds, e.how())
+            })
+            .collect();
         format!(
-            "launched twice: the first launch crashed after {:.0}s ({}) before writing its \
-             document; its log is kept beside the step's (.log.first)",
-            f.seconds,
-            f.how(),
+            "launched {} times: crashed before writing its document {}",
+            a.crashed.len() + 1,
+            each.join("; ")
         )
     });
     rec.note = match (relaunch, note) {

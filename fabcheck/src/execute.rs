@@ -36,20 +36,28 @@ impl Ended {
     }
 }
 
-/// What a step's command ended with, and, when its first launch crashed, that first end.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// What a step's command ended with, and the launches before it that crashed.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Attempts {
     pub last: Ended,
-    pub crashed_first: Option<Ended>,
+    /// The launches that crashed before writing their document, in order, each with the
+    /// file its log was kept in.
+    pub crashed: Vec<(Ended, std::path::PathBuf)>,
 }
 
-/// Runs a measuring step as [`run`] does, and once more when its first launch crashed
-/// before writing its document. A launch can die under the measurement, not of it: here
-/// Open MPI 4.1's TCP wire-up inside MPI_Init, under srun with Slurm's PMIx on a loaded
-/// host, segfaulted one rank in about four runs (a callback of the TCP BTL called before
-/// it was set). Such a crash measured nothing, so nothing is hidden by a second launch;
-/// a rank that fails the same way twice is a failed step like any other. The first
-/// launch's log is kept beside the step's (`.log.first`), and the relaunch is said.
+/// How many times a step is launched at most when its launches crash before writing their
+/// document.
+pub const LAUNCHES: usize = 3;
+
+/// Runs a measuring step as [`run`] does, and again, up to [`LAUNCHES`] in all, while its
+/// launch crashed before writing its document. A launch can die under the measurement, not
+/// of it: here Open MPI 4.1's TCP wire-up inside MPI_Init, under srun with Slurm's PMIx or
+/// mpirun on a loaded host, segfaulted a rank in about one launch in four (a callback of
+/// the TCP BTL called before it was set); with one relaunch, both launches of a step
+/// crashed in one CI run of about five. Such a crash measured nothing, so nothing is hidden
+/// by another launch; a step that crashes every time is a failed step like any other. Each
+/// crashed launch's log is kept beside the step's (`.log.first`, `.log.second`), and each
+/// relaunch is said.
 pub fn run_step(
     argv: &[String],
     dir: &Path,
@@ -58,33 +66,42 @@ pub fn run_step(
     deadline: Duration,
     stop: &AtomicBool,
 ) -> Result<Attempts> {
-    let first = run(argv, dir, log, Some(document), deadline, stop)?;
-    if !first.crashed || stop.load(Ordering::SeqCst) {
-        return Ok(Attempts {
-            last: first,
-            crashed_first: None,
-        });
+    let mut crashed = Vec::new();
+    let mut spent = 0.0;
+    loop {
+        let left = deadline.saturating_sub(Duration::from_secs_f64(spent));
+        let end = run(argv, dir, log, Some(document), left, stop)?;
+        spent += end.seconds;
+        let again = end.crashed
+            && !stop.load(Ordering::SeqCst)
+            && crashed.len() + 1 < LAUNCHES
+            && !left.is_zero();
+        if !again {
+            return Ok(Attempts {
+                last: Ended {
+                    seconds: spent,
+                    ..end
+                },
+                crashed,
+            });
+        }
+        let kept = log.with_extension(KEPT[crashed.len()]);
+        std::fs::rename(log, &kept)
+            .with_context(|| format!("{}: cannot keep the crashed launch's log", log.display()))?;
+        println!(
+            "  crashed after {:.0}s ({}) before writing its document: launched again, {} of at \
+             most {LAUNCHES} (log of the crashed launch: {})",
+            end.seconds,
+            end.how(),
+            crashed.len() + 2,
+            kept.display()
+        );
+        crashed.push((end, kept));
     }
-    let kept = log.with_extension("log.first");
-    std::fs::rename(log, &kept)
-        .with_context(|| format!("{}: cannot keep the crashed launch's log", log.display()))?;
-    println!(
-        "  crashed after {:.0}s ({}) before writing its document: launched once more (log of the \
-         first launch: {})",
-        first.seconds,
-        first.how(),
-        kept.display()
-    );
-    let left = deadline.saturating_sub(Duration::from_secs_f64(first.seconds));
-    let last = run(argv, dir, log, Some(document), left, stop)?;
-    Ok(Attempts {
-        last: Ended {
-            seconds: first.seconds + last.seconds,
-            ..last
-        },
-        crashed_first: Some(first),
-    })
 }
+
+/// The extensions a crashed launch's log is kept under, in order.
+const KEPT: [&str; LAUNCHES - 1] = ["log.first", "log.second"];
 
 /// SIGINT and SIGTERM, seen by the step loop.
 pub fn interrupt_flag() -> Result<Arc<AtomicBool>> {
@@ -228,10 +245,11 @@ mod tests {
         assert!(!alive, "the sleep survived");
     }
 
-    /// A launch that dies by a signal before its document is launched once more; one that
-    /// crashes twice is failed; an ordinary failure (exit 2) is not launched again.
+    /// A launch that dies by a signal before its document is launched again, up to
+    /// [`LAUNCHES`] in all; one that crashes every time is failed; an ordinary failure
+    /// (exit 2) is not launched again.
     #[test]
-    fn a_crashed_launch_is_launched_once_more_and_only_then() {
+    fn a_crashed_launch_is_launched_again_up_to_the_limit_and_only_then() {
         let d = tempfile::tempdir().unwrap();
         let stop = AtomicBool::new(false);
         let doc = d.path().join("doc.json");
@@ -247,25 +265,36 @@ mod tests {
             )
             .unwrap()
         };
-        // First launch: SIGSEGV; second: the document.
-        let a =
-            step("if [ -f seen ]; then echo '{}' > doc.json; else touch seen; kill -SEGV $$; fi");
+        // Two launches die by SIGSEGV; the third writes the document.
+        let a = step(
+            "n=$(cat seen 2>/dev/null || echo 0); echo $((n + 1)) > seen; \
+             if [ $n -ge 2 ]; then echo '{}' > doc.json; else kill -SEGV $$; fi",
+        );
         assert_eq!(a.last.status, Status::Done);
-        let first = a.crashed_first.expect("a relaunch");
-        assert!(first.crashed && first.status == Status::Failed);
+        assert_eq!(a.crashed.len(), 2, "two relaunches");
+        assert!(a
+            .crashed
+            .iter()
+            .all(|(e, _)| e.crashed && e.status == Status::Failed));
         assert!(d.path().join("step.log.first").is_file());
-        // A launcher's report of a rank killed by SIGSEGV (exit 139), twice: failed.
+        assert!(d.path().join("step.log.second").is_file());
+        // A launcher's report of a rank killed by SIGSEGV (exit 139), every time: failed
+        // after LAUNCHES launches, no more.
         std::fs::remove_file(&doc).unwrap();
-        let a = step("echo rank 3 segfaulted; exit 139");
+        std::fs::write(d.path().join("count"), "").unwrap();
+        let a = step("echo x >> count; echo rank 3 segfaulted; exit 139");
         assert_eq!(a.last.status, Status::Failed);
-        assert!(a.crashed_first.is_some() && a.last.crashed);
+        assert_eq!(a.crashed.len(), LAUNCHES - 1);
+        assert!(a.last.crashed);
+        let launches = std::fs::read_to_string(d.path().join("count")).unwrap();
+        assert_eq!(launches.lines().count(), LAUNCHES);
         // Exit 2 is the tool's own refusal: no relaunch.
         let a = step("exit 2");
         assert_eq!(a.last.status, Status::Failed);
-        assert!(a.crashed_first.is_none());
+        assert!(a.crashed.is_empty());
         // Killed by a signal after writing its document: measured, not relaunched.
         let a = step("echo '{}' > doc.json; kill -KILL $$");
-        assert!(a.crashed_first.is_none() && !a.last.crashed);
+        assert!(a.crashed.is_empty() && !a.last.crashed);
     }
 
     #[test]
