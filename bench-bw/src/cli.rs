@@ -79,6 +79,8 @@ pub(crate) fn plan(cli: &Cli) -> Result<Plan> {
     let a = &cli.p2p;
     check_posting(cli, &a.sizes(65536))?;
     let transport = a.transport_kind()?;
+    // The audit each document embeds judges where this run's own traffic lands.
+    probe::audit::set_suite_traffic(a.suite_traffic());
     let mut verbs = a.verbs_options();
     verbs.check = cli.check;
     verbs.src_port = cli.src_port;

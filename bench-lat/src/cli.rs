@@ -29,6 +29,8 @@ pub(crate) fn plan(cli: &Cli) -> Result<Plan> {
         );
     }
     let transport = a.transport_kind()?;
+    // The audit each document embeds judges where this run's own traffic lands.
+    probe::audit::set_suite_traffic(a.suite_traffic());
     let mut verbs = a.verbs_options();
     cli.gpu.apply(&mut verbs);
     transport::gpudirect::prepare(

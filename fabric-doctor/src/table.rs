@@ -131,6 +131,7 @@ fn lossless(s: &mut String, p: &PortAudit) {
             )
         }),
     );
+    line(s, "NIC tclass", p.nic_tclass.show(nic_tclass));
     line(
         s,
         "suite traffic",
@@ -208,4 +209,20 @@ fn findings(s: &mut String, a: &NodeAudit) {
             f.fix
         ));
     }
+}
+
+/// What the driver sets below the application: `global 236 (DSCP 59, over every QP's own)`,
+/// `none (the QP's own class)`, with the rules and rdma_cm's default ToS where present.
+fn nic_tclass(t: &results::audit::NicTrafficClass) -> String {
+    let mut out = match t.global {
+        Some(g) => format!("global {g} (DSCP {}, over every QP's own)", g >> 2),
+        None => "none (each QP's own class)".to_string(),
+    };
+    if !t.rules.is_empty() {
+        out.push_str(&format!("; {} per-destination rule(s)", t.rules.len()));
+    }
+    if let Some(tos) = t.rdma_cm_default_tos {
+        out.push_str(&format!("; rdma_cm default ToS {tos}"));
+    }
+    out
 }

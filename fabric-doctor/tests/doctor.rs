@@ -79,6 +79,11 @@ fn a_capture_replays_to_the_same_audit() {
 }
 
 fn findings(scenario: &str) -> (Vec<String>, serde_json::Value) {
+    findings_at(scenario, "106")
+}
+
+/// [`findings`] with the suite sending traffic class `tclass`.
+fn findings_at(scenario: &str, tclass: &str) -> (Vec<String>, serde_json::Value) {
     let tmp = tempfile::tempdir().unwrap();
     let json = tmp.path().join("a.json");
     let dir = captures().join(scenario);
@@ -86,7 +91,7 @@ fn findings(scenario: &str) -> (Vec<String>, serde_json::Value) {
         "--from",
         dir.to_str().unwrap(),
         "--tclass",
-        "106",
+        tclass,
         "--lossless-priorities",
         "3",
         "--json",
@@ -120,6 +125,7 @@ fn each_scenario_capture_has_its_findings() {
         // A management port beside the RoCE NIC, PFC off, trust pcp, FEC off at 25G:
         // shown, not judged (it used to fail pfc-off and traffic-lossy).
         ("management-port", &["not-rdma"]),
+        ("global-tclass", &[]),
     ];
     for (s, want) in expect {
         let (codes, _) = findings(s);
@@ -159,4 +165,26 @@ fn each_scenario_capture_has_its_findings() {
         .as_str()
         .unwrap()
         .contains("InfiniBand"));
+}
+
+/// The class the NIC sets is the class the traffic carries (issue 37 item 7). Every
+/// benchmark's embedded audit asks traffic class 0: on a NIC that sets none, that is DSCP 0,
+/// priority 0, lossy; on one whose MLNX_OFED driver sets the global class 106, the kernel
+/// gives every QP DSCP 26, priority 3, lossless (it used to fail traffic-lossy there too).
+#[test]
+fn the_nics_global_traffic_class_is_the_one_judged() {
+    let (codes, _) = findings_at("healthy", "0");
+    assert_eq!(codes, ["traffic-lossy"]);
+    let (codes, a) = findings_at("global-tclass", "0");
+    assert_eq!(codes, Vec::<String>::new(), "{a}");
+    let p = &a["ports"][0];
+    assert_eq!(p["nic_tclass"]["value"]["global"], 106);
+    assert_eq!(p["nic_tclass"]["value"]["rdma_cm_default_tos"], 106);
+    assert_eq!(p["traffic"]["value"]["dscp"], 26);
+    assert_eq!(p["traffic"]["value"]["priority"], 3);
+    // The upstream driver has no tc directory: known, no class of its own.
+    let (_, a) = findings_at("healthy", "0");
+    let t = &a["ports"][0]["nic_tclass"];
+    assert!(t["value"]["global"].is_null(), "{t}");
+    assert!(t["source"].as_str().unwrap().contains("absent"), "{t}");
 }

@@ -149,6 +149,43 @@ fn standalone_latency_writes_every_schema_field() {
     assert!(r["pair"]["responder"]["host"].is_string());
 }
 
+/// The audit a document embeds judges the run's own traffic: the client's `--tclass` and
+/// `--sl` (they were traffic class 0 whatever was asked, so `lossless-suite-dscp` judged
+/// DSCP 0 on every node). The server sends with its own (perftest's habit: each side
+/// takes -T); it was given none.
+#[test]
+fn the_embedded_audit_records_the_traffic_class_the_run_sends() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("lat.json");
+    let port = free_port();
+    let srv = server("bench-lat", port, &["-s", "64"]);
+    let out = run(
+        client(
+            "bench-lat",
+            port,
+            &[
+                "-s", "64", "-n", "100", "--tclass", "106", "--sl", "3", "--json",
+            ],
+        )
+        .arg(&json),
+        LIMIT,
+    );
+    assert_ok(&out, "client");
+    assert_ok(&wait_with_deadline(srv, LIMIT, "server"), "server");
+    let doc = read_json(&json);
+    let suite = |role: &str| {
+        let h = doc["hosts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["role"] == role);
+        h.unwrap_or_else(|| panic!("no {role} in {doc}"))["audit"]["suite"].clone()
+    };
+    assert_eq!(suite("client")["traffic_class"], 106, "{doc}");
+    assert_eq!(suite("client")["service_level"], 3, "{doc}");
+    assert_eq!(suite("server")["traffic_class"], 0, "{doc}");
+}
+
 #[test]
 fn standalone_bandwidth_unidirectional_bidirectional_and_streams() {
     for (extra, streams, bidi) in [

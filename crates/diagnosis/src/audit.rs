@@ -251,11 +251,16 @@ fn priority_checks(spec: &LosslessSpec, eth: &[&(String, PortAudit, NodeAudit)])
                 misses.push(format!("{}: PFC on {on:?}", port_name(h, p)));
             }
         }
-        let dscp = a.suite.dscp();
+        // The NIC's global class where its driver sets one: it overrides the suite's.
+        let (dscp, _) = p.suite_dscp(&a.suite);
         if let Some(pr) = results::audit::priority_of(p, dscp) {
             dscp_judged += 1;
             if !want.contains(&pr) {
-                dscp_misses.push(format!("{}: DSCP {dscp} -> priority {pr}", port_name(h, p)));
+                dscp_misses.push(format!(
+                    "{}: {} -> priority {pr}",
+                    port_name(h, p),
+                    p.suite_dscp_said(&a.suite)
+                ));
             }
         }
         if let Some(e) = p.ecn.get() {
@@ -443,6 +448,45 @@ mod tests {
         }
         // Facets no audit knows are MISSING, not passed.
         assert_eq!(by("lossless-same-fec").status, Status::Missing);
+    }
+
+    #[test]
+    fn the_suite_dscp_is_the_class_the_nic_really_sets() {
+        // Every benchmark's embedded audit asks traffic class 0; five nodes' NICs set the
+        // global class 106 (MLNX_OFED tc/1/traffic_class), which the kernel puts on every
+        // QP: DSCP 26, priority 3, lossless. One node's NIC sets none: its traffic rides
+        // DSCP 0, priority 0, and it alone is named (before, all six were).
+        let mut doc = results::Document::new("bench-bw", "mpi", 6, "2026-01-01T00:00:00Z".into());
+        for i in 0..6 {
+            let mut h = node(&format!("node{i:02}"), 3, 48);
+            let a = h.audit.as_mut().unwrap();
+            a.suite.traffic_class = 0;
+            if i != 5 {
+                a.ports[0].nic_tclass = Fact::known(
+                    "/sys/class/infiniband/mlx5_0/tc/1/traffic_class",
+                    results::audit::NicTrafficClass {
+                        global: Some(106),
+                        ..Default::default()
+                    },
+                );
+            }
+            doc.hosts.push(h);
+        }
+        let l = Loaded::from_text("a.json", &serde_json::to_string(&doc).unwrap()).unwrap();
+        let spec = LosslessSpec {
+            lossless_priorities: Some(vec![3]),
+            suite_dscp_lossless: true,
+            ..Default::default()
+        };
+        let out = checks(&spec, &[l]);
+        let dscp = out.iter().find(|o| o.id == "lossless-suite-dscp").unwrap();
+        assert_eq!(dscp.status, Status::Fail);
+        assert_eq!(
+            dscp.worst_at,
+            "node05:eth2: DSCP 0, traffic class 0 -> priority 0"
+        );
+        assert_eq!(dscp.measured, Some(1.0), "one port named of six judged");
+        assert_eq!(dscp.observations, 6);
     }
 
     #[test]

@@ -293,6 +293,16 @@ impl P2pArgs {
         }
     }
 
+    /// The traffic these options send (`--tclass`, `--sl`, `--gid-index`), as the audit
+    /// every document embeds records and judges it.
+    pub fn suite_traffic(&self) -> results::audit::SuiteTraffic {
+        results::audit::SuiteTraffic {
+            traffic_class: self.tclass,
+            service_level: self.sl,
+            gid_index: self.gid_index,
+        }
+    }
+
     /// `--timeout`: the longest wait for a peer.
     pub fn timeout(&self) -> std::time::Duration {
         std::time::Duration::from_secs_f64(self.timeout)

@@ -154,6 +154,43 @@ pub struct PortAudit {
     /// tenants. Absent in older documents.
     #[serde(default)]
     pub pkeys: Fact<Vec<u16>>,
+    /// The traffic class the NIC driver itself puts on this port's RDMA traffic, over what
+    /// the application asked (see [`NicTrafficClass`]). Absent in older documents.
+    #[serde(default)]
+    pub nic_tclass: Fact<NicTrafficClass>,
+}
+
+/// What the host sets as RoCE traffic class below the application.
+///
+/// MLNX_OFED / DOCA's mlx5_ib has `/sys/class/infiniband/DEV/tc/PORT/traffic_class`: once
+/// written (`echo 106 > ...`), it reads `Global tclass=106` and the kernel puts that class
+/// on every QP it moves to RTS, whatever the QP asked (perftest's `--tclass`, NCCL_IB_TC);
+/// lines after it are per-destination rules; unset, the file is empty. The upstream kernel
+/// has no such file. rdma_cm's per-port default ToS (configfs
+/// `/sys/kernel/config/rdma_cm/DEV/ports/PORT/default_roce_tos`, set by `cma_roce_tos`)
+/// is the class of rdma_cm connections that set none; this suite's verbs benchmarks and
+/// NCCL do not connect through rdma_cm, so it is recorded, not used for the suite.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct NicTrafficClass {
+    /// `Global tclass=N`: the class every QP of the port gets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub global: Option<u8>,
+    /// Per-destination rules printed after the global class, as the driver prints them:
+    /// traffic to those peers may get another class.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<String>,
+    /// rdma_cm's default ToS for the port, when its configfs directory exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rdma_cm_default_tos: Option<u8>,
+}
+
+/// Where the DSCP of the suite's traffic on a port comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DscpSource {
+    /// The class the suite asked for (`--tclass`), the NIC setting none of its own.
+    Asked,
+    /// The NIC's global traffic class, which replaces what the suite asked for.
+    NicGlobal(u8),
 }
 
 impl PortAudit {
@@ -162,6 +199,27 @@ impl PortAudit {
         match (&self.rdma_device, self.rdma_port) {
             (Some(d), Some(p)) => format!("{} ({d}/{p})", self.interface),
             _ => self.interface.clone(),
+        }
+    }
+
+    /// The DSCP the suite's traffic really carries on this port: the NIC's global traffic
+    /// class where the driver sets one (it overrides every QP's own), else the suite's.
+    pub fn suite_dscp(&self, suite: &SuiteTraffic) -> (u8, DscpSource) {
+        match self.nic_tclass.get().and_then(|t| t.global) {
+            Some(g) => (g >> 2, DscpSource::NicGlobal(g)),
+            None => (suite.dscp(), DscpSource::Asked),
+        }
+    }
+
+    /// How [`suite_dscp`](Self::suite_dscp)'s DSCP came about, for a message:
+    /// `DSCP 26, traffic class 106` or `DSCP 59 from the NIC's global tclass 236`.
+    pub fn suite_dscp_said(&self, suite: &SuiteTraffic) -> String {
+        match self.suite_dscp(suite) {
+            (d, DscpSource::Asked) => format!("DSCP {d}, traffic class {}", suite.traffic_class),
+            (d, DscpSource::NicGlobal(g)) => format!(
+                "DSCP {d} from the NIC's global tclass {g}, over the suite's traffic class {}",
+                suite.traffic_class
+            ),
         }
     }
 
@@ -487,7 +545,7 @@ fn lossless_findings(
     suite: &SuiteTraffic,
     lossless: Option<&[u8]>,
 ) {
-    let dscp = suite.dscp();
+    let (dscp, _) = p.suite_dscp(suite);
     let name = p.interface.as_str();
     let port = Some(name);
     if let Some(pfc) = p.pfc.get() {
@@ -512,7 +570,7 @@ fn lossless_findings(
     let (prio, pfc_on, ecn_on) = traffic_path(p, dscp);
     if let (Some(pr), Some(false)) = (prio, pfc_on) {
         out.add("fail", "traffic-lossy", port,
-            format!("{}: the suite's traffic (DSCP {dscp}, traffic class {}) lands on priority {pr}, which has no PFC", p.name(), suite.traffic_class),
+            format!("{}: the suite's traffic ({}) lands on priority {pr}, which has no PFC", p.name(), p.suite_dscp_said(suite)),
             "send with the traffic class of the lossless priority (bench --tclass, NCCL_IB_TC = DSCP*4; 106 = DSCP 26 with ECN capable) or map that DSCP to the lossless priority");
     }
     if let (Some(pr), Some(true), Some(false)) = (prio, pfc_on, ecn_on) {
@@ -761,7 +819,14 @@ fn tc_lint(v: &str, src: &str, a: &NodeAudit, lossless: Option<&[u8]>) -> Vec<Li
     let mut out = Vec::new();
     if let Ok(tc) = v.parse::<u8>() {
         let dscp = tc >> 2;
-        for p in a.ports.iter().filter(|p| !p.is_infiniband()) {
+        // A port whose driver sets a global traffic class puts it on NCCL's QPs too.
+        let own_class = |p: &&PortAudit| p.nic_tclass.get().and_then(|t| t.global).is_none();
+        for p in a
+            .ports
+            .iter()
+            .filter(|p| !p.is_infiniband())
+            .filter(own_class)
+        {
             let (prio, pfc, _) = traffic_path(p, dscp);
             let off = match (lossless, prio) {
                 (Some(l), Some(pr)) => !l.contains(&pr),

@@ -113,3 +113,10 @@ f $M/mtu 1500; f $M/speed 25000; f $M/carrier_changes 1; f $M/device/uevent "PCI
 c "dcb_-j_pfc_-s_show_dev_eno1" '{"pfc_cap":8,"macsec_bypass":false,"delay":0,"prio_pfc":[false,false,false,false,false,false,false,false],"requests":[0,0,0,0,0,0,0,0],"indications":[0,0,0,0,0,0,0,0]}'
 c "dcb_-j_app_show_dev_eno1" '{}'
 c "ethtool_--json_-I_--show-fec_eno1" '[ { "ifname": "eno1", "config": [ "Off" ], "active": [ "Off" ] } ]'
+# The NIC's own traffic class (issue 37 item 7): MLNX_OFED's global tclass 106 and rdma_cm's
+# default ToS 106, both as att/netarbiter's setup-nic-lossless-layer3.sh sets them beside
+# trust dscp and PFC on priority 3 (the file's real forms: tests/corpus/real-outputs/
+# mlx5-traffic-class/). Whatever class the QPs ask, the kernel gives them 106 (DSCP 26).
+healthy global-tclass node13; D=global-tclass
+f /sys/class/infiniband/mlx5_0/tc/1/traffic_class "Global tclass=106"
+f /sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos 106

@@ -17,8 +17,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use results::audit::{
-    findings, priority_of, Cnp, Ecn, Fact, HostAudit, NcclSetting, NodeAudit, PortAudit,
-    SuiteTraffic, TrafficPath, PRIORITIES,
+    findings, priority_of, Cnp, Ecn, Fact, HostAudit, NcclSetting, NicTrafficClass, NodeAudit,
+    PortAudit, SuiteTraffic, TrafficPath, PRIORITIES,
 };
 
 pub use source::{Live, Output, Replay, Source};
@@ -40,6 +40,17 @@ pub struct Options {
 /// Environment variable that turns the audit in benchmark documents off (`0`).
 pub const AUDIT_ENV: &str = "FABCHECK_AUDIT";
 
+/// The traffic this process measures with, for the audit its documents embed.
+static SUITE_TRAFFIC: std::sync::OnceLock<SuiteTraffic> = std::sync::OnceLock::new();
+
+/// Says once, before the first document, which traffic class, service level and GID index
+/// this process's measurements send with (a benchmark's `--tclass`, `--sl`, `--gid-index`),
+/// so that the audit it embeds judges where that traffic lands. Unset: class 0, SL 0, the
+/// automatic GID. A second call is ignored (the first document already carries the first).
+pub fn set_suite_traffic(suite: SuiteTraffic) {
+    let _ = SUITE_TRAFFIC.set(suite);
+}
+
 /// The audit for a benchmark document: live, within `budget` (commands stop being run
 /// once it is spent and read as unknown), `None` when `FABCHECK_AUDIT=0`.
 pub fn collect_bounded(budget: Duration) -> Option<NodeAudit> {
@@ -47,7 +58,11 @@ pub fn collect_bounded(budget: Duration) -> Option<NodeAudit> {
         return None;
     }
     let live = Live::new().with_budget(budget);
-    Some(audit(&live, &Options::default()))
+    let opts = Options {
+        suite: SUITE_TRAFFIC.get().cloned().unwrap_or_default(),
+        ..Default::default()
+    };
+    Some(audit(&live, &opts))
 }
 
 fn trim(s: &str) -> String {
@@ -140,6 +155,7 @@ fn discover(src: &dyn Source, opts: &Options) -> Vec<PortAudit> {
                 pci: pci.clone(),
                 firmware: fw.clone(),
                 pkeys: pkey_table(src, &format!("{pd}/pkeys")),
+                nic_tclass: nic_tclass(src, &d, &dev, n),
                 ..Default::default()
             };
             p.traffic = match gid {
@@ -263,6 +279,28 @@ fn dcb<T>(
     }
 }
 
+/// The traffic class the driver puts on the port's QPs (MLNX_OFED's `tc/PORT/traffic_class`)
+/// and rdma_cm's default ToS for the port (configfs), see [`results::audit::NicTrafficClass`].
+/// Neither file on the upstream kernel: known, empty (the class is what the QP asks).
+fn nic_tclass(src: &dyn Source, dev_dir: &str, dev: &str, port: u32) -> Fact<NicTrafficClass> {
+    let tc = format!("{dev_dir}/tc/{port}/traffic_class");
+    let (source, mut facts) = match src.read(&tc) {
+        Ok(text) => match parse::nic_traffic_class(&text) {
+            Ok(t) => (tc, t),
+            Err(e) => return Fact::unknown(tc, e),
+        },
+        // No tc directory: the upstream driver, which has no class of its own.
+        Err(_) if src.list(&format!("{dev_dir}/tc")).is_err() => (
+            format!("{tc} absent (a driver without a global class)"),
+            NicTrafficClass::default(),
+        ),
+        Err(e) => return Fact::unknown(tc, e),
+    };
+    let cm = format!("/sys/kernel/config/rdma_cm/{dev}/ports/{port}/default_roce_tos");
+    facts.rdma_cm_default_tos = src.read(&cm).ok().and_then(|t| t.trim().parse().ok());
+    Fact::known(source, facts)
+}
+
 /// A port's P_Key table from its slot files (through the source: live or a capture).
 fn pkey_table(src: &dyn Source, dir: &str) -> Fact<Vec<u16>> {
     let names = match src.list(dir) {
@@ -346,8 +384,8 @@ fn audit_port(
         };
         ecn(src, p, &net);
     }
-    // Where the suite's traffic lands.
-    let dscp = opts.suite.dscp();
+    // Where the suite's traffic lands: the NIC's own class where it sets one.
+    let (dscp, _) = p.suite_dscp(&opts.suite);
     let path = (!p.is_infiniband()).then(|| results::audit::traffic_path(p, dscp));
     if let Some(t) = p.traffic.value.as_mut() {
         t.dscp = dscp;

@@ -222,6 +222,26 @@ pub fn nccl_conf(text: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// MLNX_OFED / DOCA mlx5_ib's `/sys/class/infiniband/DEV/tc/PORT/traffic_class`
+/// (`traffic_class_show`): `Global tclass=%d\n` once a global class is written, then one
+/// line per per-destination rule; nothing at all while neither is set.
+pub fn nic_traffic_class(text: &str) -> Result<results::audit::NicTrafficClass, String> {
+    let mut out = results::audit::NicTrafficClass::default();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        match line.strip_prefix("Global tclass=") {
+            Some(v) => {
+                let v = v.trim();
+                out.global =
+                    Some(v.parse::<u8>().map_err(|_| {
+                        format!("`Global tclass={v}` is not a traffic class (0..255)")
+                    })?);
+            }
+            None => out.rules.push(line.to_string()),
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
