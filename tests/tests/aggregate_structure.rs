@@ -251,3 +251,51 @@ fn a_bad_plan_is_a_usage_error_naming_the_item() {
     expect_code(&out, 2, "bad format");
     assert!(!dir.join("r").exists(), "nothing written on a usage error");
 }
+
+/// A plan that names a node's NICs otherwise than discovery does (issue 37 item 13): the
+/// report says which discovered NICs match no planned one (metric cabling_unplanned_nics),
+/// and the other cabling checks warn that those NICs were not compared, so a swap there
+/// is never passed unseen without a word.
+#[test]
+fn discovered_nics_the_plan_does_not_name_are_said_beside_the_cabling_checks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let spec = FabricSpec::new(2, 4, 2, 2);
+    setup(dir, &spec, &[]);
+    let node = spec.node(1);
+    let mut plan = fabric::plan(&spec);
+    for nic in plan.nic.iter_mut().filter(|n| n.node == node) {
+        nic.nic = format!("mlx5_{}", nic.rail);
+    }
+    let renamed = plan.to_toml();
+    fs::write(dir.join("plan.toml"), renamed).unwrap();
+    let profile = format!(
+        "{PROFILE}[[check]]\nid = \"no-unplanned-nic\"\ndescription = \"every discovered NIC planned\"\nmetric = \"cabling_unplanned_nics\"\nunit = \"NICs\"\nmax = 0\n"
+    );
+    fs::write(dir.join("p.toml"), profile).unwrap();
+    let out = aggregate(
+        dir,
+        &[
+            "report",
+            "sweep.json",
+            "--profile",
+            "p.toml",
+            "--plan",
+            "plan.toml",
+            "--out",
+            "r",
+        ],
+    );
+    expect_code(&out, 1, "an unplanned NIC fails its check");
+    let summary: Value =
+        serde_json::from_str(&fs::read_to_string(dir.join("r/summary.json")).unwrap()).unwrap();
+    let unplanned = check(&summary, "no-unplanned-nic");
+    assert_eq!(unplanned["status"], "FAIL", "{unplanned}");
+    assert_eq!(unplanned["measured"], 2.0, "{unplanned}");
+    let swap = check(&summary, "no-swap");
+    let warning = swap["warning"].as_str().unwrap_or_default();
+    assert!(
+        warning.contains(&format!("not compared: {node} rail0, {node} rail1")),
+        "{swap}"
+    );
+}

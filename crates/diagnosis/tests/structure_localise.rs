@@ -389,3 +389,59 @@ fn a_leaf_slower_inside_than_its_uplinks_let_across_is_the_leaf() {
     let (got, st) = named(&FabricSpec::new(2, 4, 2, 2), &[slow], true);
     assert_eq!(got, expected(&spec, &[slow]), "{:#?}", st.suspects);
 }
+
+/// Discovery that names a node's NICs otherwise than the plan (over ibsim the neighbour
+/// records name the HCA as umad2sim presents it) is said, not dropped: each such NIC is
+/// an `unplanned_nic` difference, and nothing claims its cabling was compared. Before, the names became extra rails with no planned leaf and a
+/// swap on that node passed `cabling-swapped` unseen.
+#[test]
+fn discovered_nics_the_plan_does_not_name_are_reported_not_dropped() {
+    let spec = FabricSpec::new(2, 4, 2, 2);
+    let swap = [Fault::CableSwap {
+        node: 1,
+        r1: 0,
+        r2: 1,
+    }];
+    let mut plan = fabric::plan(&spec);
+    let node = spec.node(1);
+    let mut discovered_as = Vec::new();
+    for nic in plan.nic.iter_mut().filter(|n| n.node == node) {
+        discovered_as.push(nic.nic.clone());
+        nic.nic = format!("mlx5_{}", nic.rail);
+    }
+    let (_, st) = named_against(&spec, &swap, Some(plan));
+    let unplanned: Vec<&structure::cabling::Diff> = st
+        .cabling
+        .iter()
+        .filter(|d| d.kind == structure::cabling::DiffKind::UnplannedNic)
+        .collect();
+    let items: BTreeSet<String> = unplanned.iter().map(|d| d.item.clone()).collect();
+    let want: BTreeSet<String> = discovered_as
+        .iter()
+        .map(|n| format!("{node} {n}"))
+        .collect();
+    assert_eq!(items, want, "{:#?}", st.cabling);
+    assert!(
+        unplanned[0].expected.contains("mlx5_0, mlx5_1"),
+        "{}",
+        unplanned[0].expected
+    );
+    // The swap on that node cannot be seen against the plan: not claimed as judged.
+    assert!(
+        !st.cabling
+            .iter()
+            .any(|d| d.kind == structure::cabling::DiffKind::CableSwap),
+        "{:#?}",
+        st.cabling
+    );
+    // With the plan's names right, the same swap is named.
+    let (_, st) = named_against(&spec, &swap, Some(fabric::plan(&spec)));
+    assert!(st
+        .cabling
+        .iter()
+        .any(|d| d.kind == structure::cabling::DiffKind::CableSwap));
+    assert!(!st
+        .cabling
+        .iter()
+        .any(|d| d.kind == structure::cabling::DiffKind::UnplannedNic));
+}

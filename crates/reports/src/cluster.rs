@@ -473,9 +473,34 @@ fn judge_check(
                     .collect::<Vec<_>>()
                     .join("; ")
             };
-            mk(judged(v), Some(v), at, st.nodes)
+            let mut o = mk(judged(v), Some(v), at, st.nodes);
+            o.warning = not_compared(st, kind);
+            o
         }
         _ => return None,
+    })
+}
+
+/// What a cabling check of `kind` could not compare: the NICs discovery found under a
+/// name the plan does not have (their cables were judged by no check of the others).
+fn not_compared(
+    st: &diagnosis::structure::Structure,
+    kind: verdict::metric::DiffKind,
+) -> Option<String> {
+    if kind == verdict::metric::DiffKind::UnplannedNic {
+        return None;
+    }
+    let unmatched: Vec<&str> = st
+        .cabling
+        .iter()
+        .filter(|d| d.kind == verdict::metric::DiffKind::UnplannedNic)
+        .map(|d| d.item.as_str())
+        .collect();
+    (!unmatched.is_empty()).then(|| {
+        format!(
+            "not compared: {} (discovered under a name no planned NIC has; see metric cabling_unplanned_nics)",
+            unmatched.join(", ")
+        )
     })
 }
 

@@ -15,16 +15,19 @@ pub enum DiffKind {
     MissingLink,
     ExtraLink,
     LinkDowngraded,
+    /// A NIC discovery found on a node under a name none of the node's planned NICs has.
+    UnplannedNic,
 }
 
 impl DiffKind {
-    pub const ALL: [DiffKind; 6] = [
+    pub const ALL: [DiffKind; 7] = [
         DiffKind::CableSwap,
         DiffKind::WrongLeaf,
         DiffKind::WrongPort,
         DiffKind::MissingLink,
         DiffKind::ExtraLink,
         DiffKind::LinkDowngraded,
+        DiffKind::UnplannedNic,
     ];
     pub fn as_str(self) -> &'static str {
         match self {
@@ -34,6 +37,7 @@ impl DiffKind {
             DiffKind::MissingLink => "missing_link",
             DiffKind::ExtraLink => "extra_link",
             DiffKind::LinkDowngraded => "link_downgraded",
+            DiffKind::UnplannedNic => "unplanned_nic",
         }
     }
     /// What to do about it.
@@ -45,6 +49,7 @@ impl DiffKind {
             DiffKind::MissingLink => "cable (or bring up) the missing switch link",
             DiffKind::ExtraLink => "remove the unplanned link, or add it to the plan",
             DiffKind::LinkDowngraded => "replace the cable or optic, or reseat it: it trained below its peers",
+            DiffKind::UnplannedNic => "name the NIC in the plan as discovery names it (or fix the name it announces): until then its cabling is not compared",
         }
     }
 }
@@ -244,6 +249,11 @@ pub const ALL: &[(&str, Metric, &str)] = &[
         "cabling_downgraded_links",
         Metric::Cabling(DiffKind::LinkDowngraded),
         "links",
+    ),
+    (
+        "cabling_unplanned_nics",
+        Metric::Cabling(DiffKind::UnplannedNic),
+        "NICs",
     ),
     ("disturbed_results", Metric::Disturbed, "results"),
     ("copy_bw", Metric::CopyBw, "GB/s"),

@@ -98,6 +98,7 @@ pub fn check(t: &Topology, plan: Option<&FabricPlan>, links: &[FabricLink]) -> V
     for i in 0..t.nodes.len() {
         out.extend(node_cabling(t, i, has_plan_nics));
     }
+    out.extend(unplanned_nics(t, plan));
     let (sw_links, mut host_links) = split_links(t, links);
     if !links.is_empty() {
         out.extend(link_counts(t, plan, links));
@@ -173,6 +174,46 @@ fn node_cabling(t: &Topology, i: usize, has_plan_nics: bool) -> Vec<Diff> {
         out.extend(wrong_port(t, i, r, want, has_plan_nics, against));
     }
     out
+}
+
+/// Discovered NICs no planned NIC of their node is named like: each one difference, so a
+/// discovery that matches nothing is said, not dropped (over ibsim the neighbour records
+/// name the HCA as umad2sim presents it, `ibsim0`, where the plan says `mlx5_0`).
+fn unplanned_nics(t: &Topology, plan: Option<&FabricPlan>) -> Vec<Diff> {
+    let Some(p) = plan else {
+        return Vec::new();
+    };
+    t.unmatched
+        .iter()
+        .map(|(i, nic, f)| {
+            let node = &t.nodes[*i as usize];
+            let mut names: Vec<&str> = p
+                .nic
+                .iter()
+                .filter(|x| &x.node == node)
+                .map(|x| x.nic.as_str())
+                .collect();
+            names.sort_by(|a, b| results::natural::natural_cmp(a, b));
+            Diff {
+                kind: DiffKind::UnplannedNic,
+                item: format!("{node} {nic}"),
+                expected: format!("a NIC the plan names on {node} ({})", names.join(", ")),
+                found: format!(
+                    "{nic} on {}{}",
+                    f.switch,
+                    f.port
+                        .as_deref()
+                        .map(|p| format!(" port {p}"))
+                        .unwrap_or_default()
+                ),
+                against: format!("plan; {}", f.source),
+                what: DiffKind::UnplannedNic.what(),
+                node: *i,
+                rails: Vec::new(),
+                switches: vec![f.switch.clone()],
+            }
+        })
+        .collect()
 }
 
 /// Node `i`'s NICs of rails `r` and `r2` on each other's leaves (`want`: r's, `at`: r2's).

@@ -82,6 +82,10 @@ pub struct Topology {
     /// Whether anything told the groups (a plan, discovery or latency classes); without
     /// it the structure knows nothing the node matrix does not.
     pub known: bool,
+    /// Discovered NICs of a node the plan lists NICs for, under a name none of them has
+    /// (`ibsim0` where the plan says `mlx5_0`, `mlx5_1`): not attached to any rail, so
+    /// nothing was compared for them; [`super::cabling`] reports each.
+    pub unmatched: Vec<(u32, String, Found)>,
 }
 
 impl Topology {
@@ -223,7 +227,12 @@ impl Topology {
             }
         }
         for (node, nic) in f.found.keys() {
-            if let Some(&id) = self.node_index.get(node) {
+            // A node with planned NICs has those rails; a discovered name outside them is
+            // no new rail (apply_discovery reports it).
+            let planned_here = f
+                .plan
+                .is_some_and(|p| p.nic.iter().any(|x| &x.node == node));
+            if let (Some(&id), false) = (self.node_index.get(node), planned_here) {
                 per_node.entry(id).or_default().insert(nic.clone());
             }
         }
@@ -308,16 +317,29 @@ impl Topology {
         }
     }
 
-    /// Discovery's neighbours: each NIC attached where it was found. How many were.
+    /// Discovery's neighbours: each NIC attached where it was found. How many were. A
+    /// NIC of a node with planned NICs that is not one of them is kept in `unmatched`.
     fn apply_discovery(&mut self, f: &Facts, rails_n: usize) -> usize {
         let mut discovered = 0;
+        let planned: BTreeSet<(&str, &str)> = f
+            .plan
+            .map(|p| {
+                p.nic
+                    .iter()
+                    .map(|x| (x.node.as_str(), x.nic.as_str()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let has_planned = |node: &str| planned.iter().any(|(n, _)| *n == node);
         for ((node, nic), fd) in &f.found {
-            let (Some(&id), Some(&r)) = (
-                self.node_index.get(node),
-                self.node_index
-                    .get(node)
-                    .and_then(|id| self.rail_of.get(&(*id, nic.clone()))),
-            ) else {
+            let Some(&id) = self.node_index.get(node) else {
+                continue;
+            };
+            if has_planned(node) && !planned.contains(&(node.as_str(), nic.as_str())) {
+                self.unmatched.push((id, nic.clone(), fd.clone()));
+                continue;
+            }
+            let Some(&r) = self.rail_of.get(&(id, nic.clone())) else {
                 continue;
             };
             let sw = self.intern_switch(&fd.switch, Tier::Leaf, false);
@@ -326,6 +348,7 @@ impl Topology {
             self.found[s] = Some(fd.clone());
             discovered += 1;
         }
+        self.unmatched.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
         discovered
     }
 
