@@ -69,6 +69,7 @@ fn main() {
         plan: Some(&plan),
         found,
         latencies: vec![],
+        disagreements: vec![],
     };
     let t = Topology::build(&facts);
     let mut o = Observed::new(0, 0);

@@ -445,3 +445,52 @@ fn discovered_nics_the_plan_does_not_name_are_reported_not_dropped() {
         .iter()
         .any(|d| d.kind == structure::cabling::DiffKind::UnplannedNic));
 }
+
+/// Two documents that place one NIC on different leaves (a night before and after a
+/// recabling) are named, both places and both documents, instead of the first being
+/// kept without a word.
+#[test]
+fn documents_that_disagree_on_a_nics_place_are_named() {
+    let spec = FabricSpec::new(2, 4, 2, 2);
+    let load = |name: &str, faults: &[Fault]| {
+        let doc = fabric::document(&spec, faults);
+        Loaded::from_text(name, &serde_json::to_string(&doc).unwrap()).unwrap()
+    };
+    let before = load("monday.json", &[]);
+    let after = load(
+        "tuesday.json",
+        &[Fault::CableSwap {
+            node: 1,
+            r1: 0,
+            r2: 1,
+        }],
+    );
+    let plan = fabric::plan(&spec);
+    let st = structure::build(&[before, after], Some(&plan), &MatrixSettings::default()).unwrap();
+    let node = spec.node(1);
+    let said: Vec<&String> = st
+        .notes
+        .iter()
+        .filter(|n| n.starts_with("discovery disagrees"))
+        .collect();
+    assert_eq!(said.len(), 2, "{:#?}", st.notes);
+    assert!(
+        said.iter()
+            .all(|n| n.contains(&node) && n.contains("monday.json") && n.contains("tuesday.json")),
+        "{said:#?}"
+    );
+    // One document, or two that agree: nothing said.
+    let st = structure::build(
+        &[load("a.json", &[]), load("b.json", &[])],
+        Some(&plan),
+        &MatrixSettings::default(),
+    )
+    .unwrap();
+    assert!(
+        !st.notes
+            .iter()
+            .any(|n| n.starts_with("discovery disagrees")),
+        "{:#?}",
+        st.notes
+    );
+}

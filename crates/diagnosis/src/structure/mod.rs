@@ -135,45 +135,58 @@ fn facts<'a>(
     let mut nodes = BTreeSet::new();
     let mut links = Vec::new();
     for d in docs {
-        for r in &d.doc.results {
-            let pair = match r {
-                TestResult::Bandwidth(b) => &b.pair,
-                TestResult::Latency(l) => &l.pair,
-                TestResult::Collective(_) => continue,
-            };
-            for p in [&pair.initiator, &pair.responder] {
-                nodes.insert(p.host.clone());
-                if let Some(dev) = &p.device {
-                    f.nics
-                        .entry(p.host.clone())
-                        .or_default()
-                        .insert(dev.clone());
-                }
-            }
-            if let TestResult::Latency(l) = r {
-                if l.pair.initiator.host != l.pair.responder.host
-                    && l.pair.initiator.device == l.pair.responder.device
-                {
-                    f.latencies.push((
-                        l.pair.initiator.host.clone(),
-                        l.pair.responder.host.clone(),
-                        l.latency_us.p50,
-                    ));
-                }
-            }
-        }
+        measured_pairs(d, &mut f, &mut nodes);
         if let Some(fd) = &d.doc.fabric {
             if fd.state == "found" && links.is_empty() {
                 links = fd.links.clone();
             }
         }
     }
+    // After every document's rows: a neighbour's NIC is named as the rows name it.
+    neighbours(docs, &mut f, &mut nodes);
+    f.nodes = nodes.into_iter().collect();
+    (f, links)
+}
+
+/// The nodes and NIC names a document's pair results used, and its same-rail latencies.
+fn measured_pairs(d: &Loaded, f: &mut Facts, nodes: &mut BTreeSet<String>) {
+    for r in &d.doc.results {
+        let pair = match r {
+            TestResult::Bandwidth(b) => &b.pair,
+            TestResult::Latency(l) => &l.pair,
+            TestResult::Collective(_) => continue,
+        };
+        for p in [&pair.initiator, &pair.responder] {
+            nodes.insert(p.host.clone());
+            if let Some(dev) = &p.device {
+                f.nics
+                    .entry(p.host.clone())
+                    .or_default()
+                    .insert(dev.clone());
+            }
+        }
+        if let TestResult::Latency(l) = r {
+            if l.pair.initiator.host != l.pair.responder.host
+                && l.pair.initiator.device == l.pair.responder.device
+            {
+                f.latencies.push((
+                    l.pair.initiator.host.clone(),
+                    l.pair.responder.host.clone(),
+                    l.latency_us.p50,
+                ));
+            }
+        }
+    }
+}
+
+/// Each NIC's neighbour as the documents found it, the first document's place kept and
+/// any later one that disagrees named.
+fn neighbours(docs: &[Loaded], f: &mut Facts, nodes: &mut BTreeSet<String>) {
+    // Which document placed each NIC first, to name both when another disagrees.
+    let mut placed: HashMap<(String, String), std::path::PathBuf> = HashMap::new();
     for d in docs {
         for h in &d.doc.hosts {
-            for nb in &h.neighbors {
-                if nb.state != "found" {
-                    continue;
-                }
+            for nb in h.neighbors.iter().filter(|nb| nb.state == "found") {
                 let known = f.nics.get(&h.hostname);
                 let nic = [&nb.device, &nb.interface]
                     .into_iter()
@@ -186,20 +199,54 @@ fn facts<'a>(
                     continue;
                 };
                 nodes.insert(h.hostname.clone());
-                f.found
-                    .entry((h.hostname.clone(), nic.clone()))
-                    .or_insert(Found {
-                        switch: switch_name(sw),
-                        port: nb.port_id.clone(),
-                        width: nb.width.clone(),
-                        speed: nb.speed.clone(),
-                        source: nb.source.clone(),
-                    });
+                let here = Found {
+                    switch: switch_name(sw),
+                    port: nb.port_id.clone(),
+                    width: nb.width.clone(),
+                    speed: nb.speed.clone(),
+                    source: nb.source.clone(),
+                };
+                let key = (h.hostname.clone(), nic.clone());
+                match f.found.get(&key) {
+                    None => {
+                        placed.insert(key.clone(), d.path.clone());
+                        f.found.insert(key, here);
+                    }
+                    Some(first) if (&first.switch, &first.port) != (&here.switch, &here.port) => {
+                        let said = disagreement(&key, first, &here, &placed, d);
+                        f.disagreements.push(said);
+                    }
+                    Some(_) => {}
+                }
             }
         }
     }
-    f.nodes = nodes.into_iter().collect();
-    (f, links)
+}
+
+/// Two documents' places for one NIC, in words (the first is kept).
+fn disagreement(
+    (node, nic): &(String, String),
+    first: &Found,
+    here: &Found,
+    placed: &HashMap<(String, String), std::path::PathBuf>,
+    d: &Loaded,
+) -> String {
+    let at = |f: &Found| match &f.port {
+        Some(p) => format!("{} port {p}", f.switch),
+        None => f.switch.clone(),
+    };
+    let first_doc = placed
+        .get(&(node.clone(), nic.clone()))
+        .map_or("an earlier document".to_string(), |p| {
+            p.display().to_string()
+        });
+    format!(
+        "discovery disagrees on {node} {nic}: {} in {first_doc}, {} in {}; the first is used \
+         (was it recabled between the runs?)",
+        at(first),
+        at(here),
+        d.path.display()
+    )
 }
 
 /// The node pair of a pair part, as `--pattern file:` names hosts (a `host/rank` node of
@@ -393,6 +440,7 @@ pub fn build(docs: &[Loaded], plan: Option<&FabricPlan>, s: &MatrixSettings) -> 
         nodes: t.nodes.len(),
         rails: t.rails.clone(),
         discovered,
+        notes: f.disagreements.clone(),
         ..Default::default()
     };
     let groups = group_infos(&t);

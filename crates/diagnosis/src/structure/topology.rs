@@ -45,6 +45,9 @@ pub struct Facts<'a> {
     pub found: HashMap<(String, String), Found>,
     /// Same-rail pair latencies (node a, node b, p50 us), for inference.
     pub latencies: Vec<(String, String, f64)>,
+    /// Documents that place one NIC on different switch ports, in words; the first
+    /// document's place is the one used.
+    pub disagreements: Vec<String>,
 }
 
 /// The fabric's structure.
