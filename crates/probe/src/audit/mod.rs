@@ -332,60 +332,88 @@ fn audit_port(
 ) {
     let net = format!("/sys/class/net/{}", p.interface);
     let has_netdev = src.read(&format!("{net}/mtu")).is_ok();
-    if has_netdev {
-        p.mtu = read_u64(src, &format!("{net}/mtu")).value.map(|v| v as u32);
-        p.speed_mbit_s = src
-            .read(&format!("{net}/speed"))
-            .ok()
-            .and_then(|s| s.trim().parse::<i64>().ok())
-            .filter(|&v| v > 0)
-            .map(|v| v as u64);
-        p.carrier_changes = read_u64(src, &format!("{net}/carrier_changes"));
-    } else {
-        p.carrier_changes = Fact::unknown(&net, "no netdev on this port");
-    }
+    netdev_facts(src, p, &net, has_netdev);
     if p.is_infiniband() || !has_netdev {
         let why = if p.is_infiniband() {
             "InfiniBand port: no PFC/DSCP/ECN on the host (the subnet manager sets SL to VL and credits; the link is lossless by design)"
         } else {
             "no netdev on this port"
         };
-        p.pfc = Fact::unknown("link_layer", why);
-        p.ets = Fact::unknown("link_layer", why);
-        p.dscp_prio = Fact::unknown("link_layer", why);
-        p.trust = Fact::unknown("link_layer", why);
-        p.dcbx = Fact::unknown("link_layer", why);
-        p.buffer = Fact::unknown("link_layer", why);
-        p.ecn = Fact::unknown("link_layer", why);
-        p.dcqcn = Fact::unknown("link_layer", why);
-        p.cnp = Fact::unknown("link_layer", why);
+        no_dcb(p, why);
     } else {
-        let i = p.interface.as_str();
-        p.pfc = dcb(src, have_dcb, &["pfc", "-s"], i, parse::dcb_pfc);
-        p.ets = dcb(src, have_dcb, &["ets"], i, parse::dcb_ets);
-        p.dscp_prio = dcb(src, have_dcb, &["app"], i, parse::dcb_app_dscp);
-        p.dcbx = dcb(src, have_dcb, &["dcbx"], i, parse::dcb_dcbx);
-        p.buffer = dcb(src, have_dcb, &["buffer"], i, parse::dcb_buffer);
-        // The vendor stack (MLNX_OFED) says the trust mode itself; upstream switches to
-        // DSCP trust with the first DSCP entry of the APP table (mlx5 en_dcbnl.c).
-        let qos_trust = format!("{net}/qos/trust");
-        p.trust = match src.read(&qos_trust) {
-            Ok(t) if !t.trim().is_empty() => Fact::known(&qos_trust, trim(&t)),
-            _ => match p.dscp_prio.get() {
-                Some(m) => Fact::known(
-                    format!("derived: {} DSCP entries in the APP table", m.len()),
-                    if m.is_empty() { "pcp" } else { "dscp" }.to_string(),
-                ),
-                None => Fact::unknown(
-                    p.dscp_prio.source.clone(),
-                    p.dscp_prio.unknown.clone().unwrap_or_default(),
-                ),
-            },
-        };
+        dcb_facts(src, p, &net, have_dcb);
         ecn(src, p, &net);
     }
-    // Where the suite's traffic lands: the NIC's own class where it sets one.
-    let (dscp, _) = p.suite_dscp(&opts.suite);
+    suite_path(p, &opts.suite);
+    let why = match (has_netdev, ethtool) {
+        (false, _) => "no netdev on this port",
+        (true, None) => "ethtool is not installed (Debian/Ubuntu: apt-get install ethtool)",
+        (true, Some(version)) => return ethtool_facts(src, opts, p, version),
+    };
+    p.fec = Fact::unknown("ethtool", why);
+    p.driver_counters = Fact::unknown("ethtool", why);
+    p.module = Fact::unknown("ethtool", why);
+}
+
+/// MTU, speed and carrier changes of the port's netdev.
+fn netdev_facts(src: &dyn Source, p: &mut PortAudit, net: &str, has_netdev: bool) {
+    if !has_netdev {
+        p.carrier_changes = Fact::unknown(net, "no netdev on this port");
+        return;
+    }
+    p.mtu = read_u64(src, &format!("{net}/mtu")).value.map(|v| v as u32);
+    p.speed_mbit_s = src
+        .read(&format!("{net}/speed"))
+        .ok()
+        .and_then(|s| s.trim().parse::<i64>().ok())
+        .filter(|&v| v > 0)
+        .map(|v| v as u64);
+    p.carrier_changes = read_u64(src, &format!("{net}/carrier_changes"));
+}
+
+/// Every DCB, ECN and CNP fact unknown for one reason (an InfiniBand port, no netdev).
+fn no_dcb(p: &mut PortAudit, why: &str) {
+    p.pfc = Fact::unknown("link_layer", why);
+    p.ets = Fact::unknown("link_layer", why);
+    p.dscp_prio = Fact::unknown("link_layer", why);
+    p.trust = Fact::unknown("link_layer", why);
+    p.dcbx = Fact::unknown("link_layer", why);
+    p.buffer = Fact::unknown("link_layer", why);
+    p.ecn = Fact::unknown("link_layer", why);
+    p.dcqcn = Fact::unknown("link_layer", why);
+    p.cnp = Fact::unknown("link_layer", why);
+}
+
+/// PFC, ETS, the DSCP map, DCBX and buffers from `dcb`, and the trust mode.
+fn dcb_facts(src: &dyn Source, p: &mut PortAudit, net: &str, have_dcb: bool) {
+    let i = p.interface.as_str();
+    p.pfc = dcb(src, have_dcb, &["pfc", "-s"], i, parse::dcb_pfc);
+    p.ets = dcb(src, have_dcb, &["ets"], i, parse::dcb_ets);
+    p.dscp_prio = dcb(src, have_dcb, &["app"], i, parse::dcb_app_dscp);
+    p.dcbx = dcb(src, have_dcb, &["dcbx"], i, parse::dcb_dcbx);
+    p.buffer = dcb(src, have_dcb, &["buffer"], i, parse::dcb_buffer);
+    // The vendor stack (MLNX_OFED) says the trust mode itself; upstream switches to
+    // DSCP trust with the first DSCP entry of the APP table (mlx5 en_dcbnl.c).
+    let qos_trust = format!("{net}/qos/trust");
+    p.trust = match src.read(&qos_trust) {
+        Ok(t) if !t.trim().is_empty() => Fact::known(&qos_trust, trim(&t)),
+        _ => match p.dscp_prio.get() {
+            Some(m) => Fact::known(
+                format!("derived: {} DSCP entries in the APP table", m.len()),
+                if m.is_empty() { "pcp" } else { "dscp" }.to_string(),
+            ),
+            None => Fact::unknown(
+                p.dscp_prio.source.clone(),
+                p.dscp_prio.unknown.clone().unwrap_or_default(),
+            ),
+        },
+    };
+}
+
+/// Where the suite's traffic lands: its DSCP (the NIC's own class where it sets one), the
+/// priority that DSCP maps to, and whether PFC and ECN are on there.
+fn suite_path(p: &mut PortAudit, suite: &SuiteTraffic) {
+    let (dscp, _) = p.suite_dscp(suite);
     let path = (!p.is_infiniband()).then(|| results::audit::traffic_path(p, dscp));
     if let Some(t) = p.traffic.value.as_mut() {
         t.dscp = dscp;
@@ -395,21 +423,11 @@ fn audit_port(
             t.ecn_on = ecn;
         }
     }
-    if !has_netdev {
-        let why = "no netdev on this port";
-        p.fec = Fact::unknown("ethtool", why);
-        p.driver_counters = Fact::unknown("ethtool", why);
-        p.module = Fact::unknown("ethtool", why);
-        return;
-    }
+}
+
+/// FEC, driver counters and the module, from ethtool (`version` picks `-m`'s form).
+fn ethtool_facts(src: &dyn Source, opts: &Options, p: &mut PortAudit, version: &str) {
     let i = p.interface.clone();
-    let Some(ethtool) = ethtool else {
-        let why = "ethtool is not installed (Debian/Ubuntu: apt-get install ethtool)";
-        p.fec = Fact::unknown("ethtool", why);
-        p.driver_counters = Fact::unknown("ethtool", why);
-        p.module = Fact::unknown("ethtool", why);
-        return;
-    };
     let argv = ["ethtool", "--json", "-I", "--show-fec", i.as_str()];
     let out = src.run(&argv);
     p.fec = if !out.ok() {
@@ -435,30 +453,34 @@ fn audit_port(
     } else {
         Fact::unknown(argv.join(" "), out.why())
     };
-    let json = parse::module_json_since(ethtool);
+    p.module = module(src, &i, version);
+}
+
+/// The module's EEPROM (`ethtool -m`, JSON from ethtool 6.14).
+fn module(src: &dyn Source, i: &str, version: &str) -> Fact<results::audit::Module> {
+    let json = parse::module_json_since(version);
     let argv: Vec<&str> = if json {
-        vec!["ethtool", "--json", "-m", i.as_str()]
+        vec!["ethtool", "--json", "-m", i]
     } else {
-        vec!["ethtool", "-m", i.as_str()]
+        vec!["ethtool", "-m", i]
     };
     let out = src.run(&argv);
-    p.module = if !out.ok() {
+    if !out.ok() {
         let mut why = out.why();
         if why.contains("Operation not permitted") {
             why.push_str(" (reading the module EEPROM needs root)");
         }
-        Fact::unknown(argv.join(" "), why)
+        return Fact::unknown(argv.join(" "), why);
+    }
+    let r = if json {
+        parse::ethtool_module_json(&out.stdout)
     } else {
-        let r = if json {
-            parse::ethtool_module_json(&out.stdout)
-        } else {
-            parse::ethtool_module_text(&out.stdout)
-        };
-        match r {
-            Ok(m) => Fact::known(argv.join(" "), m),
-            Err(e) => Fact::unknown(argv.join(" "), e),
-        }
+        parse::ethtool_module_text(&out.stdout)
     };
+    match r {
+        Ok(m) => Fact::known(argv.join(" "), m),
+        Err(e) => Fact::unknown(argv.join(" "), e),
+    }
 }
 
 /// ECN per priority and DCQCN parameters: MLNX_OFED's `/sys/class/net/IF/ecn/roce_{np,rp}/`
