@@ -6,6 +6,7 @@
 //! It depends on the `results` crate only, so it builds anywhere (no verbs, MPI or CUDA).
 //! The diagnosis (`diagnosis`) and the reports (`reports`) stand on it; it knows neither.
 
+pub mod counters;
 pub mod digest;
 pub mod error;
 pub mod escape;

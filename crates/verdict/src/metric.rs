@@ -506,9 +506,9 @@ impl LossTally {
 /// Link health from a row's counter deltas, both sides, tallied one counter at a time
 /// (as [`LossTally`], so the streaming reader tallies the same way). Each figure is known
 /// only where a counter of its family was present: a driver without pause counters gives
-/// no pause share, not 0 %. Negative deltas (a counter reset) count as 0. Names are mlx5's
-/// (Documentation/networking/device_drivers/ethernet/mellanox/mlx5/counters.rst) and the
-/// InfiniBand PMA's.
+/// no pause share, not 0 %. Negative deltas (a counter reset) count as 0. Names are each
+/// driver's own, from one table ([`crate::counters`]: mlx5, bnxt_en/bnxt_re, irdma, the
+/// InfiniBand PMA).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct HealthTally {
     pause_us: Option<i64>,
@@ -526,64 +526,20 @@ pub struct HealthTally {
     floors: u8,
 }
 
-/// The counter families a figure is summed from; as bits of [`HealthTally::floors`], the
-/// families that were only a lower bound.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Family {
-    Loss = 1,
-    Pause = 2,
-    Discards = 4,
-    Cnp = 8,
-    PostFec = 16,
-    Corrected = 32,
-    /// Bits received: a lower bound here makes the BER an upper bound, so this family
-    /// makes no figure "at least".
-    RxBits = 64,
-}
+use crate::counters::{family, Family};
 
-impl Family {
-    /// The family a health counter belongs to, by the driver's or the PMA's name.
-    fn of(name: &str) -> Option<Family> {
-        if (name.starts_with("rx_prio") || name.starts_with("tx_prio"))
-            && name.ends_with("_pause_duration")
-        {
-            Some(Family::Pause)
-        } else if name.contains("discard") {
-            Some(Family::Discards)
-        } else if name == "np_cnp_sent" {
-            Some(Family::Cnp)
-        } else if POST_FEC_COUNTERS.contains(&name) {
-            Some(Family::PostFec)
-        } else if name == "rx_corrected_bits_phy" {
-            Some(Family::Corrected)
-        } else if name == "rx_bits_phy" {
-            Some(Family::RxBits)
-        } else {
-            None
-        }
-    }
-
-    /// The family whose lower bound makes `m` a lower bound.
-    fn of_metric(m: Metric) -> Option<Family> {
-        match m {
-            Metric::LinkLoss => Some(Family::Loss),
-            Metric::PauseShare => Some(Family::Pause),
-            Metric::Discards => Some(Family::Discards),
-            Metric::CnpRate => Some(Family::Cnp),
-            Metric::PostFecErrors => Some(Family::PostFec),
-            Metric::PreFecBer => Some(Family::Corrected),
-            _ => None,
-        }
+/// The family whose lower bound makes `m` a lower bound.
+fn family_of_metric(m: Metric) -> Option<Family> {
+    match m {
+        Metric::LinkLoss => Some(Family::Loss),
+        Metric::PauseShare => Some(Family::Pause),
+        Metric::Discards => Some(Family::Discards),
+        Metric::CnpRate => Some(Family::Cnp),
+        Metric::PostFecErrors => Some(Family::PostFec),
+        Metric::PreFecBer => Some(Family::Corrected),
+        _ => None,
     }
 }
-
-/// Counters of errors FEC did not correct.
-const POST_FEC_COUNTERS: &[&str] = &[
-    "rx_pcs_symbol_err_phy",
-    "rx_crc_errors_phy",
-    "rx_symbol_err_phy",
-    "symbol_error",
-];
 
 impl HealthTally {
     /// The counters added next are side `i`'s (0 initiator, 1 responder), whose port
@@ -596,7 +552,7 @@ impl HealthTally {
     pub fn add(&mut self, name: &str, v: i64) {
         let v = v.max(0);
         let sum = |slot: &mut Option<i64>| *slot = Some(slot.unwrap_or(0).saturating_add(v));
-        match Family::of(name) {
+        match family(name) {
             Some(Family::Pause) => self.pause_us = Some(self.pause_us.unwrap_or(0).max(v)),
             Some(Family::Discards) => sum(&mut self.discards),
             Some(Family::Cnp) => sum(&mut self.cnp_sent),
@@ -613,14 +569,14 @@ impl HealthTally {
         if LOSS_COUNTERS.contains(&name) {
             self.floors |= Family::Loss as u8;
         }
-        if let Some(f) = Family::of(name) {
+        if let Some(f) = family(name) {
             self.floors |= f as u8;
         }
     }
 
     /// Whether `m`'s value from these counters is only a lower bound.
     pub fn at_least(&self, m: Metric) -> bool {
-        Family::of_metric(m).is_some_and(|f| self.floors & f as u8 != 0)
+        family_of_metric(m).is_some_and(|f| self.floors & f as u8 != 0)
     }
 
     /// The worse side's pre-FEC BER over `seconds`; `None` without a corrected-bits

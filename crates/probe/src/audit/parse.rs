@@ -165,11 +165,17 @@ pub fn ethtool_fec(json: &str) -> Result<Fec, String> {
 }
 
 /// Driver counters worth keeping in a document: pause and PFC, discards and drops,
-/// congestion (ECN, CNP), retransmission and PHY/FEC errors, link downs. An mlx5 port
-/// has a thousand counters; these are the few that tell of loss.
+/// congestion (ECN, CNP), retransmission and PHY/FEC errors, link downs, and the bits
+/// received a BER is over. An mlx5 port has a thousand counters; these are the few that
+/// tell of loss. bnxt_en names its PFC time `pfc_pri{p}_{rx,tx}_duration_us` and its bits
+/// received `rx_bits`.
 pub fn relevant_counter(name: &str) -> bool {
+    if name == "rx_bits" {
+        return true;
+    }
     const WORDS: &[&str] = &[
         "pause",
+        "pfc",
         "discard",
         "drop",
         "storm",
