@@ -45,6 +45,23 @@ fn setup(dir: &Path, spec: &FabricSpec, faults: &[Fault]) {
     fs::write(dir.join("p.toml"), PROFILE).unwrap();
 }
 
+/// `aggregate report sweep.json --profile p.toml --plan plan.toml --out r` in `dir`.
+fn report(dir: &Path) -> std::process::Output {
+    aggregate(
+        dir,
+        &[
+            "report",
+            "sweep.json",
+            "--profile",
+            "p.toml",
+            "--plan",
+            "plan.toml",
+            "--out",
+            "r",
+        ],
+    )
+}
+
 fn check<'a>(summary: &'a Value, id: &str) -> &'a Value {
     summary["verdict"]["checks"]
         .as_array()
@@ -68,19 +85,7 @@ fn a_slow_leaf_and_a_swapped_pair_are_named_with_evidence_and_drawn() {
         },
     ];
     setup(dir, &spec, &faults);
-    let out = aggregate(
-        dir,
-        &[
-            "report",
-            "sweep.json",
-            "--profile",
-            "p.toml",
-            "--plan",
-            "plan.toml",
-            "--out",
-            "r",
-        ],
-    );
+    let out = report(dir);
     expect_code(&out, 1, "faults fail the profile");
     let (stdout, _) = text(&out);
     let suspects: Vec<&str> = stdout
@@ -185,19 +190,7 @@ fn a_clean_fabric_passes_and_names_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     setup(dir, &FabricSpec::new(2, 4, 2, 2), &[]);
-    let out = aggregate(
-        dir,
-        &[
-            "report",
-            "sweep.json",
-            "--profile",
-            "p.toml",
-            "--plan",
-            "plan.toml",
-            "--out",
-            "r",
-        ],
-    );
+    let out = report(dir);
     expect_code(&out, 0, "clean fabric passes");
     let (stdout, _) = text(&out);
     assert!(!stdout.contains("SUSPECT"), "{stdout}");
@@ -273,19 +266,7 @@ fn discovered_nics_the_plan_does_not_name_are_said_beside_the_cabling_checks() {
         "{PROFILE}[[check]]\nid = \"no-unplanned-nic\"\ndescription = \"every discovered NIC planned\"\nmetric = \"cabling_unplanned_nics\"\nunit = \"NICs\"\nmax = 0\n"
     );
     fs::write(dir.join("p.toml"), profile).unwrap();
-    let out = aggregate(
-        dir,
-        &[
-            "report",
-            "sweep.json",
-            "--profile",
-            "p.toml",
-            "--plan",
-            "plan.toml",
-            "--out",
-            "r",
-        ],
-    );
+    let out = report(dir);
     expect_code(&out, 1, "an unplanned NIC fails its check");
     let summary: Value =
         serde_json::from_str(&fs::read_to_string(dir.join("r/summary.json")).unwrap()).unwrap();

@@ -494,3 +494,46 @@ fn documents_that_disagree_on_a_nics_place_are_named() {
         st.notes
     );
 }
+
+/// An ibnetdiscover output's host links (a CA named `HOST NIC` on a leaf port) are
+/// discovery too: with no neighbour record at all, the swap they show is named. Before,
+/// only its switch links were read and the swap passed unseen.
+#[test]
+fn an_ibnetdiscover_outputs_host_links_are_discovery_too() {
+    let spec = FabricSpec::new(2, 4, 2, 2);
+    let swap = [Fault::CableSwap {
+        node: 1,
+        r1: 0,
+        r2: 1,
+    }];
+    let mut doc = fabric::document(&spec, &swap);
+    let mut links = Vec::new();
+    for h in &mut doc.hosts {
+        for nb in h.neighbors.drain(..) {
+            let port = nb.port_id.unwrap();
+            links.push(results::discovery::FabricLink {
+                a_guid: format!("0x{:016x}", links.len() + 0x5000),
+                a_name: format!("{} {}", h.hostname, nb.interface.unwrap()),
+                a_port: 1,
+                b_guid: "0x0000000000000100".into(),
+                b_name: nb.system_name.unwrap(),
+                b_port: port.trim_start_matches("swp").parse().unwrap(),
+                width: Some("4x".into()),
+                speed: Some("NDR".into()),
+            });
+        }
+    }
+    assert!(!links.is_empty());
+    doc.fabric.as_mut().unwrap().links.extend(links);
+    let loaded = Loaded::from_text("fabric.json", &serde_json::to_string(&doc).unwrap()).unwrap();
+    let plan = fabric::plan(&spec);
+    let st = structure::build(&[loaded], Some(&plan), &MatrixSettings::default()).unwrap();
+    let node = spec.node(1);
+    assert!(
+        st.cabling
+            .iter()
+            .any(|d| d.kind == structure::cabling::DiffKind::CableSwap && d.item.contains(&node)),
+        "{:#?}",
+        st.cabling
+    );
+}

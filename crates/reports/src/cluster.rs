@@ -481,19 +481,24 @@ fn judge_check(
     })
 }
 
-/// What a cabling check of `kind` could not compare: the NICs discovery found under a
-/// name the plan does not have (their cables were judged by no check of the others).
+/// What a check of NICs' cables (`kind`: swaps, wrong leaves, wrong ports) could not
+/// compare: the NICs discovery found under a name the plan does not have.
 fn not_compared(
     st: &diagnosis::structure::Structure,
     kind: verdict::metric::DiffKind,
 ) -> Option<String> {
-    if kind == verdict::metric::DiffKind::UnplannedNic {
+    use verdict::metric::DiffKind;
+    // Only the checks of a NIC's own cable: switch links are compared without it.
+    if !matches!(
+        kind,
+        DiffKind::CableSwap | DiffKind::WrongLeaf | DiffKind::WrongPort
+    ) {
         return None;
     }
     let unmatched: Vec<&str> = st
         .cabling
         .iter()
-        .filter(|d| d.kind == verdict::metric::DiffKind::UnplannedNic)
+        .filter(|d| d.kind == DiffKind::UnplannedNic)
         .map(|d| d.item.as_str())
         .collect();
     (!unmatched.is_empty()).then(|| {

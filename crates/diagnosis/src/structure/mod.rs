@@ -144,8 +144,62 @@ fn facts<'a>(
     }
     // After every document's rows: a neighbour's NIC is named as the rows name it.
     neighbours(docs, &mut f, &mut nodes);
+    host_links(&links, &mut f, &nodes);
     f.nodes = nodes.into_iter().collect();
     (f, links)
+}
+
+/// The host links of a discovered fabric (ibnetdiscover: a CA whose node description is
+/// `HOST NIC`, as MLNX_OFED sets it, on a switch port) as each NIC's neighbour where no
+/// neighbour record placed it: over ibsim the records name the HCA `ibsim0` while the
+/// fabric's own output held `"g1n2 mlx5_0"[1] - leaf-r1-g1[3]`, and only its switch links
+/// were read. A record and a host link that disagree are named.
+fn host_links(links: &[results::discovery::FabricLink], f: &mut Facts, nodes: &BTreeSet<String>) {
+    let planned: BTreeSet<String> = f
+        .plan
+        .map(|p| p.node_names().into_iter().collect())
+        .unwrap_or_default();
+    let known = |h: &str| nodes.contains(h) || planned.contains(h);
+    for l in links {
+        let ends = [
+            ((&l.a_name, l.a_port), (&l.b_name, l.b_port)),
+            ((&l.b_name, l.b_port), (&l.a_name, l.a_port)),
+        ];
+        for ((ca, _), (sw, sw_port)) in ends {
+            let Some((host, nic)) = ca.split_once(' ') else {
+                continue;
+            };
+            let nic = nic.trim();
+            if !known(host) || nic.is_empty() || sw.contains(' ') || known(sw) {
+                continue;
+            }
+            let here = Found {
+                switch: switch_name(sw),
+                port: Some(sw_port.to_string()),
+                width: l.width.clone(),
+                speed: l.speed.clone(),
+                source: "ibnetdiscover (host link)".into(),
+            };
+            let key = (host.to_string(), nic.to_string());
+            match f.found.get(&key) {
+                None => {
+                    f.found.insert(key, here);
+                }
+                Some(first) if (&first.switch, &first.port) != (&here.switch, &here.port) => {
+                    let at = |x: &Found| {
+                        format!("{} port {}", x.switch, x.port.as_deref().unwrap_or("?"))
+                    };
+                    f.disagreements.push(format!(
+                        "discovery disagrees on {host} {nic}: {} by its neighbour record ({}), {} by the fabric's host link; the record is used",
+                        at(first),
+                        first.source,
+                        at(&here)
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+    }
 }
 
 /// The nodes and NIC names a document's pair results used, and its same-rail latencies.
