@@ -126,6 +126,8 @@ fn each_scenario_capture_has_its_findings() {
         // shown, not judged (it used to fail pfc-off and traffic-lossy).
         ("management-port", &["not-rdma"]),
         ("global-tclass", &[]),
+        // RoCE on bond0.200 over eth2 and eth3: both PFs judged, eth3's PFC off named.
+        ("vlan-on-bond", &["pfc-off", "traffic-lossy"]),
     ];
     for (s, want) in expect {
         let (codes, _) = findings(s);
@@ -187,4 +189,44 @@ fn the_nics_global_traffic_class_is_the_one_judged() {
     let t = &a["ports"][0]["nic_tclass"];
     assert!(t["value"]["global"].is_null(), "{t}");
     assert!(t["source"].as_str().unwrap().contains("absent"), "{t}");
+}
+
+/// RoCE on a VLAN over a bond (issue 37 item 6): the GID's netdev (bond0.200) has no DCB,
+/// FEC, counters or module; those are the physical ports' below it, and each is judged
+/// (before, bond0.200 read unknown everywhere and the PFs were "no RDMA device").
+#[test]
+fn roce_on_a_vlan_over_a_bond_is_judged_on_its_physical_ports() {
+    let (codes, a) = findings("vlan-on-bond");
+    assert_eq!(codes, ["pfc-off", "traffic-lossy"], "{a}");
+    let ports = a["ports"].as_array().unwrap();
+    let names: Vec<(&str, &str, &str)> = ports
+        .iter()
+        .map(|p| {
+            (
+                p["interface"].as_str().unwrap(),
+                p["via"].as_str().unwrap_or(""),
+                p["rdma_device"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("eth2", "bond0.200", "mlx5_0"),
+            ("eth3", "bond0.200", "mlx5_0")
+        ],
+        "{a}"
+    );
+    assert_eq!(ports[0]["pfc"]["value"]["enabled"][3], true);
+    assert!(ports[1]["pfc"]["value"]["enabled"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|v| v == false));
+    assert!(a["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|f| f["port"] == "eth3"));
+    assert!(ports[0]["fec"]["value"].is_object() && ports[1]["module"]["value"].is_object());
 }

@@ -110,7 +110,13 @@ impl SuiteTraffic {
 /// One port: a netdev, and the RDMA device port on it where there is one.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct PortAudit {
+    /// The physical netdev whose DCB, FEC, counters and module are read.
     pub interface: String,
+    /// The netdev the RDMA port's GID is on when it is not `interface` itself: a VLAN or
+    /// a bond above it (`eth2.100`, `bond0`); RoCE is addressed there, but PFC, ETS, FEC,
+    /// the driver's counters and the optics are the physical port's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rdma_device: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -194,10 +200,15 @@ pub enum DscpSource {
 }
 
 impl PortAudit {
-    /// `eth2 (mlx5_0/1)` or `eth2`.
+    /// `eth2 (mlx5_0/1)`, `eth2 via eth2.100 (mlx5_0/1)` or `eth2`.
     pub fn name(&self) -> String {
+        let via = self
+            .via
+            .as_deref()
+            .map(|v| format!(" via {v}"))
+            .unwrap_or_default();
         match (&self.rdma_device, self.rdma_port) {
-            (Some(d), Some(p)) => format!("{} ({d}/{p})", self.interface),
+            (Some(d), Some(p)) => format!("{}{via} ({d}/{p})", self.interface),
             _ => self.interface.clone(),
         }
     }

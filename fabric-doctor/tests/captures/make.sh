@@ -120,3 +120,18 @@ c "ethtool_--json_-I_--show-fec_eno1" '[ { "ifname": "eno1", "config": [ "Off" ]
 healthy global-tclass node13; D=global-tclass
 f /sys/class/infiniband/mlx5_0/tc/1/traffic_class "Global tclass=106"
 f /sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos 106
+# RoCE on a VLAN over a bond of two PFs (issue 37 item 6): the GID's netdev is bond0.200,
+# whose lower is bond0, whose lowers are eth2 and eth3 (the kernel's lower_* links,
+# Documentation/ABI/testing/sysfs-class-net). DCB, FEC, counters and optics are the PFs'.
+healthy vlan-on-bond node14; D=vlan-on-bond
+f /sys/class/infiniband/mlx5_0/ports/1/gid_attrs/ndevs/3 bond0.200
+f /sys/class/infiniband/mlx5_0/ports/1/gid_attrs/ndevs/0 bond0.200
+f /sys/class/net/bond0.200/mtu 9000
+f /sys/class/net/bond0/mtu 9000
+mkdir -p "$D/fs/sys/class/net/bond0.200/lower_bond0" "$D/fs/sys/class/net/bond0/lower_eth2" "$D/fs/sys/class/net/bond0/lower_eth3"
+cp -r "$D/fs/sys/class/net/eth2" "$D/fs/sys/class/net/eth3"
+f /sys/class/net/eth3/device/uevent "PCI_SLOT_NAME=0000:3b:00.1"
+for x in "$D"/cmd/*_eth2.*; do cp "$x" "${x%_eth2.*}_eth3.${x##*.}"; done
+sed -i 's/"eth2"/"eth3"/' "$D/cmd/ethtool_--json_-I_--show-fec_eth3.out"
+# eth3's PFC is off: the second leg of the bond fails on its own, named by its name.
+c "dcb_-j_pfc_-s_show_dev_eth3" '{"pfc_cap":8,"macsec_bypass":false,"delay":7,"prio_pfc":[false,false,false,false,false,false,false,false],"requests":[0,0,0,0,0,0,0,0],"indications":[0,0,0,0,0,0,0,0]}'

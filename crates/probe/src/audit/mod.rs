@@ -148,7 +148,7 @@ fn discover(src: &dyn Source, opts: &Options) -> Vec<PortAudit> {
             })
             .or_else(|| ib_netdevs.first().cloned());
             let mut p = PortAudit {
-                interface: netdev.unwrap_or_else(|| format!("{dev}/{n}")),
+                interface: netdev.clone().unwrap_or_else(|| format!("{dev}/{n}")),
                 rdma_device: Some(dev.clone()),
                 rdma_port: Some(n),
                 link_layer,
@@ -173,7 +173,7 @@ fn discover(src: &dyn Source, opts: &Options) -> Vec<PortAudit> {
                     "no RoCE v2 GID with an IPv4 address on this port (and no --gid-index)",
                 ),
             };
-            out.push(p);
+            out.extend(on_physical_ports(src, p, netdev.as_deref()));
         }
     }
     let net = "/sys/class/net";
@@ -194,12 +194,63 @@ fn discover(src: &dyn Source, opts: &Options) -> Vec<PortAudit> {
     if !opts.only.is_empty() {
         out.retain(|p| {
             opts.only.contains(&p.interface)
+                || p.via.as_ref().is_some_and(|v| opts.only.contains(v))
                 || p.rdma_device
                     .as_ref()
                     .is_some_and(|d| opts.only.contains(d))
         });
     }
     out
+}
+
+/// The port as audited on its physical netdevs: a GID on a VLAN (`eth2.100`) or a bond
+/// (`bond0`, or a VLAN on one) carries RoCE there, but PFC, ETS, trust, FEC, the driver's
+/// counters and the module are the physical ports' below it, which the kernel links as
+/// `/sys/class/net/UPPER/lower_LOWER` (Documentation/ABI/testing/sysfs-class-net). One
+/// audit per physical port, each saying the netdev it carries RoCE for; a netdev with no
+/// lower (the PF itself) is audited as it is.
+fn on_physical_ports(src: &dyn Source, p: PortAudit, netdev: Option<&str>) -> Vec<PortAudit> {
+    let Some(upper) = netdev else {
+        return vec![p];
+    };
+    let lowers = physical_lowers(src, upper, 0);
+    if lowers.is_empty() {
+        return vec![p];
+    }
+    lowers
+        .into_iter()
+        .map(|lower| PortAudit {
+            interface: lower,
+            via: Some(upper.to_string()),
+            ..p.clone()
+        })
+        .collect()
+}
+
+/// The netdevs at the bottom of `name`'s `lower_*` links (none when it has no lower),
+/// in name order; a chain deeper than four (VLAN on bond on ...) is not followed further.
+fn physical_lowers(src: &dyn Source, name: &str, depth: usize) -> Vec<String> {
+    let mut lowers: Vec<String> = src
+        .list(&format!("/sys/class/net/{name}"))
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|e| e.strip_prefix("lower_").map(str::to_string))
+        .collect();
+    lowers.sort();
+    if depth >= 4 {
+        return lowers;
+    }
+    lowers
+        .into_iter()
+        .flat_map(|l| {
+            let below = physical_lowers(src, &l, depth + 1);
+            if below.is_empty() {
+                vec![l]
+            } else {
+                below
+            }
+        })
+        .collect()
 }
 
 /// The GID index the suite uses on a port and its type: the one asked for, else the
