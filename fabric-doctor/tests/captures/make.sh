@@ -128,7 +128,11 @@ f /sys/class/infiniband/mlx5_0/ports/1/gid_attrs/ndevs/3 bond0.200
 f /sys/class/infiniband/mlx5_0/ports/1/gid_attrs/ndevs/0 bond0.200
 f /sys/class/net/bond0.200/mtu 9000
 f /sys/class/net/bond0/mtu 9000
-mkdir -p "$D/fs/sys/class/net/bond0.200/lower_bond0" "$D/fs/sys/class/net/bond0/lower_eth2" "$D/fs/sys/class/net/bond0/lower_eth3"
+# sysfs's lower_* entries are symlinks to the lower's directory; so they are here (git
+# keeps a symlink, not an empty directory).
+ln -s ../bond0 "$D/fs/sys/class/net/bond0.200/lower_bond0"
+ln -s ../eth2 "$D/fs/sys/class/net/bond0/lower_eth2"
+ln -s ../eth3 "$D/fs/sys/class/net/bond0/lower_eth3"
 cp -r "$D/fs/sys/class/net/eth2" "$D/fs/sys/class/net/eth3"
 f /sys/class/net/eth3/device/uevent "PCI_SLOT_NAME=0000:3b:00.1"
 for x in "$D"/cmd/*_eth2.*; do cp "$x" "${x%_eth2.*}_eth3.${x##*.}"; done
