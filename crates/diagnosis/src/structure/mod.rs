@@ -181,22 +181,13 @@ fn host_links(links: &[results::discovery::FabricLink], f: &mut Facts, nodes: &B
                 source: "ibnetdiscover (host link)".into(),
             };
             let key = (host.to_string(), nic.to_string());
-            match f.found.get(&key) {
-                None => {
-                    f.found.insert(key, here);
-                }
-                Some(first) if (&first.switch, &first.port) != (&here.switch, &here.port) => {
-                    let at = |x: &Found| {
-                        format!("{} port {}", x.switch, x.port.as_deref().unwrap_or("?"))
-                    };
-                    f.disagreements.push(format!(
-                        "discovery disagrees on {host} {nic}: {} by its neighbour record ({}), {} by the fabric's host link; the record is used",
-                        at(first),
-                        first.source,
-                        at(&here)
-                    ));
-                }
-                Some(_) => {}
+            if let Some(first) = place(&mut f.found, key, &here) {
+                f.disagreements.push(format!(
+                    "discovery disagrees on {host} {nic}: {} by its neighbour record ({}), {} by the fabric's host link; the record is used",
+                    at(&first),
+                    first.source,
+                    at(&here)
+                ));
             }
         }
     }
@@ -261,19 +252,43 @@ fn neighbours(docs: &[Loaded], f: &mut Facts, nodes: &mut BTreeSet<String>) {
                     source: nb.source.clone(),
                 };
                 let key = (h.hostname.clone(), nic.clone());
-                match f.found.get(&key) {
-                    None => {
-                        placed.insert(key.clone(), d.path.clone());
-                        f.found.insert(key, here);
-                    }
-                    Some(first) if (&first.switch, &first.port) != (&here.switch, &here.port) => {
-                        let said = disagreement(&key, first, &here, &placed, d);
-                        f.disagreements.push(said);
-                    }
-                    Some(_) => {}
+                // The first document to place a NIC is the one named beside a later one.
+                let first_doc = placed
+                    .entry(key.clone())
+                    .or_insert_with(|| d.path.clone())
+                    .clone();
+                if let Some(first) = place(&mut f.found, key.clone(), &here) {
+                    let said = disagreement(&key, &first, &here, &first_doc, d);
+                    f.disagreements.push(said);
                 }
             }
         }
+    }
+}
+
+/// Records `here` as the NIC's place unless one is known already; the known place when
+/// it is another switch port (a disagreement to name), else nothing.
+fn place(
+    found: &mut HashMap<(String, String), Found>,
+    key: (String, String),
+    here: &Found,
+) -> Option<Found> {
+    match found.get(&key) {
+        None => {
+            found.insert(key, here.clone());
+            None
+        }
+        Some(first) => {
+            ((&first.switch, &first.port) != (&here.switch, &here.port)).then(|| first.clone())
+        }
+    }
+}
+
+/// A place in words: `leaf-r1-g1 port 3`, or the switch alone when no port is known.
+fn at(f: &Found) -> String {
+    match &f.port {
+        Some(p) => format!("{} port {p}", f.switch),
+        None => f.switch.clone(),
     }
 }
 
@@ -282,22 +297,14 @@ fn disagreement(
     (node, nic): &(String, String),
     first: &Found,
     here: &Found,
-    placed: &HashMap<(String, String), std::path::PathBuf>,
+    first_doc: &std::path::Path,
     d: &Loaded,
 ) -> String {
-    let at = |f: &Found| match &f.port {
-        Some(p) => format!("{} port {p}", f.switch),
-        None => f.switch.clone(),
-    };
-    let first_doc = placed
-        .get(&(node.clone(), nic.clone()))
-        .map_or("an earlier document".to_string(), |p| {
-            p.display().to_string()
-        });
     format!(
-        "discovery disagrees on {node} {nic}: {} in {first_doc}, {} in {}; the first is used \
+        "discovery disagrees on {node} {nic}: {} in {}, {} in {}; the first is used \
          (was it recabled between the runs?)",
         at(first),
+        first_doc.display(),
         at(here),
         d.path.display()
     )

@@ -91,6 +91,21 @@ pub struct Topology {
     pub unmatched: Vec<(u32, String, Found)>,
 }
 
+/// The plan's NICs as (node, NIC) pairs, and the nodes that have any (both empty without
+/// a plan): what discovery is held against.
+fn planned_nics<'a>(f: &Facts<'a>) -> (BTreeSet<&'a str>, BTreeSet<(&'a str, &'a str)>) {
+    let pairs: BTreeSet<(&str, &str)> = f
+        .plan
+        .map(|p| {
+            p.nic
+                .iter()
+                .map(|x| (x.node.as_str(), x.nic.as_str()))
+                .collect()
+        })
+        .unwrap_or_default();
+    (pairs.iter().map(|(n, _)| *n).collect(), pairs)
+}
+
 impl Topology {
     pub fn rails_n(&self) -> usize {
         self.rails.len().max(1)
@@ -229,12 +244,11 @@ impl Topology {
                 per_node.entry(id).or_default().extend(nics.iter().cloned());
             }
         }
+        let (planned_nodes, _) = planned_nics(f);
         for (node, nic) in f.found.keys() {
             // A node with planned NICs has those rails; a discovered name outside them is
             // no new rail (apply_discovery reports it).
-            let planned_here = f
-                .plan
-                .is_some_and(|p| p.nic.iter().any(|x| &x.node == node));
+            let planned_here = planned_nodes.contains(node.as_str());
             if let (Some(&id), false) = (self.node_index.get(node), planned_here) {
                 per_node.entry(id).or_default().insert(nic.clone());
             }
@@ -324,21 +338,14 @@ impl Topology {
     /// NIC of a node with planned NICs that is not one of them is kept in `unmatched`.
     fn apply_discovery(&mut self, f: &Facts, rails_n: usize) -> usize {
         let mut discovered = 0;
-        let planned: BTreeSet<(&str, &str)> = f
-            .plan
-            .map(|p| {
-                p.nic
-                    .iter()
-                    .map(|x| (x.node.as_str(), x.nic.as_str()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let has_planned = |node: &str| planned.iter().any(|(n, _)| *n == node);
+        let (planned_nodes, planned) = planned_nics(f);
         for ((node, nic), fd) in &f.found {
             let Some(&id) = self.node_index.get(node) else {
                 continue;
             };
-            if has_planned(node) && !planned.contains(&(node.as_str(), nic.as_str())) {
+            if planned_nodes.contains(node.as_str())
+                && !planned.contains(&(node.as_str(), nic.as_str()))
+            {
                 self.unmatched.push((id, nic.clone(), fd.clone()));
                 continue;
             }
