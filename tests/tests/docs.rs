@@ -529,6 +529,11 @@ fn options_to_check(inv: &Invocation, has_subcommands: bool) -> (Option<String>,
         if a == "--" {
             break;
         }
+        // A word with blanks was quoted: the value of the option before it, even when it
+        // starts with `-` (`--launcher-args "--mca btl self"`), never an option itself.
+        if a.contains(char::is_whitespace) {
+            continue;
+        }
         if let Some(long) = a.strip_prefix("--") {
             let name = long.split('=').next().unwrap();
             opts.push(format!("--{name}"));
@@ -789,6 +794,15 @@ fn commands_are_found_behind_launchers_and_prompts() {
         [Ok(None), Ok(None)]
     ));
     assert!(matches!(parse("cargo build -p bench-lat")[..], [Ok(None)]));
+    // A quoted value that starts with `-` is the option's value, not options of ours.
+    let quoted = one(r#"aggregate report r --launcher-args "--mca btl self" --out o"#);
+    assert_eq!(
+        options_to_check(&quoted, true),
+        (
+            Some("report".into()),
+            vec!["--launcher-args".into(), "--out".into()]
+        )
+    );
     let both = parse("aggregate keygen k && aggregate verify r --key k.pub");
     assert!(matches!(&both[..], [Ok(Some(_)), Ok(Some(_))]));
     let err = parse("mpirun -np 2 target/release/bench-foo -a")
