@@ -4,7 +4,9 @@
 # binary and test, then runs two lanes side by side and fails if either failed:
 #
 #   host lane: `cargo test --workspace` (unit tests and the end-to-end tests against the
-#              real binaries and peers), then the MPI binaries against MPICH;
+#              real binaries and peers), then the MPI binaries against MPICH,
+#              then the OCI image, built and proven in a chroot, and the Kubernetes
+#              manifests against the API's schemas;
 #   VM lane:   the release build, the Soft-RoCE suite (real verbs in qemu VMs), the GPU
 #              bundle in a bare Debian 12 chroot.
 #
@@ -33,8 +35,9 @@ cd "$(dirname "$0")/.."
 export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
 
 # Everything this command builds (debug, MPICH, release, the CUDA probe) and the Soft-RoCE
-# VM image took 7.1 GiB in target/ on a fresh clone (2026-12-03); the debootstrap chroot
-# adds about 0.2 GiB under /var/cache/fabcheck. FRESH_GIB keeps a margin above that.
+# VM image took 7.1 GiB in target/ on a fresh clone (2026-12-03); the OCI image about 0.4
+# GiB more (target/image), and the two debootstrap roots (the GPU bundle's chroot, the
+# image's base) about 0.45 GiB under /var/cache/fabcheck. FRESH_GIB keeps a margin above that.
 # Running out mid-build fails with a cargo error deep in the log; say it up front instead,
 # counting what target/ already holds.
 FRESH_GIB=12
@@ -106,7 +109,27 @@ verbs_errors_test() {
 }
 
 host_lane() {
-  phase tests cargo test --workspace && phase mpich scripts/test-mpich.sh
+  local rc=0
+  phase tests cargo test --workspace && phase mpich scripts/test-mpich.sh || rc=1
+  if [ "${FABCHECK_IMAGE:-1}" != 0 ]; then
+    # The OCI image (docs/image.md), after the host tests: the host lane ends minutes
+    # before the VM lane, so it costs no wall time. It takes the release binaries the VM
+    # lane built (the same target directory and settings: cargo compiles nothing, or
+    # waits for the VM lane's lock). The base is debootstrapped once and cached, as the
+    # GPU bundle's chroot is. FABCHECK_IMAGE=0 skips it.
+    phase image image || rc=1
+  fi
+  phase manifests tests/kubernetes/validate.sh || rc=1
+  return "$rc"
+}
+
+image() {
+  (
+    export CARGO_TARGET_DIR=$target_dir/vm CARGO_PROFILE_RELEASE_DEBUG=0
+    rm -rf "$target_dir/image" \
+      && scripts/image.sh "$target_dir/image" \
+      && tests/image/check.sh "$target_dir/image"
+  )
 }
 
 vm_lane() {

@@ -6,7 +6,7 @@ BUILD_PACKAGES=(pkg-config libclang-dev libibverbs-dev librdmacm-dev libopenmpi-
 # MPICH beside Open MPI: the test command also builds the MPI binaries against it.
 MPICH_PACKAGES=(libmpich-dev mpich)
 # Tests beyond the build: reference tools and real peers.
-TEST_PACKAGES=(openssh-client chromium prometheus sockperf iperf3 slurm-wlm munge python3 time cmark-gfm lldpd ibsim-utils infiniband-diags iproute2 strace ethtool debootstrap)
+TEST_PACKAGES=(openssh-client chromium prometheus sockperf iperf3 slurm-wlm munge python3 time cmark-gfm lldpd ibsim-utils infiniband-diags iproute2 strace ethtool debootstrap umoci skopeo python3-venv)
 
 need_packages() {
   local missing=()
