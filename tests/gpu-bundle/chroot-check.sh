@@ -52,28 +52,12 @@ mount --bind -o ro "$BUNDLE" "$CHROOT/opt/bundle" &&
     mount -t tmpfs tmpfs "$CHROOT/dev/shm" &&
     mount -t tmpfs tmpfs "$CHROOT/tmp" || { echo "chroot-check: mounts failed" >&2; exit 2; }
 
-FAILED=0
+. "$ROOT/tests/lib/expect.sh"
 START=$(date +%s)
 # inside CMD...: runs CMD in the chroot with a clean environment; output in $OUTPUT.
 inside() {
     OUTPUT=$(timeout 120 chroot "$CHROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
         OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$@" 2>&1)
-}
-# expect NAME RC PATTERN CMD...: CMD must exit RC with PATTERN (grep -E) in its output,
-# and never a loader error or a panic.
-expect() {
-    local name=$1 want=$2 pattern=$3
-    shift 3
-    inside "$@"
-    local rc=$?
-    if [[ $rc -ne $want ]] || ! grep -qE -- "$pattern" <<< "$OUTPUT" ||
-        grep -qE "error while loading shared libraries|panicked|cannot open shared object" <<< "$OUTPUT"; then
-        echo "FAILED $name: exit $rc (want $want, output matching /$pattern/):"
-        sed 's/^/    /' <<< "$OUTPUT" | head -20
-        FAILED=1
-    else
-        echo "ok     $name: exit $rc, $(grep -m1 -oE -- "$pattern.{0,80}" <<< "$OUTPUT")"
-    fi
 }
 
 # The chroot really lacks what the bundle brings.

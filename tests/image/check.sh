@@ -38,13 +38,8 @@ if [[ "${1:-}" != "__inside" && -z "${IMAGE_CHECK_NS:-}" ]]; then
     IMAGE_CHECK_NS=1 exec unshare --mount --propagation private "$0" "$OUT"
 fi
 
-FAILED=0
+. "$ROOT/tests/lib/expect.sh"
 START=$(date +%s)
-ok() { echo "ok     $*"; }
-failed() {
-    echo "FAILED $*"
-    FAILED=1
-}
 
 # 1. What skopeo reads.
 INSPECT=$(skopeo inspect "oci:$OUT/oci:$VERSION") || { echo "image-check: skopeo cannot read oci:$OUT/oci:$VERSION" >&2; exit 1; }
@@ -103,21 +98,6 @@ mount -t proc proc "$R/proc" &&
 inside() {
     OUTPUT=$(timeout 300 chroot --userspec=fabcheck:fabcheck "$R" env -i HOME=/home/fabcheck \
         PATH=/usr/local/bin:/usr/local/sbin:/usr/bin:/usr/sbin:/bin:/sbin "$@" 2>&1)
-}
-# expect NAME RC PATTERN CMD...: CMD must exit RC with PATTERN in its output, and never a
-# loader error or a panic.
-expect() {
-    local name=$1 want=$2 pattern=$3
-    shift 3
-    inside "$@"
-    local rc=$?
-    if [[ $rc -ne $want ]] || ! grep -qE -- "$pattern" <<< "$OUTPUT" ||
-        grep -qE "error while loading shared libraries|panicked|cannot open shared object" <<< "$OUTPUT"; then
-        failed "$name: exit $rc (want $want, output matching /$pattern/):"
-        sed 's/^/    /' <<< "$OUTPUT" | tail -20
-    else
-        ok "$name: exit $rc, $(grep -m1 -oE -- "$pattern.{0,60}" <<< "$OUTPUT")"
-    fi
 }
 for t in bench-bw bench-lat bench-collective bench-congestion fabric-doctor aggregate fabcheck; do
     expect "$t starts" 0 "Usage" "$t" --help
@@ -185,7 +165,10 @@ if [[ ${IMAGE_CHECK_REBUILD:-1} != 0 ]]; then
     (. "$OUT/build-env" && "$ROOT/scripts/image.sh" "$OUT/again") > "$OUT/again.log" 2>&1 ||
         failed "the second build failed (see $OUT/again.log)"
     second=$(digests "$OUT/again/oci")
-    if [[ $first == "$second" ]]; then
+    revision() { skopeo inspect "oci:$1:$VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Labels"]["org.opencontainers.image.revision"])'; }
+    if [[ $(revision "$OUT/oci") != "$(revision "$OUT/again/oci")" ]]; then
+        failed "the image in $OUT was built from $(revision "$OUT/oci"), this checkout is $(revision "$OUT/again/oci"): run scripts/image.sh again, then this check"
+    elif [[ $first == "$second" ]]; then
         ok "a second build gives the same config and layer digests (${first:7:12}...)"
     else
         failed "a second build differs: $first against $second"
