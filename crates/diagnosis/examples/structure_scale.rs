@@ -52,6 +52,7 @@ fn main() {
                 Found {
                     switch: nb.system_name.unwrap(),
                     port: nb.port_id,
+                    alias: None,
                     width: None,
                     speed: None,
                     source: "lldp".into(),

@@ -501,12 +501,20 @@ fn not_compared(
         .filter(|d| d.kind == DiffKind::UnplannedNic)
         .map(|d| d.item.as_str())
         .collect();
-    (!unmatched.is_empty()).then(|| {
-        format!(
+    let mut said = Vec::new();
+    if !unmatched.is_empty() {
+        said.push(format!(
             "not compared: {} (discovered under a name no planned NIC has; see metric cabling_unplanned_nics)",
             unmatched.join(", ")
-        )
-    })
+        ));
+    }
+    if kind == DiffKind::WrongPort && !st.ports_not_compared.is_empty() {
+        said.push(format!(
+            "ports not compared: {}",
+            st.ports_not_compared.join(", ")
+        ));
+    }
+    (!said.is_empty()).then(|| said.join("; "))
 }
 
 /// Why a suspects check over `chosen` groups judged too little to pass, if it did: no

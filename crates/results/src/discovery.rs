@@ -35,6 +35,11 @@ pub struct Neighbor {
     /// The switch port: LLDP port id (`ifname` or MAC), or the InfiniBand port number.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port_id: Option<String>,
+    /// What kind of name the LLDP port id is, as lldpd calls the subtype: `ifname` (Cumulus,
+    /// lldpd's `portidsubtype ifname`), `local` (SONiC's port alias, `Eth1/31`), `ifalias`,
+    /// `mac` or `ip` (an address, which names no port), ...; absent for InfiniBand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port_id_type: Option<String>,
     /// LLDP port description, where the switch sends one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port_descr: Option<String>,

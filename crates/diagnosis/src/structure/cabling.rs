@@ -9,7 +9,7 @@ use results::discovery::FabricLink;
 use results::fabric_plan::{FabricPlan, Tier};
 use serde::Serialize;
 
-use super::topology::{Topology, NONE};
+use super::topology::{Found, Topology, NONE};
 
 pub use verdict::metric::DiffKind;
 
@@ -176,6 +176,46 @@ fn node_cabling(t: &Topology, i: usize, has_plan_nics: bool) -> Vec<Diff> {
     out
 }
 
+/// Whether the switch named the port `want` by either of its names: the port id, or the
+/// description (SONiC: the alias as the id, the SONiC name as the description; a plan
+/// may use either). Exact: a description is free text, and only an equal one is taken.
+fn names_port(f: &Found, want: &str) -> bool {
+    f.port.as_deref() == Some(want) || f.alias.as_deref() == Some(want)
+}
+
+/// The NICs on their planned leaf whose port could not be compared with the plan's: the
+/// switch sent an address as the port id (its MAC) and no description equal to the
+/// planned port. `NODE NIC (SWITCH sent ...)`, for the wrong-port check to say it did
+/// not judge them.
+pub fn ports_not_compared(t: &Topology, plan: Option<&FabricPlan>) -> Vec<String> {
+    if plan.is_none_or(|p| p.nic.is_empty()) {
+        return Vec::new();
+    }
+    let rails = t.rails_n();
+    let mut out = Vec::new();
+    for i in 0..t.nodes.len() {
+        for r in 0..rails {
+            let s = i * rails + r;
+            let (Some(f), (want, Some(w))) = (&t.found[s], &t.planned[s]) else {
+                continue;
+            };
+            if f.port.is_none() && t.attach[s] == *want && !names_port(f, w) {
+                out.push(format!(
+                    "{} {} ({} sent an address as its port id{})",
+                    t.nodes[i],
+                    t.nic_name(i as u32, r as u32),
+                    t.switch_name(*want),
+                    f.alias
+                        .as_ref()
+                        .map(|a| format!(", described as {a:?}"))
+                        .unwrap_or_default()
+                ));
+            }
+        }
+    }
+    out
+}
+
 /// Discovered NICs no planned NIC of their node is named like: each one difference, so a
 /// discovery that matches nothing is said, not dropped (over ibsim the neighbour records
 /// name the HCA as umad2sim presents it, `ibsim0`, where the plan says `mlx5_0`).
@@ -305,16 +345,23 @@ fn wrong_port(
     } else {
         None
     };
-    let (w, p) = (want_port?, f.port.as_ref()?);
-    if w == *p {
+    let w = want_port?;
+    if names_port(f, &w) {
         return None;
     }
+    // A port id that names no port (an address) is not compared: `ports_not_compared`.
+    let p = f.port.as_ref()?;
     let at = t.attach[i * rails + r];
+    let alias = f
+        .alias
+        .as_ref()
+        .map(|a| format!(" (described as {a:?})"))
+        .unwrap_or_default();
     Some(Diff {
         kind: DiffKind::WrongPort,
         item: format!("{} {}", t.nodes[i], t.nic_name(i as u32, r as u32)),
         expected: format!("{} port {w}", t.switch_name(want)),
-        found: format!("{} port {p}", t.switch_name(at)),
+        found: format!("{} port {p}{alias}", t.switch_name(at)),
         against,
         what: DiffKind::WrongPort.what(),
         node: i as u32,

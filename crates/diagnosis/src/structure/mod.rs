@@ -12,6 +12,7 @@ pub mod topology;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use results::discovery::Neighbor;
 use results::fabric_plan::{switch_name, FabricPlan, Tier};
 use results::TestResult;
 use serde::Serialize;
@@ -87,6 +88,9 @@ pub struct Structure {
     /// Whether discovery (neighbours or the fabric) was in the inputs.
     pub discovered: bool,
     pub cabling: Vec<Diff>,
+    /// NICs on their planned leaf whose port the wrong-port check could not compare (the
+    /// switch sent an address as the port id), in words.
+    pub ports_not_compared: Vec<String>,
     pub suspects: Vec<StructSuspect>,
     pub bad_links: u32,
     pub links: u64,
@@ -176,6 +180,7 @@ fn host_links(links: &[results::discovery::FabricLink], f: &mut Facts, nodes: &B
             let here = Found {
                 switch: switch_name(sw),
                 port: Some(sw_port.to_string()),
+                alias: None,
                 width: l.width.clone(),
                 speed: l.speed.clone(),
                 source: "ibnetdiscover (host link)".into(),
@@ -244,9 +249,11 @@ fn neighbours(docs: &[Loaded], f: &mut Facts, nodes: &mut BTreeSet<String>) {
                     continue;
                 };
                 nodes.insert(h.hostname.clone());
+                let (port, alias) = port_names(nb);
                 let here = Found {
                     switch: switch_name(sw),
-                    port: nb.port_id.clone(),
+                    port,
+                    alias,
                     width: nb.width.clone(),
                     speed: nb.speed.clone(),
                     source: nb.source.clone(),
@@ -264,6 +271,25 @@ fn neighbours(docs: &[Loaded], f: &mut Facts, nodes: &mut BTreeSet<String>) {
             }
         }
     }
+}
+
+/// The switch port's names in a neighbour record: the port id where it names a port, and
+/// LLDP's port description where it differs, as another name of the port. An LLDP port id
+/// of subtype `mac` or `ip` is an address, no port's name (a SONiC whose alias setup
+/// failed sends its MAC, with its port name `Ethernet124` as the description; Linux's
+/// lldpd sends the MAC by default). InfiniBand's port numbers are the names; its
+/// `port_descr` is the switch's node description, never a port's.
+fn port_names(nb: &Neighbor) -> (Option<String>, Option<String>) {
+    if nb.source != "lldp" {
+        return (nb.port_id.clone(), None);
+    }
+    let names_a_port = !matches!(nb.port_id_type.as_deref(), Some("mac" | "ip"));
+    let port = nb.port_id.clone().filter(|_| names_a_port);
+    let alias = nb
+        .port_descr
+        .clone()
+        .filter(|d| !d.is_empty() && Some(d) != port.as_ref());
+    (port, alias)
 }
 
 /// Records `here` as the NIC's place unless one is known already; the known place when
@@ -502,6 +528,7 @@ pub fn build(docs: &[Loaded], plan: Option<&FabricPlan>, s: &MatrixSettings) -> 
         rails: t.rails.clone(),
         discovered,
         notes: f.disagreements.clone(),
+        ports_not_compared: cabling::ports_not_compared(&t, plan),
         ..Default::default()
     };
     let groups = group_infos(&t);

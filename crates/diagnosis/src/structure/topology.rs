@@ -27,7 +27,15 @@ pub struct Switch {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Found {
     pub switch: String,
+    /// The switch port's name: LLDP's port id where it names a port, the InfiniBand port
+    /// number; none where the id is an address (lldpd's `mac`, `ip`), which names no port.
     pub port: Option<String>,
+    /// Another name the switch gives the port: LLDP's port description, where it differs
+    /// from the id. SONiC sends its port alias as the id (`Eth1/31`, subtype `local`) and
+    /// the SONiC name (`Ethernet0`) or the operator's description here; a switch that
+    /// sends its MAC as the port id (a SONiC fallback, most Linux hosts) names the port
+    /// only here.
+    pub alias: Option<String>,
     pub width: Option<String>,
     pub speed: Option<String>,
     pub source: String,
@@ -133,6 +141,34 @@ impl Topology {
             .cloned()
             .flatten()
             .unwrap_or_else(|| self.rails.get(rail as usize).cloned().unwrap_or_default())
+    }
+
+    /// The known switch a discovered name means: the same name; else, only where it
+    /// means exactly one switch, the same host name without its domain (Arista EOS sends
+    /// `dc1-spine1.example.com` as its system name once a domain is set, while plans and
+    /// cabling sheets say `dc1-spine1`), or the same name in another case (host names are
+    /// case-insensitive).
+    fn planned_switch(&self, name: &str) -> Option<u32> {
+        if let Some(&i) = self.switch_index.get(name) {
+            return Some(i);
+        }
+        let short = name.split('.').next().unwrap_or(name);
+        let unique = |same: &dyn Fn(&str) -> bool| {
+            let mut it = self
+                .switches
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| !s.inferred && same(&s.name));
+            match (it.next(), it.next()) {
+                (Some((i, _)), None) => Some(i as u32),
+                _ => None,
+            }
+        };
+        (short != name)
+            .then(|| unique(&|s| s == short))
+            .flatten()
+            .or_else(|| unique(&|s| s.eq_ignore_ascii_case(name)))
+            .or_else(|| unique(&|s| s.eq_ignore_ascii_case(short)))
     }
 
     fn intern_switch(&mut self, name: &str, tier: Tier, inferred: bool) -> u32 {
@@ -352,7 +388,10 @@ impl Topology {
             let Some(&r) = self.rail_of.get(&(id, nic.clone())) else {
                 continue;
             };
-            let sw = self.intern_switch(&fd.switch, Tier::Leaf, false);
+            let sw = match self.planned_switch(&fd.switch) {
+                Some(sw) => sw,
+                None => self.intern_switch(&fd.switch, Tier::Leaf, false),
+            };
             let s = id as usize * rails_n + r as usize;
             self.attach[s] = sw;
             self.found[s] = Some(fd.clone());

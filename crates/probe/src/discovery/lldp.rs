@@ -65,6 +65,9 @@ struct Autoneg {
 
 #[derive(Deserialize)]
 struct Typed {
+    /// The TLV's subtype as lldpd names it (`ifname`, `local`, `mac`, ...).
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
     value: String,
 }
 
@@ -96,6 +99,7 @@ pub fn parse_neighbors(json: &str) -> Result<Vec<Neighbor>, String> {
             chassis_id: chassis.and_then(|c| c.id.first()).map(|t| t.value.clone()),
             system_name: chassis.and_then(|c| first(&c.name)),
             port_id: port.and_then(|p| p.id.first()).map(|t| t.value.clone()),
+            port_id_type: port.and_then(|p| p.id.first()).and_then(|t| t.kind.clone()),
             port_descr: port.and_then(|p| first(&p.descr)),
             // The MAU type the port reports (`10GbaseT - Four-pair ...`): its first word.
             speed: port
