@@ -26,9 +26,10 @@
 #   MANIFEST               layer digests and sizes, the package versions
 #
 # Reproducible: the same commit, built with the same base, gives the same layer and
-# config digests: every file's time is set to SOURCE_DATE_EPOCH (default: the commit's
-# time), umoci writes entries in path order, the history and creation dates are that
-# time too. The base is debootstrapped once and cached in FABCHECK_IMAGE_BASE (default
+# config digests: every file of the suite's layer has the time SOURCE_DATE_EPOCH (default:
+# the commit's time), every file of the base BASE_EPOCH (Debian 12's release day, so the
+# base layer is the same for every commit and a registry stores it once), umoci writes
+# entries in path order, the history and creation dates are the commit's. The base is debootstrapped once and cached in FABCHECK_IMAGE_BASE (default
 # /var/cache/fabcheck/image-base-HASH, HASH of the package list and this script's base
 # recipe); two debootstraps on one day give the same files (tests/image/check.sh says
 # how that was checked), but Debian's bookworm moves on (point releases, security
@@ -56,6 +57,11 @@ die() {
     exit 2
 }
 [[ $(id -u) -eq 0 ]] || die "needs root (debootstrap, and files owned by root in the image)"
+# What the build and the image need from Debian, installed when missing (as the README's
+# commands do).
+. "$ROOT/scripts/lib/deps.sh"
+need_packages "${BUILD_PACKAGES[@]}" debootstrap umoci skopeo binutils ||
+    die "could not install the Debian packages it needs (debootstrap umoci skopeo binutils and the build's)"
 for t in cargo debootstrap umoci skopeo strip git; do
     command -v $t > /dev/null || die "needs $t (Debian 12: apt-get install debootstrap umoci skopeo binutils git)"
 done
@@ -68,16 +74,18 @@ git diff --quiet HEAD 2> /dev/null || REVISION=$REVISION-dirty
 SOURCE_URL=$(sed -n 's/^repository = "\(.*\)"/\1/p' Cargo.toml | head -1)
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2> /dev/null || echo 0)}
 CREATED=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)
+# The base's files' times, whatever the commit: Debian 12.0's release, 2023-06-10.
+BASE_EPOCH=1686355200
 
 # The base recipe: a change to the package list or to normalise_base makes a new cache.
-BASE_RECIPE="bookworm minbase ${RUNTIME_PACKAGES[*]} user $USER_ID normalise 3"
+BASE_RECIPE="bookworm minbase ${RUNTIME_PACKAGES[*]} user $USER_ID normalise 4"
 BASE_HASH=$(sha256sum <<< "$BASE_RECIPE" | cut -c1-12)
 BASE=${FABCHECK_IMAGE_BASE:-/var/cache/fabcheck/image-base-$BASE_HASH}
 
 # normalise_base DIR: what debootstrap leaves that is not the same twice, or not needed
 # at run time, out; the user added.
 normalise_base() {
-    local r=$1 day=$((SOURCE_DATE_EPOCH / 86400))
+    local r=$1 day=$((BASE_EPOCH / 86400))
     rm -rf "$r"/var/cache/apt/* "$r"/var/lib/apt/lists/* "$r"/var/log/* \
         "$r"/var/cache/ldconfig/aux-cache "$r"/var/lib/dpkg/*-old "$r"/var/cache/debconf/*-old \
         "$r"/usr/share/man/* "$r"/usr/share/info/* "$r"/usr/share/locale/* "$r"/debootstrap
@@ -136,7 +144,10 @@ make_base() {
 build_suite() {
     . "$ROOT/scripts/lib/release-packages.sh"
     echo "image: building the release binaries in $TARGET"
-    cargo build --release --quiet "${RELEASE_PACKAGES[@]}"
+    # Without SOURCE_DATE_EPOCH: a dependency's build reads it, and with it set cargo
+    # compiled the suite again instead of taking the release build already made (the
+    # binaries are the same for one commit without it).
+    env -u SOURCE_DATE_EPOCH cargo build --release --quiet "${RELEASE_PACKAGES[@]}"
 }
 
 # stage_suite DIR: the suite's layer, as the image's root sees it.
@@ -160,10 +171,10 @@ stage_suite() {
     chmod -R u=rwX,go=rX "$s/usr/local/share/fabcheck"
 }
 
-# pin_times DIR: every file's time set to SOURCE_DATE_EPOCH (links themselves, not their
+# pin_times DIR EPOCH: every file's time set to EPOCH (links themselves, not their
 # targets), so the layer's bytes depend on the content alone.
 pin_times() {
-    find "$1" -depth -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
+    find "$1" -depth -exec touch -h -d "@$2" {} +
 }
 
 assemble() {
@@ -220,8 +231,8 @@ STAGE=$OUT/suite.tmp
 LAYOUT=$OUT/oci.tmp
 stage_suite "$STAGE"
 check_size "$STAGE"
-pin_times "$BASE"
-pin_times "$STAGE"
+pin_times "$BASE" "$BASE_EPOCH"
+pin_times "$STAGE" "$SOURCE_DATE_EPOCH"
 rm -rf "$LAYOUT"
 assemble "$LAYOUT" "$STAGE"
 rm -rf "$OUT/oci" "$OUT/fabcheck-$VERSION.tar"

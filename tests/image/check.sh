@@ -12,7 +12,7 @@
 #     loopback profile, 3 ranks under the image's mpirun) runs, judges and signs; the
 #     signature verifies here with stock ssh-keygen against the published key;
 #   - reproducible: a second build of the same commit gives the same config and layer
-#     digests.
+#     digests, and a build dated a day later the same base layer.
 #
 #   tests/image/check.sh [OUT]     (default: target/image; built if absent)
 #
@@ -173,7 +173,19 @@ if [[ ${IMAGE_CHECK_REBUILD:-1} != 0 ]]; then
     else
         failed "a second build differs: $first against $second"
     fi
-    rm -rf "$OUT/again"
+    # A later commit (another SOURCE_DATE_EPOCH) changes the suite's layer, never the base's:
+    # a registry keeps one base layer for every commit of a package list.
+    (. "$OUT/build-env" && SOURCE_DATE_EPOCH=$((SOURCE_DATE_EPOCH + 86400)) \
+        "$ROOT/scripts/image.sh" "$OUT/later") > "$OUT/later.log" 2>&1 ||
+        failed "the build with a later date failed (see $OUT/later.log)"
+    read -r _ base_now suite_now <<< "$first"
+    read -r _ base_later suite_later <<< "$(digests "$OUT/later/oci")"
+    if [[ $base_now == "$base_later" && $suite_now != "$suite_later" ]]; then
+        ok "a later commit's date keeps the base layer (${base_now:7:12}...) and changes the suite's"
+    else
+        failed "a later date gave base $base_later (was $base_now), suite $suite_later (was $suite_now)"
+    fi
+    rm -rf "$OUT/again" "$OUT/later"
 fi
 rm -rf "$BUNDLE"
 echo "image-check: $(($(date +%s) - START)) s"
