@@ -283,202 +283,217 @@ fn judge_check(
     loc: &Localised,
     st: Option<&Structure>,
 ) -> Option<Outcome> {
-    let chosen: Vec<u32> = (0..a.groups.len() as u32)
-        .filter(|&g| selects(&c.select, &a.groups[g as usize]))
-        .collect();
-    let mk = |status: Status, measured: Option<f64>, at: String, n: usize| Outcome {
-        id: c.id.clone(),
-        description: c.description.clone(),
-        metric: c.metric.name().to_string(),
-        unit: c.unit.to_string(),
-        selector: c.select.describe(),
-        bound: format!(
-            "{} {} {}",
-            c.bound.symbol(),
-            format_value(c.bound.value()),
-            c.unit
-        ),
-        bound_value: c.bound.value(),
-        status,
-        measured,
-        worst_at: at,
-        observations: n,
-        warning: None,
-        at_least: false,
+    let m = MatrixCheck {
+        c,
+        a,
+        chosen: (0..a.groups.len() as u32)
+            .filter(|&g| selects(&c.select, &a.groups[g as usize]))
+            .collect(),
     };
-    let no_sweep = || {
-        mk(
-            Status::Missing,
-            None,
-            "no point-to-point results between nodes match this check: run bench-bw or bench-lat with --pattern all-pairs".into(),
-            0,
-        )
-    };
-    let judged = |v: f64| {
-        if c.bound.holds(v) {
+    Some(match c.metric {
+        Metric::FailedPairs => m.failed_pairs(),
+        Metric::MatrixCoverage => m.coverage(),
+        Metric::Suspects => m.suspects(loc, st),
+        Metric::Cabling(kind) => m.cabling(st, kind),
+        _ => return None,
+    })
+}
+
+/// One matrix check being judged: the check, the sweeps' analysis, and the analysis
+/// groups (test, transport, size) the check selects.
+struct MatrixCheck<'a> {
+    c: &'a verdict::profile::Check,
+    a: &'a Analysis,
+    chosen: Vec<u32>,
+}
+
+impl MatrixCheck<'_> {
+    /// This check's outcome: its status, the value measured, where, over how many.
+    fn outcome(&self, status: Status, measured: Option<f64>, at: String, n: usize) -> Outcome {
+        let c = self.c;
+        Outcome {
+            id: c.id.clone(),
+            description: c.description.clone(),
+            metric: c.metric.name().to_string(),
+            unit: c.unit.to_string(),
+            selector: c.select.describe(),
+            bound: format!(
+                "{} {} {}",
+                c.bound.symbol(),
+                format_value(c.bound.value()),
+                c.unit
+            ),
+            bound_value: c.bound.value(),
+            status,
+            measured,
+            worst_at: at,
+            observations: n,
+            warning: None,
+            at_least: false,
+        }
+    }
+
+    /// MISSING: nothing judged, and why.
+    fn missing(&self, why: &str) -> Outcome {
+        self.outcome(Status::Missing, None, why.into(), 0)
+    }
+
+    /// A count judged against the bound.
+    fn counted(&self, v: f64, at: String, n: usize) -> Outcome {
+        let status = if self.c.bound.holds(v) {
             Status::Pass
         } else {
             Status::Fail
+        };
+        self.outcome(status, Some(v), at, n)
+    }
+
+    fn no_sweep(&self) -> Outcome {
+        self.missing("no point-to-point results between nodes match this check: run bench-bw or bench-lat with --pattern all-pairs")
+    }
+
+    /// Pairs that failed, over the links tried; MISSING when none was tried.
+    fn failed_pairs(&self) -> Outcome {
+        let a = self.a;
+        if self.chosen.is_empty() {
+            return self.no_sweep();
         }
-    };
-    Some(match c.metric {
-        Metric::FailedPairs => {
-            if chosen.is_empty() {
-                return Some(no_sweep());
-            }
-            let fails = a.distinct_failures(|g| selects(&c.select, g));
-            let links: usize = chosen
-                .iter()
-                .flat_map(|&g| &a.groups[g as usize].matrices)
-                .map(|&m| {
-                    a.matrices[m as usize]
-                        .cells
-                        .iter()
-                        .filter(|c| c.tried())
-                        .count()
-                })
-                .sum();
-            if links == 0 {
-                // A sweep whose every planned link went untried proves nothing about pairs.
-                return Some(mk(
-                    Status::Missing,
-                    None,
-                    "the sweeps that match this check tried no link: run bench-bw or bench-lat with --pattern all-pairs on at least two nodes".into(),
-                    0,
-                ));
-            }
-            let v = fails.len() as f64;
-            let at = if fails.is_empty() {
-                format!("no pair failed ({links} link(s) tried)")
-            } else {
-                let mut s: Vec<String> = fails
+        let fails = a.distinct_failures(|g| selects(&self.c.select, g));
+        let links: usize = self
+            .chosen
+            .iter()
+            .flat_map(|&g| &a.groups[g as usize].matrices)
+            .map(|&m| {
+                a.matrices[m as usize]
+                    .cells
                     .iter()
-                    .take(5)
-                    .map(|f| suspects::describe_failure(a, f))
-                    .collect();
-                if fails.len() > 5 {
-                    s.push(format!("and {} more", fails.len() - 5));
-                }
-                s.join("; ")
-            };
-            mk(judged(v), Some(v), at, links)
+                    .filter(|c| c.tried())
+                    .count()
+            })
+            .sum();
+        if links == 0 {
+            // A sweep whose every planned link went untried proves nothing about pairs.
+            return self.missing("the sweeps that match this check tried no link: run bench-bw or bench-lat with --pattern all-pairs on at least two nodes");
         }
-        Metric::MatrixCoverage => {
-            let covs: Vec<&Coverage> = chosen.iter().filter_map(|&g| a.coverage(g)).collect();
-            if covs.is_empty() {
-                return Some(mk(
-                    Status::Missing,
-                    None,
-                    "no sweep (a document with `sweep`) matches this check: run bench-bw or bench-lat with --pattern all-pairs".into(),
-                    0,
-                ));
-            }
-            let sum =
-                |f: fn(&Coverage) -> u64| covs.iter().map(|c| f(c)).fold(0u64, u64::saturating_add);
-            let expected = sum(|c| c.expected);
-            let covered = sum(|c| c.covered);
-            let pct = if expected == 0 {
-                100.0
-            } else {
-                covered as f64 / expected as f64 * 100.0
-            };
-            let missing: Vec<&String> = covs.iter().flat_map(|c| &c.missing).take(10).collect();
-            let total = sum(|c| c.missing_total);
-            if c.bound.holds(pct) {
-                mk(
-                    Status::Pass,
-                    Some(pct),
-                    format!("{covered} of {expected} planned link(s) measured or tried"),
-                    expected as usize,
-                )
-            } else {
-                // Links never measured are missing evidence, not a failure of the fabric.
-                let mut s = format!(
-                    "{} of {expected} planned link(s) never measured: ",
-                    expected.saturating_sub(covered)
-                );
-                s.push_str(
-                    &missing
-                        .iter()
-                        .map(|m| m.as_str())
-                        .collect::<Vec<_>>()
-                        .join("; "),
-                );
-                if total as usize > missing.len() {
-                    s.push_str(&format!("; and {} more", total as usize - missing.len()));
-                }
-                mk(Status::Missing, Some(pct), s, expected as usize)
-            }
-        }
-        Metric::Suspects => {
-            if chosen.is_empty() {
-                return Some(no_sweep());
-            }
-            if let Some(why) = suspects_unjudged(&c.select, a, &chosen) {
-                return Some(mk(Status::Missing, None, why, 0));
-            }
-            let mut named: Vec<&str> = loc
-                .suspects
+        let at = if fails.is_empty() {
+            format!("no pair failed ({links} link(s) tried)")
+        } else {
+            let mut s: Vec<String> = fails
                 .iter()
-                .filter(|s| s.findings.iter().any(|f| chosen.contains(&f.group_index)))
-                .map(|s| s.summary.as_str())
+                .take(5)
+                .map(|f| suspects::describe_failure(a, f))
                 .collect();
-            if chosen
-                .iter()
-                .any(|&g| structure_group(st, &a.groups[g as usize]))
-            {
-                named.extend(
-                    st.into_iter()
-                        .flat_map(|s| &s.suspects)
-                        .map(|s| s.summary.as_str()),
-                );
+            if fails.len() > 5 {
+                s.push(format!("and {} more", fails.len() - 5));
             }
-            let v = named.len() as f64;
-            let at = if named.is_empty() {
-                let (lat, _) = swept(a, &chosen);
-                format!(
-                    "no suspect in {} test(s) and size(s){}",
-                    chosen.len(),
-                    if lat { "" } else { " (latency not swept)" }
-                )
-            } else {
-                named
-                    .iter()
-                    .take(10)
-                    .copied()
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            };
-            mk(judged(v), Some(v), at, chosen.len())
+            s.join("; ")
+        };
+        self.counted(fails.len() as f64, at, links)
+    }
+
+    /// The share of planned links measured or tried; links never measured are missing
+    /// evidence, not a failure of the fabric: MISSING below the bound.
+    fn coverage(&self) -> Outcome {
+        let covs: Vec<&Coverage> = self
+            .chosen
+            .iter()
+            .filter_map(|&g| self.a.coverage(g))
+            .collect();
+        if covs.is_empty() {
+            return self.missing("no sweep (a document with `sweep`) matches this check: run bench-bw or bench-lat with --pattern all-pairs");
         }
-        Metric::Cabling(kind) => {
-            let Some(st) = st.filter(|s| s.discovered) else {
-                return Some(mk(
-                    Status::Missing,
-                    None,
-                    "no discovery in the inputs (HostInfo.neighbors or Document.fabric): run the sweep with neighbour discovery (LLDP, SMP, ibnetdiscover)".into(),
-                    0,
-                ));
-            };
-            let diffs: Vec<&diagnosis::structure::cabling::Diff> =
-                st.cabling.iter().filter(|d| d.kind == kind).collect();
-            let v = diffs.len() as f64;
-            let at = if diffs.is_empty() {
-                format!("none ({} node(s) against {})", st.nodes, st.source)
-            } else {
-                diffs
-                    .iter()
-                    .take(10)
-                    .map(|d| format!("{}: expected {}, found {}", d.item, d.expected, d.found))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            };
-            let mut o = mk(judged(v), Some(v), at, st.nodes);
-            o.warning = not_compared(st, kind);
-            o
+        let sum =
+            |f: fn(&Coverage) -> u64| covs.iter().map(|c| f(c)).fold(0u64, u64::saturating_add);
+        let expected = sum(|c| c.expected);
+        let covered = sum(|c| c.covered);
+        let pct = if expected == 0 {
+            100.0
+        } else {
+            covered as f64 / expected as f64 * 100.0
+        };
+        if self.c.bound.holds(pct) {
+            let at = format!("{covered} of {expected} planned link(s) measured or tried");
+            return self.outcome(Status::Pass, Some(pct), at, expected as usize);
         }
-        _ => return None,
-    })
+        let missing: Vec<&str> = covs
+            .iter()
+            .flat_map(|c| &c.missing)
+            .take(10)
+            .map(String::as_str)
+            .collect();
+        let mut at = format!(
+            "{} of {expected} planned link(s) never measured: {}",
+            expected.saturating_sub(covered),
+            missing.join("; ")
+        );
+        let total = sum(|c| c.missing_total) as usize;
+        if total > missing.len() {
+            at.push_str(&format!("; and {} more", total - missing.len()));
+        }
+        self.outcome(Status::Missing, Some(pct), at, expected as usize)
+    }
+
+    /// The suspects the matrix (and the structure, for its groups) names in the chosen
+    /// groups; MISSING where the sweeps could not clear them.
+    fn suspects(&self, loc: &Localised, st: Option<&Structure>) -> Outcome {
+        let (a, chosen) = (self.a, &self.chosen);
+        if chosen.is_empty() {
+            return self.no_sweep();
+        }
+        if let Some(why) = suspects_unjudged(&self.c.select, a, chosen) {
+            return self.missing(&why);
+        }
+        let mut named: Vec<&str> = loc
+            .suspects
+            .iter()
+            .filter(|s| s.findings.iter().any(|f| chosen.contains(&f.group_index)))
+            .map(|s| s.summary.as_str())
+            .collect();
+        if chosen
+            .iter()
+            .any(|&g| structure_group(st, &a.groups[g as usize]))
+        {
+            named.extend(
+                st.into_iter()
+                    .flat_map(|s| &s.suspects)
+                    .map(|s| s.summary.as_str()),
+            );
+        }
+        let at = if named.is_empty() {
+            let (lat, _) = swept(a, chosen);
+            format!(
+                "no suspect in {} test(s) and size(s){}",
+                chosen.len(),
+                if lat { "" } else { " (latency not swept)" }
+            )
+        } else {
+            named[..named.len().min(10)].join("; ")
+        };
+        self.counted(named.len() as f64, at, chosen.len())
+    }
+
+    /// The cabling differences of one kind against the plan (or the fabric's regularity);
+    /// MISSING without discovery; what could not be compared in its warning.
+    fn cabling(&self, st: Option<&Structure>, kind: verdict::metric::DiffKind) -> Outcome {
+        let Some(st) = st.filter(|s| s.discovered) else {
+            return self.missing("no discovery in the inputs (HostInfo.neighbors or Document.fabric): run the sweep with neighbour discovery (LLDP, SMP, ibnetdiscover)");
+        };
+        let diffs: Vec<&diagnosis::structure::cabling::Diff> =
+            st.cabling.iter().filter(|d| d.kind == kind).collect();
+        let at = if diffs.is_empty() {
+            format!("none ({} node(s) against {})", st.nodes, st.source)
+        } else {
+            diffs
+                .iter()
+                .take(10)
+                .map(|d| format!("{}: expected {}, found {}", d.item, d.expected, d.found))
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        let mut o = self.counted(diffs.len() as f64, at, st.nodes);
+        o.warning = not_compared(st, kind);
+        o
+    }
 }
 
 /// What a check of NICs' cables (`kind`: swaps, wrong leaves, wrong ports) could not
