@@ -12,7 +12,7 @@ use diagnosis::matrix::{self, Analysis, Coverage, Group};
 use diagnosis::structure::Structure;
 use diagnosis::suspects::{self, Flaky, Localised, Suspect};
 use verdict::input::Loaded;
-use verdict::judge::{format_value, Outcome, Status, Verdict};
+use verdict::judge::{Outcome, Status, Verdict};
 use verdict::metric::Metric;
 use verdict::profile::{MatrixSettings, Profile, Selector};
 
@@ -310,27 +310,7 @@ struct MatrixCheck<'a> {
 impl MatrixCheck<'_> {
     /// This check's outcome: its status, the value measured, where, over how many.
     fn outcome(&self, status: Status, measured: Option<f64>, at: String, n: usize) -> Outcome {
-        let c = self.c;
-        Outcome {
-            id: c.id.clone(),
-            description: c.description.clone(),
-            metric: c.metric.name().to_string(),
-            unit: c.unit.to_string(),
-            selector: c.select.describe(),
-            bound: format!(
-                "{} {} {}",
-                c.bound.symbol(),
-                format_value(c.bound.value()),
-                c.unit
-            ),
-            bound_value: c.bound.value(),
-            status,
-            measured,
-            worst_at: at,
-            observations: n,
-            warning: None,
-            at_least: false,
-        }
+        Outcome::of_check(self.c, status, measured, at, n)
     }
 
     /// MISSING: nothing judged, and why.

@@ -59,6 +59,39 @@ pub struct Outcome {
     pub at_least: bool,
 }
 
+impl Outcome {
+    /// A profile check's outcome: its id, description, metric, unit, selector and bound
+    /// as the profile says them, with what was judged (no warning, not a lower bound).
+    pub fn of_check(
+        check: &Check,
+        status: Status,
+        measured: Option<f64>,
+        worst_at: String,
+        observations: usize,
+    ) -> Outcome {
+        Outcome {
+            id: check.id.clone(),
+            description: check.description.clone(),
+            metric: check.metric.name().to_string(),
+            unit: check.unit.to_string(),
+            selector: check.select.describe(),
+            bound: format!(
+                "{} {} {}",
+                check.bound.symbol(),
+                fmt_value(check.bound.value()),
+                check.unit
+            ),
+            bound_value: check.bound.value(),
+            status,
+            measured,
+            worst_at,
+            observations,
+            warning: None,
+            at_least: false,
+        }
+    }
+}
+
 /// The verdict of a whole profile.
 #[derive(Debug, Clone, Serialize)]
 pub struct Verdict {
@@ -451,7 +484,6 @@ pub fn judge_check(
 /// under one (or under a minimum) the true value is unknown, and the check is MISSING
 /// there unless another value fails it for sure.
 fn finish(check: &Check, docs: &[Loaded], obs: &[Obs]) -> Outcome {
-    let sel = &check.select;
     fn worst_of<'a>(bound: Bound, it: impl Iterator<Item = &'a Obs>) -> Option<&'a Obs> {
         it.reduce(|a, b| {
             let b_worse = match bound {
@@ -493,27 +525,13 @@ fn finish(check: &Check, docs: &[Loaded], obs: &[Obs]) -> Outcome {
             )
         }
     };
+    let worst_at = worst
+        .map(|w| describe(&w.at, docs))
+        .unwrap_or_else(|| crate::feed::next_step(check));
     Outcome {
-        id: check.id.clone(),
-        description: check.description.clone(),
-        metric: check.metric.name().to_string(),
-        unit: check.unit.to_string(),
-        selector: sel.describe(),
-        bound: format!(
-            "{} {} {}",
-            check.bound.symbol(),
-            fmt_value(check.bound.value()),
-            check.unit
-        ),
-        bound_value: check.bound.value(),
-        status,
-        measured: worst.map(|w| w.value),
-        worst_at: worst
-            .map(|w| describe(&w.at, docs))
-            .unwrap_or_else(|| crate::feed::next_step(check)),
-        observations: obs.len(),
         at_least: worst.is_some_and(|w| w.at_least),
         warning: worst.filter(|w| w.at_least).map(|_| AT_LEAST.to_string()),
+        ..Outcome::of_check(check, status, worst.map(|w| w.value), worst_at, obs.len())
     }
 }
 
