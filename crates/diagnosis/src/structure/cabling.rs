@@ -183,6 +183,11 @@ fn names_port(f: &Found, want: &str) -> bool {
     f.port.as_deref() == Some(want) || f.alias.as_deref() == Some(want)
 }
 
+/// The port's other name, for a message: `described as "Ethernet0"`.
+fn described(f: &Found) -> Option<String> {
+    f.alias.as_ref().map(|a| format!("described as {a:?}"))
+}
+
 /// The NICs on their planned leaf whose port could not be compared with the plan's: the
 /// switch sent an address as the port id (its MAC) and no description equal to the
 /// planned port. `NODE NIC (SWITCH sent ...)`, for the wrong-port check to say it did
@@ -205,10 +210,7 @@ pub fn ports_not_compared(t: &Topology, plan: Option<&FabricPlan>) -> Vec<String
                     t.nodes[i],
                     t.nic_name(i as u32, r as u32),
                     t.switch_name(*want),
-                    f.alias
-                        .as_ref()
-                        .map(|a| format!(", described as {a:?}"))
-                        .unwrap_or_default()
+                    described(f).map(|d| format!(", {d}")).unwrap_or_default()
                 ));
             }
         }
@@ -352,11 +354,7 @@ fn wrong_port(
     // A port id that names no port (an address) is not compared: `ports_not_compared`.
     let p = f.port.as_ref()?;
     let at = t.attach[i * rails + r];
-    let alias = f
-        .alias
-        .as_ref()
-        .map(|a| format!(" (described as {a:?})"))
-        .unwrap_or_default();
+    let alias = described(f).map(|d| format!(" ({d})")).unwrap_or_default();
     Some(Diff {
         kind: DiffKind::WrongPort,
         item: format!("{} {}", t.nodes[i], t.nic_name(i as u32, r as u32)),
