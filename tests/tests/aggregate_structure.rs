@@ -280,3 +280,69 @@ fn discovered_nics_the_plan_does_not_name_are_said_beside_the_cabling_checks() {
         "{swap}"
     );
 }
+
+/// A cabling check of NICs that compared none judged nothing: MISSING with the reason,
+/// never PASS. Every NIC under a name the plan does not have leaves no leaf to compare
+/// (the swap check), and a plan without ports on a fabric of two rails leaves no port to
+/// compare (the wrong-port check); with the plan's names and ports both are judged and
+/// pass, counting the NICs compared.
+#[test]
+fn a_cabling_check_that_compared_no_nic_is_missing_not_pass() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let spec = FabricSpec::new(2, 4, 2, 2);
+    setup(dir, &spec, &[]);
+    let profile = format!(
+        "{PROFILE}[[check]]\nid = \"no-wrong-port\"\ndescription = \"every NIC on its port\"\nmetric = \"cabling_wrong_port\"\nunit = \"cables\"\nmax = 0\n"
+    );
+    fs::write(dir.join("p.toml"), profile).unwrap();
+    let judged = |plan: results::fabric_plan::FabricPlan| {
+        fs::write(dir.join("plan.toml"), plan.to_toml()).unwrap();
+        let out = report(dir);
+        let summary: Value =
+            serde_json::from_str(&fs::read_to_string(dir.join("r/summary.json")).unwrap())
+                .unwrap_or_else(|e| panic!("{e}: {}", text(&out).1));
+        let _ = fs::remove_dir_all(dir.join("r"));
+        ["no-swap", "no-wrong-port"].map(|id| check(&summary, id).clone())
+    };
+    let nics = spec.groups * spec.nodes_per_group * spec.rails;
+
+    let [swap, port] = judged(fabric::plan(&spec));
+    for c in [&swap, &port] {
+        assert_eq!(c["status"], "PASS", "{c}");
+        assert!(
+            c["worst_at"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("none ({nics} NIC(s) compared against plan")),
+            "{c}"
+        );
+    }
+
+    let mut renamed = fabric::plan(&spec);
+    for nic in &mut renamed.nic {
+        nic.nic = format!("mlx5_{}", nic.rail);
+    }
+    let [swap, port] = judged(renamed);
+    for c in [&swap, &port] {
+        assert_eq!(c["status"], "MISSING", "{c}");
+    }
+    let why = swap["worst_at"].as_str().unwrap();
+    assert!(why.contains("no NIC's leaf was compared"), "{swap}");
+    assert!(why.contains("not compared: "), "{swap}");
+
+    let mut portless = fabric::plan(&spec);
+    for nic in &mut portless.nic {
+        nic.port = None;
+    }
+    let [swap, port] = judged(portless);
+    assert_eq!(swap["status"], "PASS", "{swap}");
+    assert_eq!(port["status"], "MISSING", "{port}");
+    assert!(
+        port["worst_at"]
+            .as_str()
+            .unwrap()
+            .contains("no NIC's switch port was compared"),
+        "{port}"
+    );
+}

@@ -537,3 +537,64 @@ fn an_ibnetdiscover_outputs_host_links_are_discovery_too() {
         st.cabling
     );
 }
+
+/// Discovery's word on each suspect, as docs/structure.md gives it: a cable swap agrees
+/// (and counts the bad links of its NICs: it said "explains 0"); a node or a one-way
+/// direction whose NICs LLDP saw cabled as planned disagrees (it said "unknown"); without
+/// discovery of those NICs, unknown.
+#[test]
+fn discovery_agrees_disagrees_or_is_unknown_per_suspect() {
+    let spec = FabricSpec::new(2, 4, 2, 2);
+    let faults = [
+        Fault::CableSwap {
+            node: 1,
+            r1: 0,
+            r2: 1,
+        },
+        Fault::OneWay {
+            from: 2,
+            to: 5,
+            rail: 0,
+        },
+        Fault::Node { node: 6 },
+    ];
+    let (got, st) = named(&spec, &faults, true);
+    assert_eq!(got, expected(&spec, &faults), "{:#?}", st.suspects);
+    let word = |kind: &str| {
+        let s = st.suspects.iter().find(|s| s.kind == kind).unwrap();
+        (s.discovery, s.explains)
+    };
+    let (swap, swap_bad) = word("cable_swap");
+    assert_eq!(swap, "agrees");
+    assert!(swap_bad > 0, "{:#?}", st.suspects);
+    assert_eq!(word("one_way").0, "disagrees");
+    assert_eq!(word("node").0, "disagrees");
+
+    // The same faults judged without the neighbour records: nothing was seen.
+    let mut doc = serde_json::to_value(fabric::document(&spec, &faults)).unwrap();
+    strip_neighbours(&mut doc);
+    let loaded = Loaded::from_text("fabric.json", &doc.to_string()).unwrap();
+    let plan = fabric::plan(&spec);
+    let st = structure::build(&[loaded], Some(&plan), &MatrixSettings::default()).unwrap();
+    let unseen: Vec<_> = st
+        .suspects
+        .iter()
+        .filter(|s| s.kind == "one_way" || s.kind == "node")
+        .collect();
+    assert!(unseen.len() >= 2, "{:#?}", st.suspects);
+    for s in unseen {
+        assert_eq!(s.discovery, "unknown", "{}", s.summary);
+    }
+}
+
+/// Removes every host's neighbour records (LLDP/SMP discovery) from a document.
+fn strip_neighbours(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(m) => {
+            m.remove("neighbors");
+            m.values_mut().for_each(strip_neighbours);
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(strip_neighbours),
+        _ => {}
+    }
+}

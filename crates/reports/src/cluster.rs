@@ -460,8 +460,16 @@ impl MatrixCheck<'_> {
         };
         let diffs: Vec<&diagnosis::structure::cabling::Diff> =
             st.cabling.iter().filter(|d| d.kind == kind).collect();
+        let judged = match nics_compared(st, kind) {
+            Some(0) => return self.missing(&nothing_compared(st, kind)),
+            Some(n) => n,
+            None => st.nodes,
+        };
         let at = if diffs.is_empty() {
-            format!("none ({} node(s) against {})", st.nodes, st.source)
+            match nics_compared(st, kind) {
+                Some(n) => format!("none ({n} NIC(s) compared against {})", st.source),
+                None => format!("none ({} node(s) against {})", st.nodes, st.source),
+            }
         } else {
             diffs
                 .iter()
@@ -470,9 +478,40 @@ impl MatrixCheck<'_> {
                 .collect::<Vec<_>>()
                 .join("; ")
         };
-        let mut o = self.counted(diffs.len() as f64, at, st.nodes);
+        let mut o = self.counted(diffs.len() as f64, at, judged);
         o.warning = not_compared(st, kind);
         o
+    }
+}
+
+/// How many NICs a check of NICs' own cables compared (`None` for the checks of switch
+/// links, which count nodes).
+fn nics_compared(
+    st: &diagnosis::structure::Structure,
+    kind: verdict::metric::DiffKind,
+) -> Option<usize> {
+    use verdict::metric::DiffKind;
+    match kind {
+        DiffKind::CableSwap | DiffKind::WrongLeaf => Some(st.compared.leaves),
+        DiffKind::WrongPort => Some(st.compared.ports),
+        _ => None,
+    }
+}
+
+/// Why a check of NICs' cables compared none, and what would let it.
+fn nothing_compared(
+    st: &diagnosis::structure::Structure,
+    kind: verdict::metric::DiffKind,
+) -> String {
+    use verdict::metric::DiffKind;
+    let what = if kind == DiffKind::WrongPort {
+        "no NIC's switch port was compared: discovery found no NIC on its expected leaf with a port to compare with the plan's (a plan without ports, under three rails, compares none)"
+    } else {
+        "no NIC's leaf was compared: discovery found no NIC whose leaf the plan (or the fabric's regularity) names"
+    };
+    match not_compared(st, kind) {
+        Some(w) => format!("{what}; {w}"),
+        None => what.to_string(),
     }
 }
 

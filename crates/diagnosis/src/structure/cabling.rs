@@ -322,8 +322,62 @@ fn wrong_leaf(t: &Topology, i: usize, r: usize, (want, at): (u32, u32), against:
     }
 }
 
-/// Right leaf, wrong port: against the plan's port, or (regularity, three rails or more)
-/// the port this node uses on most of its other rails.
+/// The port node `i`'s NIC of rail `r` should be on: the plan's, or (regularity, three
+/// rails or more) the port this node uses on most of its other rails; `None` when
+/// neither says.
+fn expected_port(t: &Topology, i: usize, r: usize, has_plan_nics: bool) -> Option<String> {
+    let rails = t.rails_n();
+    if has_plan_nics {
+        return t.planned[i * rails + r].1.clone();
+    }
+    if rails < 3 {
+        return None;
+    }
+    let others: Vec<&str> = (0..rails)
+        .filter(|&r2| r2 != r)
+        .filter_map(|r2| t.found[i * rails + r2].as_ref()?.port.as_deref())
+        .collect();
+    mode(others.iter().copied())
+        .filter(|m| others.iter().filter(|o| *o == m).count() >= 2)
+        .map(String::from)
+}
+
+/// How many NICs' cables the checks compared: `leaves` (swap and wrong leaf: discovery
+/// found the NIC and the plan or the fabric's regularity names its leaf) and `ports`
+/// (wrong port: on that leaf, with a port to compare and a name of the port to compare it
+/// with). A check that compared no NIC judged nothing: MISSING, not PASS.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Compared {
+    pub leaves: usize,
+    pub ports: usize,
+}
+
+/// Counts what `check` compared (the same rules, NIC by NIC).
+pub fn compared(t: &Topology, plan: Option<&FabricPlan>) -> Compared {
+    let has_plan_nics = plan.is_some_and(|p| !p.nic.is_empty());
+    let rails = t.rails_n();
+    let mut c = Compared::default();
+    for i in 0..t.nodes.len() {
+        for r in 0..rails {
+            let Some(f) = &t.found[i * rails + r] else {
+                continue;
+            };
+            let want = expected_leaf(t, i, r, has_plan_nics);
+            if want == NONE {
+                continue;
+            }
+            c.leaves += 1;
+            let on_leaf = t.attach[i * rails + r] == want;
+            let port = expected_port(t, i, r, has_plan_nics);
+            if on_leaf && port.is_some_and(|w| f.port.is_some() || names_port(f, &w)) {
+                c.ports += 1;
+            }
+        }
+    }
+    c
+}
+
+/// Right leaf, wrong port: against `expected_port`.
 fn wrong_port(
     t: &Topology,
     i: usize,
@@ -334,20 +388,7 @@ fn wrong_port(
 ) -> Option<Diff> {
     let rails = t.rails_n();
     let f = t.found[i * rails + r].as_ref()?;
-    let want_port: Option<String> = if has_plan_nics {
-        t.planned[i * rails + r].1.clone()
-    } else if rails >= 3 {
-        let others: Vec<&str> = (0..rails)
-            .filter(|&r2| r2 != r)
-            .filter_map(|r2| t.found[i * rails + r2].as_ref()?.port.as_deref())
-            .collect();
-        mode(others.iter().copied())
-            .filter(|m| others.iter().filter(|o| *o == m).count() >= 2)
-            .map(String::from)
-    } else {
-        None
-    };
-    let w = want_port?;
+    let w = expected_port(t, i, r, has_plan_nics)?;
     if names_port(f, &w) {
         return None;
     }

@@ -113,6 +113,8 @@ pub struct Localisation {
     pub medians: Vec<f64>,
     /// Per rail x from x to: bad (the picture's matrices).
     pub bad: Vec<Vec<bool>>,
+    /// Nodes a side of each rail's matrix.
+    pub nodes: usize,
 }
 
 #[derive(Default, Clone, Copy)]
@@ -693,13 +695,63 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
             break;
         }
     }
-    // Where uplinks are slower than the NICs, a NIC discovery found on another leaf
-    // sends pairs of its over uplinks the sweep's rounds did not budget for it, and the
-    // flows sharing them come out slow: a slow link or one direction that touches such a
-    // NIC is the cabling fault's doing, not a part of its own.
-    if slower_uplinks {
+    let mut loc = Localisation {
+        picks,
+        bad_cells: bad_list.len() as u32,
+        cells,
+        medians,
+        bad: bad_grid,
+        nodes: n,
+    };
+    // A misrouted NIC's links cross parts the plan did not put on their way: uplinks
+    // slower than the NICs, or a part above the node the set cover found slow.
+    let above = loc.picks.iter().any(|p| {
+        matches!(
+            p.part,
+            Part::Leaf(_) | Part::Uplinks(_) | Part::SpineLayer(_)
+        )
+    });
+    if slower_uplinks || above {
+        loc.fold_into_cabling(&cabling_of);
+    }
+    loc.cabling_explains(&rules.cabling);
+    loc
+}
+
+impl Localisation {
+    /// The bad directed cells with an end at `node`'s NICs of `rails`: what a cabling
+    /// fault of those NICs touches.
+    pub fn bad_touching(&self, node: u32, rails: &[u32]) -> u32 {
+        let (n, i) = (self.nodes, node as usize);
+        if i >= n {
+            return 0;
+        }
+        rails
+            .iter()
+            .filter_map(|&r| self.bad.get(r as usize))
+            .map(|grid| {
+                (0..n)
+                    .filter(|&j| j != i)
+                    .map(|j| u32::from(grid[i * n + j]) + u32::from(grid[j * n + i]))
+                    .sum::<u32>()
+            })
+            .sum()
+    }
+
+    /// A NIC discovery found on another leaf (a swapped cable, a wrong leaf) carries its
+    /// links over paths the plan did not mean: across the spines where they should stay
+    /// inside the leaf, onto uplinks the sweep's rounds did not budget for them, through
+    /// another rail's leaves and uplinks, where the per-rail blocks cannot lay them at a
+    /// slow uplink's or spine's door. Where such paths can be slow (uplinks slower than
+    /// the NICs, or a part above the node found slow), the slow links and directions that
+    /// touch such a NIC are the cabling fault's doing, not parts of their own: each is
+    /// folded into that cabling pick (made when the set cover did not choose it). Where
+    /// every path keeps up with the NICs, a slow direction of a moved NIC is its own
+    /// fault and stays named. A fault of the NIC itself under a fold is told apart once
+    /// the cable is put back; the retest after that says.
+    fn fold_into_cabling(&mut self, cabling_of: &HashMap<(u32, u32), Vec<u32>>) {
         let mut folded: Vec<(u32, Pick)> = Vec::new();
-        picks.retain(|p| {
+        self.picks.retain(|p| {
             let (Part::Link(a, b, r) | Part::OneWay(a, b, r) | Part::Path(a, b, r)) = p.part else {
                 return true;
             };
@@ -713,33 +765,37 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
             false
         });
         for (k, p) in folded {
-            let at = picks.iter().position(|x| x.part == Part::Cabling(k));
-            let into = match at {
-                Some(i) => &mut picks[i],
+            let into = match self.picks.iter().position(|x| x.part == Part::Cabling(k)) {
+                Some(i) => &mut self.picks[i],
                 None => {
-                    picks.push(Pick {
+                    self.picks.push(Pick {
                         part: Part::Cabling(k),
                         explains: 0,
                         contradicted: 0,
                         worst_gbit_s: f64::INFINITY,
                         median_gbit_s: f64::NAN,
                     });
-                    picks.last_mut().expect("just pushed")
+                    self.picks.last_mut().expect("just pushed")
                 }
             };
-            into.explains += p.explains;
             if p.worst_gbit_s < into.worst_gbit_s {
                 into.worst_gbit_s = p.worst_gbit_s;
                 into.median_gbit_s = p.median_gbit_s;
             }
         }
     }
-    Localisation {
-        picks,
-        bad_cells: bad_list.len() as u32,
-        cells,
-        medians,
-        bad: bad_grid,
+
+    /// What a cabling pick explains: every bad cell of its NICs (as any pick counts all
+    /// the bad cells of its domain, also those another part explains too).
+    fn cabling_explains(&mut self, cabling: &[(u32, u32, Vec<u32>)]) {
+        for i in 0..self.picks.len() {
+            let Part::Cabling(k) = self.picks[i].part else {
+                continue;
+            };
+            if let Some((_, node, rails)) = cabling.iter().find(|x| x.0 == k) {
+                self.picks[i].explains = self.bad_touching(*node, rails);
+            }
+        }
     }
 }
 

@@ -91,6 +91,8 @@ pub struct Structure {
     /// NICs on their planned leaf whose port the wrong-port check could not compare (the
     /// switch sent an address as the port id), in words.
     pub ports_not_compared: Vec<String>,
+    /// How many NICs' leaves and ports the cabling checks compared.
+    pub compared: cabling::Compared,
     pub suspects: Vec<StructSuspect>,
     pub bad_links: u32,
     pub links: u64,
@@ -493,17 +495,49 @@ fn agreement(p: Part, t: &Topology, diffs: &[Diff], fabric: bool) -> &'static st
             }
         }
         Part::Nic(i, r) | Part::Tx(i, r) | Part::Rx(i, r) => {
-            let item = format!("{} {}", t.nodes[i as usize], t.nic_name(i, r));
-            if diffs.iter().any(|d| d.item.starts_with(&item)) {
-                "agrees"
-            } else if t.found[t.slot(i, r)].is_some() {
-                "disagrees"
-            } else {
-                "unknown"
-            }
+            hosts_word(nic_fault(diffs, i, Some(r)), seen(t, i, r))
         }
+        Part::Node(i) | Part::NodeTx(i) | Part::NodeRx(i) => hosts_word(
+            nic_fault(diffs, i, None),
+            (0..t.rails_n() as u32).all(|r| seen(t, i, r)),
+        ),
+        Part::Link(a, b, r) | Part::OneWay(a, b, r) => hosts_word(
+            nic_fault(diffs, a, Some(r)) || nic_fault(diffs, b, Some(r)),
+            seen(t, a, r) && seen(t, b, r),
+        ),
         _ => "unknown",
     }
+}
+
+/// Discovery's word on a part of the hosts: it agrees when a cabling check found a fault
+/// on the part's NICs, disagrees when it saw every one of them cabled as meant, and is
+/// unknown when it did not see them all.
+fn hosts_word(fault: bool, seen: bool) -> &'static str {
+    if fault {
+        "agrees"
+    } else if seen {
+        "disagrees"
+    } else {
+        "unknown"
+    }
+}
+
+/// Whether a cabling check found node `i`'s NIC of rail `r` (of any rail: `None`) swapped,
+/// on a wrong leaf or on a wrong port.
+fn nic_fault(diffs: &[Diff], i: u32, r: Option<u32>) -> bool {
+    diffs.iter().any(|d| {
+        d.node == i
+            && matches!(
+                d.kind,
+                DiffKind::CableSwap | DiffKind::WrongLeaf | DiffKind::WrongPort
+            )
+            && r.is_none_or(|r| d.rails.contains(&r))
+    })
+}
+
+/// Whether discovery found node `i`'s NIC of rail `r`.
+fn seen(t: &Topology, i: u32, r: u32) -> bool {
+    t.found[t.slot(i, r)].is_some()
 }
 
 /// Builds the structure view of `docs`; `None` when nothing can be said (no bandwidth
@@ -529,6 +563,7 @@ pub fn build(docs: &[Loaded], plan: Option<&FabricPlan>, s: &MatrixSettings) -> 
         discovered,
         notes: f.disagreements.clone(),
         ports_not_compared: cabling::ports_not_compared(&t, plan),
+        compared: cabling::compared(&t, plan),
         ..Default::default()
     };
     let groups = group_infos(&t);
@@ -562,7 +597,8 @@ pub fn build(docs: &[Loaded], plan: Option<&FabricPlan>, s: &MatrixSettings) -> 
         if explained_diffs.contains(&(i as u32)) {
             continue;
         }
-        suspects.push(discovery_only(d, st.bad_links));
+        let touched = loc.as_ref().map_or(0, |l| l.bad_touching(d.node, &d.rails));
+        suspects.push(discovery_only(d, touched, st.bad_links));
     }
     st.suspects = suspects;
     st.cabling = diffs;
@@ -645,20 +681,21 @@ fn suspect_of(
     }
 }
 
-/// A cabling difference no measurement showed: a suspect on discovery alone.
-fn discovery_only(d: &Diff, bad_links: u32) -> StructSuspect {
+/// A cabling difference the set cover did not choose: a suspect on discovery, with the bad
+/// cells of its NICs (other parts explained them, or there were none).
+fn discovery_only(d: &Diff, touched: u32, bad_links: u32) -> StructSuspect {
     StructSuspect {
         kind: d.kind.as_str(),
         name: d.item.clone(),
         what: d.what,
-        explains: 0,
+        explains: touched,
         bad_links,
         contradicted: 0,
         discovery: "agrees",
         worst_gbit_s: None,
         median_gbit_s: None,
         summary: format!(
-            "{} {}: expected {}, found {} (against {}); explains 0 of the {} bad links, discovery agrees",
+            "{} {}: expected {}, found {} (against {}); explains {touched} of the {} bad links, discovery agrees",
             d.kind.as_str(),
             d.item,
             d.expected,
