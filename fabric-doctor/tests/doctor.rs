@@ -122,6 +122,8 @@ fn each_scenario_capture_has_its_findings() {
         ("no-dcb", &[]),
         ("not-dcb-capable", &[]),
         ("infiniband", &[]),
+        ("ipoib", &[]),
+        ("ethtool-6.14", &[]),
         // A management port beside the RoCE NIC, PFC off, trust pcp, FEC off at 25G:
         // shown, not judged (it used to fail pfc-off and traffic-lossy).
         ("management-port", &["not-rdma"]),
@@ -167,6 +169,28 @@ fn each_scenario_capture_has_its_findings() {
         .as_str()
         .unwrap()
         .contains("InfiniBand"));
+    // IPoIB has no module EEPROM and no FEC: unknown, saying where to read them (ethtool's
+    // "Operation not supported" alone said nothing of why); its statistics are read.
+    let (_, a) = findings("ipoib");
+    let p = &a["ports"][0];
+    assert_eq!(p["interface"], "ib0");
+    for fact in ["module", "fec"] {
+        let why = p[fact]["unknown"].as_str().unwrap_or_default();
+        assert!(
+            why.contains("IPoIB") && why.contains("mlxlink -d mlx5_0"),
+            "{fact}: {p}"
+        );
+    }
+    assert!(p["driver_counters"]["value"].is_object(), "{p}");
+    // ethtool 6.14: the module's thresholds from the text (-10.90 dBm), not the JSON's
+    // two decimals of mW (0.08 mW, -10.97 dBm).
+    let (_, a) = findings("ethtool-6.14");
+    let m = &a["ports"][0]["module"];
+    assert_eq!(m["source"], "ethtool -m eth2", "{m}");
+    assert_eq!(
+        m["value"]["rx_power_thresholds"]["low_warning"], -10.9,
+        "{m}"
+    );
 }
 
 /// The class the NIC sets is the class the traffic carries (issue 37 item 7). Every

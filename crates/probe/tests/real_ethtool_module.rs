@@ -38,6 +38,10 @@ fn sff8636_qsfp28_thresholds_never_overwrite_a_lane() {
     // high alarm threshold` line (5.40 dBm) used to overwrite lane 1's TX power (1.44).
     let m = sample("sff8636-qsfp28-100g-sr4-mellanox-mma1b00.txt");
     assert_eq!(m.identifier.as_deref(), Some("0x11 (QSFP28)"));
+    // Its compliance codes, one `Transceiver type` line each: a 100G SR4, which needs
+    // RS-FEC (clause 95), so FEC off at 100 Gb/s fails on it.
+    assert_eq!(m.compliance, ["100G Ethernet: 100G Base-SR4 or 25GBase-SR"]);
+    assert!(!m.runs_without_fec_at_100g());
     assert_eq!(m.rx_power_dbm, [-0.12, -0.09, 0.55, 0.55]);
     assert_eq!(m.tx_power_dbm, [1.44, 1.20, 1.26, 1.27]);
     assert_eq!(m.tx_bias_ma, [6.75; 4]);
@@ -46,6 +50,15 @@ fn sff8636_qsfp28_thresholds_never_overwrite_a_lane() {
     assert_eq!((t.low_alarm, t.low_warning), (Some(-13.31), Some(-10.30)));
     let m = sample("sff8636-qsfp28-100g-lta8531.txt");
     assert_eq!(m.rx_power_dbm, [-0.11, 0.17, -0.11, 0.08]);
+    assert_eq!(
+        m.compliance,
+        [
+            "100G Ethernet: 100G Base-SR4 or 25GBase-SR",
+            "FC: short distance (S)",
+            "FC: Shortwave laser w/o OFC (SN)",
+            "FC: Multimode, 50um (OM3)",
+        ]
+    );
     assert_eq!(m.idle_lanes, 0);
 }
 

@@ -379,6 +379,26 @@ pub struct Module {
     /// bias, no light, no loss of signal): left out of the lists above.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub idle_lanes: u32,
+    /// The module's compliance codes as ethtool names them (SFF-8636 `Transceiver type`
+    /// lines: `100G Ethernet: 100G Base-SR4 or 25GBase-SR`, `Extended: 100G Base-LR4 or
+    /// 25GBase-LR`, and the Fibre Channel ones); CMIS modules print none. Absent in older
+    /// documents.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compliance: Vec<String>,
+}
+
+impl Module {
+    /// Whether the module is a 100G one whose PHY runs without FEC: 100GBASE-LR4 and
+    /// -ER4 (IEEE 802.3 clause 88: four 25G NRZ wavelengths, no FEC in the PMD). The
+    /// other 100G kinds need RS-FEC (SR4 clause 95, CR4 clause 92, CWDM4 and PSM4 by
+    /// their MSAs), and every PAM4 lane (50G and up, clause 119 and 134) needs
+    /// RS(544,514).
+    pub fn runs_without_fec_at_100g(&self) -> bool {
+        self.compliance.iter().any(|c| {
+            let c = c.to_ascii_lowercase();
+            c.contains("100g base-lr4") || c.contains("100g base-er4")
+        })
+    }
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -466,16 +486,28 @@ fn list(v: &[u8]) -> String {
 }
 
 /// The priority `dscp` lands on at a port, from its trust mode and DSCP table: with trust
-/// `pcp` untagged RoCE traffic (no VLAN, so no PCP bits) lands on priority 0.
+/// `pcp` untagged RoCE traffic (no VLAN, so no PCP bits) lands on priority 0. With trust
+/// `dscp`, a DSCP the APP table does not list is unknown: the NIC maps it by its
+/// firmware's table, which the kernel does not show ([`unmapped_dscp`]).
 pub fn priority_of(port: &PortAudit, dscp: u8) -> Option<u8> {
     match port.trust.get().map(String::as_str) {
-        Some("dscp") => port
-            .dscp_prio
-            .get()
-            .map(|m| m.get(&dscp).copied().unwrap_or(0)),
+        Some("dscp") => port.dscp_prio.get().and_then(|m| m.get(&dscp).copied()),
         Some(_) => Some(0),
         None => None,
     }
+}
+
+/// Whether `dscp` is missing from a port's DSCP APP table while the port trusts DSCP.
+/// The table lists what the host set, not always what the NIC does: mlx5 lists all 64
+/// DSCPs with the firmware's mapping when it starts in trust dscp, but a first `dcb app
+/// add` from trust pcp switches to trust dscp and lists that one entry only, the other
+/// DSCPs keeping the firmware's mapping (DSCP >> 3 from the factory: `mlnx_qos` prints
+/// `prio:3 dscp:31,...,24`), and `dcb app del` sets its DSCP back to priority 0
+/// (drivers/net/ethernet/mellanox/mlx5/core/en_dcbnl.c: ieee_setapp, ieee_delapp). So
+/// where such a DSCP lands cannot be read from the host; it used to be taken as 0.
+pub fn unmapped_dscp(port: &PortAudit, dscp: u8) -> bool {
+    port.trust.get().map(String::as_str) == Some("dscp")
+        && port.dscp_prio.get().is_some_and(|m| !m.contains_key(&dscp))
 }
 
 /// Where the suite's traffic (`dscp`) lands on `port`, as far as its facts tell.
@@ -578,6 +610,11 @@ fn lossless_findings(
             format!("{}: trust mode pcp: untagged RoCE traffic (no VLAN) lands on priority 0 whatever its DSCP", p.name()),
             "set trust dscp and map the RoCE DSCP to the lossless priority (`dcb app add dev IF dscp-prio 26:3`, or mlnx_qos --trust dscp)");
     }
+    if unmapped_dscp(p, dscp) {
+        out.add("warn", "dscp-unmapped", port,
+            format!("{}: the suite's traffic ({}) has no entry in the DSCP APP table: the NIC maps it by its firmware's table, which the host cannot read (mlx5 starts at DSCP >> 3, priority {}; an entry deleted with `dcb app del` leaves 0), so the priority it lands on is unknown", p.name(), p.suite_dscp_said(suite), dscp >> 3),
+            "map the DSCP explicitly to the lossless priority (`dcb app add dev IF dscp-prio 26:3`), as the switch maps it");
+    }
     let (prio, pfc_on, ecn_on) = traffic_path(p, dscp);
     if let (Some(pr), Some(false)) = (prio, pfc_on) {
         out.add("fail", "traffic-lossy", port,
@@ -599,9 +636,9 @@ fn lossless_findings(
         }
     }
     if let Some(f) = p.fec.get() {
-        if f.is_off() && p.speed_mbit_s.is_some_and(|s| s >= 100_000) {
+        if f.is_off() && needs_fec(p) {
             out.add("fail", "fec-off", port,
-                format!("{}: FEC is off at {} Gb/s: 100G and faster Ethernet PHYs need RS-FEC (IEEE 802.3 clauses 91 and 119; PAM4 lanes run at a raw BER near 1e-5)", p.name(), p.speed_mbit_s.unwrap_or(0) / 1000),
+                format!("{}: FEC is off at {} Gb/s{}: 100G and faster Ethernet PHYs need RS-FEC (IEEE 802.3 clauses 91 and 119; PAM4 lanes run at a raw BER near 1e-5), all but 100GBASE-LR4 and -ER4", p.name(), p.speed_mbit_s.unwrap_or(0) / 1000, module_kind(p)),
                 "set FEC to RS or auto on the host and the switch port (`ethtool --set-fec IF encoding rs`)");
         }
         if f.uncorrectable_blocks.is_some_and(|u| u > 0) {
@@ -617,6 +654,33 @@ fn lossless_findings(
                 "reseat or replace the cable or module; compare with the switch port's counters",
             );
         }
+    }
+}
+
+/// Whether the port's link needs FEC: at 100 Gb/s and above, except a 100G module whose
+/// PHY runs without it (LR4, ER4). Where the module could not be read, a 100G link is
+/// taken to need it, as every 100G kind but those two does (the message says the module
+/// was not read).
+fn needs_fec(p: &PortAudit) -> bool {
+    match p.speed_mbit_s {
+        Some(s) if s > 100_000 => true,
+        Some(100_000) => !p.module.get().is_some_and(Module::runs_without_fec_at_100g),
+        _ => false,
+    }
+}
+
+/// ` (module 100G Ethernet: 100G Base-SR4 or 25GBase-SR)`, or what is known of it.
+fn module_kind(p: &PortAudit) -> String {
+    match p.module.get() {
+        Some(m) => match m
+            .compliance
+            .iter()
+            .find(|c| c.contains("Ethernet") || c.starts_with("Extended"))
+        {
+            Some(c) => format!(" (module {c})"),
+            None => String::new(),
+        },
+        None => " (module not read)".into(),
     }
 }
 
@@ -1031,6 +1095,68 @@ mod tests {
         let mut p = port();
         p.fec.value.as_mut().unwrap().active = vec!["Off".into()];
         assert_eq!(codes(&audit(p), None), ["fec-off"]);
+    }
+
+    /// FEC off at 100 Gb/s fails where the module's PHY needs FEC (SR4, CR4, CWDM4, a
+    /// module not read) and not on 100GBASE-LR4 / -ER4, which run without it (clause
+    /// 88); above 100 Gb/s (PAM4) it always fails, under it never. The compliance strings
+    /// are ethtool's (qsfp.c), as the real SR4 samples of the corpus print them.
+    #[test]
+    fn fec_off_fails_only_where_the_link_mode_needs_fec() {
+        let at = |speed: u64, compliance: Option<&str>| {
+            let mut p = port();
+            p.speed_mbit_s = Some(speed);
+            p.fec.value.as_mut().unwrap().active = vec!["Off".into()];
+            p.module = match compliance {
+                Some(c) => Fact::known(
+                    "t",
+                    Module {
+                        compliance: vec![c.into(), "FC: short distance (S)".into()],
+                        ..Default::default()
+                    },
+                ),
+                None => Fact::unknown("ethtool -m eth0", "Operation not supported"),
+            };
+            findings(&audit(p), None)
+                .into_iter()
+                .filter(|f| f.code == "fec-off")
+                .map(|f| f.message)
+                .collect::<Vec<_>>()
+        };
+        let sr4 = at(100_000, Some("100G Ethernet: 100G Base-SR4 or 25GBase-SR"));
+        assert_eq!(sr4.len(), 1);
+        assert!(
+            sr4[0].contains("(module 100G Ethernet: 100G Base-SR4"),
+            "{sr4:?}"
+        );
+        assert!(at(100_000, Some("Extended: 100G Base-LR4 or 25GBase-LR")).is_empty());
+        assert!(at(100_000, Some("Extended: 100G Base-ER4 or 25GBase-ER")).is_empty());
+        let unread = at(100_000, None);
+        assert!(unread[0].contains("(module not read)"), "{unread:?}");
+        // PAM4 lanes need RS(544,514) whatever the module; 25G may run without FEC.
+        assert_eq!(
+            at(400_000, Some("Extended: 100G Base-LR4 or 25GBase-LR")).len(),
+            1
+        );
+        assert!(at(25_000, Some("Extended: 100G Base-LR4 or 25GBase-LR")).is_empty());
+    }
+
+    /// Trust dscp with an APP table that does not list the suite's DSCP (a first `dcb app
+    /// add` of another DSCP lists that one only): where it lands is the firmware's, which
+    /// the host cannot read. Unknown and said, never priority 0 (it read `traffic-lossy`,
+    /// "lands on priority 0", on a port whose firmware maps DSCP 26 to 3).
+    #[test]
+    fn a_dscp_the_app_table_does_not_list_is_unknown_not_priority_0() {
+        let mut p = port();
+        p.dscp_prio = Fact::known("t", BTreeMap::from([(48, 6)]));
+        assert_eq!(priority_of(&p, 26), None);
+        assert!(unmapped_dscp(&p, 26));
+        assert_eq!(codes(&audit(p.clone()), Some(&[3])), ["dscp-unmapped"]);
+        // Listed, it is judged as before; trust pcp is priority 0 whatever the table.
+        assert_eq!(priority_of(&p, 48), Some(6));
+        p.trust = Fact::known("t", "pcp".into());
+        assert_eq!(priority_of(&p, 26), Some(0));
+        assert!(!unmapped_dscp(&p, 26));
     }
 
     #[test]

@@ -134,6 +134,8 @@ struct Obs {
     /// The value is only a lower bound: a counter behind it saturated or was cleared in
     /// the window (`PortCounters::at_least`).
     at_least: bool,
+    /// The value is an estimate (see [`BER_BY_RATE`]).
+    estimated: bool,
 }
 
 enum At {
@@ -282,6 +284,7 @@ pub fn judge_check(
                     }
                     obs.push(Obs {
                         at_least: false,
+                        estimated: false,
                         value: percentile(h, p),
                         at: At::Text(format!("{} {} {}", k.test, k.transport, size_label(k.size))),
                     });
@@ -320,6 +323,7 @@ pub fn judge_check(
                             if matches_compact(sel, &groups, p2p, r) {
                                 obs.push(Obs {
                                     at_least: false,
+                                    estimated: false,
                                     value: p.of(&l.us),
                                     at: At::Compact(di, ri),
                                 });
@@ -331,6 +335,7 @@ pub fn judge_check(
                     if !h.is_empty() {
                         obs.push(Obs {
                             at_least: false,
+                            estimated: false,
                             value: percentile(&h, p),
                             at: At::Text(format!(
                                 "{} {} {}",
@@ -356,6 +361,7 @@ pub fn judge_check(
                     let k = &curve.key;
                     obs.push(Obs {
                         at_least: false,
+                        estimated: false,
                         value: e,
                         at: At::Text(format!(
                             "{} {} {} {}: {} vs {}",
@@ -401,14 +407,18 @@ pub fn judge_check(
                         _ => value.into_iter().collect(),
                     };
                     for value in values.into_iter().filter(|v| v.is_finite()) {
-                        let at_least = match r {
+                        let counters = match r {
                             TestResult::Latency(l) => l.counters.as_ref(),
                             TestResult::Bandwidth(b) => b.counters.as_ref(),
                             TestResult::Collective(_) => None,
-                        }
-                        .is_some_and(|c| crate::metric::at_least(c, check.metric));
+                        };
+                        let at_least =
+                            counters.is_some_and(|c| crate::metric::at_least(c, check.metric));
+                        let estimated = check.metric == Metric::PreFecBer
+                            && counters.is_some_and(|c| crate::metric::health(c).ber_by_rate());
                         obs.push(Obs {
                             at_least,
+                            estimated,
                             value,
                             at: At::Row(di, ri),
                         });
@@ -449,6 +459,7 @@ pub fn judge_check(
                     for value in values.into_iter().filter(|v| v.is_finite()) {
                         obs.push(Obs {
                             at_least: r.stats.at_least(check.metric),
+                            estimated: r.stats.estimated(check.metric),
                             value,
                             at: At::Compact(di, ri),
                         });
@@ -467,6 +478,7 @@ pub fn judge_check(
             value: count,
             at,
             at_least: false,
+            estimated: false,
         }];
         let mut o = finish(check, docs, &obs);
         o.observations = n;
@@ -530,7 +542,13 @@ fn finish(check: &Check, docs: &[Loaded], obs: &[Obs]) -> Outcome {
         .unwrap_or_else(|| crate::feed::next_step(check));
     Outcome {
         at_least: worst.is_some_and(|w| w.at_least),
-        warning: worst.filter(|w| w.at_least).map(|_| AT_LEAST.to_string()),
+        warning: worst.and_then(|w| {
+            if w.at_least {
+                Some(AT_LEAST.to_string())
+            } else {
+                w.estimated.then(|| BER_BY_RATE.to_string())
+            }
+        }),
         ..Outcome::of_check(check, status, worst.map(|w| w.value), worst_at, obs.len())
     }
 }
@@ -595,6 +613,12 @@ const AT_LEAST: &str = "at least: a port counter behind this value saturated (In
 PortCounters error fields stop at 2^16-1, 2^8-1 or 2^4-1) or was cleared during the run, so \
 only a lower bound is known; clear the port counters (perfquery -x -R) before the run and \
 measure again";
+
+/// What a reader of a pre-FEC BER over the port's rate must know.
+const BER_BY_RATE: &str = "estimated: the driver counts FEC-corrected bits but not the bits \
+received (mlx5 prints rx_bits_phy only where the firmware reports it), so the BER is over the \
+port's rate x the row's time, as if the link received at line rate throughout; a link that \
+idled part of the row has a higher BER than this";
 
 /// NCCL's busbw above the link rate: inside a node NVLink carries the traffic, and on few
 /// nodes tree or NVLS algorithms move less than the ring the bus factor assumes, so the
@@ -763,6 +787,48 @@ mod tests {
             }
         }
         doc
+    }
+
+    /// A pre-FEC BER whose driver counted no received bits is over the port's rate x the
+    /// row's time: the check says it is an estimate; with the received bits it does not.
+    #[test]
+    fn a_ber_over_the_ports_rate_is_said_to_be_an_estimate() {
+        let p = profile(
+            "[[check]]\nid=\"ber\"\ndescription=\"d\"\nmetric=\"pre_fec_ber\"\nunit=\"BER\"\nmax=1e-8\n",
+        );
+        let with = |rx_bits: Option<i64>| {
+            let mut doc = synth::bandwidth_doc("a", "b", &[1 << 20], 90.0, 2);
+            for r in &mut doc.results {
+                if let TestResult::Bandwidth(b) = r {
+                    let mut side = results::PortCounters {
+                        rate_gbit_s: Some(100.0),
+                        ..Default::default()
+                    };
+                    side.driver_counters
+                        .insert("rx_corrected_bits_phy".into(), 1000);
+                    if let Some(bits) = rx_bits {
+                        side.driver_counters.insert("rx_bits_phy".into(), bits);
+                    }
+                    b.counters = Some(results::CounterDeltas {
+                        initiator: Some(side),
+                        responder: None,
+                    });
+                }
+            }
+            run(&p, &[loaded(doc)]).checks.remove(0)
+        };
+        let estimated = with(None);
+        assert_eq!(estimated.status, Status::Pass, "{estimated:?}");
+        assert!(
+            estimated
+                .warning
+                .as_deref()
+                .is_some_and(|w| w.starts_with("estimated: ")),
+            "{estimated:?}"
+        );
+        let counted = with(Some(1_000_000_000_000));
+        assert_eq!(counted.status, Status::Pass, "{counted:?}");
+        assert_eq!(counted.warning, None);
     }
 
     #[test]

@@ -579,6 +579,18 @@ impl HealthTally {
         family_of_metric(m).is_some_and(|f| self.floors & f as u8 != 0)
     }
 
+    /// Whether a side's pre-FEC BER is over the port's rate x the row's seconds: the
+    /// driver counts corrected bits but no received bits (mlx5 prints `rx_bits_phy` only
+    /// where the firmware reports it). That denominator assumes the link received at
+    /// line rate the whole row, so it is an estimate, low where the link was idle.
+    pub fn ber_by_rate(&self) -> bool {
+        (0..2).any(|i| {
+            self.corrected_bits[i].is_some()
+                && self.rx_bits[i].is_none_or(|b| b <= 0)
+                && self.rate_gbit_s[i].is_some_and(|r| r > 0.0)
+        })
+    }
+
     /// The worse side's pre-FEC BER over `seconds`; `None` without a corrected-bits
     /// counter or without a denominator (neither `rx_bits_phy` nor the port's rate).
     fn pre_fec_ber(&self, seconds: f64) -> Option<f64> {

@@ -257,6 +257,15 @@ impl RowStats {
             RowStats::Bandwidth(b) => b.health.at_least(m),
         }
     }
+
+    /// Whether `m`'s value is an estimate: the pre-FEC BER over the port's rate x the
+    /// row's time where the driver counts no received bits.
+    pub fn estimated(&self, m: Metric) -> bool {
+        match self {
+            RowStats::Bandwidth(b) => m == Metric::PreFecBer && b.health.ber_by_rate(),
+            RowStats::Latency(_) => false,
+        }
+    }
 }
 
 /// A [`GroupKey`] borrowed from a row being read (no allocation for groups seen).

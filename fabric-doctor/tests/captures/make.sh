@@ -139,3 +139,41 @@ for x in "$D"/cmd/*_eth2.*; do cp "$x" "${x%_eth2.*}_eth3.${x##*.}"; done
 sed -i 's/"eth2"/"eth3"/' "$D/cmd/ethtool_--json_-I_--show-fec_eth3.out"
 # eth3's PFC is off: the second leg of the bond fails on its own, named by its name.
 c "dcb_-j_pfc_-s_show_dev_eth3" '{"pfc_cap":8,"macsec_bypass":false,"delay":7,"prio_pfc":[false,false,false,false,false,false,false,false],"requests":[0,0,0,0,0,0,0,0],"indications":[0,0,0,0,0,0,0,0]}'
+# InfiniBand with IPoIB (issue 37 item 15): the HCA's netdev ib0 is IPoIB, whose ethtool
+# operations (mlx5's ipoib/ethtool.c) have no FEC and no module EEPROM: both unknown with
+# where to read them instead (mlxlink), never a guess; its statistics are read.
+D=ipoib; rm -rf $D; mkdir -p $D/fs $D/cmd; printf '{}\n' > $D/read-errors.json
+f /proc/sys/kernel/hostname node15
+f /proc/self/limits "Max locked memory         unlimited            unlimited            bytes"
+f /proc/cmdline "BOOT_IMAGE=/vmlinuz iommu=pt"
+I=/sys/class/infiniband/mlx5_0
+f $I/fw_ver 28.39.1002; f $I/device/uevent "PCI_SLOT_NAME=0000:3b:00.0"
+f $I/ports/1/link_layer InfiniBand; f $I/ports/1/gids/0 fe80:0000:0000:0000:0ac0:eb03:004a:1b2c
+# (a file in it, so git keeps the directory: ARPHRD_INFINIBAND)
+f $I/device/net/ib0/type 32
+N=/sys/class/net/ib0
+f $N/mtu 4092; f $N/speed 200000; f $N/carrier_changes 1; f $N/device/uevent "PCI_SLOT_NAME=0000:3b:00.0"
+c "dcb_-V" "dcb utility, iproute2-6.1.0"; c "ethtool_--version" "ethtool version 6.1"
+c "ethtool_--json_-I_--show-fec_ib0" "" 1 "netlink error: Operation not supported
+"
+c "ethtool_-S_ib0" "NIC statistics:
+     rx_packets: 1882
+     rx_bytes: 160394
+     tx_packets: 1903
+     tx_bytes: 159862"
+c "ethtool_-m_ib0" "" 1 "Cannot get module EEPROM information: Operation not supported
+"
+# ethtool 6.14 (issue 37 item 9): `-m` text is still printed, with the thresholds in four
+# decimals of mW and in dBm, while `--json -m` rounds them to two decimals of mW (0.08 mW is
+# -10.97 dBm where the module says -10.90). The text is read; the JSON is there, unused.
+healthy ethtool-6.14 node16; D=ethtool-6.14
+c "ethtool_--version" "ethtool version 6.14"
+c "ethtool_--json_-m_eth2" '[ {
+        "identifier": 17,
+        "identifier_description": "QSFP28",
+        "vendor_name": "Mellanox",
+        "vendor_pn": "MMA1T00-HS",
+        "module_temperature": 45.3,
+        "rx_power": { "values": [ 0.97, 0.98, 1.13, 1.13 ], "type": "Rcvr signal avg optical power" },
+        "laser_rx_power": { "high_alarm_threshold": 5.50, "low_alarm_threshold": 0.04, "high_warning_threshold": 2.75, "low_warning_threshold": 0.08 }
+    } ]'

@@ -399,11 +399,38 @@ fn audit_port(
     let why = match (has_netdev, ethtool) {
         (false, _) => "no netdev on this port",
         (true, None) => "ethtool is not installed (Debian/Ubuntu: apt-get install ethtool)",
-        (true, Some(version)) => return ethtool_facts(src, opts, p, version),
+        (true, Some(version)) => {
+            ethtool_facts(src, opts, p, version);
+            return ipoib_says_nothing_of_the_link(p);
+        }
     };
     p.fec = Fact::unknown("ethtool", why);
     p.driver_counters = Fact::unknown("ethtool", why);
     p.module = Fact::unknown("ethtool", why);
+}
+
+/// Why an InfiniBand port's module and FEC read unknown, and where to read them. The
+/// port's netdev is IPoIB, an upper device of the HCA: mlx5's IPoIB ethtool operations
+/// have neither the module EEPROM nor FEC (ethtool says "Operation not supported"), and
+/// the link's FEC mode and optics belong to the HCA port. Known facts are kept (a driver
+/// that answers is believed).
+fn ipoib_says_nothing_of_the_link(p: &mut PortAudit) {
+    if !p.is_infiniband() {
+        return;
+    }
+    let dev = p.rdma_device.clone().unwrap_or_else(|| "DEV".into());
+    if p.module.get().is_none() {
+        p.module = Fact::unknown(
+            p.module.source.clone(),
+            format!("InfiniBand port: its netdev {} is IPoIB, which has no module EEPROM; read the optics with `mlxlink -d {dev} -m` (NVIDIA MFT) or on the switch side", p.interface),
+        );
+    }
+    if p.fec.get().is_none() {
+        p.fec = Fact::unknown(
+            p.fec.source.clone(),
+            format!("InfiniBand port: its netdev {} is IPoIB, which has no FEC; the HCA port's FEC and pre-FEC BER are in `mlxlink -d {dev} -c` (NVIDIA MFT); its symbol errors in the PMA counters (perfquery)", p.interface),
+        );
+    }
 }
 
 /// MTU, speed and carrier changes of the port's netdev.
@@ -507,30 +534,34 @@ fn ethtool_facts(src: &dyn Source, opts: &Options, p: &mut PortAudit, version: &
     p.module = module(src, &i, version);
 }
 
-/// The module's EEPROM (`ethtool -m`, JSON from ethtool 6.14).
+/// The module's EEPROM: `ethtool -m` text, whatever the version. ethtool 6.14's `--json -m`
+/// prints the power thresholds in mW with two decimals (about 1-2 dB off near an LR
+/// module's thresholds, and -inf under 0.005 mW) where the text prints four decimals of
+/// mW and the dBm: the text is the more exact. Only where the text reads as nothing is the
+/// JSON asked (6.14 and later).
 fn module(src: &dyn Source, i: &str, version: &str) -> Fact<results::audit::Module> {
-    let json = parse::module_json_since(version);
-    let argv: Vec<&str> = if json {
-        vec!["ethtool", "--json", "-m", i]
-    } else {
-        vec!["ethtool", "-m", i]
-    };
-    let out = src.run(&argv);
+    let text = ["ethtool", "-m", i];
+    let out = src.run(&text);
     if !out.ok() {
         let mut why = out.why();
         if why.contains("Operation not permitted") {
             why.push_str(" (reading the module EEPROM needs root)");
         }
-        return Fact::unknown(argv.join(" "), why);
+        return Fact::unknown(text.join(" "), why);
     }
-    let r = if json {
-        parse::ethtool_module_json(&out.stdout)
-    } else {
-        parse::ethtool_module_text(&out.stdout)
+    let e = match parse::ethtool_module_text(&out.stdout) {
+        Ok(m) => return Fact::known(text.join(" "), m),
+        Err(e) => e,
     };
-    match r {
-        Ok(m) => Fact::known(argv.join(" "), m),
-        Err(e) => Fact::unknown(argv.join(" "), e),
+    if !parse::module_json_since(version) {
+        return Fact::unknown(text.join(" "), e);
+    }
+    let json = ["ethtool", "--json", "-m", i];
+    let out = src.run(&json);
+    match parse::ethtool_module_json(&out.stdout) {
+        Ok(m) if out.ok() => Fact::known(json.join(" "), m),
+        Ok(_) => Fact::unknown(json.join(" "), out.why()),
+        Err(je) => Fact::unknown(text.join(" "), format!("{e}; {}: {je}", json.join(" "))),
     }
 }
 

@@ -138,6 +138,8 @@ pub fn ethtool_module_text(text: &str) -> Result<Module, String> {
             m.vendor = Some(v.to_string());
         } else if kl == "vendor pn" {
             m.part_number = Some(v.to_string());
+        } else if kl == "transceiver type" {
+            m.compliance.push(v.to_string());
         } else if kl == "module temperature" {
             m.temperature_c = v.split_whitespace().next().and_then(|w| w.parse().ok());
         } else if kl == "rx loss of signal" {
@@ -271,6 +273,11 @@ pub fn ethtool_module_json(json: &str) -> Result<Module, String> {
         vendor: text("vendor_name"),
         part_number: text("vendor_pn"),
         temperature_c: o.all("module_temperature").find_map(Value::as_f64),
+        // The text label `Transceiver type` as ethtool's JSON names it, once a code.
+        compliance: o
+            .all("transceiver_type")
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect(),
         rx_power_thresholds: th,
         ..Module::default()
     };
