@@ -83,18 +83,72 @@ pub struct Cli {
     /// variable). Never give the secret itself on the command line.
     #[arg(long, value_name = "FILE", requires = "hosts")]
     pub secret_file: Option<PathBuf>,
+    /// Noisy neighbours: every node of this tenant is a canary (the tenant that may be
+    /// crowded out), every node of --congestor-tenant a congestor; launch the run on the
+    /// two tenants' nodes only. --canaries does not apply. The tenants come from --tenants,
+    /// else the --plan's [[tenant]] tables.
+    #[arg(long, value_name = "TENANT", requires = "congestor_tenant")]
+    pub canary_tenant: Option<String>,
+    /// Noisy neighbours: the tenant whose nodes load the fabric (see --canary-tenant).
+    #[arg(long, value_name = "TENANT", requires = "canary_tenant")]
+    pub congestor_tenant: Option<String>,
+    /// The tenants file (docs/tenants.md) --canary-tenant and --congestor-tenant name.
+    #[arg(long, value_name = "FILE")]
+    pub tenants: Option<PathBuf>,
+    /// A fabric plan whose [[tenant]] tables name the tenants (when no --tenants).
+    #[arg(long, value_name = "FILE")]
+    pub plan: Option<PathBuf>,
 }
 
 impl Cli {
-    /// What every rank must agree on.
-    pub fn options(&self) -> traffic::congestion::Options {
-        traffic::congestion::Options {
+    /// What every rank must agree on; an error names what is wrong with the tenants.
+    pub fn options(&self) -> anyhow::Result<traffic::congestion::Options> {
+        Ok(traffic::congestion::Options {
             seed: self.seed,
             canaries: self.canaries,
             phase_seconds: self.phase_seconds,
             include_local: self.include_local,
             timeout_s: self.timeout as f64,
+            tenants: self.tenant_roles()?,
+        })
+    }
+
+    /// The two tenants' roles and nodes of a noisy-neighbour run, `None` without one.
+    fn tenant_roles(&self) -> anyhow::Result<Option<traffic::congestion::split::TenantRoles>> {
+        use anyhow::bail;
+        let (Some(canary), Some(congestor)) = (&self.canary_tenant, &self.congestor_tenant) else {
+            return Ok(None);
+        };
+        if self.incast().is_some() {
+            bail!("--canary-tenant and --congestor-tenant place GPCNeT's canaries and congestors: not with --mode incast");
         }
+        if canary == congestor {
+            bail!("--canary-tenant and --congestor-tenant both name {canary:?}: a noisy neighbour is another tenant");
+        }
+        let tenants = match (&self.tenants, &self.plan) {
+            (Some(path), _) => results::tenants::Tenants::load(path).map_err(|e| anyhow::anyhow!(e.0))?,
+            (None, Some(path)) => results::fabric_plan::load(path, None)
+                .map_err(|e| anyhow::anyhow!(e.0))?
+                .tenants()
+                .map_err(|e| anyhow::anyhow!(e.0))?,
+            (None, None) => bail!("--canary-tenant and --congestor-tenant need the tenants: give --tenants FILE (docs/tenants.md) or a --plan with [[tenant]] tables"),
+        };
+        let nodes = |name: &str| -> anyhow::Result<Vec<String>> {
+            match tenants.get(name) {
+                Some(t) => Ok(t.nodes.clone()),
+                None => bail!(
+                    "no tenant {name:?} in {} (its tenants: {})",
+                    tenants.source,
+                    tenants.names().join(", ")
+                ),
+            }
+        };
+        Ok(Some(traffic::congestion::split::TenantRoles {
+            canary: canary.clone(),
+            canary_nodes: nodes(canary)?,
+            congestor: congestor.clone(),
+            congestor_nodes: nodes(congestor)?,
+        }))
     }
 
     /// `Some(N)` in incast mode (0: all other ranks send).
@@ -150,6 +204,10 @@ fn main() {
         std::process::exit(base::exit::ERROR);
     }
     if let Err(e) = base::output::check_writable(cli.json.as_deref()) {
+        eprintln!("bench-congestion: error: {e:#}");
+        std::process::exit(base::exit::ERROR);
+    }
+    if let Err(e) = cli.options() {
         eprintln!("bench-congestion: error: {e:#}");
         std::process::exit(base::exit::ERROR);
     }

@@ -72,7 +72,7 @@ fn incast<'a>(
     senders: u32,
     spec: &dyn Fn(&'static str, Duration) -> GangSpec<'a>,
 ) -> Result<i32> {
-    let opts = cli.options();
+    let opts = cli.options()?;
     let started_at = results::provenance::now_rfc3339();
     let timeout = Duration::from_secs(cli.timeout);
     let step = timeout * 3 + Duration::from_secs_f64(cli.phase_seconds) * 4;
@@ -113,7 +113,7 @@ fn congestion<'a>(
     cli: &'a Cli,
     spec: &dyn Fn(&'static str, Duration) -> GangSpec<'a>,
 ) -> Result<i32> {
-    let opts = cli.options();
+    let opts = cli.options()?;
     let started_at = results::provenance::now_rfc3339();
     let step = agents::serve::congestion_step(&opts);
     let ran = conduct::gang(&spec("a congestion run", step), &|rank, size| {

@@ -68,7 +68,7 @@ fn run_job(cli: &Cli, job: &MpiJob, carrier: &Carrier) -> Result<i32> {
         base::output::write_document(cli.json.as_deref(), &doc)?;
         return Ok(base::exit::OK);
     }
-    let opts = cli.options();
+    let opts = cli.options()?;
     let mut canaries = MpiCanaries { job, team: None };
     let finish = traffic::congestion::run(
         &mut &*job,

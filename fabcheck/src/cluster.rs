@@ -103,9 +103,18 @@ impl Cluster {
         Ok((hosts, first))
     }
 
-    /// Why a run cannot go through this launcher, if it cannot: over agents there is no
-    /// MPI and no process on each node but the agents.
-    pub fn not_here(&self, tool: &str) -> Option<String> {
+    /// Why a run cannot go through this launcher, if it cannot: a run per ordered pair
+    /// of tenants is made by hand; over agents there is no MPI and no process on each node
+    /// but the agents.
+    pub fn not_here(&self, tool: &str, launch: Launch) -> Option<String> {
+        if launch == Launch::EachTenantPair {
+            return Some(
+                "not made by the runner: one run per ordered pair of tenants on their nodes \
+                 (bench-congestion --tenants FILE --canary-tenant A --congestor-tenant B, \
+                 docs/tenants.md); judge those documents with the others"
+                    .into(),
+            );
+        }
         let Launcher::Agents { lat, .. } = &self.launcher else {
             return None;
         };
@@ -141,7 +150,7 @@ impl Cluster {
             return 1;
         }
         match launch {
-            Launch::EveryNode => 1,
+            Launch::EveryNode | Launch::EachTenantPair => 1,
             Launch::EveryRank => self.nics,
             Launch::EveryGpu => self.gpus,
         }

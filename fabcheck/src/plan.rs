@@ -85,7 +85,7 @@ pub fn steps(p: &Profile, cluster: &Cluster, s: &Settings, stages: &[Stage]) -> 
         argv.push(s.bin.join(run.tool).display().to_string());
         argv.extend(args);
         let projected = model::project(&run, &argv, cluster, s.per_pair_s);
-        let not_here = cluster.not_here(run.tool);
+        let not_here = cluster.not_here(run.tool, run.launch);
         out.push(Step {
             index,
             stage: run.stage,

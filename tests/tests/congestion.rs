@@ -594,3 +594,76 @@ fn too_few_nodes_and_an_unknown_mode_are_refused() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--mode bogus"), "{stderr}");
 }
+
+/// A noisy-neighbour run's tenants are checked before anything starts (exit 2, the problem
+/// and the next step named): no tenants to read, an unknown tenant, one tenant as both
+/// sides, with the incast mode, one of the two names alone (clap); and a node of neither
+/// tenant in the run is refused by the split on every rank.
+#[test]
+fn a_noisy_neighbour_run_refuses_bad_tenants() {
+    let dir = tempfile::tempdir().unwrap();
+    let tenants = dir.path().join("t.toml");
+    std::fs::write(
+        &tenants,
+        "version = 1\n[[tenant]]\nname = \"acme\"\nnodes = [\"a1\", \"a2\"]\n[[tenant]]\nname = \"globex\"\nnodes = [\"g1\", \"g2\"]\n",
+    )
+    .unwrap();
+    let t = tenants.to_str().unwrap();
+    let pair = ["--canary-tenant", "acme", "--congestor-tenant", "globex"];
+    for (args, said) in [
+        (pair.to_vec(), "need the tenants: give --tenants FILE"),
+        (
+            vec![
+                "--tenants",
+                t,
+                "--canary-tenant",
+                "acme",
+                "--congestor-tenant",
+                "initech",
+            ],
+            "no tenant \"initech\"",
+        ),
+        (
+            vec![
+                "--tenants",
+                t,
+                "--canary-tenant",
+                "acme",
+                "--congestor-tenant",
+                "acme",
+            ],
+            "both name \"acme\"",
+        ),
+        (
+            [&["--tenants", t, "--mode", "incast"][..], &pair[..]].concat(),
+            "not with --mode incast",
+        ),
+        (
+            vec!["--tenants", t, "--canary-tenant", "acme"],
+            "--congestor-tenant",
+        ),
+    ] {
+        let out = run(
+            std::process::Command::new(bin("bench-congestion")).args(&args),
+            LIMIT,
+        );
+        let (_, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(said), "{args:?}: {stderr}");
+    }
+    // Four ranks on this host, whose name is neither tenant's: the split names the node and
+    // the tenants.
+    let out = run(
+        mpirun(4)
+            .arg(bin("bench-congestion"))
+            .args(["--bind-addr", "127.0.0.1", "--tenants", t])
+            .args(pair),
+        LIMIT,
+    );
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("is in neither tenant \"acme\" nor \"globex\""),
+        "{stderr}"
+    );
+}

@@ -641,6 +641,135 @@ fn congestion_impact_follows_the_uplinks_oversubscription() {
     );
 }
 
+/// Noisy neighbours (issue 32): tenant acme's canaries while tenant globex's nodes run the
+/// congestors, each tenant on its own VLAN and VRF, judged by `aggregate report
+/// --tenants` against `[isolation] neighbour_impact_max = 3` and acme's ETS share of 50 %
+/// (bandwidth within 2). Sharing a 10 Mbit/s uplink (acme's g0n0 and g1n0 across the
+/// spine; seed 3 puts each of globex's three congestor groups across it too), globex
+/// crowds acme out: FAIL, named "globex on acme" (measured: latency x2054, bandwidth x5.0).
+/// acme on one leaf (g0n0, g0n1), sharing nothing with globex but the machine's two cores,
+/// keeps its share (measured: 1.03, 1.06, allreduce 0.71): the measured pair within the
+/// bounds, the check MISSING because the other ordered pair (acme on globex) was not run,
+/// as it says. Every canary hop crosses the spine in the shared case on purpose: with a
+/// ring of mixed hops the canaries' merged samples are weighted by how fast each hop is,
+/// and the slow hops vanish from the mean (a ring of two fast and two slow hops measured
+/// 1.7 here: see the session's note on GPCNeT's per-rank weighting).
+#[test]
+fn a_noisy_neighbour_is_named_on_shared_uplinks_and_not_on_separate_leaves() {
+    if skip() {
+        return;
+    }
+    let _fabric = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("p.toml");
+    std::fs::write(
+        &profile,
+        "name = \"neighbours\"\n[isolation]\nneighbour_impact_max = 3\n",
+    )
+    .unwrap();
+    let cases = [
+        ("shared", "g0n0,g1n0", "g0n1,g0n2,g0n3,g1n1,g1n2,g1n3"),
+        ("separate", "g0n0,g0n1", "g0n2,g0n3,g1n0,g1n1,g1n2,g1n3"),
+    ];
+    for (name, acme, globex) in cases {
+        let tenants = dir.path().join(format!("{name}.toml"));
+        let list = |nodes: &str| {
+            nodes
+                .split(',')
+                .map(|n| format!("\"{n}\""))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        std::fs::write(
+            &tenants,
+            format!(
+                "version = 1\n[[tenant]]\nname = \"acme\"\nnodes = [{}]\nvlan = 101\nets_share_percent = 50\n[[tenant]]\nname = \"globex\"\nnodes = [{}]\nvlan = 102\n",
+                list(acme),
+                list(globex)
+            ),
+        )
+        .unwrap();
+        let mut shape = one_rail(4, 1, "10mbit");
+        shape.extend([
+            "--tenant".to_string(),
+            format!("acme:101:{acme}"),
+            "--tenant".to_string(),
+            format!("globex:102:{globex}"),
+        ]);
+        let tenants_arg = tenants.to_str().unwrap();
+        let doc = under_load(
+            &shape,
+            "bench-congestion",
+            &[
+                "--seed",
+                "3",
+                "--phase-seconds",
+                "1",
+                "--transport",
+                "tcp",
+                "--tenants",
+                tenants_arg,
+                "--canary-tenant",
+                "acme",
+                "--congestor-tenant",
+                "globex",
+            ],
+            dir.path(),
+            name,
+        );
+        let c = &doc["congestion"];
+        assert_eq!(c["canary_tenant"], "acme");
+        assert_eq!(c["congestor_tenant"], "globex");
+        let mut canaries: Vec<&str> = c["canaries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_str().unwrap())
+            .collect();
+        canaries.sort();
+        assert_eq!(canaries.join(","), acme, "{c}");
+        let out = dir.path().join(format!("{name}-report"));
+        let o = run(
+            Command::new(bin("aggregate"))
+                .arg("report")
+                .arg(dir.path().join(format!("{name}.json")))
+                .arg("--tenants")
+                .arg(&tenants)
+                .arg("--profile")
+                .arg(&profile)
+                .arg("-o")
+                .arg(&out),
+            Duration::from_secs(120),
+        );
+        let (stdout, stderr) = text(&o);
+        let summary: Value = serde_json::from_str(
+            &std::fs::read_to_string(out.join("summary.json"))
+                .unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}")),
+        )
+        .unwrap();
+        let check = summary["verdict"]["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == "isolation-neighbour-impact")
+            .unwrap_or_else(|| panic!("{stdout}"))
+            .clone();
+        let worst = check["measured"].as_f64().unwrap();
+        let at = check["worst_at"].as_str().unwrap();
+        eprintln!("{name}: worst impact {worst:.3}; {at}");
+        if name == "shared" {
+            assert_eq!(check["status"], "FAIL", "{check}");
+            assert!(at.starts_with("globex on acme: ring_latency_8b"), "{check}");
+            assert!(at.contains("the ETS share's 2"), "{check}");
+            assert_eq!(o.status.code(), Some(1), "{stdout}");
+        } else {
+            assert_eq!(check["status"], "MISSING", "{check}");
+            assert!(worst <= 2.0, "{check}");
+            assert!(at.contains("not measured: acme on globex"), "{check}");
+        }
+    }
+}
+
 /// An incast across one 10 Mbit/s spine (2 groups of 3 nodes, 50 Mbit/s node links, one
 /// spine so every flow across shares it): the rounds whose two senders and victim all
 /// cross (receiver g0n2 from g1n0 and g1n1 with victim g1n2 -> g0n0, and the mirror round)

@@ -304,6 +304,9 @@ pub fn checks(
     if let Some(max) = spec.partition_findings_max {
         out.push(partitions(max, docs, tenants));
     }
+    if let Some(max) = spec.neighbour_impact_max {
+        out.push(crate::neighbours::check(max, docs, tenants));
+    }
     out
 }
 
@@ -484,6 +487,7 @@ mod tests {
             breaches_max: Some(0),
             unreached_max: Some(0),
             partition_findings_max: None,
+            neighbour_impact_max: None,
         }
     }
 

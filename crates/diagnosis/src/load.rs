@@ -454,10 +454,11 @@ fn congestion_checks(spec: &LoadSpec, docs: &[Loaded]) -> Vec<Outcome> {
     out
 }
 
-/// The worst canary impact of every congestion run (not incasts): mean, or p99.
+/// The worst canary impact of every congestion run (not incasts, not the noisy-neighbour
+/// runs across two tenants: `[isolation] neighbour_impact_max` judges those): mean, or p99.
 fn canary_impacts(docs: &[Loaded], p99: bool) -> Worst {
     let mut w = Worst::new(true);
-    for (d, c) in runs(docs).filter(|(_, c)| c.incast.is_none()) {
+    for (d, c) in runs(docs).filter(|(_, c)| c.incast.is_none() && c.canary_tenant.is_none()) {
         for t in &c.canary_tests {
             let v = if p99 { t.impact_p99 } else { t.impact_mean };
             w.see(v, || {

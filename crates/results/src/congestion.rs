@@ -41,6 +41,13 @@ pub struct CongestionRun {
     /// agents there is no MPI for the allreduce canary). Absent: every test ran.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped_tests: Vec<SkippedTest>,
+    /// A noisy-neighbour run (`--canary-tenant`, `--congestor-tenant`): every canary is
+    /// this tenant's node, every congestor the other's. Absent: GPCNeT's split over every
+    /// node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary_tenant: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub congestor_tenant: Option<String>,
 }
 
 /// A canary test that was not run, and why: unknown, not zero.

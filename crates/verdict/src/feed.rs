@@ -47,6 +47,9 @@ pub enum Launch {
     EveryRank,
     /// A rank per GPU on every node, under mpirun or srun (collectives).
     EveryGpu,
+    /// A rank per node of two tenants, once per ordered pair of tenants (the noisy
+    /// neighbours); made by hand, not by the runner.
+    EachTenantPair,
 }
 
 impl Launch {
@@ -55,6 +58,9 @@ impl Launch {
             Launch::EveryNode => "one rank on every node",
             Launch::EveryRank => "a rank per NIC on every node",
             Launch::EveryGpu => "a rank per GPU on every node",
+            Launch::EachTenantPair => {
+                "a rank per node of two tenants, once per ordered pair of tenants (by hand)"
+            }
         }
     }
 }
@@ -240,15 +246,29 @@ fn cabling(_sel: &Selector, _kind: DiffKind) -> Run {
 }
 
 /// Every check a profile makes, with its id and the run that feeds it: the `[[check]]`
-/// entries, then the checks its `[inventory]`, `[lossless]` and `[load]` tables make.
+/// entries, then the checks its `[inventory]`, `[lossless]`, `[isolation]` and `[load]`
+/// tables make.
 pub fn for_profile(p: &Profile) -> Vec<(String, Run)> {
     let mut out: Vec<(String, Run)> = p
         .checks
         .iter()
         .map(|c| (c.id.clone(), for_check(c)))
         .collect();
+    out.extend(audit_runs(p));
+    if let Some(i) = &p.isolation {
+        out.extend(isolation_runs(i));
+    }
+    if let Some(load) = &p.load {
+        out.extend(load_runs(load));
+    }
+    out
+}
+
+/// The audit's checks: the inventory (every benchmark document carries its ranks'
+/// inventory; the audits add theirs) and the lossless configuration.
+fn audit_runs(p: &Profile) -> Vec<(String, Run)> {
+    let mut out = Vec::new();
     if p.inventory.is_some() {
-        // Every benchmark document carries its ranks' inventory; the audits add theirs.
         out.push((
             "inventory-*".into(),
             Run::new(Stage::Config, Launch::EveryNode, "fabric-doctor", &[]),
@@ -262,20 +282,21 @@ pub fn for_profile(p: &Profile) -> Vec<(String, Run)> {
         }
         out.push(("lossless-*".into(), run));
     }
-    if p.isolation
-        .as_ref()
-        .is_some_and(|i| i.partition_findings_max.is_some())
-    {
+    out
+}
+
+/// The tenants' checks: partitions from each node's audit, reach from the isolation
+/// sweep, noisy neighbours from a congestion run per ordered pair of tenants.
+fn isolation_runs(i: &crate::profile::IsolationSpec) -> Vec<(String, Run)> {
+    let mut out = Vec::new();
+    if i.partition_findings_max.is_some() {
         // Each node's audit reads its ports' P_Key tables.
         out.push((
             "isolation-partitions".into(),
             Run::new(Stage::Config, Launch::EveryNode, "fabric-doctor", &[]),
         ));
     }
-    if p.isolation
-        .as_ref()
-        .is_some_and(|i| i.breaches_max.is_some() || i.unreached_max.is_some())
-    {
+    if i.breaches_max.is_some() || i.unreached_max.is_some() {
         // Every rank tries every other node's: the tenants come from the plan the runner
         // gives its sweeps (or bench-lat --tenants by hand).
         out.push((
@@ -288,31 +309,47 @@ pub fn for_profile(p: &Profile) -> Vec<(String, Run)> {
             ),
         ));
     }
-    if let Some(load) = &p.load {
-        if load.impact_mean_max.is_some() || load.impact_p99_max.is_some() {
-            out.push((
-                "load-impact-*".into(),
-                Run::new(Stage::Load, Launch::EveryRank, "bench-congestion", &[]),
-            ));
-        }
-        if load.incast_fairness_min.is_some()
-            || load.incast_line_rate_min_pct.is_some()
-            || load.victim_bandwidth_impact_max.is_some()
-            || load.victim_latency_impact_max.is_some()
-        {
-            out.push((
-                "load-incast-*".into(),
-                Run::new(
-                    Stage::Load,
-                    Launch::EveryRank,
-                    "bench-congestion",
-                    &["--mode", "incast"],
-                ),
-            ));
-        }
-        if load.ep_network_of_pairwise_min_pct.is_some() {
-            out.push(("load-ep-*".into(), expert_parallel(&Selector::default())));
-        }
+    if i.neighbour_impact_max.is_some() {
+        // One tenant's canaries under another's congestors, for each ordered pair.
+        out.push((
+            "isolation-neighbour-impact".into(),
+            Run::new(
+                Stage::Load,
+                Launch::EachTenantPair,
+                "bench-congestion",
+                &["--canary-tenant", "A", "--congestor-tenant", "B"],
+            ),
+        ));
+    }
+    out
+}
+
+/// The fabric under load: GPCNeT's canaries, the incast, expert parallelism.
+fn load_runs(load: &crate::profile::LoadSpec) -> Vec<(String, Run)> {
+    let mut out = Vec::new();
+    if load.impact_mean_max.is_some() || load.impact_p99_max.is_some() {
+        out.push((
+            "load-impact-*".into(),
+            Run::new(Stage::Load, Launch::EveryRank, "bench-congestion", &[]),
+        ));
+    }
+    if load.incast_fairness_min.is_some()
+        || load.incast_line_rate_min_pct.is_some()
+        || load.victim_bandwidth_impact_max.is_some()
+        || load.victim_latency_impact_max.is_some()
+    {
+        out.push((
+            "load-incast-*".into(),
+            Run::new(
+                Stage::Load,
+                Launch::EveryRank,
+                "bench-congestion",
+                &["--mode", "incast"],
+            ),
+        ));
+    }
+    if load.ep_network_of_pairwise_min_pct.is_some() {
+        out.push(("load-ep-*".into(), expert_parallel(&Selector::default())));
     }
     out
 }
@@ -496,6 +533,16 @@ mod tests {
         assert_eq!(
             (rows[0].0.as_str(), rows[0].1.tool),
             ("isolation-partitions", "fabric-doctor")
+        );
+        // Noisy neighbours: a run per ordered pair of tenants, made by hand.
+        let p = profile("[isolation]\nneighbour_impact_max = 2\n");
+        let rows = for_profile(&p);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].0, "isolation-neighbour-impact");
+        assert_eq!(rows[0].1.launch, Launch::EachTenantPair);
+        assert_eq!(
+            rows[0].1.command(),
+            "bench-congestion --canary-tenant A --congestor-tenant B"
         );
     }
 }

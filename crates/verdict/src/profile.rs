@@ -410,7 +410,7 @@ fn parse_at_depth(text: &str, source: &str, depth: usize) -> Result<Profile> {
     if raw.isolation == Some(IsolationSpec::default()) {
         return Err(err(
             "isolation".into(),
-            "the [isolation] table sets no bound: give breaches_max, unreached_max or partition_findings_max".into(),
+            "the [isolation] table sets no bound: give breaches_max, unreached_max, partition_findings_max or neighbour_impact_max".into(),
         ));
     }
     Ok(Profile {
@@ -851,6 +851,11 @@ pub struct IsolationSpec {
     /// missing or with the wrong membership, another tenant's, the default as a full
     /// member), at most this.
     pub partition_findings_max: Option<u64>,
+    /// Noisy neighbours: each canary test's impact factor (loaded against isolated) when
+    /// another tenant's nodes run the congestors, at most this, per ordered pair of tenants
+    /// (`bench-congestion --canary-tenant A --congestor-tenant B`); a bandwidth test also at
+    /// most 100 / the canary tenant's `ets_share_percent`.
+    pub neighbour_impact_max: Option<f64>,
 }
 
 impl LoadSpec {

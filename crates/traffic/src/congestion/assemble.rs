@@ -31,12 +31,8 @@ pub fn document(
     collective: bool,
 ) -> Result<Document> {
     let names: Vec<String> = hosts.iter().map(|h| h.hostname.clone()).collect();
-    let sp = split::split(
-        &split::nodes(&names, opts.include_local),
-        opts.seed,
-        opts.canaries,
-    )
-    .map_err(|e| anyhow::anyhow!(e))?;
+    let sp = split::of(&split::nodes(&names, opts.include_local), opts)
+        .map_err(|e| anyhow::anyhow!(e))?;
     let ring: Vec<u32> = sp.ring.iter().flat_map(|n| n.ranks.clone()).collect();
     let run = assemble(opts, &sp, &ring, reports, carrier, collective)?;
     print_table(&run);
@@ -202,6 +198,8 @@ pub fn assemble(
         counters_isolated: reports.iter().flat_map(|r| r.counters[0].clone()).collect(),
         counters_loaded: reports.iter().flat_map(|r| r.counters[1].clone()).collect(),
         incast: None,
+        canary_tenant: opts.tenants.as_ref().map(|t| t.canary.clone()),
+        congestor_tenant: opts.tenants.as_ref().map(|t| t.congestor.clone()),
         skipped_tests: TESTS[measured..]
             .iter()
             .map(|(test, _)| SkippedTest {

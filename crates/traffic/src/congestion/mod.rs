@@ -43,6 +43,10 @@ pub struct Options {
     pub include_local: bool,
     /// Longest wait for a peer, seconds.
     pub timeout_s: f64,
+    /// Canaries from one tenant, congestors from another (`--canary-tenant`,
+    /// `--congestor-tenant`): the noisy-neighbour run. `None`: GPCNeT's seeded split.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenants: Option<split::TenantRoles>,
 }
 
 /// The canaries' collective test, GPCNeT's third canary: an 8-byte allreduce among the

@@ -71,7 +71,7 @@ pub fn run(
     let carrier = carrier.settled(rank, &host_facts)?;
     let hosts: Vec<String> = roster.iter().map(|h| h.host.hostname.clone()).collect();
     let nodes = split::nodes(&hosts, opts.include_local);
-    let sp = match split::split(&nodes, opts.seed, opts.canaries) {
+    let sp = match split::of(&nodes, opts) {
         Ok(s) => s,
         Err(e) => return Ok(Finish::TooFew(e)),
     };
