@@ -381,12 +381,7 @@ fn base(id: &str, description: &str, max: u64) -> Outcome {
         selector: "every pair of every isolation sweep".into(),
         bound: format!("<= {max} pairs"),
         bound_value: max as f64,
-        status: Status::Missing,
-        measured: None,
-        worst_at: String::new(),
-        observations: 0,
-        warning: None,
-        at_least: false,
+        ..Default::default()
     }
 }
 

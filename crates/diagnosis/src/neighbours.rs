@@ -180,12 +180,7 @@ fn base(max: f64) -> Outcome {
             fmt(max)
         ),
         bound_value: max,
-        status: Status::Missing,
-        measured: None,
-        worst_at: String::new(),
-        observations: 0,
-        warning: None,
-        at_least: false,
+        ..Default::default()
     }
 }
 

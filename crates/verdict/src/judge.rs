@@ -14,12 +14,13 @@ use crate::rows::{GroupKey, P2pRow, P2pRows, RowStats};
 use crate::tables::Tables;
 use results::quality::{Mark, Marks};
 
-/// Outcome of one check.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// Outcome of one check. By default MISSING: a check that judged nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum Status {
     Pass,
     Fail,
+    #[default]
     Missing,
 }
 
@@ -33,8 +34,8 @@ impl Status {
     }
 }
 
-/// One judged check, ready for templates.
-#[derive(Debug, Clone, Serialize)]
+/// One judged check, ready for templates. The default judged nothing: MISSING, no value.
+#[derive(Debug, Clone, Serialize, Default)]
 pub struct Outcome {
     pub id: String,
     pub description: String,
