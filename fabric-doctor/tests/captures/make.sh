@@ -96,15 +96,19 @@ c "ethtool_--json_-I_--show-fec_eth2" "[ ]" 1 "netlink error: Operation not supp
 c "ethtool_-m_eth2" "" 1 "netlink error: Operation not supported
 "
 rm -rf not-dcb-capable/fs/sys/class/net/eth2/ecn
+# An InfiniBand HCA (mlx5_0, port 1) in scenario $1 on host $2, no netdev yet.
+ib_host() {
+  D=$1; rm -rf $D; mkdir -p $D/fs $D/cmd; printf '{}\n' > $D/read-errors.json
+  f /proc/sys/kernel/hostname "$2"
+  f /proc/self/limits "Max locked memory         unlimited            unlimited            bytes"
+  f /proc/cmdline "BOOT_IMAGE=/vmlinuz iommu=pt"
+  I=/sys/class/infiniband/mlx5_0
+  f $I/fw_ver 28.39.1002; f $I/device/uevent "PCI_SLOT_NAME=0000:3b:00.0"
+  f $I/ports/1/link_layer InfiniBand; f $I/ports/1/gids/0 fe80:0000:0000:0000:0ac0:eb03:004a:1b2c
+  c "dcb_-V" "dcb utility, iproute2-6.1.0"; c "ethtool_--version" "ethtool version 6.1"
+}
 # InfiniBand: no netdev (no IPoIB), PMA only.
-D=infiniband; rm -rf $D; mkdir -p $D/fs $D/cmd; printf '{}\n' > $D/read-errors.json
-f /proc/sys/kernel/hostname node11
-f /proc/self/limits "Max locked memory         unlimited            unlimited            bytes"
-f /proc/cmdline "BOOT_IMAGE=/vmlinuz iommu=pt"
-I=/sys/class/infiniband/mlx5_0
-f $I/fw_ver 28.39.1002; f $I/device/uevent "PCI_SLOT_NAME=0000:3b:00.0"
-f $I/ports/1/link_layer InfiniBand; f $I/ports/1/gids/0 fe80:0000:0000:0000:0ac0:eb03:004a:1b2c
-c "dcb_-V" "dcb utility, iproute2-6.1.0"; c "ethtool_--version" "ethtool version 6.1"
+ib_host infiniband node11
 # A management port beside the RoCE NIC (issue 37 item 5): device-backed and DCB-capable,
 # PFC off and no DSCP map, no RDMA device. It carries no RDMA traffic: reported, not judged.
 healthy management-port node12; D=management-port
@@ -142,18 +146,11 @@ c "dcb_-j_pfc_-s_show_dev_eth3" '{"pfc_cap":8,"macsec_bypass":false,"delay":7,"p
 # InfiniBand with IPoIB (issue 37 item 15): the HCA's netdev ib0 is IPoIB, whose ethtool
 # operations (mlx5's ipoib/ethtool.c) have no FEC and no module EEPROM: both unknown with
 # where to read them instead (mlxlink), never a guess; its statistics are read.
-D=ipoib; rm -rf $D; mkdir -p $D/fs $D/cmd; printf '{}\n' > $D/read-errors.json
-f /proc/sys/kernel/hostname node15
-f /proc/self/limits "Max locked memory         unlimited            unlimited            bytes"
-f /proc/cmdline "BOOT_IMAGE=/vmlinuz iommu=pt"
-I=/sys/class/infiniband/mlx5_0
-f $I/fw_ver 28.39.1002; f $I/device/uevent "PCI_SLOT_NAME=0000:3b:00.0"
-f $I/ports/1/link_layer InfiniBand; f $I/ports/1/gids/0 fe80:0000:0000:0000:0ac0:eb03:004a:1b2c
+ib_host ipoib node15
 # (a file in it, so git keeps the directory: ARPHRD_INFINIBAND)
 f $I/device/net/ib0/type 32
 N=/sys/class/net/ib0
 f $N/mtu 4092; f $N/speed 200000; f $N/carrier_changes 1; f $N/device/uevent "PCI_SLOT_NAME=0000:3b:00.0"
-c "dcb_-V" "dcb utility, iproute2-6.1.0"; c "ethtool_--version" "ethtool version 6.1"
 c "ethtool_--json_-I_--show-fec_ib0" "" 1 "netlink error: Operation not supported
 "
 c "ethtool_-S_ib0" "NIC statistics:
