@@ -913,16 +913,28 @@ fn the_runner_passes_the_healthy_fabric_and_names_exactly_the_faults_of_a_faulty
     );
     assert!(!log.contains("SUSPECT"), "{log}");
 
-    // A one-way fault (what g1n2 sends to g0n3, on both rails) and g0n1's two cables
-    // swapped: the each-pair bound fails on the slow direction, the cabling check on the
-    // swap, and the suspects are exactly those. The one-way pair is measured again by the
-    // retest stage (a cable swap is discovery's fact: no measurement retests it), and the
-    // report over both runs names all three again: confirmed.
+    // A one-way fault (what g1n2 sends to g0n3, on both rails), g0n1's two cables swapped
+    // and a slow uplink of rail 1 (leaf-r1-g1 to spine0, issue 35's three faults): the
+    // each-pair bound fails on the slow direction, the cabling check on the swap, and the
+    // suspects are exactly those: the uplink as the spines of rail 1 (with two groups every
+    // cross-group pair of the rail touches both leaves: the suspect's text says either
+    // leaf's uplink looks the same), which explains the one-way's rail-1 cell too (it
+    // crosses the slow block), the one-way on rail 0, and the swap, which explains the
+    // links its NICs carry through the other rail's leaf. The one-way pair is measured
+    // again by the retest stage (a cable swap is discovery's fact: no measurement retests
+    // it), and the report over both runs names all three again: confirmed.
     let faulty = dir.path().join("faulty");
     std::fs::create_dir_all(&faulty).unwrap();
     let (code, log) = accept_over_the_fabric(
         Launch::Mpirun,
-        &["--slow-dir", "g1n2>g0n3", "--swap-cables", "g0n1:0,1"],
+        &[
+            "--slow-dir",
+            "g1n2>g0n3",
+            "--swap-cables",
+            "g0n1:0,1",
+            "--slow-uplink",
+            "leaf-r1-g1:spine0",
+        ],
         &faulty,
         "--stages links",
     );
@@ -931,8 +943,8 @@ fn the_runner_passes_the_healthy_fabric_and_names_exactly_the_faults_of_a_faulty
     assert!(log.contains("FAIL     cabling-swapped"), "{log}");
     let suspects = suspects_named(&log);
     let want: BTreeSet<String> = [
+        "spine_layer spines of rail1",
         "one_way g1n2 rail0 -> g0n3 rail0",
-        "one_way g1n2 rail1 -> g0n3 rail1",
         "cable_swap g0n1 rail0 and rail1",
     ]
     .map(String::from)
