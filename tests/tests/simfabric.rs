@@ -650,10 +650,7 @@ fn congestion_impact_follows_the_uplinks_oversubscription() {
 /// acme on one leaf (g0n0, g0n1), sharing nothing with globex but the machine's two cores,
 /// keeps its share (measured: 1.03, 1.06, allreduce 0.71): the measured pair within the
 /// bounds, the check MISSING because the other ordered pair (acme on globex) was not run,
-/// as it says. Every canary hop crosses the spine in the shared case on purpose: with a
-/// ring of mixed hops the canaries' merged samples are weighted by how fast each hop is,
-/// and the slow hops vanish from the mean (a ring of two fast and two slow hops measured
-/// 1.7 here: see the session's note on GPCNeT's per-rank weighting).
+/// as it says.
 #[test]
 fn a_noisy_neighbour_is_named_on_shared_uplinks_and_not_on_separate_leaves() {
     if skip() {

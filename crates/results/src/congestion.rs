@@ -99,7 +99,9 @@ pub struct CanaryTest {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct CanaryFigures {
     pub samples: u64,
-    /// Mean in `unit`.
+    /// Mean in `unit`. This and the percentiles weigh each canary the same (GPCNeT's
+    /// figures: a fixed count per rank); documents before 2026-12-07 merged the samples,
+    /// which leans to the canaries on fast hops.
     pub mean: f64,
     /// Latency only: the median.
     #[serde(default, skip_serializing_if = "Option::is_none")]

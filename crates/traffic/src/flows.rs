@@ -198,8 +198,73 @@ pub fn ports_of(host: &HostInfo) -> Vec<(String, u32)> {
 /// A canary's figures from its samples: latency percentiles, or (`bandwidth`) the rate
 /// each sample's message moved at.
 pub fn figures(h: &LatencyHistogram, bandwidth: bool) -> CanaryFigures {
-    let mean_ns = h.summary_us().mean * 1e3;
-    let p99_ns = h.value_at_quantile_ns(0.99) as f64;
+    figures_of(
+        h,
+        h.summary_us().mean * 1e3,
+        &|q| h.value_at_quantile_ns(q) as f64,
+        bandwidth,
+    )
+}
+
+/// Several canaries' figures, each canary weighing the same, as GPCNeT's do: the mean of
+/// the canaries' means, and the quantiles of the canaries' distributions mixed in equal
+/// shares. GPCNeT runs a fixed count of operations on every rank; these phases are bounded
+/// by time, so a canary on a fast hop records more samples than one on a slow hop, and a
+/// merge of the samples would lean to the fast hops (a ring of two fast and two slow hops
+/// measured x1.7 where its slow hops measured x2000). Canaries that recorded nothing are
+/// left out. `merged` is every sample, kept in the document.
+pub fn figures_per_canary(
+    canaries: &[LatencyHistogram],
+    merged: &LatencyHistogram,
+    bandwidth: bool,
+) -> CanaryFigures {
+    let live: Vec<&LatencyHistogram> = canaries.iter().filter(|h| !h.is_empty()).collect();
+    if live.len() < 2 {
+        return figures(merged, bandwidth);
+    }
+    let mean_ns = live.iter().map(|h| h.summary_us().mean * 1e3).sum::<f64>() / live.len() as f64;
+    let mix = equal_mix(&live);
+    let quantile = |q: f64| {
+        mix.iter()
+            .find(|(_, cum)| *cum >= q - 1e-12)
+            .or(mix.last())
+            .map_or(f64::NAN, |(v, _)| *v as f64)
+    };
+    let mut f = figures_of(merged, mean_ns, &quantile, bandwidth);
+    f.samples = merged.len();
+    f
+}
+
+/// The canaries' samples as one distribution where each canary weighs the same: every
+/// recorded value with the cumulative share at and below it.
+fn equal_mix(live: &[&LatencyHistogram]) -> Vec<(u64, f64)> {
+    let share = 1.0 / live.len() as f64;
+    let mut points: Vec<(u64, f64)> = live
+        .iter()
+        .flat_map(|h| {
+            let n = h.len() as f64;
+            h.buckets()
+                .into_iter()
+                .map(move |(v, c)| (v, share * c as f64 / n))
+        })
+        .collect();
+    points.sort_by_key(|p| p.0);
+    let mut cum = 0.0;
+    for p in &mut points {
+        cum += p.1;
+        p.1 = cum;
+    }
+    points
+}
+
+/// The figures from a mean and a quantile function (ns) of one distribution.
+fn figures_of(
+    h: &LatencyHistogram,
+    mean_ns: f64,
+    quantile: &dyn Fn(f64) -> f64,
+    bandwidth: bool,
+) -> CanaryFigures {
+    let p99_ns = quantile(0.99);
     let bits = (BW_BYTES * 8) as f64;
     if bandwidth {
         CanaryFigures {
@@ -214,9 +279,9 @@ pub fn figures(h: &LatencyHistogram, bandwidth: bool) -> CanaryFigures {
         CanaryFigures {
             samples: h.len(),
             mean: mean_ns / 1e3,
-            p50: Some(h.value_at_quantile_ns(0.5) as f64 / 1e3),
+            p50: Some(quantile(0.5) / 1e3),
             p99: p99_ns / 1e3,
-            p999: Some(h.value_at_quantile_ns(0.999) as f64 / 1e3),
+            p999: Some(quantile(0.999) / 1e3),
             histogram: h.encode(),
         }
     }
@@ -257,4 +322,51 @@ pub fn accept_all(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn canary(us: u64, n: u64) -> LatencyHistogram {
+        let mut h = LatencyHistogram::new();
+        for _ in 0..n {
+            h.record(us * 1000);
+        }
+        h
+    }
+
+    /// A canary on a fast hop (1000 samples of 10 us) and one on a slow hop (10 samples
+    /// of 1000 us): merged, the slow hop is 1 % of the samples and vanishes from the mean
+    /// and the p99; each canary weighing the same, the mean is halfway and the p99 is the
+    /// slow hop's, as GPCNeT (a fixed count per rank) would say.
+    #[test]
+    fn each_canary_weighs_the_same_whatever_its_sample_count() {
+        let each = [canary(10, 1000), canary(1000, 10)];
+        let mut merged = LatencyHistogram::new();
+        each.iter().for_each(|h| merged.merge(h));
+        let by_sample = figures(&merged, false);
+        assert!(by_sample.mean < 20.0, "{}", by_sample.mean);
+        assert!(by_sample.p99 < 11.0, "{}", by_sample.p99);
+        let f = figures_per_canary(&each, &merged, false);
+        assert!((f.mean - 505.0).abs() < 1.0, "{}", f.mean);
+        assert!((f.p99 - 1000.0).abs() < 1.0, "{}", f.p99);
+        assert!((f.p50.unwrap() - 10.0).abs() < 0.1, "{:?}", f.p50);
+        assert_eq!(f.samples, 1010);
+        // Bandwidth: 128 KiB over the mean of the canaries' mean transfer times.
+        let bw = figures_per_canary(&each, &merged, true);
+        let want = (BW_BYTES * 8) as f64 / 505_000.0;
+        assert!(
+            (bw.mean - want).abs() / want < 1e-3,
+            "{} vs {want}",
+            bw.mean
+        );
+        // A canary that recorded nothing is left out; one canary is its own figures.
+        let one = figures_per_canary(
+            &[canary(10, 5), LatencyHistogram::new()],
+            &canary(10, 5),
+            false,
+        );
+        assert!((one.mean - 10.0).abs() < 0.1, "{}", one.mean);
+    }
 }

@@ -14,7 +14,7 @@ use super::run::op_of;
 use super::split::{self, Split};
 use super::{Options, RankReport, NO_ALLREDUCE, TESTS};
 use crate::endpoint_flows::Carrier;
-use crate::flows::{figures, CONGEST_BYTES};
+use crate::flows::{figures_per_canary, CONGEST_BYTES};
 
 /// The document of a run as its root writes it for `tool` under `launcher` (`mpi`,
 /// `agents`): the hosts, the options, the `congestion` block, and the warnings. The caller
@@ -107,7 +107,9 @@ pub fn assemble(
     let measured = if collective { TESTS.len() } else { 2 };
     let mut canary_tests = Vec::new();
     for (t, (test, unit)) in TESTS.iter().enumerate().take(measured) {
+        // Per phase: every canary's samples, and all of them merged.
         let mut phase = [LatencyHistogram::new(), LatencyHistogram::new()];
+        let mut each: [Vec<LatencyHistogram>; 2] = [Vec::new(), Vec::new()];
         for &r in ring {
             let rep = &reports[r as usize];
             for (p, h) in phase.iter_mut().enumerate() {
@@ -116,12 +118,17 @@ pub fn assemble(
                     .get(p)
                     .and_then(|h| h.get(t))
                     .with_context(|| format!("canary rank {r} sent no {test} histogram"))?;
-                h.merge_encoded(enc)
+                let mine = LatencyHistogram::decode(enc)
                     .context("a canary sent an unreadable histogram")?;
+                h.merge(&mine);
+                each[p].push(mine);
             }
         }
         let bandwidth = *unit == "gbit_s";
-        let (iso, lod) = (figures(&phase[0], bandwidth), figures(&phase[1], bandwidth));
+        let (iso, lod) = (
+            figures_per_canary(&each[0], &phase[0], bandwidth),
+            figures_per_canary(&each[1], &phase[1], bandwidth),
+        );
         let (impact_mean, impact_p99) = if bandwidth {
             (
                 bandwidth_impact(iso.mean, lod.mean),
