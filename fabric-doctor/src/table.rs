@@ -64,8 +64,24 @@ fn port(s: &mut String, p: &PortAudit) {
         "carrier changes",
         p.carrier_changes.show(|v| v.to_string()),
     );
+    if let Some(seg) = p.segment.get() {
+        line(s, "segment", segment(seg));
+    }
     lossless(s, p);
     link(s, p);
+}
+
+/// `bond0.200: VLAN 200, VRF acme (table 101)`; what the host leaves to the switch said so.
+fn segment(seg: &results::audit::Segment) -> String {
+    let vlan = seg
+        .vlan
+        .map_or("untagged on the host".into(), |v| format!("VLAN {v}"));
+    let vrf = match (&seg.vrf, seg.vrf_table) {
+        (Some(v), Some(t)) => format!("VRF {v} (table {t})"),
+        (Some(v), None) => format!("VRF {v}"),
+        _ => "no VRF on the host".into(),
+    };
+    format!("{}: {vlan}, {vrf}", seg.netdev)
 }
 
 /// PFC, ETS, trust, DSCP map, DCBX, buffers, ECN, DCQCN, CNP and the suite's own traffic.

@@ -124,6 +124,7 @@ fn each_scenario_capture_has_its_findings() {
         ("infiniband", &[]),
         ("ipoib", &[]),
         ("ethtool-6.14", &[]),
+        ("tenant-vlan", &[]),
         // A management port beside the RoCE NIC, PFC off, trust pcp, FEC off at 25G:
         // shown, not judged (it used to fail pfc-off and traffic-lossy).
         ("management-port", &["not-rdma"]),
@@ -191,6 +192,13 @@ fn each_scenario_capture_has_its_findings() {
         m["value"]["rx_power_thresholds"]["low_warning"], -10.9,
         "{m}"
     );
+    // RoCE on a tenant's VLAN in its VRF: the segment of the GID's netdev.
+    let (_, a) = findings("tenant-vlan");
+    let seg = &a["ports"][0]["segment"]["value"];
+    assert_eq!(seg["netdev"], "eth2.101", "{seg}");
+    assert_eq!(seg["vlan"], 101, "{seg}");
+    assert_eq!(seg["vrf"], "vrf-acme", "{seg}");
+    assert_eq!(seg["vrf_table"], 101, "{seg}");
 }
 
 /// The class the NIC sets is the class the traffic carries (issue 37 item 7). Every

@@ -150,3 +150,62 @@ fn each_scenario_is_named_by_its_own_check_and_healthy_nodes_pass() {
         }
     }
 }
+
+/// The RoCE side of the partition check (issue 32 item 3): `fabric-doctor --from` a node
+/// whose RoCE sits on eth2.101 in vrf-acme (the real `ip -d -j link` of a VLAN in a VRF),
+/// judged by `aggregate report --tenants` with `[isolation] partition_findings_max = 0`:
+/// in tenant acme (VLAN 101, VRF vrf-acme) it passes; given to globex (VLAN 102) it fails,
+/// the port and both differences named; an untagged node alone leaves the check MISSING.
+#[test]
+fn a_roce_port_in_another_tenants_vlan_and_vrf_is_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let docs = audit(dir, &["tenant-vlan", "healthy"]);
+    std::fs::write(
+        dir.join("p.toml"),
+        "name = \"partitions\"\n[isolation]\npartition_findings_max = 0\n",
+    )
+    .unwrap();
+    let judged = |tenants: &str, docs: &[PathBuf]| {
+        let t = dir.join("tenants.toml");
+        std::fs::write(&t, tenants).unwrap();
+        let out_dir = dir.join("r");
+        let _ = std::fs::remove_dir_all(&out_dir);
+        let out = run(
+            std::process::Command::new(bin("aggregate"))
+                .arg("report")
+                .arg("--profile")
+                .arg(dir.join("p.toml"))
+                .arg("--tenants")
+                .arg(&t)
+                .arg("--out")
+                .arg(&out_dir)
+                .args(docs),
+            LIMIT,
+        );
+        assert!(matches!(out.status.code(), Some(0 | 1)), "{:?}", text(&out));
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out_dir.join("summary.json")).unwrap())
+                .unwrap();
+        summary["verdict"]["checks"][0].clone()
+    };
+    let two = |acme: &str, globex: &str| {
+        format!(
+            "version = 1\n[[tenant]]\nname = \"acme\"\nnodes = [\"{acme}\"]\nvlan = 101\nvrf = \"vrf-acme\"\n\
+             [[tenant]]\nname = \"globex\"\nnodes = [\"{globex}\"]\nvlan = 102\nvrf = \"vrf-globex\"\n"
+        )
+    };
+    let c = judged(&two("node17", "node01"), &docs);
+    assert_eq!(c["status"], "PASS", "{c}");
+    assert_eq!(c["observations"], 1, "{c}");
+    let c = judged(&two("node01", "node17"), &docs);
+    assert_eq!(c["status"], "FAIL", "{c}");
+    let at = c["worst_at"].as_str().unwrap();
+    assert!(
+        at.starts_with("node17 eth2 via eth2.101 (mlx5_0/1): eth2.101 is in VLAN 101, its tenant globex's is VLAN 102"),
+        "{c}"
+    );
+    assert!(at.contains("is in tenant acme's VRF vrf-acme"), "{c}");
+    let c = judged(&two("node01", "node17"), &docs[1..]);
+    assert_eq!(c["status"], "MISSING", "{c}");
+}

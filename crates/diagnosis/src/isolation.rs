@@ -310,10 +310,12 @@ pub fn checks(
     out
 }
 
-const PARTITIONS: &str = "Partitions by tenant: InfiniBand ports whose P_Key table breaks their tenant's promise (its partition missing or with the wrong membership, another tenant's partition, the default partition as a full member)";
+const PARTITIONS: &str = "Partitions by tenant: InfiniBand ports whose P_Key table breaks their tenant's promise (its partition missing or with the wrong membership, another tenant's partition, the default partition as a full member), RoCE ports whose host puts them in another VLAN or VRF than their tenant's or in another tenant's";
 
-/// Every InfiniBand port's P_Key table in the inputs' audits, once per host and port,
-/// judged against the tenants.
+/// Every InfiniBand port's P_Key table and every RoCE port's segment (the VLAN and VRF its
+/// host sets) in the inputs' audits, once per host and port, judged against the tenants.
+/// A RoCE port whose host sets neither (the switch's access port and VRFs do) is not
+/// judged.
 fn partitions(max: u64, docs: &[Loaded], tenants: Option<&Tenants>) -> Outcome {
     let o = judge_partitions(max, docs, tenants);
     Outcome {
@@ -331,12 +333,19 @@ fn judge_partitions(max: u64, docs: &[Loaded], tenants: Option<&Tenants>) -> Out
     let mut named = Vec::new();
     for h in docs.iter().flat_map(|d| &d.doc.hosts) {
         let Some(audit) = &h.audit else { continue };
-        for p in audit.ports.iter().filter(|p| p.is_infiniband()) {
-            let Some(keys) = &p.pkeys.value else { continue };
+        for p in &audit.ports {
+            let f = if p.is_infiniband() {
+                let Some(keys) = &p.pkeys.value else { continue };
+                t.pkey_findings(&h.hostname, keys)
+            } else {
+                let Some(seg) = p.segment.get().filter(|s| s.is_set()) else {
+                    continue;
+                };
+                t.segment_findings(&h.hostname, seg)
+            };
             if !seen.insert((h.hostname.clone(), p.name())) {
                 continue;
             }
-            let f = t.pkey_findings(&h.hostname, keys);
             if !f.is_empty() {
                 named.push(format!("{} {}: {}", h.hostname, p.name(), f.join("; ")));
             }
@@ -347,7 +356,7 @@ fn judge_partitions(max: u64, docs: &[Loaded], tenants: Option<&Tenants>) -> Out
             "partitions",
             PARTITIONS,
             max,
-            "no InfiniBand port's P_Key table in the inputs: run fabric-doctor on every node (or any sweep: each rank's audit reads /sys/class/infiniband/DEV/ports/N/pkeys)",
+            "no InfiniBand port's P_Key table and no RoCE port whose host sets a VLAN or VRF in the inputs: run fabric-doctor on every node (or any sweep: each rank's audit reads /sys/class/infiniband/DEV/ports/N/pkeys and `ip -d -j link` of each RoCE port's netdev); a RoCE port untagged on the host has its VLAN on the switch, which the host cannot judge",
         );
     }
     let at = if named.is_empty() {
@@ -586,5 +595,69 @@ mod tests {
             o.worst_at
         );
         assert_eq!(o.unit, "ports");
+    }
+
+    /// RoCE: a port whose host puts it in the other tenant's VLAN fails the partition
+    /// check, named with its netdev; an untagged port (its VLAN is the switch's) is not
+    /// judged, so a fabric of untagged ports leaves the check MISSING, never PASS.
+    #[test]
+    fn a_roce_port_in_another_tenants_vlan_fails_and_untagged_ports_are_not_judged() {
+        use results::audit::{Fact, NodeAudit, PortAudit, Segment};
+        let t = Tenants::parse(
+            "t.toml",
+            "version = 1\n[[tenant]]\nname = \"a\"\nnodes = [\"n0\"]\nvlan = 101\n\
+             [[tenant]]\nname = \"b\"\nnodes = [\"n1\"]\nvlan = 102\n",
+        )
+        .unwrap();
+        let host = |name: &str, vlan: Option<u16>| results::HostInfo {
+            hostname: name.into(),
+            audit: Some(NodeAudit {
+                ports: vec![PortAudit {
+                    interface: "eth2".into(),
+                    via: vlan.map(|v| format!("eth2.{v}")),
+                    rdma_device: Some("mlx5_0".into()),
+                    rdma_port: Some(1),
+                    link_layer: "Ethernet".into(),
+                    segment: Fact::known(
+                        "ip -d -j link show dev eth2",
+                        Segment {
+                            netdev: vlan.map_or("eth2".into(), |v| format!("eth2.{v}")),
+                            vlan,
+                            ..Default::default()
+                        },
+                    ),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let doc = |hosts: Vec<results::HostInfo>| {
+            let mut d =
+                results::Document::new("fabric-doctor", "mpi", 2, "2026-12-07T00:00:00Z".into());
+            d.hosts = hosts;
+            Loaded::from_text("audit.json", &serde_json::to_string(&d).unwrap()).unwrap()
+        };
+        let spec = IsolationSpec {
+            partition_findings_max: Some(0),
+            ..Default::default()
+        };
+        let untagged = vec![doc(vec![host("n0", None), host("n1", None)])];
+        let o = &judge(&spec, &untagged, Some(&t))[0];
+        assert_eq!(o.status, Status::Missing, "{o:?}");
+        assert!(o.worst_at.contains("untagged on the host"), "{o:?}");
+        let good = vec![doc(vec![host("n0", Some(101)), host("n1", Some(102))])];
+        let o = &judge(&spec, &good, Some(&t))[0];
+        assert_eq!((o.status, o.observations), (Status::Pass, 2), "{o:?}");
+        let leak = vec![doc(vec![host("n0", Some(101)), host("n1", Some(101))])];
+        let o = &judge(&spec, &leak, Some(&t))[0];
+        assert_eq!(o.status, Status::Fail, "{o:?}");
+        assert!(
+            o.worst_at.starts_with(
+                "n1 eth2 via eth2.101 (mlx5_0/1): eth2.101 is in VLAN 101, its tenant b's is VLAN 102"
+            ),
+            "{}",
+            o.worst_at
+        );
     }
 }

@@ -164,6 +164,36 @@ pub struct PortAudit {
     /// the application asked (see [`NicTrafficClass`]). Absent in older documents.
     #[serde(default)]
     pub nic_tclass: Fact<NicTrafficClass>,
+    /// Where a RoCE port sits among the tenants' segments as the host sets them (see
+    /// [`Segment`]); judged against the tenants like the P_Key table. Absent in older
+    /// documents.
+    #[serde(default)]
+    pub segment: Fact<Segment>,
+}
+
+/// A RoCE port's segment as the host sets it, read from the netdev RoCE is addressed on
+/// (`ip -d -j link show dev NETDEV`, iproute2): the 802.1Q VLAN when that netdev is a VLAN
+/// device (`linkinfo.info_kind` `vlan`, `info_data.id`), and the L3 VRF it is enslaved to
+/// (`master`, `linkinfo.info_slave_kind` `vrf`, `info_slave_data.table`). An untagged port
+/// whose VLAN the switch's access port sets, and a VRF kept only on the switches, are not
+/// visible from the host: `None` there means "not set on the host", never "in no VLAN".
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Segment {
+    /// The netdev read (the GID's: `eth2.101`, `bond0.200`, or the physical port).
+    pub netdev: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vlan: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vrf: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vrf_table: Option<u32>,
+}
+
+impl Segment {
+    /// Whether the host shows anything of the port's segment to judge.
+    pub fn is_set(&self) -> bool {
+        self.vlan.is_some() || self.vrf.is_some()
+    }
 }
 
 /// What the host sets as RoCE traffic class below the application.

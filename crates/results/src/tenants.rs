@@ -296,6 +296,62 @@ impl Tenants {
         out
     }
 
+    /// What is wrong with a RoCE port's segment as its host sets it (`seg`, on `node`):
+    /// in another VLAN or VRF than its tenant's, or in another tenant's. A VLAN or VRF the
+    /// host does not set (an untagged port whose VLAN the switch's access port sets, a VRF
+    /// kept on the switches) says nothing and is not a finding.
+    pub fn segment_findings(&self, node: &str, seg: &crate::audit::Segment) -> Vec<String> {
+        let mut out = Vec::new();
+        let own = self.of_node(node);
+        if let Some(t) = own {
+            if let (Some(want), Some(have)) = (t.vlan, seg.vlan) {
+                if want != have {
+                    out.push(format!(
+                        "{} is in VLAN {have}, its tenant {}'s is VLAN {want}",
+                        seg.netdev, t.name
+                    ));
+                }
+            }
+            if let (Some(want), Some(have)) = (&t.vrf, &seg.vrf) {
+                if want != have {
+                    out.push(format!(
+                        "{} is in VRF {have}, its tenant {}'s is VRF {want}",
+                        seg.netdev, t.name
+                    ));
+                }
+            }
+        }
+        let whose = || {
+            own.map(|t| format!(" (it is tenant {}'s node)", t.name))
+                .unwrap_or_else(|| " (it is in no tenant)".into())
+        };
+        for other in self
+            .tenants
+            .iter()
+            .filter(|o| own.is_none_or(|t| t.name != o.name))
+        {
+            if other.vlan.is_some() && other.vlan == seg.vlan {
+                out.push(format!(
+                    "{} is in tenant {}'s VLAN {}{}",
+                    seg.netdev,
+                    other.name,
+                    other.vlan.unwrap_or_default(),
+                    whose()
+                ));
+            }
+            if other.vrf.is_some() && other.vrf == seg.vrf {
+                out.push(format!(
+                    "{} is in tenant {}'s VRF {}{}",
+                    seg.netdev,
+                    other.name,
+                    other.vrf.as_deref().unwrap_or_default(),
+                    whose()
+                ));
+            }
+        }
+        out
+    }
+
     /// Whether traffic between the two nodes is meant to flow: same tenant, both known.
     /// `None` when either node belongs to no tenant (nothing is promised for it).
     pub fn same_tenant(&self, a: &str, b: &str) -> Option<bool> {
@@ -483,6 +539,43 @@ vlan = 102
                 .0;
             assert!(e.contains(want), "{from} -> {to}: {e}");
         }
+    }
+
+    /// A RoCE port in its tenant's VLAN passes; in another VLAN or VRF than its tenant's,
+    /// or in another tenant's, it is named; an untagged port (the switch sets its VLAN)
+    /// says nothing.
+    #[test]
+    fn a_roce_ports_vlan_and_vrf_are_judged_against_the_tenants() {
+        let text = TWO.replace("vlan = 101\n", "vlan = 101\nvrf = \"acme\"\n");
+        let t = Tenants::parse("t.toml", &text).unwrap();
+        let seg = |vlan: Option<u16>, vrf: Option<&str>| crate::audit::Segment {
+            netdev: "eth2.101".into(),
+            vlan,
+            vrf: vrf.map(String::from),
+            vrf_table: None,
+        };
+        assert!(t
+            .segment_findings("g0n0", &seg(Some(101), Some("acme")))
+            .is_empty());
+        assert!(t.segment_findings("g0n0", &seg(None, None)).is_empty());
+        let f = t.segment_findings("g0n0", &seg(Some(102), None));
+        assert_eq!(
+            f,
+            [
+                "eth2.101 is in VLAN 102, its tenant acme's is VLAN 101",
+                "eth2.101 is in tenant globex's VLAN 102 (it is tenant acme's node)"
+            ]
+        );
+        let f = t.segment_findings("g0n2", &seg(None, Some("acme")));
+        assert_eq!(
+            f,
+            ["eth2.101 is in tenant acme's VRF acme (it is tenant globex's node)"]
+        );
+        let f = t.segment_findings("g9n9", &seg(Some(101), None));
+        assert_eq!(
+            f,
+            ["eth2.101 is in tenant acme's VLAN 101 (it is in no tenant)"]
+        );
     }
 
     #[test]

@@ -174,3 +174,12 @@ c "ethtool_--json_-m_eth2" '[ {
         "rx_power": { "values": [ 0.97, 0.98, 1.13, 1.13 ], "type": "Rcvr signal avg optical power" },
         "laser_rx_power": { "high_alarm_threshold": 5.50, "low_alarm_threshold": 0.04, "high_warning_threshold": 2.75, "low_warning_threshold": 0.08 }
     } ]'
+# RoCE on a tenant's VLAN in its VRF (issue 32 item 3): the GID's netdev is eth2.101 above
+# eth2, enslaved to vrf-acme (table 101); `ip -d -j link show dev eth2.101` is the real
+# output in tests/corpus/real-outputs/ip-link/vlan101-in-vrf.json with sr0 read as eth2.
+healthy tenant-vlan node17; D=tenant-vlan
+f /sys/class/infiniband/mlx5_0/ports/1/gid_attrs/ndevs/3 eth2.101
+f /sys/class/infiniband/mlx5_0/ports/1/gid_attrs/ndevs/0 eth2.101
+f /sys/class/net/eth2.101/mtu 9000
+ln -s ../eth2 "$D/fs/sys/class/net/eth2.101/lower_eth2"
+c "ip_-d_-j_link_show_dev_eth2.101" "$(sed 's/sr0/eth2/g' ../../../tests/corpus/real-outputs/ip-link/vlan101-in-vrf.json)"

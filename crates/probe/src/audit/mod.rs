@@ -11,6 +11,7 @@
 mod module_eeprom;
 pub mod parse;
 pub mod pkeys;
+pub mod segment;
 pub mod source;
 
 use std::collections::BTreeMap;
@@ -395,6 +396,7 @@ fn audit_port(
         dcb_facts(src, p, &net, have_dcb);
         ecn(src, p, &net);
     }
+    p.segment = segment_of(src, p);
     suite_path(p, &opts.suite);
     let why = match (has_netdev, ethtool) {
         (false, _) => "no netdev on this port",
@@ -430,6 +432,29 @@ fn ipoib_says_nothing_of_the_link(p: &mut PortAudit) {
             p.fec.source.clone(),
             format!("InfiniBand port: its netdev {} is IPoIB, which has no FEC; the HCA port's FEC and pre-FEC BER are in `mlxlink -d {dev} -c` (NVIDIA MFT); its symbol errors in the PMA counters (perfquery)", p.interface),
         );
+    }
+}
+
+/// A RoCE port's segment (VLAN, VRF) from the netdev its GID is on (`ip -d -j link`).
+fn segment_of(src: &dyn Source, p: &PortAudit) -> Fact<results::audit::Segment> {
+    if p.is_infiniband() {
+        return Fact::unknown(
+            "link_layer",
+            "InfiniBand port: its partition is its P_Key table (pkeys)",
+        );
+    }
+    if p.rdma_device.is_none() {
+        return Fact::unknown("rdma", "no RDMA device on this netdev: it carries no RoCE");
+    }
+    let netdev = p.via.as_deref().unwrap_or(&p.interface);
+    let argv = ["ip", "-d", "-j", "link", "show", "dev", netdev];
+    let out = src.run(&argv);
+    if !out.ok() {
+        return Fact::unknown(argv.join(" "), out.why());
+    }
+    match segment::ip_link(&out.stdout, netdev) {
+        Ok(seg) => Fact::known(argv.join(" "), seg),
+        Err(e) => Fact::unknown(argv.join(" "), e),
     }
 }
 
