@@ -270,205 +270,13 @@ pub fn judge_check(
     line_rate: Option<f64>,
 ) -> Outcome {
     let sel = &check.select;
-    let mut obs: Vec<Obs> = Vec::new();
-    let kind = check.metric.rows();
-    match check.metric {
-        // Latency percentiles over merged data: the merged histograms of the tables when
-        // the selector does not narrow below (tool, test, transport, size); otherwise merge
-        // the selected rows' histograms here.
-        Metric::Latency(p) if !sel.each_pair => {
-            if sel.pair.is_none() {
-                for (k, h) in &tables.histograms {
-                    let probe = probe_latency(k);
-                    if h.is_empty() || !matches(sel, &k.tool, &probe) {
-                        continue;
-                    }
-                    obs.push(Obs {
-                        at_least: false,
-                        estimated: false,
-                        value: percentile(h, p),
-                        at: At::Text(format!("{} {} {}", k.test, k.transport, size_label(k.size))),
-                    });
-                }
-            } else {
-                let mut groups: BTreeMap<LatKey, LatencyHistogram> = BTreeMap::new();
-                for d in docs {
-                    for r in &d.doc.results {
-                        if let TestResult::Latency(l) = r {
-                            if !matches(sel, &d.doc.tool, r) {
-                                continue;
-                            }
-                            // Decoded once at load already, so this cannot fail here.
-                            let _ = groups
-                                .entry(LatKey {
-                                    tool: d.doc.tool.clone(),
-                                    test: l.test.clone(),
-                                    transport: results::transport_label(
-                                        &l.transport,
-                                        l.memory.as_ref(),
-                                    ),
-                                    size: l.size_bytes,
-                                })
-                                .or_default()
-                                .merge_encoded(&l.histogram);
-                        }
-                    }
-                }
-                // Streamed documents keep no per-row histogram: each selected row's own
-                // percentile is judged instead (the worst row decides).
-                for (di, d) in docs.iter().enumerate() {
-                    let Some(p2p) = d.p2p() else { continue };
-                    let groups = groups_matching(sel, p2p);
-                    for (ri, r) in p2p.rows.iter().enumerate() {
-                        if let RowStats::Latency(l) = &r.stats {
-                            if matches_compact(sel, &groups, p2p, r) {
-                                obs.push(Obs {
-                                    at_least: false,
-                                    estimated: false,
-                                    value: p.of(&l.us),
-                                    at: At::Compact(di, ri),
-                                });
-                            }
-                        }
-                    }
-                }
-                for (k, h) in groups {
-                    if !h.is_empty() {
-                        obs.push(Obs {
-                            at_least: false,
-                            estimated: false,
-                            value: percentile(&h, p),
-                            at: At::Text(format!(
-                                "{} {} {}",
-                                k.test,
-                                k.transport,
-                                size_label(k.size)
-                            )),
-                        });
-                    }
-                }
-            }
-        }
+    let mut obs: Vec<Obs> = match check.metric {
+        // Latency percentiles over merged data.
+        Metric::Latency(p) if !sel.each_pair => merged_latency(sel, p, docs, tables),
         // Points of a curve, not rows: busbw at N ranks over busbw at the base size.
-        Metric::ScalingEfficiency => {
-            let rows = docs.iter().flat_map(|d| {
-                d.doc.results.iter().filter_map(move |r| match r {
-                    TestResult::Collective(c) if matches(sel, &d.doc.tool, r) => Some(c),
-                    _ => None,
-                })
-            });
-            for curve in crate::scaling::curves(rows) {
-                for (p, base, e) in curve.efficiencies(check.base_ranks) {
-                    let k = &curve.key;
-                    obs.push(Obs {
-                        at_least: false,
-                        estimated: false,
-                        value: e,
-                        at: At::Text(format!(
-                            "{} {} {} {}: {} vs {}",
-                            k.collective,
-                            size_label(k.size_bytes),
-                            k.datatype,
-                            k.backend,
-                            crate::scaling::describe(p),
-                            crate::scaling::describe(base)
-                        )),
-                    });
-                }
-            }
-        }
-        _ => {
-            for (di, d) in docs.iter().enumerate() {
-                let marks = (kind == RowKind::Any).then(|| Marks::of(&d.doc));
-                for (ri, r) in d.doc.results.iter().enumerate() {
-                    if !matches(sel, &d.doc.tool, r) {
-                        continue;
-                    }
-                    let value = match (kind, r) {
-                        (RowKind::Any, _) => match marks.as_ref().map(|m| m.mark(ri, r)) {
-                            Some(Mark::Disturbed) => Some(1.0),
-                            Some(Mark::Clean) => Some(0.0),
-                            _ => None,
-                        },
-                        (RowKind::Latency | RowKind::Counters, TestResult::Latency(l)) => {
-                            check.metric.of_latency_row(l)
-                        }
-                        (RowKind::Bandwidth | RowKind::Counters, TestResult::Bandwidth(b)) => {
-                            check.metric.of_bandwidth(b)
-                        }
-                        (RowKind::Collective, TestResult::Collective(c)) => {
-                            check.metric.of_collective(c, line_rate)
-                        }
-                        _ => None,
-                    };
-                    let values = match r {
-                        TestResult::Bandwidth(b) if one_way(check, b.bidirectional) => {
-                            check.metric.of_directions(b)
-                        }
-                        _ => value.into_iter().collect(),
-                    };
-                    for value in values.into_iter().filter(|v| v.is_finite()) {
-                        let counters = match r {
-                            TestResult::Latency(l) => l.counters.as_ref(),
-                            TestResult::Bandwidth(b) => b.counters.as_ref(),
-                            TestResult::Collective(_) => None,
-                        };
-                        let at_least =
-                            counters.is_some_and(|c| crate::metric::at_least(c, check.metric));
-                        let estimated = check.metric == Metric::PreFecBer
-                            && counters.is_some_and(|c| crate::metric::health(c).ber_by_rate());
-                        obs.push(Obs {
-                            at_least,
-                            estimated,
-                            value,
-                            at: At::Row(di, ri),
-                        });
-                    }
-                }
-                let Some(p2p) = d.p2p() else { continue };
-                if !matches!(
-                    kind,
-                    RowKind::Latency | RowKind::Bandwidth | RowKind::Counters | RowKind::Any
-                ) {
-                    continue;
-                }
-                let groups = groups_matching(sel, p2p);
-                let row_marks = (kind == RowKind::Any).then(|| p2p.marks(&d.doc));
-                for (ri, r) in p2p.rows.iter().enumerate() {
-                    let kind_ok = matches!(
-                        (kind, &r.stats),
-                        (RowKind::Latency, RowStats::Latency(_))
-                            | (RowKind::Bandwidth, RowStats::Bandwidth(_))
-                            | (RowKind::Counters | RowKind::Any, _)
-                    );
-                    if !kind_ok || !matches_compact(sel, &groups, p2p, r) {
-                        continue;
-                    }
-                    let values = match (&row_marks, &r.stats) {
-                        (Some(m), _) => match m.as_ref().map_or(Mark::Unknown, |m| m[ri]) {
-                            Mark::Disturbed => vec![1.0],
-                            Mark::Clean => vec![0.0],
-                            Mark::Unknown => vec![],
-                        },
-                        (None, RowStats::Bandwidth(b))
-                            if one_way(check, p2p.groups[r.group as usize].bidirectional) =>
-                        {
-                            b.of_directions(check.metric)
-                        }
-                        (None, _) => r.stats.metric(check.metric).into_iter().collect(),
-                    };
-                    for value in values.into_iter().filter(|v| v.is_finite()) {
-                        obs.push(Obs {
-                            at_least: r.stats.at_least(check.metric),
-                            estimated: r.stats.estimated(check.metric),
-                            value,
-                            at: At::Compact(di, ri),
-                        });
-                    }
-                }
-            }
-        }
-    }
+        Metric::ScalingEfficiency => scaling_points(check, docs),
+        _ => row_values(check, docs, line_rate),
+    };
     if check.metric == Metric::Disturbed && !obs.is_empty() {
         // The count of disturbed results decides, shown at the first of them.
         let count = obs.iter().map(|o| o.value).sum::<f64>();
@@ -490,6 +298,224 @@ pub fn judge_check(
         o.warning = nccl_above_link(sel, docs, line_rate);
     }
     o
+}
+
+/// Latency percentiles over merged data: the merged histograms of the tables when the
+/// selector does not narrow below (tool, test, transport, size); otherwise the selected
+/// rows' histograms merged here.
+fn merged_latency(
+    sel: &Selector,
+    p: crate::metric::Percentile,
+    docs: &[Loaded],
+    tables: &Tables,
+) -> Vec<Obs> {
+    let mut obs: Vec<Obs> = Vec::new();
+    if sel.pair.is_none() {
+        for (k, h) in &tables.histograms {
+            let probe = probe_latency(k);
+            if h.is_empty() || !matches(sel, &k.tool, &probe) {
+                continue;
+            }
+            obs.push(Obs {
+                at_least: false,
+                estimated: false,
+                value: percentile(h, p),
+                at: At::Text(format!("{} {} {}", k.test, k.transport, size_label(k.size))),
+            });
+        }
+    } else {
+        let mut groups: BTreeMap<LatKey, LatencyHistogram> = BTreeMap::new();
+        for d in docs {
+            for r in &d.doc.results {
+                if let TestResult::Latency(l) = r {
+                    if !matches(sel, &d.doc.tool, r) {
+                        continue;
+                    }
+                    // Decoded once at load already, so this cannot fail here.
+                    let _ = groups
+                        .entry(LatKey {
+                            tool: d.doc.tool.clone(),
+                            test: l.test.clone(),
+                            transport: results::transport_label(&l.transport, l.memory.as_ref()),
+                            size: l.size_bytes,
+                        })
+                        .or_default()
+                        .merge_encoded(&l.histogram);
+                }
+            }
+        }
+        // Streamed documents keep no per-row histogram: each selected row's own
+        // percentile is judged instead (the worst row decides).
+        for (di, d) in docs.iter().enumerate() {
+            let Some(p2p) = d.p2p() else { continue };
+            let groups = groups_matching(sel, p2p);
+            for (ri, r) in p2p.rows.iter().enumerate() {
+                if let RowStats::Latency(l) = &r.stats {
+                    if matches_compact(sel, &groups, p2p, r) {
+                        obs.push(Obs {
+                            at_least: false,
+                            estimated: false,
+                            value: p.of(&l.us),
+                            at: At::Compact(di, ri),
+                        });
+                    }
+                }
+            }
+        }
+        for (k, h) in groups {
+            if !h.is_empty() {
+                obs.push(Obs {
+                    at_least: false,
+                    estimated: false,
+                    value: percentile(&h, p),
+                    at: At::Text(format!("{} {} {}", k.test, k.transport, size_label(k.size))),
+                });
+            }
+        }
+    }
+    obs
+}
+
+/// The scaling curves' points: busbw at N ranks over busbw at the base rank count.
+fn scaling_points(check: &Check, docs: &[Loaded]) -> Vec<Obs> {
+    let sel = &check.select;
+    let mut obs: Vec<Obs> = Vec::new();
+    let rows = docs.iter().flat_map(|d| {
+        d.doc.results.iter().filter_map(move |r| match r {
+            TestResult::Collective(c) if matches(sel, &d.doc.tool, r) => Some(c),
+            _ => None,
+        })
+    });
+    for curve in crate::scaling::curves(rows) {
+        for (p, base, e) in curve.efficiencies(check.base_ranks) {
+            let k = &curve.key;
+            obs.push(Obs {
+                at_least: false,
+                estimated: false,
+                value: e,
+                at: At::Text(format!(
+                    "{} {} {} {}: {} vs {}",
+                    k.collective,
+                    size_label(k.size_bytes),
+                    k.datatype,
+                    k.backend,
+                    crate::scaling::describe(p),
+                    crate::scaling::describe(base)
+                )),
+            });
+        }
+    }
+    obs
+}
+
+/// Every selected row's value of the check's metric: the rows read whole, then the
+/// compact rows of streamed documents.
+fn row_values(check: &Check, docs: &[Loaded], line_rate: Option<f64>) -> Vec<Obs> {
+    let mut obs: Vec<Obs> = Vec::new();
+    for (di, d) in docs.iter().enumerate() {
+        whole_rows(check, di, d, line_rate, &mut obs);
+        compact_rows(check, di, d, &mut obs);
+    }
+    obs
+}
+
+/// The selected rows of one document read whole (`di`: its index), each one's value of
+/// the check's metric (each direction of a bidirectional row for a one-way bound).
+fn whole_rows(check: &Check, di: usize, d: &Loaded, line_rate: Option<f64>, obs: &mut Vec<Obs>) {
+    let sel = &check.select;
+    let kind = check.metric.rows();
+    let marks = (kind == RowKind::Any).then(|| Marks::of(&d.doc));
+    for (ri, r) in d.doc.results.iter().enumerate() {
+        if !matches(sel, &d.doc.tool, r) {
+            continue;
+        }
+        let value = match (kind, r) {
+            (RowKind::Any, _) => match marks.as_ref().map(|m| m.mark(ri, r)) {
+                Some(Mark::Disturbed) => Some(1.0),
+                Some(Mark::Clean) => Some(0.0),
+                _ => None,
+            },
+            (RowKind::Latency | RowKind::Counters, TestResult::Latency(l)) => {
+                check.metric.of_latency_row(l)
+            }
+            (RowKind::Bandwidth | RowKind::Counters, TestResult::Bandwidth(b)) => {
+                check.metric.of_bandwidth(b)
+            }
+            (RowKind::Collective, TestResult::Collective(c)) => {
+                check.metric.of_collective(c, line_rate)
+            }
+            _ => None,
+        };
+        let values = match r {
+            TestResult::Bandwidth(b) if one_way(check, b.bidirectional) => {
+                check.metric.of_directions(b)
+            }
+            _ => value.into_iter().collect(),
+        };
+        for value in values.into_iter().filter(|v| v.is_finite()) {
+            let counters = match r {
+                TestResult::Latency(l) => l.counters.as_ref(),
+                TestResult::Bandwidth(b) => b.counters.as_ref(),
+                TestResult::Collective(_) => None,
+            };
+            let at_least = counters.is_some_and(|c| crate::metric::at_least(c, check.metric));
+            let estimated = check.metric == Metric::PreFecBer
+                && counters.is_some_and(|c| crate::metric::health(c).ber_by_rate());
+            obs.push(Obs {
+                at_least,
+                estimated,
+                value,
+                at: At::Row(di, ri),
+            });
+        }
+    }
+}
+
+/// The compact rows of one streamed document (`di`: its index) the check selects.
+fn compact_rows(check: &Check, di: usize, d: &Loaded, obs: &mut Vec<Obs>) {
+    let sel = &check.select;
+    let kind = check.metric.rows();
+    let Some(p2p) = d.p2p() else { return };
+    if !matches!(
+        kind,
+        RowKind::Latency | RowKind::Bandwidth | RowKind::Counters | RowKind::Any
+    ) {
+        return;
+    }
+    let groups = groups_matching(sel, p2p);
+    let row_marks = (kind == RowKind::Any).then(|| p2p.marks(&d.doc));
+    for (ri, r) in p2p.rows.iter().enumerate() {
+        let kind_ok = matches!(
+            (kind, &r.stats),
+            (RowKind::Latency, RowStats::Latency(_))
+                | (RowKind::Bandwidth, RowStats::Bandwidth(_))
+                | (RowKind::Counters | RowKind::Any, _)
+        );
+        if !kind_ok || !matches_compact(sel, &groups, p2p, r) {
+            continue;
+        }
+        let values = match (&row_marks, &r.stats) {
+            (Some(m), _) => match m.as_ref().map_or(Mark::Unknown, |m| m[ri]) {
+                Mark::Disturbed => vec![1.0],
+                Mark::Clean => vec![0.0],
+                Mark::Unknown => vec![],
+            },
+            (None, RowStats::Bandwidth(b))
+                if one_way(check, p2p.groups[r.group as usize].bidirectional) =>
+            {
+                b.of_directions(check.metric)
+            }
+            (None, _) => r.stats.metric(check.metric).into_iter().collect(),
+        };
+        for value in values.into_iter().filter(|v| v.is_finite()) {
+            obs.push(Obs {
+                at_least: r.stats.at_least(check.metric),
+                estimated: r.stats.estimated(check.metric),
+                value,
+                at: At::Compact(di, ri),
+            });
+        }
+    }
 }
 
 /// The outcome of a check from its observations: the worst one decides. A lower bound
