@@ -55,7 +55,12 @@ pub fn check(max: f64, docs: &[Loaded], tenants: Option<&Tenants>) -> Outcome {
             .and_then(|t| t.ets_share_percent);
         judged.extend(judge_run(run, canary, congestor, max, ets));
     }
-    let unmeasured = unmeasured_pairs(tenants, &measured);
+    let unmeasured = match tenants {
+        Some(t) => unmeasured_pairs(t, &measured),
+        // Which ordered pairs exist is the tenants' to say: without them no run set can
+        // be known complete.
+        None => vec!["every pair (no tenants given: aggregate --tenants FILE, or a --plan with [[tenant]] tables)".into()],
+    };
     outcome(max, &judged, &unmeasured)
 }
 
@@ -96,15 +101,8 @@ fn judge_run(
         .collect()
 }
 
-/// The ordered pairs of the tenants that no run measured (none without tenants: then only
-/// the runs given are judged, and the warning says the pairs could not be listed).
-fn unmeasured_pairs(
-    tenants: Option<&Tenants>,
-    measured: &BTreeMap<(&str, &str), usize>,
-) -> Vec<String> {
-    let Some(t) = tenants else {
-        return Vec::new();
-    };
+/// The ordered pairs of the tenants that no run measured.
+fn unmeasured_pairs(t: &Tenants, measured: &BTreeMap<(&str, &str), usize>) -> Vec<String> {
     let names = t.names();
     let mut out = Vec::new();
     for a in &names {
@@ -258,6 +256,10 @@ mod tests {
         let o = check(2.0, &[], Some(&t));
         assert_eq!(o.status, Status::Missing);
         assert!(o.worst_at.contains("--canary-tenant"), "{o:?}");
+        // Without the tenants no set of runs is known complete: MISSING, never PASS.
+        let o = check(2.0, &both, None);
+        assert_eq!(o.status, Status::Missing, "{o:?}");
+        assert!(o.worst_at.contains("no tenants given"), "{o:?}");
     }
 
     /// A neighbour taking more than the profile allows fails, named by the ordered pair;
