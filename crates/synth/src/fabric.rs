@@ -34,6 +34,15 @@ pub struct FabricSpec {
     /// none). Below 1 the fabric is one where a flow across the spines cannot reach the
     /// NIC's rate: cells between planned groups come out at that share.
     pub uplink_share: Option<f64>,
+    /// Mixed into the ECMP hash that puts a cross-group pair on a spine (0: the fixed
+    /// pattern). A real fabric's hash takes the flows' ports, so which pairs a bad uplink
+    /// catches changes from run to run; tests vary this to cover such patterns.
+    pub ecmp_salt: u64,
+    /// Cells measured over TCP: a direction's ACKs come back on a path of their own (the
+    /// reverse 5-tuple hashes apart), and a cell is slow when its data or its ACKs cross
+    /// the bad spine: about three cells in four under one bad uplink of two spines, as
+    /// the simulated fabric shows. Off: one path a pair, both ways.
+    pub tcp_acks: bool,
 }
 
 impl FabricSpec {
@@ -48,6 +57,8 @@ impl FabricSpec {
             jitter: 0.03,
             seed: 1,
             uplink_share: None,
+            ecmp_salt: 0,
+            tcp_acks: false,
         }
     }
     pub fn nodes(&self) -> u32 {
@@ -537,12 +548,23 @@ pub struct Compact {
     pub flows: Vec<((u32, u32, u32), Vec<f32>)>,
 }
 
-fn hash3(a: u32, b: u32, c: u32) -> u64 {
-    let mut x = (a as u64) << 42 ^ (b as u64) << 21 ^ c as u64 ^ 0x9e37_79b9_7f4a_7c15;
+fn hash3(a: u32, b: u32, c: u32, salt: u64) -> u64 {
+    let mut x = (a as u64) << 42 ^ (b as u64) << 21 ^ c as u64 ^ 0x9e37_79b9_7f4a_7c15 ^ salt;
     x ^= x >> 33;
     x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
     x ^= x >> 33;
     x
+}
+
+/// Whether ECMP puts what `a` sends `b` on rail `r` across `spine` (its data, or with
+/// `tcp_acks` its data or its ACKs).
+fn on_spine(s: &FabricSpec, r: u32, a: u32, b: u32, spine: u32) -> bool {
+    let pick = |x: u32, y: u32| (hash3(x, y, r, s.ecmp_salt) % s.spines as u64) as u32;
+    if s.tcp_acks {
+        pick(a, b) == spine || pick(b, a) == spine
+    } else {
+        pick(a.min(b), a.max(b)) == spine
+    }
 }
 
 /// Bandwidth factor of (rail, from, to) under the faults, and the flows if a path fault.
@@ -555,15 +577,10 @@ fn factor(s: &FabricSpec, faults: &[Fault], r: u32, a: u32, b: u32) -> (f64, Opt
             Fault::Leaf { rail, group } => rail == r && (ga == group || gb == group),
             Fault::Uplinks { rail, group } => rail == r && ga != gb && (ga == group || gb == group),
             Fault::Uplink { rail, group, spine } => {
-                rail == r
-                    && ga != gb
-                    && (ga == group || gb == group)
-                    && (hash3(a.min(b), a.max(b), r) % s.spines as u64) as u32 == spine
+                rail == r && ga != gb && (ga == group || gb == group) && on_spine(s, r, a, b, spine)
             }
             Fault::SpineLayer { rail, spine } => {
-                rail == r
-                    && ga != gb
-                    && (hash3(a.min(b), a.max(b), r) % s.spines as u64) as u32 == spine
+                rail == r && ga != gb && on_spine(s, r, a, b, spine)
             }
             Fault::Rack { rack } => s.rack_of(a) == rack || s.rack_of(b) == rack,
             Fault::Node { node } => a == node || b == node,
