@@ -975,15 +975,24 @@ fn the_runner_under_srun_in_a_slurm_cluster_of_the_fabrics_nodes() {
 
     let faulty = dir.path().join("faulty");
     std::fs::create_dir_all(&faulty).unwrap();
+    // Issue 35's three faults in other places: the slow uplink on rail 0 (leaf-r0-g0 to
+    // spine1) takes in the one-way's rail-0 cell, which crosses the slow block.
     let (code, log) = accept_over_the_fabric(
         Launch::Srun,
-        &["--slow-dir", "g0n1>g1n2", "--swap-cables", "g1n0:0,1"],
+        &[
+            "--slow-dir",
+            "g0n1>g1n2",
+            "--swap-cables",
+            "g1n0:0,1",
+            "--slow-uplink",
+            "leaf-r0-g0:spine1",
+        ],
         &faulty,
         "--stages links",
     );
     assert_eq!(code, 1, "{log}");
     let want: BTreeSet<String> = [
-        "one_way g0n1 rail0 -> g1n2 rail0",
+        "spine_layer spines of rail0",
         "one_way g0n1 rail1 -> g1n2 rail1",
         "cable_swap g1n0 rail0 and rail1",
     ]

@@ -650,3 +650,33 @@ fn a_slow_uplink_beside_a_swap_names_no_link_for_any_ecmp_pattern() {
     }
     assert!(failed.is_empty(), "{} of 400: {failed:#?}", failed.len());
 }
+
+/// With two groups every cross-group pair of a rail touches both of its leaves: one slow
+/// uplink (over TCP, ACKs and data hashed apart: some or nearly all cross cells slow, as
+/// the srun runner test's 22 of 24 in CI) and all the uplinks of either leaf are the same
+/// cells, named as the rail's spine layer, never one leaf picked by its index.
+#[test]
+fn with_two_leaves_a_rail_any_uplink_fault_is_the_spine_layer() {
+    let mut wrong = Vec::new();
+    for salt in 0..200 {
+        for (rail, group, spine) in [(0, 0, 1), (1, 1, 0)] {
+            let mut spec = FabricSpec::new(2, 4, 2, 2);
+            spec.ecmp_salt = salt;
+            spec.tcp_acks = true;
+            let faults = [Fault::Uplink { rail, group, spine }];
+            let (got, _) = named(&spec, &faults, true);
+            if got != expected(&spec, &faults) {
+                wrong.push((salt, rail, got));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{} of 400: {wrong:?}", wrong.len());
+    let spec = FabricSpec::new(2, 4, 2, 2);
+    for group in [0, 1] {
+        let faults = [Fault::Uplinks { rail: 1, group }];
+        let (got, st) = named(&spec, &faults, true);
+        let want: BTreeSet<(String, String)> =
+            [("spine_layer".to_string(), "spines of rail1".to_string())].into();
+        assert_eq!(got, want, "group {group}: {:#?}", st.suspects);
+    }
+}

@@ -194,10 +194,12 @@ impl Fault {
             Fault::Leaf { rail, group } | Fault::SlowLeaf { rail, group, .. } => {
                 ("leaf", s.leaf(*rail, *group))
             }
-            Fault::Uplinks { rail, group } => ("leaf_uplinks", s.leaf(*rail, *group)),
-            Fault::Uplink { rail, .. } if s.groups == 2 => {
+            // With two groups every cross-group pair touches both leaves of the rail: one
+            // uplink or all of either leaf is the rail's cross-leaf part, the spine layer.
+            Fault::Uplinks { rail, .. } | Fault::Uplink { rail, .. } if s.groups == 2 => {
                 ("spine_layer", format!("spines of rail{rail}"))
             }
+            Fault::Uplinks { rail, group } => ("leaf_uplinks", s.leaf(*rail, *group)),
             Fault::Uplink { rail, group, .. } => ("leaf_uplinks", s.leaf(*rail, *group)),
             Fault::SpineLayer { rail, .. } => ("spine_layer", format!("spines of rail{rail}")),
             Fault::Rack { rack } => ("rack", s.rack_name(*rack)),

@@ -18,9 +18,12 @@
 //! blocks partly bad (ECMP sends a share of the pairs over the bad spine), intra-leaf
 //! cells fine. When such scattered cells all touch one leaf of a rail with three or more
 //! leaves, they are that leaf's uplinks (one bad uplink: ECMP hashed a share of the
-//! leaf's pairs onto it); with two leaves a rail every cross-leaf cell touches both, and
-//! the spine layer is named, saying so. A part is chosen once. Noise within the profile's
-//! bounds makes no cell bad, so names nothing.
+//! leaf's pairs onto it); with two leaves a rail every cross-leaf cell touches both, so
+//! one bad uplink, all the uplinks of either leaf and a bad spine are one part, the spine
+//! layer, named saying so, whether some or all of the cross cells are bad. A NIC that
+//! discovery found on another leaf is its cabling's fault: its cells are no evidence for
+//! the uplinks, the spine blocks or its neighbours' own faults. A part is chosen once.
+//! Noise within the profile's bounds makes no cell bad, so names nothing.
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
@@ -393,6 +396,18 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
             Part::OneWay(..) | Part::Path(..) | Part::SpineLayer(_) => Count { tried: 1, bad: 1 },
         }
     };
+    // Rails whose NICs (those where the plan put them) sit on exactly two leaves.
+    let two_leaf_rails: Vec<bool> = (0..rails)
+        .map(|r| {
+            let leaves: HashSet<u32> = (0..n)
+                .filter(|&i| !moved(i, r))
+                .map(|i| t.leaf(i as u32, r as u32))
+                .filter(|&l| l != NONE)
+                .collect();
+            leaves.len() == 2
+        })
+        .collect();
+    let two_leaf_rail = |r: u32| two_leaf_rails.get(r as usize).copied().unwrap_or(false);
     let moved_cell =
         |c: &BadCell| moved(c.a as usize, c.r as usize) || moved(c.b as usize, c.r as usize);
     // The candidates of one bad cell (the spine layer is handled apart).
@@ -406,7 +421,7 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
         if lb != NONE && lb != la {
             out.push(Part::Leaf(lb));
         }
-        if la != NONE && lb != NONE && la != lb && !moved_cell(c) {
+        if la != NONE && lb != NONE && la != lb && !moved_cell(c) && !two_leaf_rail(r) {
             out.push(Part::Uplinks(la));
             out.push(Part::Uplinks(lb));
         }
@@ -603,17 +618,13 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
                         .map(|(l, _)| *l)
                 })
                 .flatten();
-            // With two leaves on the rail its cross-leaf blocks are the two directions of
-            // one leaf pair, judged together: partly bad unless nearly all of the pair's
-            // cells are (a whole uplink's pattern). One direction can come out nearly all
-            // bad by chance: over TCP a cell is slow when its data or its ACKs cross the
-            // bad spine, three cells in four with two spines (stop 46's CI run: 11 of 12).
-            let pair_frac = (leaves_on_rail.len() == 2).then(|| {
-                let (u, tried) = blocks.iter().fold((0u32, 0u32), |(u, n), (k, c)| {
-                    (u + unexplained.get(k).copied().unwrap_or(0), n + c.tried)
-                });
-                u as f64 / tried.max(1) as f64
-            });
+            // With two leaves on the rail every cross-leaf cell touches both: one bad
+            // uplink, all the uplinks of either leaf and a bad spine slow the same pairs,
+            // some or all of them (over TCP a cell is slow when its data or its ACKs cross
+            // a bad uplink: three cells in four with two spines, and a small block can come
+            // out all bad; stop 46's CI run: 11 of 12, then 22 of 24). Every block with bad
+            // cells is the rail's cross-leaf part, which no leaf's uplinks can be told from.
+            let two_leaves = two_leaf_rail(r);
             let mut ok = HashMap::default();
             let mut partial = 0;
             let mut gain_r = 0;
@@ -626,12 +637,13 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
                 }
                 considered += 1;
                 let u = unexplained.get(k).copied().unwrap_or(0);
-                let frac = pair_frac.unwrap_or(u as f64 / c.tried.max(1) as f64);
+                let frac = u as f64 / c.tried.max(1) as f64;
                 // Partly bad: some pairs of the block, not (nearly) all of them, which
                 // is the leaf's or its uplinks' pattern. For one leaf's uplinks every
                 // block through the leaf counts, whole or partly bad: with few nodes a
                 // group, ECMP can hash all of a small block's pairs onto the bad uplink.
-                let is_partial = u > 0 && (one_leaf.is_some() || frac < rules.high_share);
+                let is_partial =
+                    u > 0 && (one_leaf.is_some() || two_leaves || frac < rules.high_share);
                 if is_partial {
                     partial += 1;
                     gain_r += u;

@@ -385,7 +385,7 @@ fn describe_above(p: Part, t: &Topology, diffs: &[Diff]) -> Description {
             if t.switches.iter().filter(|s| s.tier == Tier::Leaf && s.rail == r).count() == 2 {
                 // Every cross-leaf pair of the rail touches both leaves: a bad uplink of
                 // either and a bad spine port hash the same pairs onto the same slow path.
-                "a spine, a spine port or one uplink of either leaf on this rail (with two leaves on a rail the hosts cannot tell them apart): scattered cross-group pairs bad, no pair inside a leaf; check both leaves' uplinks and each spine's ports and counters"
+                "a spine, a spine port, or one or all uplinks of either leaf on this rail (with two leaves on a rail every cross-group pair touches both, and the hosts cannot tell them apart): cross-group pairs bad, some or all, no pair inside a leaf; check both leaves' uplinks and each spine's ports and counters"
             } else {
                 "a spine or spine port on this rail: scattered cross-group pairs bad, no pair inside a leaf; check each spine's ports and counters"
             },
