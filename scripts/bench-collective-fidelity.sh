@@ -7,15 +7,15 @@
 # `bench-collective all_reduce -c 0`, whose time_us is defined the same way. Both time
 # float32 sum, out of place, same sizes (8 B .. 64 MiB), iterations and warm-up.
 #
-# Method, because below a few microseconds the noise of a machine is of the order of the
-# target: every round runs reference, ours, reference again, back to back (one launch
-# per size group, groups in turn), ROUNDS rounds; per size it reports the ratio of the
-# medians ours / reference (all reference runs pooled), the reference's own spread (the
-# ratio of the medians of its second and first runs of each round), and in how many
-# rounds ours was slower (or faster) than both reference runs around it. Target: within
-# 5% of the reference, or within the reference's own spread where that is larger, at
-# every size, at 2 and 4 ranks; a size where ours is slower or faster than both
-# reference runs in at least 80% of the rounds is flagged as consistent.
+# Method (issue 34; scripts/lib/fidelity.py says it in full), because below a few
+# microseconds the noise of a machine is of the order of the target: every round runs
+# reference, ours, reference again, back to back (one launch per size group, groups in
+# turn), ROUNDS rounds. Per size, each round gives a paired ratio ours / the mean of the
+# two reference runs around it, and the reference's second run over its first gives the
+# A/A ratio; the median ratio gets a 95 % bootstrap interval over the rounds, and the
+# size is called within (the interval inside 1 +- 5 %, or +- the A/A interval's reach
+# where wider), above (ours slower), below (ours faster) or undecided. Run it twice on a
+# quiet machine: a verdict the second run contradicts was noise.
 #
 # It also measures what per-iteration stamps would cost the loop at 8 B
 # (fabric/examples/collective_stamp_cost.rs: plain loop vs stamped loop, interleaved,
@@ -29,20 +29,21 @@
 # (default 8) against references/mpi_alltoallv.c: MPI_Alltoall at the same sizes, and
 # MPI_Alltoallv at equal counts: the count matrix is computed here, in Python, by a third
 # implementation of the router's specification (docs/load.md), from the same seed; the
-# same three-run rounds, ratios and spreads.
+# same three-run rounds, ratios, intervals and verdicts.
 #
-# Usage: scripts/bench-collective-fidelity.sh [NPS] [ROUNDS]   (defaults "2 4" and 7)
+# Usage: scripts/bench-collective-fidelity.sh [NPS] [ROUNDS]   (defaults "2 4" and 9)
 # Env:   MPIRUN (default: mpirun), MPIRUN_ARGS (default: --bind-to none, plus
 #        --oversubscribe when NP exceeds the cores), CARGO_PROFILE (default: release),
 #        NICE (e.g. "nice -n -5"), MAXBYTES (default 64M, as bytes), SCALE (multiplies
 #        every iteration count, default 1; e.g. 0.2 for a quick look on a loaded machine),
-#        OUT (directory to keep the raw figures in; default a temporary one),
+#        OUT (directory to keep the raw figures, paired.*.txt and fidelity.*.json in;
+#        default a temporary one),
 #        A2A_NP (ranks of the alltoall/EP part, default 8; empty skips it), EP_TOKENS
 #        (default 512), EP_HIDDEN (default 1024), EP_EXPERTS (64), EP_TOPK (8), EP_SEED (1).
 set -euo pipefail
 
 NPS=${1:-"2 4"}
-ROUNDS=${2:-7}
+ROUNDS=${2:-9}
 PROFILE=${CARGO_PROFILE:-release}
 MAXBYTES=${MAXBYTES:-67108864}
 SCALE=${SCALE:-1}
@@ -124,55 +125,24 @@ for np in $NPS; do
     done
 done
 
-python3 - "$WORK" "$ROUNDS" "$NPS" <<'PY'
-import glob, json, statistics, sys
-work, rounds, nps = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
-med = statistics.median
-ref = {}   # (np, size, round, 'a'|'b') -> us
+# Per rank count: each size's rounds as `SIZE ROUND ref|ours US` for the shared method.
+python3 - "$WORK" "$NPS" <<'PY'
+import glob, json, sys
+work, nps = sys.argv[1], sys.argv[2].split()
+out = {np_: open(f"{work}/paired.{np_}.txt", "w") for np_ in nps}
 for line in open(f"{work}/ref.txt"):
-    np_, rnd, which, size, us = line.split()
-    ref[(np_, int(size), int(rnd), which)] = float(us)
-ours = {}  # (np, size, round) -> us
+    np_, rnd, _, size, us = line.split()
+    out[np_].write(f"{size} {rnd} ref {us}\n")
 for path in glob.glob(f"{work}/ours.*.json"):
     _, np_, rnd, _, _ = path.rsplit("/", 1)[1].split(".")
     for r in json.load(open(path))["results"]:
-        ours[(np_, r["size_bytes"], int(rnd))] = r["out_of_place"]["time_us"]
-print("# MPI_Allreduce float32 sum, out of place; time = loop time / iterations, mean over ranks")
-print(f"# median of {rounds} rounds of reference, ours, reference; ratio = ours / reference (pooled)")
-print("# ref spread = |median(2nd reference runs) / median(1st) - 1|; slower/faster = rounds in which")
-print("# ours was slower (faster) than both reference runs around it")
-total_bad = 0
-for np_ in nps:
-    sizes = sorted({k[1] for k in ref if k[0] == np_})
-    print(f"# {np_} ranks")
-    print(f"# {'size(B)':>10} {'ref us':>10} {'ours us':>10} {'ratio':>7} {'spread':>7} {'slower':>7} {'faster':>7}  verdict")
-    worst = 0.0
-    for size in sizes:
-        a = [ref[k] for k in ref if k[0] == np_ and k[1] == size and k[3] == "a"]
-        b = [ref[k] for k in ref if k[0] == np_ and k[1] == size and k[3] == "b"]
-        o = [ours[k] for k in ours if k[0] == np_ and k[1] == size]
-        if not (a and b and o):
-            continue
-        rm, om = med(a + b), med(o)
-        ratio = om / rm
-        spread = abs(med(b) / med(a) - 1)
-        slower = faster = 0
-        for rnd in range(1, rounds + 1):
-            ka, kb, ko = (np_, size, rnd, "a"), (np_, size, rnd, "b"), (np_, size, rnd)
-            if ka in ref and kb in ref and ko in ours:
-                lo, hi = min(ref[ka], ref[kb]), max(ref[ka], ref[kb])
-                slower += ours[ko] > hi
-                faster += ours[ko] < lo
-        n = len(o)
-        ok = abs(ratio - 1) <= max(0.05, spread)
-        consistent = slower >= 0.8 * n or faster >= 0.8 * n
-        verdict = ("ok" if ok else "OUTSIDE") + (" consistent" if consistent else "")
-        total_bad += not ok
-        worst = max(worst, abs(ratio - 1))
-        print(f"  {size:>10} {rm:10.3f} {om:10.3f} {ratio:7.3f} {spread:7.3f} {slower:>4}/{n:<2} {faster:>4}/{n:<2}  {verdict}")
-    print(f"# {np_} ranks: worst deviation {worst*100:.1f}%")
-print(f"# {total_bad} size(s) outside both 5% and the reference's own spread")
+        out[np_].write(f"{r['size_bytes']} {rnd} ours {r['out_of_place']['time_us']}\n")
 PY
+for np in $NPS; do
+    python3 scripts/lib/fidelity.py --json "$WORK/fidelity.allreduce.$np.json" \
+        --title "MPI_Allreduce float32 sum, out of place, $np ranks: time us (loop time / iterations, mean over ranks); above = ours slower" \
+        "$WORK/paired.$np.txt"
+done
 
 
 A2A_NP=${A2A_NP-8}
@@ -232,36 +202,22 @@ PY
                 | sed "s/^/ep $round $which /" >>"$WORK/a2a_ref.txt"
         done
     done
-    python3 - "$WORK" "$ROUNDS" "$TOK" <<'PY'
-import glob, json, statistics, sys
-work, rounds, tok = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-med = statistics.median
-ref, ours = {}, {}
+    python3 - "$WORK" "$TOK" >"$WORK/paired.a2a.txt" <<'PY'
+import glob, json, sys
+work, tok = sys.argv[1], int(sys.argv[2])
 for line in open(f"{work}/a2a_ref.txt"):
-    kind, rnd, which, size, us = line.split()
-    key = (kind, int(size) if kind == "a2a" else tok)
-    ref.setdefault(key, {}).setdefault(which, {})[int(rnd)] = float(us)
-for kind, pat in (("a2a", "a2a"), ("ep", "ep")):
-    for path in glob.glob(f"{work}/{pat}.*.json"):
+    kind, rnd, _, size, us = line.split()
+    what = f"a2a:{size}" if kind == "a2a" else f"ep:{tok}tok"
+    print(what, rnd, "ref", us)
+for kind in ("a2a", "ep"):
+    for path in glob.glob(f"{work}/{kind}.*.json"):
         rnd = int(path.rsplit("/", 1)[1].split(".")[1])
         for r in json.load(open(path))["results"]:
-            key = (kind, r["size_bytes"] if kind == "a2a" else r["count"])
-            ours.setdefault(key, {})[rnd] = r["out_of_place"]["time_us"]
-print("# alltoall (MPI_Alltoall float32) and ep_dispatch uniform (MPI_Alltoallv at equal counts)")
-print(f"# {'what':>14} {'ref us':>10} {'ours us':>10} {'ratio':>7} {'spread':>7}  verdict")
-bad = 0
-for key in sorted(ref):
-    a, b, o = ref[key].get("a", {}), ref[key].get("b", {}), ours.get(key, {})
-    if not (a and b and o):
-        continue
-    rm, om = med(list(a.values()) + list(b.values())), med(o.values())
-    spread = abs(med(b.values()) / med(a.values()) - 1)
-    ratio = om / rm
-    ok = abs(ratio - 1) <= max(0.05, spread)
-    bad += not ok
-    name = f"{key[0]} {key[1]}{' B' if key[0] == 'a2a' else ' tok'}"
-    print(f"  {name:>14} {rm:10.2f} {om:10.2f} {ratio:7.3f} {spread:7.3f}  {'ok' if ok else 'OUTSIDE'}")
-print(f"# {bad} row(s) outside both 5% and the reference's own spread")
+            what = f"a2a:{r['size_bytes']}" if kind == "a2a" else f"ep:{r['count']}tok"
+            print(what, rnd, "ours", r["out_of_place"]["time_us"])
 PY
+    python3 scripts/lib/fidelity.py --json "$WORK/fidelity.a2a.json" \
+        --title "alltoall (MPI_Alltoall float32) and ep_dispatch uniform (MPI_Alltoallv at equal counts), $A2A_NP ranks: time us; above = ours slower" \
+        "$WORK/paired.a2a.txt"
 fi
 echo "# load average at the end $(load)"

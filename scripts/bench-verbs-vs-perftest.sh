@@ -1,8 +1,8 @@
 #!/bin/bash
 # Side by side with perftest (a benchmark, not a test): on one RDMA device, run perftest's
 # ib_send_lat, ib_write_lat, ib_write_bw, ib_read_bw and our bench-lat / bench-bw with the
-# same sizes, iterations and queue depth, interleaved (perftest, ours, perftest, ours, ...),
-# REPEAT times, and print the medians and their ratios:
+# same sizes, iterations and queue depth, in rounds of perftest, ours, perftest again,
+# REPEAT rounds, and judge them with the shared method (scripts/lib/fidelity.py, issue 34):
 #   latency:   ours / perftest of t_typical, the median one-way latency as perftest figures
 #              it (two largest samples dropped; ours is `perftest_us.t_typical`)
 #              (target <= 1.10 in a VM, 1.03 on hardware)
@@ -11,8 +11,9 @@
 #              completion; ours is `bw_gbit_s.perftest_peak`)   (same targets)
 #   msg rate:  write_bw_list, SMALL_SIZE-byte writes in post lists of LIST (-l, both
 #              tools): ours / perftest of the message rate   (same targets as bandwidth)
-# Beside each ratio, each tool's own spread over the rounds ((max - min) / median): a
-# ratio's distance from 1 means something only where it exceeds perftest's own spread.
+# Each ratio is the median of the rounds' paired ratios with its 95 % bootstrap interval,
+# beside perftest's own A/A interval (its second run of a round over its first): a ratio's
+# distance from 1 means something only where the interval clears that.
 #
 # Server and client run on this host over the device's loopback (Soft-RoCE's rxe loops back
 # in the driver; real adapters loop back in hardware), so the script runs unchanged inside
@@ -20,14 +21,14 @@
 #   tests/softroce/vm.sh one scripts/bench-verbs-vs-perftest.sh     # in the VM
 #   scripts/bench-verbs-vs-perftest.sh                              # on an RDMA host
 # Settings (environment): DEV (default: first device with port 1 ACTIVE), GID (default: the
-# IPv4-mapped RoCE v2 GID, via tests/softroce/gid.sh; empty on InfiniBand), REPEAT (5),
+# IPv4-mapped RoCE v2 GID, via tests/softroce/gid.sh; empty on InfiniBand), REPEAT (7),
 # LAT_ITERS (1000), BW_ITERS (2000), LAT_SIZE (2), BW_SIZE (65536), TX_DEPTH (128),
 # SMALL_SIZE (64), LIST (8), FABCHECK_BIN (target/release). Results also go to $OUT/bench-verbs-vs-perftest.json.
 set -uo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BIN=${FABCHECK_BIN:-$REPO/target/release}
-REPEAT=${REPEAT:-5}
+REPEAT=${REPEAT:-7}
 LAT_ITERS=${LAT_ITERS:-1000}
 BW_ITERS=${BW_ITERS:-2000}
 LAT_SIZE=${LAT_SIZE:-2}
@@ -114,7 +115,7 @@ else:
 
 RESULTS=$WORK/results.tsv
 : > "$RESULTS"
-record() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >> "$RESULTS"; }
+record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >> "$RESULTS"; }
 
 one_round() {
     local r=$1 name ptool otool op kind args oargs v
@@ -136,32 +137,32 @@ one_round() {
             args=(-d "$DEV" "${GIDARG[@]}" -s "$BW_SIZE" -n "$BW_ITERS" -t "$TX_DEPTH" --report_gbits)
             oargs=(-d "$DEV" "${GIDARG[@]}" -s "$BW_SIZE" -n "$BW_ITERS" -t "$TX_DEPTH" --test "$op")
         fi
-        # Alternate who goes first, so drift in the machine favours neither.
-        local order=(perftest ours)
-        ((r % 2 == 0)) && order=(ours perftest)
-        local who
-        for who in "${order[@]}"; do
+        # perftest, ours, perftest again: each of ours is paired with the reference runs
+        # around it, and perftest's second run over its first is the A/A ratio.
+        local who k=0
+        for who in perftest ours perftest; do
+            k=$((k + 1))
             if [[ $who == perftest ]]; then
-                perftest_run "$ptool" "$WORK/$name.$r.perftest" "${args[@]}" || die "$ptool failed (round $r)"
+                perftest_run "$ptool" "$WORK/$name.$r.$k.perftest" "${args[@]}" || die "$ptool failed (round $r)"
                 # lat: t_typical (the median, column 5); bw: BW average (column 4), Gb/s;
                 # rate: MsgRate (column 5), Mpps.
-                v=$(perftest_col "$WORK/$name.$r.perftest" "$([[ $kind == bw ]] && echo 4 || echo 5)")
+                v=$(perftest_col "$WORK/$name.$r.$k.perftest" "$([[ $kind == bw ]] && echo 4 || echo 5)")
             else
                 ours_run "$otool" "$WORK/$name.$r.json" "${oargs[@]}" || die "$otool --test $op failed (round $r)"
                 v=$(ours_value "$WORK/$name.$r.json" "$kind")
             fi
             [[ -n $v ]] || die "no figure parsed from $who $name (round $r); logs in $WORK"
-            record "$name" "$who" "$v"
+            record "$name" "$who" "$v" "$r"
             printf '  round %s %-9s %-8s %s\n' "$r" "$name" "$who" "$v"
             if [[ $kind == bw ]]; then
                 # The same run's BW peak: perftest's column 3, ours perftest_peak.
                 if [[ $who == perftest ]]; then
-                    v=$(perftest_col "$WORK/$name.$r.perftest" 3)
+                    v=$(perftest_col "$WORK/$name.$r.$k.perftest" 3)
                 else
                     v=$(ours_value "$WORK/$name.$r.json" peak)
                 fi
                 [[ -n $v && $v != None ]] || die "no BW peak from $who $name (round $r); logs in $WORK"
-                record "${name}_peak" "$who" "$v"
+                record "${name}_peak" "$who" "$v" "$r"
             fi
         done
     done
@@ -171,38 +172,25 @@ for r in $(seq 1 "$REPEAT"); do
     one_round "$r"
 done
 
-python3 - "$RESULTS" "$OUT/bench-verbs-vs-perftest.json" "$DEV" << 'PY'
+# The shared method (scripts/lib/fidelity.py): per test, the paired ratio ours / perftest
+# with its 95 % bootstrap interval, perftest's A/A interval, and a verdict against 5 %.
+awk -F'\t' '{ print $1, $4, ($2 == "perftest" ? "ref" : "ours"), $3 }' "$RESULTS" > "$WORK/paired.txt"
+python3 "$REPO/scripts/lib/fidelity.py" --json "$OUT/fidelity.verbs.json" \
+    --title "$DEV: *_lat t_typical us (above = ours slower), *_bw average and *_peak Gb/s, write_bw_list Mpps (below = ours slower); targets ratio <= 1.10 / >= 0.90 in a VM, 1.03 / 0.97 on hardware" \
+    "$WORK/paired.txt"
+python3 - "$RESULTS" "$OUT/bench-verbs-vs-perftest.json" "$DEV" "$OUT/fidelity.verbs.json" << 'PY'
 import json, statistics, sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
 by = {}
-for name, who, v in rows:
+for name, who, v, _ in rows:
     by.setdefault(name, {}).setdefault(who, []).append(float(v))
+fid = json.load(open(sys.argv[4]))["rows"]
 out = {"device": sys.argv[3], "tests": {}}
-print()
-def spread(v):
-    m = statistics.median(v)
-    return (max(v) - min(v)) / m if m else float("nan")
-print("%-13s %-12s %10s %10s %7s %9s %9s  %s" % ("test", "figure", "perftest", "fabcheck", "ratio",
-      "pt spread", "fc spread", "target (VM / hardware)"))
-for name in ("send_lat", "write_lat", "write_bw", "write_bw_peak", "read_bw", "read_bw_peak",
-             "write_bw_list"):
-    p = statistics.median(by[name]["perftest"])
-    o = statistics.median(by[name]["ours"])
-    ratio = o / p if p else float("nan")
-    if name.endswith("_lat"):
-        fig, target, ok = "t_typical us", "<= 1.10 / 1.03", ratio <= 1.10
-    elif name == "write_bw_list":
-        fig, target, ok = "Mpps", ">= 0.90 / 0.97", ratio >= 0.90
-    elif name.endswith("_peak"):
-        fig, target, ok = "peak Gb/s", ">= 0.90 / 0.97", ratio >= 0.90
-    else:
-        fig, target, ok = "avg Gb/s", ">= 0.90 / 0.97", ratio >= 0.90
-    sp, so = spread(by[name]["perftest"]), spread(by[name]["ours"])
-    print("%-13s %-12s %10.3f %10.3f %7.3f %9.3f %9.3f  %s %s" % (name, fig, p, o, ratio, sp, so, target,
-          "ok" if ok else "MISSED (VM target)"))
+for name, f in fid.items():
     out["tests"][name] = {"perftest": by[name]["perftest"], "fabcheck": by[name]["ours"],
-                          "perftest_median": p, "fabcheck_median": o, "ratio": ratio,
-                          "perftest_spread": sp, "fabcheck_spread": so}
+                          "perftest_median": f["ref_median"], "fabcheck_median": f["ours_median"],
+                          "ratio": f["ratio"], "ratio_interval": f["ratio_interval"],
+                          "aa_interval": f["aa_interval"], "verdict": f["verdict"]}
 json.dump(out, open(sys.argv[2], "w"), indent=2)
 print("\nwrote", sys.argv[2])
 PY

@@ -45,20 +45,23 @@ fn audit(dir: &Path, scenarios: &[&str]) -> Vec<PathBuf> {
         .collect()
 }
 
+/// Runs an `aggregate report` command (a verdict: exit 0 or 1) and reads its summary.
+fn report_summary(cmd: &mut std::process::Command, out_dir: &Path) -> serde_json::Value {
+    let out = run(cmd, LIMIT);
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{:?}", text(&out));
+    serde_json::from_str(&std::fs::read_to_string(out_dir.join("summary.json")).unwrap()).unwrap()
+}
+
 /// The `lossless-*` checks of a roce-100g report over `docs`: id -> (status, worst_at).
 fn lossless(dir: &Path, name: &str, docs: &[PathBuf]) -> Vec<(String, String, String)> {
     let out_dir = dir.join(name);
-    let out = run(
+    let summary = report_summary(
         std::process::Command::new(bin("aggregate"))
             .args(["report", "--profile", "roce-100g", "--out"])
             .arg(&out_dir)
             .args(docs),
-        LIMIT,
+        &out_dir,
     );
-    assert!(matches!(out.status.code(), Some(0 | 1)), "{:?}", text(&out));
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out_dir.join("summary.json")).unwrap())
-            .unwrap();
     summary["verdict"]["checks"]
         .as_array()
         .unwrap()
@@ -171,7 +174,7 @@ fn a_roce_port_in_another_tenants_vlan_and_vrf_is_named() {
         std::fs::write(&t, tenants).unwrap();
         let out_dir = dir.join("r");
         let _ = std::fs::remove_dir_all(&out_dir);
-        let out = run(
+        let summary = report_summary(
             std::process::Command::new(bin("aggregate"))
                 .arg("report")
                 .arg("--profile")
@@ -181,12 +184,8 @@ fn a_roce_port_in_another_tenants_vlan_and_vrf_is_named() {
                 .arg("--out")
                 .arg(&out_dir)
                 .args(docs),
-            LIMIT,
+            &out_dir,
         );
-        assert!(matches!(out.status.code(), Some(0 | 1)), "{:?}", text(&out));
-        let summary: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(out_dir.join("summary.json")).unwrap())
-                .unwrap();
         summary["verdict"]["checks"][0].clone()
     };
     let two = |acme: &str, globex: &str| {

@@ -333,12 +333,7 @@ fn merged_latency(
                     }
                     // Decoded once at load already, so this cannot fail here.
                     let _ = groups
-                        .entry(LatKey {
-                            tool: d.doc.tool.clone(),
-                            test: l.test.clone(),
-                            transport: results::transport_label(&l.transport, l.memory.as_ref()),
-                            size: l.size_bytes,
-                        })
+                        .entry(LatKey::of(&d.doc, l))
                         .or_default()
                         .merge_encoded(&l.histogram);
                 }

@@ -230,14 +230,7 @@ pub fn build(set: &InputSet, line_rate_gbit_s: Option<f64>) -> Tables {
             let mark = marks.mark(i, r);
             match r {
                 TestResult::Latency(l) => {
-                    let e = lat_rows
-                        .entry(LatKey {
-                            tool: d.doc.tool.clone(),
-                            test: l.test.clone(),
-                            transport: results::transport_label(&l.transport, l.memory.as_ref()),
-                            size: l.size_bytes,
-                        })
-                        .or_default();
+                    let e = lat_rows.entry(LatKey::of(&d.doc, l)).or_default();
                     e.0.push(l.latency_us.p50);
                     e.1.push(l.latency_us.p99);
                     e.2.add(mark);
