@@ -15,22 +15,6 @@ fn script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/lib/fidelity.py")
 }
 
-/// A small deterministic generator (splitmix64), so each case's rounds are the same on
-/// every run of the test.
-struct Rng(u64);
-
-impl Rng {
-    /// Uniform in [-1, 1).
-    fn sym(&mut self) -> f64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        (z >> 11) as f64 / (1u64 << 52) as f64 - 1.0
-    }
-}
-
 /// One case: rounds of reference, ours, reference. Each round has its own level (the
 /// machine's drift, up to 20 %), which pairing must cancel; `ours` is the true ratio,
 /// `noise` each run's own jitter, `second` what the second reference run is over the
@@ -45,14 +29,16 @@ struct Case {
 }
 
 fn lines(cases: &[Case]) -> String {
-    let mut rng = Rng(7);
+    // Deterministic: each case's rounds are the same on every run of the test.
+    let mut rng = synth::Rng::new(7);
+    let mut sym = || 2.0 * rng.unit() - 1.0;
     let mut s = String::from("# WHAT ROUND WHO VALUE\n");
     for c in cases {
         for r in 1..=c.rounds {
-            let level = 100.0 * (1.0 + 0.2 * rng.sym().abs());
-            let a = level * (1.0 + c.noise * rng.sym());
-            let o = level * c.ours * (1.0 + c.noise * rng.sym());
-            let b = level * c.second * (1.0 + c.aa_noise * rng.sym());
+            let level = 100.0 * (1.0 + 0.2 * sym().abs());
+            let a = level * (1.0 + c.noise * sym());
+            let o = level * c.ours * (1.0 + c.noise * sym());
+            let b = level * c.second * (1.0 + c.aa_noise * sym());
             s += &format!(
                 "{} {r} ref {a}\n{} {r} ours {o}\n{} {r} ref {b}\n",
                 c.what, c.what, c.what

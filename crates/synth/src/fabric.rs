@@ -199,8 +199,9 @@ impl Fault {
             Fault::Uplinks { rail, .. } | Fault::Uplink { rail, .. } if s.groups == 2 => {
                 ("spine_layer", format!("spines of rail{rail}"))
             }
-            Fault::Uplinks { rail, group } => ("leaf_uplinks", s.leaf(*rail, *group)),
-            Fault::Uplink { rail, group, .. } => ("leaf_uplinks", s.leaf(*rail, *group)),
+            Fault::Uplinks { rail, group } | Fault::Uplink { rail, group, .. } => {
+                ("leaf_uplinks", s.leaf(*rail, *group))
+            }
             Fault::SpineLayer { rail, .. } => ("spine_layer", format!("spines of rail{rail}")),
             Fault::Rack { rack } => ("rack", s.rack_name(*rack)),
             Fault::Node { node } => ("node", s.node(*node)),

@@ -126,6 +126,17 @@ struct Count {
     bad: u32,
 }
 
+impl std::ops::Add for Count {
+    type Output = Count;
+    /// Both domains together (a NIC's sends and receives, a node's rails).
+    fn add(self, o: Count) -> Count {
+        Count {
+            tried: self.tried + o.tried,
+            bad: self.bad + o.bad,
+        }
+    }
+}
+
 impl Count {
     fn add(&mut self, bad: bool) {
         self.tried += 1;
@@ -344,18 +355,10 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
     }
     let nic = |i: u32, r: u32| {
         let s = i as usize * rails + r as usize;
-        Count {
-            tried: tx[s].tried + rx[s].tried,
-            bad: tx[s].bad + rx[s].bad,
-        }
+        tx[s] + rx[s]
     };
     let sum_rails = |i: u32, f: &dyn Fn(u32, u32) -> Count| {
-        (0..rails as u32).fold(Count::default(), |mut c, r| {
-            let x = f(i, r);
-            c.tried += x.tried;
-            c.bad += x.bad;
-            c
-        })
+        (0..rails as u32).fold(Count::default(), |c, r| c + f(i, r))
     };
     // Domain size (tried) and bad total of each candidate.
     let tried_of = |p: Part| -> Count {
@@ -376,12 +379,8 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
                     .find(|x| x.0 == c)
                     .cloned()
                     .unwrap_or_default();
-                rs.iter().fold(Count::default(), |mut acc, &r| {
-                    let x = nic(node, r);
-                    acc.tried += x.tried;
-                    acc.bad += x.bad;
-                    acc
-                })
+                rs.iter()
+                    .fold(Count::default(), |acc, &r| acc + nic(node, r))
             }
             Part::Link(a, b, r) => {
                 let mut c = Count::default();
@@ -587,12 +586,8 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
                 .filter(|(&i, _)| {
                     let s = i as usize * rails + r as usize;
                     let (stx, srx, inside) = (own_tx[s], own_rx[s], intra_of[s]);
-                    let own_nic = Count {
-                        tried: stx.tried + srx.tried,
-                        bad: stx.bad + srx.bad,
-                    };
                     moved(i as usize, r as usize)
-                        || ((mostly_bad(own_nic) || mostly_bad(stx) || mostly_bad(srx))
+                        || ((mostly_bad(stx + srx) || mostly_bad(stx) || mostly_bad(srx))
                             && (inside.tried == 0 || inside.bad > 0))
                 })
                 .map(|(_, &v)| v)
