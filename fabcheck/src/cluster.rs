@@ -120,7 +120,8 @@ impl Cluster {
         };
         match tool {
             "fabric-doctor" => Some(
-                "not over agents: fabric-doctor audits each node where it runs (run it there,                  `fabric-doctor --json`, or use mpirun/srun)"
+                "not over agents: fabric-doctor audits each node where it runs (run it there, \
+                 `fabric-doctor --json`, or use mpirun/srun)"
                     .into(),
             ),
             "bench-collective" => Some(
@@ -128,7 +129,8 @@ impl Cluster {
                     .into(),
             ),
             "bench-lat" if lat.is_none() => Some(
-                "no bench-lat agents: start `bench-lat --serve` on every node and pass                  --lat-agents FILE"
+                "no bench-lat agents: start `bench-lat --serve` on every node and pass \
+                 --lat-agents FILE"
                     .into(),
             ),
             _ => None,

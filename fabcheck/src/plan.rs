@@ -234,6 +234,10 @@ pub(crate) mod tests {
         assert!(why("bench-collective").contains("need MPI"));
         assert!(why("bench-lat").contains("--lat-agents"));
         assert_eq!(why("bench-congestion"), "");
+        // One line each, as the terminal prints it (a broken continuation left 18 blanks).
+        for tool in ["fabric-doctor", "bench-lat"] {
+            assert!(!why(tool).contains("  "), "{}", why(tool));
+        }
     }
 
     #[test]

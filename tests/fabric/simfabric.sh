@@ -6,8 +6,8 @@
 #       [--uplink-rate RATE] [--slow-uplink LEAF:SPINE[:RATE]] [--slow-leaf LEAF[:RATE]]
 #       [--swap-cables NODE:RAIL,RAIL] [--move-nic NODE:RAIL:GROUP] [--wrong-port NODE:RAIL]
 #       [--slow-dir NODE>NODE[:RATE]] [--tenant NAME:VLAN:NODE,NODE,...]
-#       [--leak-vlan NODE:RAIL:VLAN] [--leak-route NODE,NODE] [--plan-out FILE] [--driver [--slurm]]
-#       -- COMMAND [ARGS...]
+#       [--leak-vlan NODE:RAIL:VLAN] [--leak-route NODE,NODE] [--plan-out FILE]
+#       [--driver [--slurm | --agents BINDIR]] -- COMMAND [ARGS...]
 #
 # Every node (g<group>n<index>) is a network namespace with interfaces rail0..rail<R-1> and
 # mgmt0; every leaf (leaf-r<rail>-g<group>) a namespace with one bridge whose ports toward the
@@ -35,6 +35,11 @@
 # munged in the management namespace, one slurmd in each node's namespace with its host name,
 # reached over the management bridge), so its jobs are srun steps across the nodes, as in a
 # Slurm cluster's nightly job.
+# With --driver --agents BINDIR, every node runs BINDIR's `bench-bw --serve` and `bench-lat
+# --serve`, one of each per rail (data bound to the rail's address, control on the node's
+# management address, ports 18600+rail and 18700+rail), before the driver starts: it gets
+# FABCHECK_SIM_BW_AGENTS and FABCHECK_SIM_LAT_AGENTS (agents files, a node's agents its rails
+# in order) and FABCHECK_SECRET (the agents' shared secret, made for this fabric).
 # Exit code: COMMAND's; 2 for usage or environment errors. Everything is torn down on exit.
 #
 # Faults (each may be repeated; RATE defaults to 50mbit):
@@ -115,7 +120,7 @@ if [ "${1:-}" = "__rank" ]; then
 fi
 
 usage() { sed -n '2,/^set -euo pipefail/{/^set -euo/!p}' "$me" >&2; exit 2; }
-groups= npg= rails= spines= rate=1gbit uplink_rate= plan_out= driver=0 slurm=0
+groups= npg= rails= spines= rate=1gbit uplink_rate= plan_out= driver=0 slurm=0 agents_bin=
 slow_uplinks=() slow_leaves=() swaps=() moves=() wrongs=() slow_dirs=()
 tenant_specs=() leak_vlans=() leak_routes=()
 need() { [ $# -ge 2 ] || die "$1 needs a value (see --help)"; }
@@ -139,6 +144,7 @@ while [ $# -gt 0 ]; do
     --plan-out) need "$@"; plan_out=$2; shift 2 ;;
     --driver) driver=1; shift ;;
     --slurm) slurm=1; shift ;;
+    --agents) need "$@"; agents_bin=$2; shift 2 ;;
     --) shift; break ;;
     -h|--help) usage ;;
     *) echo "simfabric: unknown option $1" >&2; usage ;;
@@ -146,6 +152,12 @@ while [ $# -gt 0 ]; do
 done
 [ $# -gt 0 ] || die "no command after -- (for example: -- bench-bw --pattern all-pairs)"
 [ "$slurm" = 0 ] || [ "$driver" = 1 ] || die "--slurm goes with --driver (the driver's jobs are srun steps)"
+if [ -n "$agents_bin" ]; then
+  [ "$driver" = 1 ] && [ "$slurm" = 0 ] || die "--agents goes with --driver and not with --slurm (the driver coordinates the agents)"
+  for t in bench-bw bench-lat; do
+    [ -x "$agents_bin/$t" ] || die "--agents $agents_bin: no $t there (give the directory of the built binaries, e.g. target/debug)"
+  done
+fi
 
 # --- checks: sizes that fit, names that exist ----------------------------------------------
 int_in() { [[ "$2" =~ ^[0-9]+$ ]] && [ "$2" -ge "$3" ] && [ "$2" -le "$4" ] ||
@@ -598,6 +610,43 @@ start_slurm() {
   export SLURM_CONF=$run/slurm/slurm.conf
   echo "simfabric: a Slurm cluster of ${#hosts[@]} nodes is up (the allocation runs the driver)" >&2
 }
+# The agents of --agents: in each node's namespace, under its host name, one bench-bw and
+# one bench-lat agent per rail; ready when every one says it is listening.
+start_agents() {
+  local n r tool port addr log logs=()
+  (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$run/secret")
+  FABCHECK_SECRET=$(cat "$run/secret")
+  export FABCHECK_SECRET
+  : >"$run/bw-agents"
+  : >"$run/lat-agents"
+  for n in "${hosts[@]}"; do
+    n=${n%%:*}
+    for ((r = 0; r < rails; r++)); do
+      addr=$(inns "$n" ip -4 -o addr show dev "rail$r" | awk '{print $4}' | cut -d/ -f1 | head -1)
+      for tool in bench-bw bench-lat; do
+        port=$((r + $([ "$tool" = bench-bw ] && echo 18600 || echo 18700)))
+        log="$run/agent-$n-rail$r-$tool.log"
+        logs+=("$log")
+        FABCHECK_LLDPD_SOCKET="$run/lldpd-$n.sock" inns "$n" unshare --uts sh -c 'hostname "$0"; exec "$@"' \
+          "$n" "$agents_bin/$tool" --serve -p "$port" --bind-addr "$addr" \
+          --control-addr "$(mgmt_addr "$n")" >"$log" 2>&1 &
+        echo "$(mgmt_addr "$n"):$port" >>"$run/$([ "$tool" = bench-bw ] && echo bw || echo lat)-agents"
+      done
+    done
+  done
+  deadline=$(($(date +%s) + 30))
+  for log in "${logs[@]}"; do
+    until grep -q 'waiting for a coordinator' "$log" 2>/dev/null; do
+      if [ "$(date +%s)" -ge "$deadline" ]; then
+        cat "$log" >&2
+        die "the agent of $(basename "$log" .log) did not start (its log above)"
+      fi
+      sleep 0.1
+    done
+  done
+  export FABCHECK_SIM_BW_AGENTS="$run/bw-agents" FABCHECK_SIM_LAT_AGENTS="$run/lat-agents"
+  echo "simfabric: ${#logs[@]} agents are up (a bench-bw and a bench-lat per rail of every node)" >&2
+}
 agent="$run/agent"
 printf '#!/bin/sh\nexec %q __agent %q "$@"\n' "$me" "$prefix" >"$agent"
 chmod 755 "$agent"
@@ -609,6 +658,7 @@ if [ "$driver" = 1 ]; then
   export OMPI_MCA_plm_rsh_agent="$agent" OMPI_MCA_plm_rsh_no_tree_spawn=1 \
     OMPI_MCA_oob_tcp_if_include=198.19.255.0/24 OMPI_MCA_btl_tcp_if_include=198.19.255.0/24 \
     OMPI_MCA_btl=self,vader,tcp
+  [ -z "$agents_bin" ] || start_agents
   if [ "$slurm" = 1 ]; then
     start_slurm
     set +e

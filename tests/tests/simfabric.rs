@@ -817,6 +817,10 @@ enum Launch {
     /// srun inside an allocation of a private Slurm cluster whose nodes are the fabric's
     /// (simfabric.sh --slurm: a slurmd in each node's namespace).
     Srun,
+    /// The tools' own coordinators over a `bench-bw --serve` and a `bench-lat --serve`
+    /// agent per rail of every node (simfabric.sh --agents: data on the rail, control on
+    /// the management network), no MPI.
+    Agents,
 }
 
 /// `fabcheck accept` as the driver of a whole simulated fabric (simfabric.sh --driver):
@@ -829,15 +833,24 @@ fn accept_over_the_fabric(
     extra: &str,
 ) -> (i32, String) {
     let plan = dir.join("plan.toml");
-    let hosts = match launch {
-        Launch::Mpirun => "--hosts \"$FABCHECK_SIM_HOSTFILE\"",
-        Launch::Srun => "",
+    let (profile, hosts) = match launch {
+        Launch::Mpirun => (
+            accept_profile(),
+            "--hosts \"$FABCHECK_SIM_HOSTFILE\" --nics-per-node 2 --wrap \"$FABCHECK_SIM_WRAP\"",
+        ),
+        Launch::Srun => (
+            accept_profile(),
+            "--nics-per-node 2 --wrap \"$FABCHECK_SIM_WRAP\"",
+        ),
+        Launch::Agents => (
+            agents_profile(dir),
+            "--agents \"$FABCHECK_SIM_BW_AGENTS\" --lat-agents \"$FABCHECK_SIM_LAT_AGENTS\"",
+        ),
     };
     let line = format!(
-        "{} accept --profile {} {hosts} --nics-per-node 2 \
-         --wrap \"$FABCHECK_SIM_WRAP\" --plan {} --out {} {extra}",
+        "{} accept --profile {} {hosts} --plan {} --out {} {extra}",
         bin("fabcheck").display(),
-        accept_profile().display(),
+        profile.display(),
         plan.display(),
         dir.join("run").display()
     );
@@ -847,6 +860,24 @@ fn accept_over_the_fabric(
 /// The profile the runner is judged by on the simulated fabric.
 fn accept_profile() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fabric/simfabric-accept.toml")
+}
+
+/// simfabric-accept's checks that agents can feed (written into `dir`): all but the
+/// AllReduce, which needs MPI (over agents it is not run, so it would stay MISSING).
+fn agents_profile(dir: &Path) -> PathBuf {
+    let profile = dir.join("agents.toml");
+    std::fs::write(
+        &profile,
+        format!(
+            "name = \"simfabric-agents\"\n\
+             description = \"simfabric-accept without its AllReduce\"\n\
+             extends = {:?}\n\
+             keep = [\"send-lat-*\", \"send-bw-*\", \"sweep-*\", \"cabling-*\"]\n",
+            accept_profile().display().to_string()
+        ),
+    )
+    .unwrap();
+    profile
 }
 
 /// Brings the two-group fabric up with `faults` (its plan written to `plan`) and runs the
@@ -859,8 +890,14 @@ fn drive(launch: Launch, faults: &[&str], plan: &Path, line: &str) -> (i32, Stri
         .arg("--plan-out")
         .arg(plan)
         .arg("--driver");
-    if let Launch::Srun = launch {
-        cmd.arg("--slurm");
+    match launch {
+        Launch::Mpirun => {}
+        Launch::Srun => {
+            cmd.arg("--slurm");
+        }
+        Launch::Agents => {
+            cmd.arg("--agents").arg(bin("bench-bw").parent().unwrap());
+        }
     }
     let out = run(cmd.args(["--", "sh", "-c", line]), LIMIT);
     let (o, e) = text(&out);
@@ -1002,6 +1039,63 @@ fn the_runner_under_srun_in_a_slurm_cluster_of_the_fabrics_nodes() {
     let pairs = std::fs::read_to_string(faulty.join("run/links-report/suspects.pairs")).unwrap();
     let pairs: Vec<&str> = pairs.lines().filter(|l| !l.starts_with('#')).collect();
     assert_eq!(pairs, ["g0n1 g1n2"], "{log}");
+    assert!(
+        log.contains("[retest] 3 of 3 suspect(s) confirmed next to known-good nodes"),
+        "{log}"
+    );
+}
+
+/// The same procedure over agents, before MPI or a scheduler exists: a `bench-bw` and a
+/// `bench-lat` agent per rail of every node (data bound to the rail, control on the
+/// management network the runner's coordinators reach them on), the checks agents can feed.
+/// Healthy: every one passes. Faulty (issue 35's three faults in a third placement): exactly
+/// those, retested. Before the agents named their rail over TCP (`rail0`, as an MPI rank
+/// does), their rows had no NIC and this fabric's slow rail-1 uplink was named on rail 0,
+/// the one-way not at all.
+#[test]
+fn the_runner_over_agents_on_the_fabrics_nodes() {
+    if skip() {
+        return;
+    }
+    let _fabric = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let healthy = dir.path().join("healthy");
+    std::fs::create_dir_all(&healthy).unwrap();
+    let (code, log) = accept_over_the_fabric(Launch::Agents, &[], &healthy, "");
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("over agents, 2 NIC(s) a node"), "{log}");
+    assert!(
+        log.contains("verdict: PASS (7 passed, 0 failed, 0 missing"),
+        "{log}"
+    );
+    assert!(!log.contains("SUSPECT"), "{log}");
+
+    let faulty = dir.path().join("faulty");
+    std::fs::create_dir_all(&faulty).unwrap();
+    let (code, log) = accept_over_the_fabric(
+        Launch::Agents,
+        &[
+            "--slow-dir",
+            "g0n2>g1n1",
+            "--swap-cables",
+            "g1n3:0,1",
+            "--slow-uplink",
+            "leaf-r1-g0:spine1",
+        ],
+        &faulty,
+        "",
+    );
+    assert_eq!(code, 1, "{log}");
+    assert!(log.contains("FAIL     cabling-swapped"), "{log}");
+    let want: BTreeSet<String> = [
+        "spine_layer spines of rail1",
+        "one_way g0n2 rail0 -> g1n1 rail0",
+        "cable_swap g1n3 rail0 and rail1",
+    ]
+    .map(String::from)
+    .into();
+    assert_eq!(suspects_named(&log), want, "{log}");
+    assert!(log.contains("--pattern file:"), "{log}");
     assert!(
         log.contains("[retest] 3 of 3 suspect(s) confirmed next to known-good nodes"),
         "{log}"

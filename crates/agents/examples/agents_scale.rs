@@ -166,6 +166,7 @@ fn launch(pattern: p2p::pattern::PatternSpec) -> p2p::Launch {
         hosts: None,
         secret_file: None,
         metrics: None,
+        control_addr: None,
         transport: transport::TransportChoice::Auto,
         fabric_plan: None,
         cpu: None,

@@ -93,8 +93,10 @@ fn start(launch: &Launch, plan: &mut Plan) -> Result<Agent> {
     // The agent's device is its own business: -d NAME, or auto (its host's first ACTIVE
     // device: run one agent per NIC with -d to cover every rail).
     coordinator::settle_device(plan, &launch.devices, 0)?;
+    // Control on --control-addr (the management network), data on --bind-addr (the rail).
     let ip = launch
-        .bind_addr
+        .control_addr
+        .or(launch.bind_addr)
         .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
     let listener = TcpListener::bind(SocketAddr::new(ip, launch.port)).map_err(|e| {
         if e.kind() == std::io::ErrorKind::AddrInUse {
@@ -108,11 +110,9 @@ fn start(launch: &Launch, plan: &mut Plan) -> Result<Agent> {
     })?;
     let pairs = ControlListener::open(launch.bind_addr)?;
     let mut host = probe::host::collect();
-    host.device = plan
-        .verbs
-        .device
-        .clone()
-        .filter(|_| plan.transport == TransportKind::Verbs);
+    // The rail this agent's rows name, as an MPI rank's: its RDMA device, or over TCP the
+    // interface holding --bind-addr (`rail0`).
+    host.device = coordinator::rail_of(plan, launch.bind_addr);
     host.placement = Some(p2p::placement::place(
         plan,
         launch.bind_addr,
@@ -386,6 +386,7 @@ impl Agent {
             hosts: None,
             secret_file: None,
             metrics: None,
+            control_addr: None,
             transport: launch.transport,
             // The plan is read by the coordinator (the root) and shared with the roster.
             fabric_plan: None,

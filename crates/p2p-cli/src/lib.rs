@@ -216,6 +216,12 @@ pub struct P2pArgs {
     #[arg(long, value_name = "ADDR:PORT", requires = "serve")]
     pub metrics: Option<std::net::SocketAddr>,
 
+    /// As an agent (--serve), listen for coordinators on this address (default: the
+    /// --bind-addr, else every address). Give the management network's address when the
+    /// data goes over a rail the coordinator cannot reach (`--bind-addr` the rail's).
+    #[arg(long, value_name = "ADDR", requires = "serve")]
+    pub control_addr: Option<IpAddr>,
+
     /// With several ranks per node (one per NIC): aligned pairs local rank r with local
     /// rank r on the other node (rail-optimised wiring); all crosses every rail with every rail.
     #[arg(long, default_value = "aligned", value_name = "aligned|all")]
@@ -385,6 +391,7 @@ impl P2pArgs {
             hosts: self.hosts.clone(),
             secret_file: self.secret_file.clone(),
             metrics: self.metrics,
+            control_addr: self.control_addr,
             transport: self.transport,
             fabric_plan: self.plan.clone(),
             cpu: self.cpu.clone().map(|c| c.0),

@@ -230,7 +230,7 @@ pub fn settle_device(plan: &mut Plan, choice: &DeviceChoice, local_rank: u32) ->
 
 /// The rail of this rank's end of a row: the RDMA device with verbs; with TCP the kernel
 /// interface holding `--bind-addr` (`rail0`), when bound.
-pub(crate) fn rail_of(plan: &Plan, bind: Option<std::net::IpAddr>) -> Option<String> {
+pub fn rail_of(plan: &Plan, bind: Option<std::net::IpAddr>) -> Option<String> {
     match plan.transport {
         TransportKind::Verbs => plan.verbs.device.clone(),
         _ => bind.and_then(probe::discovery::interface_of),

@@ -235,6 +235,9 @@ pub struct Launch {
     pub secret_file: Option<PathBuf>,
     /// As an agent, answer Prometheus scrapes (`GET /metrics`) here (`--metrics`).
     pub metrics: Option<std::net::SocketAddr>,
+    /// As an agent, the address its control port listens on (`--control-addr`); `None`:
+    /// `bind_addr`, else every address. The data stays on `bind_addr`.
+    pub control_addr: Option<IpAddr>,
     /// `--transport` as asked (the agents' coordinator checks it against the agents').
     pub transport: transport::TransportChoice,
     /// The fabric plan to order and label the rounds by (`--plan`), read by the root.
