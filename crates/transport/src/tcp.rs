@@ -1,6 +1,7 @@
 //! TCP, the baseline RDMA is sold against: one kernel socket per stream, `TCP_NODELAY` so a
 //! ping leaves at once (as sockperf does), blocking calls with a timeout so a dead peer is
-//! an error, not a hang.
+//! an error, not a hang: a peer that moves no byte for `--timeout` ends the test within a
+//! quarter of `--timeout` more ([`DataStream`]).
 //!
 //! Each test size gets fresh data connections to a listener the responder opens on an
 //! ephemeral port and announces over the control link. A connection must open with a
@@ -28,6 +29,75 @@ const DATA_MAGIC: &[u8; 4] = b"FBDT";
 /// Receive buffer for streams: large reads keep the receiver from being the bottleneck
 /// whatever the message size (TCP has no message boundaries).
 const RECV_CHUNK: usize = 256 << 10;
+/// How many slices of `--timeout` a data connection's blocking call waits in ([`DataStream`]).
+const STALL_SLICES: u32 = 4;
+
+/// A data connection whose blocking calls wait for the peer in slices of `--timeout`.
+///
+/// The kernel's socket timeouts (`SO_SNDTIMEO`, `SO_RCVTIMEO`) bound one call, and a send
+/// that moved part of a message before its timeout returns that part as a success: with
+/// the whole `--timeout` per call, a peer that stopped mid-message was named only after up
+/// to twice `--timeout` (the call that filled the buffers, then the next). Here each call
+/// waits a slice, a call that moved anything counts as progress, and only `STALL_SLICES`
+/// slices in a row without a byte end it: a stall is named between `--timeout` and a
+/// slice more. The normal path is the same single system call.
+struct DataStream(TcpStream);
+
+impl DataStream {
+    fn new(s: TcpStream, timeout: Duration) -> std::io::Result<Self> {
+        let slice = (timeout / STALL_SLICES).max(Duration::from_millis(1));
+        s.set_nodelay(true)?;
+        s.set_read_timeout(Some(slice))?;
+        s.set_write_timeout(Some(slice))?;
+        Ok(Self(s))
+    }
+
+    fn try_clone(&self) -> std::io::Result<Self> {
+        self.0.try_clone().map(Self)
+    }
+}
+
+impl std::ops::Deref for DataStream {
+    type Target = TcpStream;
+    fn deref(&self) -> &TcpStream {
+        &self.0
+    }
+}
+
+impl Read for DataStream {
+    #[inline]
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        patiently(|| self.0.read(buf))
+    }
+}
+
+impl Write for DataStream {
+    #[inline]
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        patiently(|| self.0.write(buf))
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+/// Runs a socket call again while it times out without a byte, up to `STALL_SLICES`
+/// slices; its first result with bytes, an error, or the last timeout is the answer.
+#[inline(always)]
+fn patiently(mut call: impl FnMut() -> std::io::Result<usize>) -> std::io::Result<usize> {
+    let mut slices = 1;
+    loop {
+        match call() {
+            Err(e)
+                if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut)
+                    && slices < STALL_SLICES =>
+            {
+                slices += 1;
+            }
+            r => return r,
+        }
+    }
+}
 
 #[derive(Debug, Serialize, Deserialize)]
 struct DataListener {
@@ -120,7 +190,7 @@ pub fn flow_port(base: u16, i: usize) -> Result<u16> {
 
 /// Opens `spec.streams` data connections between the pair, in the initiator's order on
 /// both sides (each connection's hello carries its index).
-fn establish(spec: &EndpointSpec, link: &mut dyn PeerLink) -> Result<Vec<TcpStream>> {
+fn establish(spec: &EndpointSpec, link: &mut dyn PeerLink) -> Result<Vec<DataStream>> {
     let n = spec.streams.max(1) as usize;
     let streams = match spec.role {
         Role::Responder => {
@@ -147,12 +217,10 @@ fn establish(spec: &EndpointSpec, link: &mut dyn PeerLink) -> Result<Vec<TcpStre
                 .collect::<Result<Vec<_>>>()?
         }
     };
-    for s in &streams {
-        s.set_nodelay(true)?;
-        s.set_read_timeout(Some(spec.timeout))?;
-        s.set_write_timeout(Some(spec.timeout))?;
-    }
-    Ok(streams)
+    Ok(streams
+        .into_iter()
+        .map(|s| DataStream::new(s, spec.timeout))
+        .collect::<std::io::Result<_>>()?)
 }
 
 fn accept_streams(
@@ -223,7 +291,7 @@ fn message<'a>(stage: &'a mut Option<Box<dyn StagedBuffer>>, buf: &'a mut [u8]) 
 /// Reads one whole message into `msg`; `Ok(false)` at a clean end (EOF at a message
 /// boundary, which the first read tells apart from a message).
 #[inline(always)]
-fn read_message(s: &mut TcpStream, msg: &mut [u8]) -> std::io::Result<bool> {
+fn read_message(s: &mut DataStream, msg: &mut [u8]) -> std::io::Result<bool> {
     let got = loop {
         match s.read(msg) {
             Ok(n) => break n,
@@ -240,7 +308,7 @@ fn read_message(s: &mut TcpStream, msg: &mut [u8]) -> std::io::Result<bool> {
 
 /// Ping-pong over one TCP connection.
 pub struct TcpLatency {
-    stream: TcpStream,
+    stream: DataStream,
     buf: Vec<u8>,
     timeout: Duration,
     /// `--use-cuda`: the message lives in GPU memory, staged through pinned host memory
@@ -347,7 +415,7 @@ impl LatencyEndpoint for TcpLatency {
 
 /// Streams of `size`-byte messages over one or more connections.
 pub struct TcpBandwidth {
-    streams: Vec<TcpStream>,
+    streams: Vec<DataStream>,
     next: usize,
     buf: Vec<u8>,
     size: usize,
@@ -373,7 +441,7 @@ struct Drained {
     /// The sender's port, read while the connection was up (after both ends closed the
     /// kernel no longer answers for the peer).
     sender_port: u16,
-    stream: TcpStream,
+    stream: DataStream,
     stage: Option<Box<dyn StagedBuffer>>,
 }
 
@@ -392,7 +460,7 @@ impl Drained {
 /// Reads a stream to its end, counting bytes and timing them from the first byte. With a
 /// stage, reads whole messages into its pinned host memory and copies each into the GPU,
 /// as a staged receiver must.
-fn drain(mut s: TcpStream, mut stage: Option<Box<dyn StagedBuffer>>) -> std::io::Result<Drained> {
+fn drain(mut s: DataStream, mut stage: Option<Box<dyn StagedBuffer>>) -> std::io::Result<Drained> {
     let sender_port = s.peer_addr()?.port();
     let mut total = 0u64;
     let mut first: Option<Instant> = None;
@@ -875,6 +943,44 @@ mod tests {
         ep.finish().unwrap();
         assert_eq!(sent, 100);
         assert_eq!(resp.join().unwrap(), 100 * 4096, "bytes received");
+    }
+
+    /// A peer that stops reading mid-message (hung, or SIGSTOPped) is named once nothing
+    /// moved for `--timeout`. Its kernel still takes bytes for a while (about a second on
+    /// loopback here, in parts, as it squeezes its queue), so the bound is counted from the
+    /// last of them: under twice the timeout from the start here. With the whole timeout
+    /// per system call it took at least twice as long: the call that filled the buffers
+    /// returned its part at the timeout as a success and the next waited it again.
+    #[test]
+    fn a_peer_that_stops_reading_is_named_within_a_slice_of_the_timeout() {
+        let timeout = Duration::from_secs(4);
+        let with = |role| EndpointSpec {
+            timeout,
+            ..spec(role, 64 << 20, 1, false)
+        };
+        let (mut a, mut b) = links();
+        let (si, sr) = (with(Role::Initiator), with(Role::Responder));
+        let (done, wait) = channel::<()>();
+        let resp = std::thread::spawn(move || {
+            let ep = TcpBandwidth::connect(&sr, &mut b).unwrap();
+            let _ = wait.recv_timeout(Duration::from_secs(30));
+            drop(ep);
+        });
+        let mut ep = TcpBandwidth::connect(&si, &mut a).unwrap();
+        let started = Instant::now();
+        let e = loop {
+            if let Err(e) = ep.step() {
+                break e.to_string();
+            }
+        };
+        let took = started.elapsed();
+        done.send(()).unwrap();
+        resp.join().unwrap();
+        assert!(e.contains("no progress from the peer for 4 s"), "{e}");
+        assert!(
+            took >= timeout && took < 2 * timeout,
+            "named after {took:?} with --timeout {timeout:?}"
+        );
     }
 
     #[test]
