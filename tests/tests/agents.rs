@@ -374,6 +374,91 @@ fn agents_survive_garbage_and_an_interrupted_coordinator() {
     );
 }
 
+/// A coordinator that finds the agents in another's sweep asks again until its
+/// `--timeout` (a runner's step stopped and resumed at once meets agents still finishing
+/// their pair: on the simulated fabric the resumed latency sweep was refused at once),
+/// says so once per agent, and runs when they are free; still busy at its timeout, it
+/// names every agent and what holds it (exit 2).
+#[test]
+fn a_coordinator_waits_for_agents_busy_with_another_until_its_timeout() {
+    let agents = Agents::start("bench-bw", 2, &[]);
+    let hosts = agents.hosts(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    // Starts a 3-second sweep and returns once agent 1 has taken it (its `n`-th coordinator).
+    let first = |name: &str, n: usize| {
+        let job = spawn(&mut coordinator(
+            "bench-bw",
+            &hosts,
+            &["-s", "16K", "-D", "3"],
+            &dir.path().join(name),
+        ));
+        let t0 = Instant::now();
+        while agents.log(1).matches("authenticated").count() < n {
+            assert!(t0.elapsed() < Duration::from_secs(30), "{}", agents.log(1));
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        job
+    };
+    let busy = first("first.json", 1);
+    let out = run(
+        &mut coordinator(
+            "bench-bw",
+            &hosts,
+            &["-s", "4K", "-n", "100"],
+            &dir.path().join("second.json"),
+        ),
+        LIMIT,
+    );
+    let (_, e) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{e}");
+    assert_eq!(
+        e.matches("busy: taking part in a sweep run by").count(),
+        2,
+        "{e}"
+    );
+    let doc = read(&dir.path().join("second.json"));
+    assert_eq!(doc["results"].as_array().unwrap().len(), 1, "{doc}");
+    assert_eq!(
+        wait_with_deadline(busy, LIMIT, "first").status.code(),
+        Some(0)
+    );
+
+    let busy = first("third.json", 3);
+    // The helper's --timeout is 10 s; this coordinator waits one.
+    let fourth = dir.path().join("fourth.json");
+    let out = run(
+        Command::new(bin("bench-bw"))
+            .arg("--hosts")
+            .arg(&hosts)
+            .args([
+                "--include-local",
+                "--timeout",
+                "1",
+                "-s",
+                "4K",
+                "-n",
+                "100",
+                "--json",
+            ])
+            .arg(&fourth)
+            .env("FABCHECK_SECRET", SECRET),
+        LIMIT,
+    );
+    let (_, e) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{e}");
+    assert_eq!(
+        e.matches("(still after 1 s: wait for that sweep or stop it)")
+            .count(),
+        2,
+        "{e}"
+    );
+    assert!(!fourth.exists());
+    assert_eq!(
+        wait_with_deadline(busy, LIMIT, "third").status.code(),
+        Some(0)
+    );
+}
+
 /// One HTTP request to an agent's metrics port: (status line, body).
 fn scrape(port: u16, request: &str) -> (String, String) {
     use std::io::Read;

@@ -832,7 +832,12 @@ fn accept_over_the_fabric(
     dir: &Path,
     extra: &str,
 ) -> (i32, String) {
-    let plan = dir.join("plan.toml");
+    let line = accept_line(launch, dir, extra);
+    drive(launch, faults, &dir.join("plan.toml"), &line)
+}
+
+/// The runner's command line for `launch`, its plan and output in `dir`.
+fn accept_line(launch: Launch, dir: &Path, extra: &str) -> String {
     let (profile, hosts) = match launch {
         Launch::Mpirun => (
             accept_profile(),
@@ -847,14 +852,13 @@ fn accept_over_the_fabric(
             "--agents \"$FABCHECK_SIM_BW_AGENTS\" --lat-agents \"$FABCHECK_SIM_LAT_AGENTS\"",
         ),
     };
-    let line = format!(
+    format!(
         "{} accept --profile {} {hosts} --plan {} --out {} {extra}",
         bin("fabcheck").display(),
         profile.display(),
-        plan.display(),
+        dir.join("plan.toml").display(),
         dir.join("run").display()
-    );
-    drive(launch, faults, &plan, &line)
+    )
 }
 
 /// The profile the runner is judged by on the simulated fabric.
@@ -1061,14 +1065,35 @@ fn the_runner_over_agents_on_the_fabrics_nodes() {
     let dir = tempfile::tempdir().unwrap();
     let healthy = dir.path().join("healthy");
     std::fs::create_dir_all(&healthy).unwrap();
-    let (code, log) = accept_over_the_fabric(Launch::Agents, &[], &healthy, "");
-    assert_eq!(code, 0, "{log}");
+    // Healthy, on one bring-up: the whole run, then the same run killed once its first
+    // link sweep is done (SIGTERM to the runner) and resumed: the same verdict.
+    let again = dir.path().join("again");
+    std::fs::create_dir_all(&again).unwrap();
+    let line = format!(
+        "cp {plan} {again_plan}; {first}; {run} > {log} 2>&1 & p=$!; i=0; \
+         until grep -q '\"status\": \"done\"' {state} 2>/dev/null || [ $i -ge 600 ]; do \
+         sleep 0.2; i=$((i + 1)); done; kill -TERM $p; wait $p; echo \"stopped: exit $?\"; \
+         {run} --resume",
+        plan = healthy.join("plan.toml").display(),
+        again_plan = again.join("plan.toml").display(),
+        first = accept_line(Launch::Agents, &healthy, ""),
+        run = accept_line(Launch::Agents, &again, ""),
+        log = again.join("stopped.log").display(),
+        state = again.join("run/accept.json").display(),
+    );
+    let (code, log) = drive(Launch::Agents, &[], &healthy.join("plan.toml"), &line);
+    let stopped = std::fs::read_to_string(again.join("stopped.log")).unwrap_or_default();
+    assert_eq!(code, 0, "{log}\nthe stopped run:\n{stopped}");
     assert!(log.contains("over agents, 2 NIC(s) a node"), "{log}");
-    assert!(
-        log.contains("verdict: PASS (7 passed, 0 failed, 0 missing"),
+    assert_eq!(
+        log.matches("verdict: PASS (7 passed, 0 failed, 0 missing")
+            .count(),
+        2,
         "{log}"
     );
     assert!(!log.contains("SUSPECT"), "{log}");
+    assert!(log.contains("stopped: exit 130"), "{log}\n{stopped}");
+    assert!(log.contains("resuming: 1 step(s) kept"), "{log}");
 
     let faulty = dir.path().join("faulty");
     std::fs::create_dir_all(&faulty).unwrap();

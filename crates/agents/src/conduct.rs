@@ -267,9 +267,15 @@ impl Agent {
 enum Fault {
     /// It did not answer: it takes no part, and its pairs are recorded as failed.
     Silent(String),
-    /// It answered and refused (protocol, tool, secret) or is busy: a set-up error.
+    /// It answered and refused (protocol, tool, secret): a set-up error.
     Refused(String),
+    /// It serves another coordinator's sweep: asked again until the timeout, then a
+    /// set-up error.
+    Busy(String),
 }
+
+/// How long a busy agent is left before it is asked again.
+const BUSY_PAUSE: Duration = Duration::from_millis(250);
 
 fn conduct(launch: &Launch, mut plan: Plan, tool: &mut dyn PairTool) -> Result<i32> {
     let path = launch.hosts.as_ref().expect("--hosts");
@@ -553,8 +559,11 @@ async fn conduct_round(
 }
 
 /// Connects to every agent at once, each within `timeout`, and authenticates both ways.
-/// Agents that do not answer are kept (their pairs will fail); agents that refuse, or that
-/// serve another coordinator, make the sweep a set-up error, all of them named.
+/// Agents that do not answer are kept (their pairs will fail); agents that refuse make the
+/// sweep a set-up error, all of them named. An agent that serves another coordinator is
+/// asked again until `timeout`: a coordinator just stopped (a runner's step interrupted
+/// and resumed at once) leaves its agents finishing their pair for a moment; one still
+/// busy after `timeout` is a set-up error too.
 async fn enlist(
     addrs: Vec<AgentAddr>,
     secret: &Secret,
@@ -564,16 +573,7 @@ async fn enlist(
     let mut set = JoinSet::new();
     for (i, addr) in addrs.iter().enumerate() {
         let (addr, secret, tool) = (addr.clone(), secret.clone(), tool.to_string());
-        set.spawn(async move {
-            let r = match tokio::time::timeout(timeout, handshake(&addr, &secret, &tool)).await {
-                Ok(r) => r,
-                Err(_) => Err(Fault::Silent(format!(
-                    "did not answer within {} s",
-                    timeout.as_secs_f64()
-                ))),
-            };
-            (i, r)
-        });
+        set.spawn(async move { (i, patient_handshake(&addr, &secret, &tool, timeout).await) });
     }
     let mut agents: Vec<Agent> = addrs
         .into_iter()
@@ -600,6 +600,11 @@ async fn enlist(
                 a.gone = Some(why);
             }
             Err(Fault::Refused(why)) => refusals.push(format!("{}: {why}", a.addr.name)),
+            Err(Fault::Busy(why)) => refusals.push(format!(
+                "{}: busy: {why} (still after {} s: wait for that sweep or stop it)",
+                a.addr.name,
+                timeout.as_secs_f64()
+            )),
         }
     }
     if !refusals.is_empty() {
@@ -607,6 +612,40 @@ async fn enlist(
         bail!("agents refused this coordinator: {}", refusals.join("; "));
     }
     Ok(agents)
+}
+
+/// One agent's handshake within `timeout`, asked again while it is busy with another
+/// coordinator's sweep (said once on the terminal).
+async fn patient_handshake(
+    addr: &AgentAddr,
+    secret: &Secret,
+    tool: &str,
+    timeout: Duration,
+) -> Result<(TcpStream, Welcome, SocketAddr), Fault> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut said = false;
+    loop {
+        match tokio::time::timeout_at(deadline, handshake(addr, secret, tool)).await {
+            Err(_) => {
+                return Err(Fault::Silent(format!(
+                    "did not answer within {} s",
+                    timeout.as_secs_f64()
+                )))
+            }
+            Ok(Err(Fault::Busy(why))) if tokio::time::Instant::now() + BUSY_PAUSE < deadline => {
+                if !said {
+                    eprintln!(
+                        "agent {}: busy: {why}; asking again until {} s have passed",
+                        addr.name,
+                        timeout.as_secs_f64()
+                    );
+                    said = true;
+                }
+                tokio::time::sleep(BUSY_PAUSE).await;
+            }
+            Ok(r) => return r,
+        }
+    }
 }
 
 async fn handshake(
@@ -683,7 +722,7 @@ async fn handshake(
     match recv::<AuthReply>(&mut conn).await.map_err(silent)? {
         AuthReply::Welcome(w) => Ok((conn, *w, reached)),
         AuthReply::Refused(why) => Err(Fault::Refused(why)),
-        AuthReply::Busy(why) => Err(Fault::Refused(format!("busy: {why}"))),
+        AuthReply::Busy(why) => Err(Fault::Busy(why)),
     }
 }
 
