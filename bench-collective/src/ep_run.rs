@@ -343,25 +343,7 @@ fn exchange_counts(
             let s2: Vec<usize> = (0..nodes)
                 .map(|n| (0..rpn).map(|s| got[s * nodes + n] as usize).sum())
                 .collect();
-            let mut src_at = vec![0usize; rpn * nodes];
-            let mut at = 0;
-            for s in 0..rpn {
-                for n in 0..nodes {
-                    src_at[s * nodes + n] = at;
-                    at += got[s * nodes + n] as usize;
-                }
-            }
-            let mut regroup = Vec::new();
-            let mut dst = 0;
-            for n in 0..nodes {
-                for s in 0..rpn {
-                    let k = got[s * nodes + n] as usize;
-                    if k > 0 {
-                        regroup.push((src_at[s * nodes + n], dst, k));
-                    }
-                    dst += k;
-                }
-            }
+            let regroup = regroup_by_node(&got, rpn, nodes);
             let r2: Vec<usize> =
                 all_to_all(rail, &s2.iter().map(|&x| x as u64).collect::<Vec<_>>())
                     .into_iter()
@@ -384,6 +366,32 @@ fn exchange_counts(
             }
         }
     }
+}
+
+/// Between the two stages a rank holds, from each local source s in turn, the rows for
+/// every node n (`got[s * nodes + n]` of them); the rail stage sends them node by node.
+/// The copies that regroup them: (from, to, rows), empty runs left out.
+fn regroup_by_node(got: &[u64], rpn: usize, nodes: usize) -> Vec<(usize, usize, usize)> {
+    let mut src_at = vec![0usize; rpn * nodes];
+    let mut at = 0;
+    for s in 0..rpn {
+        for n in 0..nodes {
+            src_at[s * nodes + n] = at;
+            at += got[s * nodes + n] as usize;
+        }
+    }
+    let mut regroup = Vec::new();
+    let mut dst = 0;
+    for n in 0..nodes {
+        for s in 0..rpn {
+            let k = got[s * nodes + n] as usize;
+            if k > 0 {
+                regroup.push((src_at[s * nodes + n], dst, k));
+            }
+            dst += k;
+        }
+    }
+    regroup
 }
 
 /// The path of one direction (`back`: combine, counts swapped, stages reversed).
@@ -710,4 +718,21 @@ pub fn size(
         });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::regroup_by_node;
+
+    /// Two local sources, two nodes: rows arrive source by source and leave node by node.
+    #[test]
+    fn regrouping_puts_each_nodes_rows_together_in_source_order() {
+        // got[s * nodes + n]: source 0 holds 2 rows for node 0 and 1 for node 1, source 1
+        // holds 1 for node 0 and 2 for node 1; a source with none for a node adds no copy.
+        assert_eq!(
+            regroup_by_node(&[2, 1, 1, 2], 2, 2),
+            [(0, 0, 2), (3, 2, 1), (2, 3, 1), (4, 4, 2)]
+        );
+        assert_eq!(regroup_by_node(&[0, 3, 1, 0], 2, 2), [(3, 0, 1), (0, 1, 3)]);
+    }
 }

@@ -397,19 +397,7 @@ fn on_team(
     };
     // The largest buffers of the sweep first, once (nccl-tests allocates its buffers at
     // the largest size): every size then runs in the same memory.
-    let ranks = team.size() as usize;
-    let largest = plan
-        .collectives
-        .iter()
-        .filter(|c| c.coll.primitive.runs_on(ranks).is_ok())
-        .flat_map(|c| {
-            plan.sizes
-                .iter()
-                .map(move |&s| measure::buffer_bytes(plan, c.coll, s, ranks))
-        })
-        .max()
-        .unwrap_or(1);
-    backend.prepare(largest)?;
+    backend.prepare(largest_buffer(plan, team.size() as usize))?;
     warm_up_largest(plan, site, &mut *backend)?;
     for sel in &plan.collectives {
         let coll = sel.coll;
@@ -421,16 +409,7 @@ fn on_team(
             }
             continue;
         }
-        // Sizes too small for one element (one aligned block) per rank: nccl-tests would
-        // run them as empty calls; a row of 0 bytes carries no bandwidth, so skip them,
-        // saying so once (every rank decides the same from the same numbers).
-        let ts = plan.datatype.size();
-        let tiny: Vec<u64> = plan
-            .sizes
-            .iter()
-            .copied()
-            .filter(|&s| coll.counts(s as usize / ts, team.size() as usize, ts).param == 0)
-            .collect();
+        let tiny = tiny_sizes(plan, coll, team.size() as usize);
         if me && !tiny.is_empty() {
             let note = format!(
                 "{}: {} size(s) up to {} B skipped on {} ranks: less than one {} block per rank",
@@ -470,6 +449,32 @@ fn on_team(
         sweep.rows.extend(rows);
     }
     Ok(TeamEnd::Done)
+}
+
+/// The largest buffer any collective of the plan needs at any of its sizes on `ranks`.
+fn largest_buffer(plan: &Plan, ranks: usize) -> usize {
+    plan.collectives
+        .iter()
+        .filter(|c| c.coll.primitive.runs_on(ranks).is_ok())
+        .flat_map(|c| {
+            plan.sizes
+                .iter()
+                .map(move |&s| measure::buffer_bytes(plan, c.coll, s, ranks))
+        })
+        .max()
+        .unwrap_or(1)
+}
+
+/// Sizes too small for one element (one aligned block) per rank: nccl-tests would run
+/// them as empty calls; a row of 0 bytes carries no bandwidth, so they are skipped, said
+/// once (every rank decides the same from the same numbers).
+fn tiny_sizes(plan: &Plan, coll: &crate::colls::Collective, ranks: usize) -> Vec<u64> {
+    let ts = plan.datatype.size();
+    plan.sizes
+        .iter()
+        .copied()
+        .filter(|&s| coll.counts(s as usize / ts, ranks, ts).param == 0)
+        .collect()
 }
 
 /// The expert-parallel collectives on one team, size by size (tokens per rank).

@@ -79,45 +79,9 @@ pub fn size(
         };
         let (input_buf, input_at) = step.layout.input;
         backend.write(input_buf, input_at * ts, &input)?;
-        {
-            let _g = team
-                .watchdog()
-                .arm(format!("in the warm-up of {}", coll.name));
-            backend.calls(&step, plan.warmup)?;
-        }
-        // nccl-tests lines the ranks up before the timed loop.
-        team.barrier("before the timed loop");
-        let progress = Arc::new(AtomicU64::new(0));
-        let timed = {
-            let _g = team.watchdog().arm_progress(
-                format!(
-                    "in {} at {size} bytes: an iteration made no progress (a rank stopped taking part)",
-                    coll.name
-                ),
-                Arc::clone(&progress),
-            );
-            backend.timed(&step, plan.iters, &progress)?
-        };
+        let timed = warm_and_time(team, backend, &step, plan, size)?;
         let wrong = if plan.check && step.layout.defined {
-            // The bytes this size uses (`buffer_bytes`), not the whole buffer prepared
-            // for the sweep's largest size: what the per-size buffers held.
-            backend.fill(Buf::Recv, POISON, (size_bytes as usize).max(1))?;
-            backend.write(input_buf, input_at * ts, &input)?;
-            {
-                let _g = team
-                    .watchdog()
-                    .arm(format!("in the checked call of {}", coll.name));
-                backend.calls(&step, 1)?;
-            }
-            let mut out = vec![0u8; counts.recv * ts];
-            let (output_buf, output_at) = step.layout.output;
-            backend.read(output_buf, output_at * ts, &mut out)?;
-            if site.corrupt && !out.is_empty() {
-                out[..ts].fill(POISON);
-            }
-            Some(data::count_wrong(dt, op, ranks, &out, |j| {
-                (coll.expected)(&ctx, rank, j)
-            }))
+            Some(check(site, backend, &step, &ctx, &input, size_bytes)?)
         } else {
             None
         };
@@ -148,6 +112,70 @@ pub fn size(
         complete: true,
         ep: None,
     })
+}
+
+/// The warm-up calls, then the timed loop once the ranks are lined up (as nccl-tests
+/// does), each under the team's watchdog: a rank that stops taking part ends the job.
+fn warm_and_time(
+    team: &Team,
+    backend: &mut dyn Backend,
+    step: &Step,
+    plan: &Plan,
+    size: u64,
+) -> Result<Timed> {
+    let name = step.coll.name;
+    {
+        let _g = team.watchdog().arm(format!("in the warm-up of {name}"));
+        backend.calls(step, plan.warmup)?;
+    }
+    team.barrier("before the timed loop");
+    let progress = Arc::new(AtomicU64::new(0));
+    let _g = team.watchdog().arm_progress(
+        format!(
+            "in {name} at {size} bytes: an iteration made no progress (a rank stopped taking part)"
+        ),
+        Arc::clone(&progress),
+    );
+    backend.timed(step, plan.iters, &progress)
+}
+
+/// One more call on poisoned output buffers, its result compared element by element with
+/// what the collective must give: the number of wrong elements on this rank.
+fn check(
+    site: &Site,
+    backend: &mut dyn Backend,
+    step: &Step,
+    ctx: &Ctx,
+    input: &[u8],
+    size_bytes: u64,
+) -> Result<u64> {
+    let ts = step.datatype.size();
+    let rank = site.team.rank() as usize;
+    // The bytes this size uses (`buffer_bytes`), not the whole buffer prepared for the
+    // sweep's largest size: what the per-size buffers held.
+    backend.fill(Buf::Recv, POISON, (size_bytes as usize).max(1))?;
+    let (input_buf, input_at) = step.layout.input;
+    backend.write(input_buf, input_at * ts, input)?;
+    {
+        let _g = site
+            .team
+            .watchdog()
+            .arm(format!("in the checked call of {}", step.coll.name));
+        backend.calls(step, 1)?;
+    }
+    let mut out = vec![0u8; ctx.counts.recv * ts];
+    let (output_buf, output_at) = step.layout.output;
+    backend.read(output_buf, output_at * ts, &mut out)?;
+    if site.corrupt && !out.is_empty() {
+        out[..ts].fill(POISON);
+    }
+    Ok(data::count_wrong(
+        step.datatype,
+        ctx.op,
+        ctx.ranks,
+        &out,
+        |j| (step.coll.expected)(ctx, rank, j),
+    ))
 }
 
 /// Bytes each of a rank's two buffers needs for `coll` at `size` on `ranks` ranks (in

@@ -347,17 +347,11 @@ where
         .x_label_area_size(40)
         .y_label_area_size(64)
         .build_cartesian_2d(x, y)?;
-    let x_fmt: &dyn Fn(&f64) -> String = match f.x {
-        XAxis::Size => &size_label,
-        XAxis::Value => &num_label,
-        XAxis::Percentile => &percentile_label,
-        XAxis::Date => &date_label,
-    };
     c.configure_mesh()
         .x_desc(clean(&f.x_desc))
         .y_desc(clean(&f.y_desc))
         .x_labels(if f.x == XAxis::Date { 6 } else { 10 })
-        .x_label_formatter(x_fmt)
+        .x_label_formatter(&x_label(f.x))
         .y_label_formatter(&num_label)
         .light_line_style(RGBColor(235, 235, 235))
         .draw()?;
@@ -396,25 +390,7 @@ where
             });
     }
     for m in &f.marks {
-        let color = m.color;
-        let style = color.stroke_width(2);
-        match m.shape {
-            Shape::Dot => c.draw_series(
-                m.points
-                    .iter()
-                    .map(|p| Circle::new(*p, 5, color.filled()).into_dyn()),
-            )?,
-            Shape::Ring => c.draw_series(
-                m.points
-                    .iter()
-                    .map(|p| Circle::new(*p, 8, style).into_dyn()),
-            )?,
-            Shape::Cross => {
-                c.draw_series(m.points.iter().map(|p| Cross::new(*p, 6, style).into_dyn()))?
-            }
-        }
-        .label(clean(&m.label))
-        .legend(move |(x, y)| Circle::new((x + 9, y), 4, color.filled()));
+        draw_marks(&mut c, m)?;
     }
     c.configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)
@@ -422,6 +398,46 @@ where
         .border_style(BLACK)
         .draw()?;
     root.present()?;
+    Ok(())
+}
+
+/// How the x axis labels its values.
+fn x_label(x: XAxis) -> fn(&f64) -> String {
+    match x {
+        XAxis::Size => size_label,
+        XAxis::Value => num_label,
+        XAxis::Percentile => percentile_label,
+        XAxis::Date => date_label,
+    }
+}
+
+/// One set of marks, in its shape, with its legend entry.
+fn draw_marks<'a, CT>(
+    c: &mut ChartContext<'a, SVGBackend<'a>, CT>,
+    m: &Marks,
+) -> Result<(), Box<dyn std::error::Error + 'a>>
+where
+    CT: CoordTranslate<From = (f64, f64)>,
+{
+    let color = m.color;
+    let style = color.stroke_width(2);
+    match m.shape {
+        Shape::Dot => c.draw_series(
+            m.points
+                .iter()
+                .map(|p| Circle::new(*p, 5, color.filled()).into_dyn()),
+        )?,
+        Shape::Ring => c.draw_series(
+            m.points
+                .iter()
+                .map(|p| Circle::new(*p, 8, style).into_dyn()),
+        )?,
+        Shape::Cross => {
+            c.draw_series(m.points.iter().map(|p| Cross::new(*p, 6, style).into_dyn()))?
+        }
+    }
+    .label(clean(&m.label))
+    .legend(move |(x, y)| Circle::new((x + 9, y), 4, color.filled()));
     Ok(())
 }
 
@@ -538,40 +554,47 @@ pub fn draw_all(t: &Tables, line_rate: Option<f64>, dist: Option<(&str, &[u64])>
         ..Plots::default()
     };
     let picked = pick_distribution(t, dist);
-    if let Some((first, _)) = picked.first() {
-        let what = format!("{} {}", first.test, first.transport);
-        let curves: Vec<Series> = picked
-            .iter()
-            .map(|(k, h)| (verdict::tables::size_label(k.size), percentile_curve(h)))
-            .collect();
-        let counts: Vec<u64> = picked.iter().map(|(_, h)| h.len()).collect();
-        let (lo, hi) = (
-            counts.iter().copied().min().unwrap_or(0),
-            counts.iter().copied().max().unwrap_or(0),
-        );
-        // Each curve is its own size's histogram: say what one curve holds, not the sum.
-        let samples = match (picked.len(), lo == hi) {
-            (1, _) => format!("{lo} samples"),
-            (_, true) => format!("{lo} samples at each size"),
-            _ => format!("{lo} to {hi} samples a size"),
-        };
-        let of = if picked.len() == 1 {
-            format!("{what} {}", verdict::tables::size_label(first.size))
-        } else {
-            format!(
-                "{what} at {}",
-                picked
-                    .iter()
-                    .map(|(k, _)| verdict::tables::size_label(k.size))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        };
-        plots.distribution =
-            distribution_figure(&format!("Latency by percentile, {what}, {samples}"), curves);
+    if let Some((figure, of)) = distribution(&picked) {
+        plots.distribution = figure;
         plots.distribution_of = Some(of);
     }
     plots
+}
+
+/// The percentile plot of the picked latency histograms (one curve a size) and what it
+/// shows (`test transport SIZE` or `at SIZE, SIZE`); none when nothing was picked.
+fn distribution(picked: &[(&LatKey, &LatencyHistogram)]) -> Option<(Option<String>, String)> {
+    let (first, _) = picked.first()?;
+    let what = format!("{} {}", first.test, first.transport);
+    let curves: Vec<Series> = picked
+        .iter()
+        .map(|(k, h)| (verdict::tables::size_label(k.size), percentile_curve(h)))
+        .collect();
+    let counts: Vec<u64> = picked.iter().map(|(_, h)| h.len()).collect();
+    let (lo, hi) = (
+        counts.iter().copied().min().unwrap_or(0),
+        counts.iter().copied().max().unwrap_or(0),
+    );
+    // Each curve is its own size's histogram: say what one curve holds, not the sum.
+    let samples = match (picked.len(), lo == hi) {
+        (1, _) => format!("{lo} samples"),
+        (_, true) => format!("{lo} samples at each size"),
+        _ => format!("{lo} to {hi} samples a size"),
+    };
+    let of = if picked.len() == 1 {
+        format!("{what} {}", verdict::tables::size_label(first.size))
+    } else {
+        format!(
+            "{what} at {}",
+            picked
+                .iter()
+                .map(|(k, _)| verdict::tables::size_label(k.size))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    let figure = distribution_figure(&format!("Latency by percentile, {what}, {samples}"), curves);
+    Some((figure, of))
 }
 
 /// One line per collective and backend that was measured at two or more communicator

@@ -242,16 +242,8 @@ fn run(gang: &mut dyn Gang, net: &Net<'_>, n: u32) -> Result<Option<IncastRun>> 
         // re-arm: nothing of that is timed.
         let inc = incast_connect(rank, r, &roles, net)?;
         flow.arm()?;
-        // Only the round's ranks snapshot their ports: a read waits out the kernel's
-        // hw_counters lifespan and runs ethtool -S, per port.
         let role = roles.role(rank);
-        let before: Vec<_> = match role {
-            Some(_) => devices
-                .iter()
-                .map(|(d, p)| probe::counters::read(d, *p))
-                .collect(),
-            None => Vec::new(),
-        };
+        let before = snapshot_ports(role.is_some(), &devices);
         gang.barrier("incast round loaded")?;
         let t0 = Instant::now();
         let mut loaded = None;
@@ -278,11 +270,7 @@ fn run(gang: &mut dyn Gang, net: &Net<'_>, n: u32) -> Result<Option<IncastRun>> 
             IncastEnd::None => loaded = flow.measure(t0, phase)?,
         }
         if let Some(role) = role {
-            let deltas = before
-                .iter()
-                .zip(devices.iter())
-                .map(|(b, (d, p))| probe::counters::delta(b, &probe::counters::read(d, *p)))
-                .collect::<Vec<_>>();
+            let deltas = port_deltas(&before, &devices);
             if !deltas.is_empty() {
                 mine.counters.push((r, role.to_string(), deltas));
             }
@@ -302,6 +290,30 @@ fn run(gang: &mut dyn Gang, net: &Net<'_>, n: u32) -> Result<Option<IncastRun>> 
         return Ok(None);
     };
     assemble(peers.hosts, n, size, &all, net.carrier).map(Some)
+}
+
+/// The ports' counters before a round, read by the round's ranks only (`in_round`): a
+/// read waits out the kernel's hw_counters lifespan and runs ethtool -S, per port.
+fn snapshot_ports(in_round: bool, devices: &[(String, u32)]) -> Vec<probe::counters::Snapshot> {
+    if !in_round {
+        return Vec::new();
+    }
+    devices
+        .iter()
+        .map(|(d, p)| probe::counters::read(d, *p))
+        .collect()
+}
+
+/// What each port counted since `before`, read again now.
+fn port_deltas(
+    before: &[probe::counters::Snapshot],
+    devices: &[(String, u32)],
+) -> Vec<PortCounters> {
+    before
+        .iter()
+        .zip(devices.iter())
+        .map(|(b, (d, p))| probe::counters::delta(b, &probe::counters::read(d, *p)))
+        .collect()
 }
 
 /// Over endpoints, the round's incast flows before its window: each sender opens its
@@ -455,7 +467,6 @@ fn send(
     Ok(())
 }
 
-/// Rank 0: the rounds from every rank's report.
 /// The run from every rank's serialized report, in rank order (rank 0 under MPI, the
 /// agents' coordinator), with every rank's host facts.
 pub fn assemble(
@@ -489,33 +500,7 @@ pub fn assemble(
         };
         let bw: Vec<f64> = round.iter().map(|x| x.1).collect();
         let victim = match roles.victim {
-            Some((vs, vr)) => {
-                let Some((_, h)) = reports[vs as usize].victim.as_ref().filter(|v| v.0 == r) else {
-                    anyhow::bail!("rank {vs} sent no victim figures for round {r}");
-                };
-                let fig = |i: usize, bandwidth: bool| -> Result<_> {
-                    let mut hist = LatencyHistogram::new();
-                    hist.merge_encoded(&h[i])
-                        .context("a victim sent an unreadable histogram")?;
-                    Ok(flows::figures(&hist, bandwidth))
-                };
-                let alone = VictimFigures {
-                    latency: fig(0, false)?,
-                    bandwidth: fig(1, true)?,
-                };
-                let loaded = VictimFigures {
-                    latency: fig(2, false)?,
-                    bandwidth: fig(3, true)?,
-                };
-                Some(VictimFlow {
-                    sender: name(vs),
-                    receiver: name(vr),
-                    bandwidth_impact: bandwidth_impact(alone.bandwidth.mean, loaded.bandwidth.mean),
-                    latency_impact_p99: latency_impact(alone.latency.p99, loaded.latency.p99),
-                    alone,
-                    loaded,
-                })
-            }
+            Some((vs, vr)) => Some(victim_flow(&reports[vs as usize], r, name(vs), name(vr))?),
             None => None,
         };
         let counters = reports
@@ -561,6 +546,36 @@ pub fn assemble(
         counted_at: Some(counted_at.into()),
         rounds,
         no_victim,
+    })
+}
+
+/// Round `r`'s victim flow from its sender's report (`vs`, named `sender`): its latency
+/// and bandwidth alone and beside the incast, and what the incast cost it.
+fn victim_flow(vs: &RankIncast, r: u32, sender: String, receiver: String) -> Result<VictimFlow> {
+    let Some((_, h)) = vs.victim.as_ref().filter(|v| v.0 == r) else {
+        anyhow::bail!("{sender} sent no victim figures for round {r}");
+    };
+    let fig = |i: usize, bandwidth: bool| -> Result<_> {
+        let mut hist = LatencyHistogram::new();
+        hist.merge_encoded(&h[i])
+            .context("a victim sent an unreadable histogram")?;
+        Ok(flows::figures(&hist, bandwidth))
+    };
+    let alone = VictimFigures {
+        latency: fig(0, false)?,
+        bandwidth: fig(1, true)?,
+    };
+    let loaded = VictimFigures {
+        latency: fig(2, false)?,
+        bandwidth: fig(3, true)?,
+    };
+    Ok(VictimFlow {
+        sender,
+        receiver,
+        bandwidth_impact: bandwidth_impact(alone.bandwidth.mean, loaded.bandwidth.mean),
+        latency_impact_p99: latency_impact(alone.latency.p99, loaded.latency.p99),
+        alone,
+        loaded,
     })
 }
 

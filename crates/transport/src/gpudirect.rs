@@ -89,7 +89,7 @@ fn resolve(
     port: u8,
 ) -> Result<()> {
     use crate::gpu::ResolvedGpu;
-    use probe::topology::{pairing_issues, PairingIssue, Topology};
+    use probe::topology::Topology;
 
     let facts = crate::cuda::facts::select(&g.gpu)?;
     let mut r = ResolvedGpu {
@@ -133,26 +133,7 @@ fn resolve(
         }
     }
     if let (Some(b), Some(d)) = (bus.as_deref(), device.as_deref()) {
-        let nic_bus = topo.nic(d).and_then(|n| n.bus_id.clone());
-        r.nic = Some(d.to_string());
-        r.relation = nic_bus
-            .as_deref()
-            .and_then(|nb| topo.relation(b, nb))
-            .map(|x| x.code().to_string());
-        r.nic_pci_bus_id = nic_bus;
-        let mut acs = Vec::new();
-        for issue in pairing_issues(&topo, b, d) {
-            match issue {
-                PairingIssue::Acs(t) if !g.ignore_acs => acs.push(t),
-                other => r.warnings.push(other.text().to_string()),
-            }
-        }
-        if !acs.is_empty() {
-            bail!(
-                "{}\n(--ignore-acs measures anyway, with this as a warning in the results)",
-                acs.join("\n")
-            );
-        }
+        pair_with_nic(&topo, b, d, g.ignore_acs, &mut r)?;
     }
     let (path, earlier) = trial(device.as_deref(), port, &facts, g.mem)?;
     r.warnings.extend(earlier);
@@ -170,6 +151,41 @@ fn resolve(
         warn(w);
     }
     g.resolved = Some(r);
+    Ok(())
+}
+
+/// The GPU at PCI `bus` paired with RDMA device `nic`: their relation on the PCI tree in
+/// `r`, what the path between them risks as warnings; ACS redirecting their peer-to-peer
+/// traffic through the root complex is an error unless `ignore_acs`.
+#[cfg(feature = "cuda")]
+fn pair_with_nic(
+    topo: &probe::topology::Topology,
+    bus: &str,
+    nic: &str,
+    ignore_acs: bool,
+    r: &mut crate::gpu::ResolvedGpu,
+) -> Result<()> {
+    use probe::topology::{pairing_issues, PairingIssue};
+    let nic_bus = topo.nic(nic).and_then(|n| n.bus_id.clone());
+    r.nic = Some(nic.to_string());
+    r.relation = nic_bus
+        .as_deref()
+        .and_then(|nb| topo.relation(bus, nb))
+        .map(|x| x.code().to_string());
+    r.nic_pci_bus_id = nic_bus;
+    let mut acs = Vec::new();
+    for issue in pairing_issues(topo, bus, nic) {
+        match issue {
+            PairingIssue::Acs(t) if !ignore_acs => acs.push(t),
+            other => r.warnings.push(other.text().to_string()),
+        }
+    }
+    if !acs.is_empty() {
+        bail!(
+            "{}\n(--ignore-acs measures anyway, with this as a warning in the results)",
+            acs.join("\n")
+        );
+    }
     Ok(())
 }
 

@@ -133,21 +133,7 @@ fn discover(src: &dyn Source, opts: &Options) -> Vec<PortAudit> {
                 .map(|s| trim(&s))
                 .unwrap_or_else(|_| "Ethernet".into());
             let gid = gid_index(src, &pd, opts.suite.gid_index);
-            let netdev = match &gid {
-                Some((i, _)) => src
-                    .read(&format!("{pd}/gid_attrs/ndevs/{i}"))
-                    .ok()
-                    .map(|s| trim(&s))
-                    .filter(|s| !s.is_empty()),
-                None => None,
-            }
-            .or_else(|| {
-                src.read(&format!("{pd}/gid_attrs/ndevs/0"))
-                    .ok()
-                    .map(|s| trim(&s))
-                    .filter(|s| !s.is_empty())
-            })
-            .or_else(|| ib_netdevs.first().cloned());
+            let netdev = port_netdev(src, &pd, gid.as_ref().map(|(i, _)| *i), &ib_netdevs);
             let mut p = PortAudit {
                 interface: netdev.clone().unwrap_or_else(|| format!("{dev}/{n}")),
                 rdma_device: Some(dev.clone()),
@@ -202,6 +188,25 @@ fn discover(src: &dyn Source, opts: &Options) -> Vec<PortAudit> {
         });
     }
     out
+}
+
+/// The netdev a RoCE port carries its traffic on: the one of the GID the suite uses, else
+/// of GID 0, else the device's first netdev (`/sys/class/infiniband/DEV/device/net`).
+fn port_netdev(
+    src: &dyn Source,
+    pd: &str,
+    gid: Option<u32>,
+    ib_netdevs: &[String],
+) -> Option<String> {
+    let ndev = |i: u32| {
+        src.read(&format!("{pd}/gid_attrs/ndevs/{i}"))
+            .ok()
+            .map(|s| trim(&s))
+            .filter(|s| !s.is_empty())
+    };
+    gid.and_then(ndev)
+        .or_else(|| ndev(0))
+        .or_else(|| ib_netdevs.first().cloned())
 }
 
 /// The port as audited on its physical netdevs: a GID on a VLAN (`eth2.100`) or a bond
@@ -606,8 +611,7 @@ fn ecn(src: &dyn Source, p: &mut PortAudit, net: &str) {
             .collect::<Option<Vec<bool>>>()?;
         Some(v)
     };
-    let mut params = BTreeMap::new();
-    match (read_bits("roce_np"), read_bits("roce_rp")) {
+    let params = match (read_bits("roce_np"), read_bits("roce_rp")) {
         (Some(np), Some(rp)) => {
             p.ecn = Fact::known(
                 format!("{ecn_dir}/roce_{{np,rp}}/enable/0..7"),
@@ -616,22 +620,9 @@ fn ecn(src: &dyn Source, p: &mut PortAudit, net: &str) {
                     rp_enabled: rp,
                 },
             );
-            for role in ["roce_rp", "roce_np"] {
-                for f in src.list(&format!("{ecn_dir}/{role}")).unwrap_or_default() {
-                    if f == "enable" {
-                        continue;
-                    }
-                    if let Some(v) = src
-                        .read(&format!("{ecn_dir}/{role}/{f}"))
-                        .ok()
-                        .and_then(|s| s.trim().parse::<i64>().ok())
-                    {
-                        let short = role.trim_start_matches("roce_");
-                        params.insert(format!("{short}_{f}"), v);
-                    }
-                }
-            }
+            let params = sysfs_dcqcn(src, &ecn_dir);
             p.dcqcn = Fact::known(format!("{ecn_dir}/roce_{{np,rp}}/*"), params.clone());
+            params
         }
         _ => {
             p.ecn = Fact::unknown(
@@ -641,46 +632,81 @@ fn ecn(src: &dyn Source, p: &mut PortAudit, net: &str) {
                     Ok(_) => "the firmware query failed (empty read): not the same as disabled".to_string(),
                 },
             );
-            let cc = p
-                .pci
-                .as_ref()
-                .map(|pci| format!("/sys/kernel/debug/mlx5/{pci}/cc_params"));
-            match cc.as_ref().map(|d| (d, src.list(d))) {
-                Some((d, Ok(files))) => {
-                    for f in files {
-                        if let Some(v) = src
-                            .read(&format!("{d}/{f}"))
-                            .ok()
-                            .and_then(|s| s.trim().parse::<i64>().ok())
-                        {
-                            params.insert(f, v);
-                        }
-                    }
-                    p.dcqcn = Fact::known(format!("{d}/*"), params.clone());
-                }
-                Some((d, Err(e))) => {
-                    let why = if e.contains("denied") || e.contains("not permitted") {
-                        format!("{e} (debugfs needs root)")
-                    } else {
-                        format!("{e} (debugfs not mounted, or not an mlx5 device)")
-                    };
-                    p.dcqcn = Fact::unknown(d.clone(), why);
-                }
-                None => {
-                    p.dcqcn = Fact::unknown(
-                        format!("{ecn_dir}/roce_rp"),
-                        "no DCQCN parameters: neither MLNX_OFED sysfs nor an mlx5 RDMA device with debugfs",
-                    )
-                }
+            debugfs_dcqcn(src, p, &ecn_dir)
+        }
+    };
+    p.cnp = cnp(p, &params);
+}
+
+/// A number file's value, if it reads as one.
+fn number(src: &dyn Source, path: &str) -> Option<i64> {
+    src.read(path)
+        .ok()
+        .and_then(|s| s.trim().parse::<i64>().ok())
+}
+
+/// MLNX_OFED's DCQCN parameters: every file of `roce_rp/` and `roce_np/` but `enable`,
+/// named `rp_FILE` and `np_FILE`.
+fn sysfs_dcqcn(src: &dyn Source, ecn_dir: &str) -> BTreeMap<String, i64> {
+    let mut params = BTreeMap::new();
+    for role in ["roce_rp", "roce_np"] {
+        for f in src.list(&format!("{ecn_dir}/{role}")).unwrap_or_default() {
+            if f == "enable" {
+                continue;
+            }
+            if let Some(v) = number(src, &format!("{ecn_dir}/{role}/{f}")) {
+                let short = role.trim_start_matches("roce_");
+                params.insert(format!("{short}_{f}"), v);
             }
         }
     }
+    params
+}
+
+/// The upstream kernel's DCQCN parameters in debugfs (`p.dcqcn`, known or why not), and
+/// their values.
+fn debugfs_dcqcn(src: &dyn Source, p: &mut PortAudit, ecn_dir: &str) -> BTreeMap<String, i64> {
+    let mut params = BTreeMap::new();
+    let cc = p
+        .pci
+        .as_ref()
+        .map(|pci| format!("/sys/kernel/debug/mlx5/{pci}/cc_params"));
+    match cc.as_ref().map(|d| (d, src.list(d))) {
+        Some((d, Ok(files))) => {
+            for f in files {
+                if let Some(v) = number(src, &format!("{d}/{f}")) {
+                    params.insert(f, v);
+                }
+            }
+            p.dcqcn = Fact::known(format!("{d}/*"), params.clone());
+        }
+        Some((d, Err(e))) => {
+            let why = if e.contains("denied") || e.contains("not permitted") {
+                format!("{e} (debugfs needs root)")
+            } else {
+                format!("{e} (debugfs not mounted, or not an mlx5 device)")
+            };
+            p.dcqcn = Fact::unknown(d.clone(), why);
+        }
+        None => {
+            p.dcqcn = Fact::unknown(
+                format!("{ecn_dir}/roce_rp"),
+                "no DCQCN parameters: neither MLNX_OFED sysfs nor an mlx5 RDMA device with debugfs",
+            )
+        }
+    }
+    params
+}
+
+/// The CNPs the port sends: their DSCP and priority from the DCQCN parameters (the
+/// priority from the DSCP's mapping where no parameter names it).
+fn cnp(p: &PortAudit, params: &BTreeMap<String, i64>) -> Fact<Cnp> {
     let dscp = params.get("np_cnp_dscp").copied();
     let prio = params
         .get("np_cnp_802p_prio")
         .or_else(|| params.get("np_cnp_prio"))
         .copied();
-    p.cnp = if dscp.is_some() || prio.is_some() {
+    if dscp.is_some() || prio.is_some() {
         Fact::known(
             p.dcqcn.source.clone(),
             Cnp {
@@ -698,7 +724,7 @@ fn ecn(src: &dyn Source, p: &mut PortAudit, net: &str) {
                 .clone()
                 .unwrap_or_else(|| "no cnp_dscp among the DCQCN parameters".into()),
         )
-    };
+    }
 }
 
 /// Locked memory, IOMMU, NCCL settings.

@@ -257,29 +257,7 @@ fn changes(
             k,
         ));
     }
-    let mut by_metric: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    for (c, _) in &pairs {
-        by_metric
-            .entry(c.metric.clone())
-            .or_default()
-            .push(c.worse_pct);
-    }
-    // The fabric's change of a figure: the median over its pairs (robust to the few bad
-    // ones), or with two pairs their mean.
-    let fabric: BTreeMap<String, f64> = by_metric
-        .into_iter()
-        .filter(|(_, v)| v.len() >= 2)
-        .map(|(m, mut v)| {
-            let f = if v.len() >= 3 {
-                median(&mut v)
-            } else {
-                v.iter().sum::<f64>() / v.len() as f64
-            };
-            (m, f)
-        })
-        .collect();
-    // Per node and figure, the excess of each of its pairs.
-    type NodeFigures = BTreeMap<String, Vec<(f64, String)>>;
+    let fabric = fabric_change(pairs.iter().map(|(c, _)| c));
     let mut by_node: BTreeMap<String, NodeFigures> = BTreeMap::new();
     for (c, k) in &mut pairs {
         c.beyond_fabric_pct = c.worse_pct - fabric.get(&c.metric).copied().unwrap_or(0.0);
@@ -295,9 +273,43 @@ fn changes(
     let mut pairs: Vec<Change> = pairs.into_iter().map(|(c, _)| c).collect();
     pairs.sort_by(|a, b| b.beyond_fabric_pct.total_cmp(&a.beyond_fabric_pct));
     pairs.truncate(top);
-    // A node is as bad as the median of its pairs for its worst figure: one bad pair is
-    // a link, all of a node's pairs worse at the same figure is the node.
-    let mut nodes: Vec<Change> = by_node
+    let mut nodes = node_changes(by_node, nights);
+    nodes.sort_by(|a, b| b.beyond_fabric_pct.total_cmp(&a.beyond_fabric_pct));
+    nodes.truncate(top);
+    (pairs, nodes)
+}
+
+/// The fabric's change of each figure: the median over its pairs (robust to the few bad
+/// ones), or with two pairs their mean; none with one pair.
+fn fabric_change<'c>(pairs: impl Iterator<Item = &'c Change>) -> BTreeMap<String, f64> {
+    let mut by_metric: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for c in pairs {
+        by_metric
+            .entry(c.metric.clone())
+            .or_default()
+            .push(c.worse_pct);
+    }
+    by_metric
+        .into_iter()
+        .filter(|(_, v)| v.len() >= 2)
+        .map(|(m, mut v)| {
+            let f = if v.len() >= 3 {
+                median(&mut v)
+            } else {
+                v.iter().sum::<f64>() / v.len() as f64
+            };
+            (m, f)
+        })
+        .collect()
+}
+
+/// Per node and figure, the excess of each of its pairs over the fabric's change.
+type NodeFigures = BTreeMap<String, Vec<(f64, String)>>;
+
+/// A node is as bad as the median of its pairs for its worst figure: one bad pair is a
+/// link, all of a node's pairs worse at the same figure is the node.
+fn node_changes(by_node: BTreeMap<String, NodeFigures>, nights: &[NightRow]) -> Vec<Change> {
+    by_node
         .into_iter()
         .filter_map(|(node, figures)| {
             let count = figures.values().map(Vec::len).sum();
@@ -323,10 +335,7 @@ fn changes(
                     figures: count,
                 })
         })
-        .collect();
-    nodes.sort_by(|a, b| b.beyond_fabric_pct.total_cmp(&a.beyond_fabric_pct));
-    nodes.truncate(top);
-    (pairs, nodes)
+        .collect()
 }
 
 #[cfg(test)]

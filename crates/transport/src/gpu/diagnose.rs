@@ -87,92 +87,105 @@ pub fn dmabuf_unsupported_by_gpu(f: &HostFacts) -> String {
 
 /// One sentence for one attempt.
 pub fn explain(a: &Attempt, f: &HostFacts) -> String {
-    use errno::*;
     match (&a.outcome, a.path) {
         (AttemptOutcome::Ok, _) => "worked".into(),
         (AttemptOutcome::Pending, _) => "not tried".into(),
         (AttemptOutcome::Skipped(why), _) => format!("not tried: {why}"),
         (AttemptOutcome::Unavailable(why), _) => why.clone(),
-        (AttemptOutcome::ExportFailed(cuda), _) => {
-            let mut s = format!(
-                "the NVIDIA driver would not export the memory as a dma-buf \
-                 (cuMemGetHandleForAddressRange: {cuda})"
-            );
-            if open_modules(f) == Some(false) {
-                s.push_str(
-                    ": the proprietary kernel modules cannot; install the open kernel modules \
-                     (nvidia-open, driver 515 or newer)",
-                );
-            } else if kernel_too_old_for_dmabuf(f) {
-                let _ = write!(s, ": kernel {} is older than 5.12", f.kernel);
-            }
-            s
-        }
+        (AttemptOutcome::ExportFailed(cuda), _) => export_failed(cuda, f),
         (AttemptOutcome::RegisterFailed(e), CudaMem::Dmabuf | CudaMem::Auto) => {
-            let e = *e;
-            let what = format!(
-                "{} refused the dma-buf registration (ibv_reg_dmabuf_mr: {})",
-                f.device,
-                errno_name(e)
-            );
-            match e {
-                EOPNOTSUPP | EPROTONOSUPPORT | ENOSYS => {
-                    let kernel = if kernel_too_old_for_dmabuf(f) {
-                        format!(
-                            " This kernel ({}) is older than 5.12, which added dma-buf memory \
-                             regions: upgrade it.",
-                            f.kernel
-                        )
-                    } else {
-                        String::new()
-                    };
-                    let provider =
-                        if f.provider == "rxe" {
-                            "Soft-RoCE (rxe) never takes dma-buf memory".to_string()
-                        } else {
-                            format!(
-                            "its RDMA provider ({}) does not take dma-buf memory: mlx5 does from \
-                             Linux 5.12 and rdma-core 34 (MLNX_OFED 5.5) on",
-                            if f.provider.is_empty() { "?" } else { &f.provider }
-                        )
-                        };
-                    format!("{what}: {provider}.{kernel}")
-                }
-                EINVAL | EFAULT => format!(
-                    "{what}: the kernel could not map the GPU pages for the NIC (a kernel built \
-                     without CONFIG_DMABUF_MOVE_NOTIFY or PCI peer-to-peer DMA support, or a GPU \
-                     and NIC the platform cannot pair; see `dmesg`)"
-                ),
-                ENOMEM | EAGAIN => format!(
-                    "{what}: the NIC ran out of translation resources or locked memory (check \
-                     `ulimit -l` and `rdma resource`)"
-                ),
-                EPERM | EACCES => format!(
-                    "{what}: permission denied (run as root, or check /dev/infiniband access)"
-                ),
-                _ => what,
-            }
+            dmabuf_refused(*e, f)
         }
-        (AttemptOutcome::RegisterFailed(e), CudaMem::Peermem) => {
-            if !f.peermem_loaded {
+        (AttemptOutcome::RegisterFailed(e), CudaMem::Peermem) => peermem_refused(*e, f),
+    }
+}
+
+/// The driver would not export the GPU memory as a dma-buf: the modules or the kernel.
+fn export_failed(cuda: &str, f: &HostFacts) -> String {
+    let mut s = format!(
+        "the NVIDIA driver would not export the memory as a dma-buf \
+         (cuMemGetHandleForAddressRange: {cuda})"
+    );
+    if open_modules(f) == Some(false) {
+        s.push_str(
+            ": the proprietary kernel modules cannot; install the open kernel modules \
+             (nvidia-open, driver 515 or newer)",
+        );
+    } else if kernel_too_old_for_dmabuf(f) {
+        let _ = write!(s, ": kernel {} is older than 5.12", f.kernel);
+    }
+    s
+}
+
+/// The NIC refused the dma-buf registration with errno `e`: why, by errno.
+fn dmabuf_refused(e: i32, f: &HostFacts) -> String {
+    use errno::*;
+    let what = format!(
+        "{} refused the dma-buf registration (ibv_reg_dmabuf_mr: {})",
+        f.device,
+        errno_name(e)
+    );
+    match e {
+        EOPNOTSUPP | EPROTONOSUPPORT | ENOSYS => {
+            let kernel = if kernel_too_old_for_dmabuf(f) {
                 format!(
-                    "nvidia_peermem is not loaded, so {} cannot pin GPU memory (ibv_reg_mr: {}; \
-                     perftest prints \"Couldn't allocate MR\" here): run `modprobe \
-                     nvidia_peermem` as root (it ships with the NVIDIA driver; older MLNX_OFED \
-                     setups call it nv_peer_mem)",
-                    f.device,
-                    errno_name(*e)
+                    " This kernel ({}) is older than 5.12, which added dma-buf memory \
+                     regions: upgrade it.",
+                    f.kernel
                 )
             } else {
+                String::new()
+            };
+            let provider = if f.provider == "rxe" {
+                "Soft-RoCE (rxe) never takes dma-buf memory".to_string()
+            } else {
                 format!(
-                    "ibv_reg_mr on GPU memory failed on {} ({}) although nvidia_peermem is \
-                     loaded: see `dmesg` (a nvidia_peermem built for another driver version, or \
-                     a GPU that cannot do GPUDirect RDMA)",
-                    f.device,
-                    errno_name(*e)
+                    "its RDMA provider ({}) does not take dma-buf memory: mlx5 does from \
+                     Linux 5.12 and rdma-core 34 (MLNX_OFED 5.5) on",
+                    if f.provider.is_empty() {
+                        "?"
+                    } else {
+                        &f.provider
+                    }
                 )
-            }
+            };
+            format!("{what}: {provider}.{kernel}")
         }
+        EINVAL | EFAULT => format!(
+            "{what}: the kernel could not map the GPU pages for the NIC (a kernel built \
+             without CONFIG_DMABUF_MOVE_NOTIFY or PCI peer-to-peer DMA support, or a GPU \
+             and NIC the platform cannot pair; see `dmesg`)"
+        ),
+        ENOMEM | EAGAIN => format!(
+            "{what}: the NIC ran out of translation resources or locked memory (check \
+             `ulimit -l` and `rdma resource`)"
+        ),
+        EPERM | EACCES => {
+            format!("{what}: permission denied (run as root, or check /dev/infiniband access)")
+        }
+        _ => what,
+    }
+}
+
+/// ibv_reg_mr on GPU memory failed with errno `e` (the nvidia_peermem path).
+fn peermem_refused(e: i32, f: &HostFacts) -> String {
+    if !f.peermem_loaded {
+        format!(
+            "nvidia_peermem is not loaded, so {} cannot pin GPU memory (ibv_reg_mr: {}; \
+             perftest prints \"Couldn't allocate MR\" here): run `modprobe \
+             nvidia_peermem` as root (it ships with the NVIDIA driver; older MLNX_OFED \
+             setups call it nv_peer_mem)",
+            f.device,
+            errno_name(e)
+        )
+    } else {
+        format!(
+            "ibv_reg_mr on GPU memory failed on {} ({}) although nvidia_peermem is \
+             loaded: see `dmesg` (a nvidia_peermem built for another driver version, or \
+             a GPU that cannot do GPUDirect RDMA)",
+            f.device,
+            errno_name(e)
+        )
     }
 }
 

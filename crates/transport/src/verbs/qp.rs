@@ -241,6 +241,13 @@ impl QueuePair {
 
     /// RESET -> INIT -> RTR -> RTS with the attributes that work on mlx5 and rxe alike.
     pub fn connect(&self, p: &Path) -> Result<()> {
+        self.to_init(p)?;
+        self.to_rtr(p)?;
+        self.to_rts(p)
+    }
+
+    /// RESET -> INIT: the port, pkey index 0, local write and remote read/write access.
+    fn to_init(&self, p: &Path) -> Result<()> {
         use ibv_qp_attr_mask as M;
         // SAFETY: plain C struct; zero is valid.
         let mut a: ibv_qp_attr = unsafe { std::mem::zeroed() };
@@ -259,9 +266,14 @@ impl QueuePair {
                  is port {} right? -i)",
                 p.port, p.port
             ),
-        )?;
+        )
+    }
 
-        // SAFETY: as above.
+    /// INIT -> RTR: the peer's address vector (its GID on RoCE, its LID on InfiniBand),
+    /// QPN and PSN, the path MTU.
+    fn to_rtr(&self, p: &Path) -> Result<()> {
+        use ibv_qp_attr_mask as M;
+        // SAFETY: plain C struct; zero is valid.
         let mut a: ibv_qp_attr = unsafe { std::mem::zeroed() };
         a.qp_state = ibv_qp_state::IBV_QPS_RTR;
         a.path_mtu = p.mtu;
@@ -309,9 +321,13 @@ impl QueuePair {
                 p.remote_psn,
                 p.rd_atomic
             ),
-        )?;
+        )
+    }
 
-        // SAFETY: as above.
+    /// RTR -> RTS: the send side's retry and timeout settings and our PSN.
+    fn to_rts(&self, p: &Path) -> Result<()> {
+        use ibv_qp_attr_mask as M;
+        // SAFETY: plain C struct; zero is valid.
         let mut a: ibv_qp_attr = unsafe { std::mem::zeroed() };
         a.qp_state = ibv_qp_state::IBV_QPS_RTS;
         a.timeout = 14;
