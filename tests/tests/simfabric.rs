@@ -943,44 +943,16 @@ fn the_runner_passes_the_healthy_fabric_and_names_exactly_the_faults_of_a_faulty
     // links its NICs carry through the other rail's leaf. The one-way pair is measured
     // again by the retest stage (a cable swap is discovery's fact: no measurement retests
     // it), and the report over both runs names all three again: confirmed.
-    let faulty = dir.path().join("faulty");
-    std::fs::create_dir_all(&faulty).unwrap();
-    let (code, log) = accept_over_the_fabric(
+    three_faults_named_and_retested(
         Launch::Mpirun,
-        &[
-            "--slow-dir",
-            "g1n2>g0n3",
-            "--swap-cables",
-            "g0n1:0,1",
-            "--slow-uplink",
-            "leaf-r1-g1:spine0",
-        ],
-        &faulty,
+        dir.path(),
+        ["g1n2>g0n3", "g0n1:0,1", "leaf-r1-g1:spine0"],
         "--stages links",
-    );
-    assert_eq!(code, 1, "{log}");
-    assert!(log.contains("FAIL     send-bw-each-pair"), "{log}");
-    assert!(log.contains("FAIL     cabling-swapped"), "{log}");
-    let suspects = suspects_named(&log);
-    let want: BTreeSet<String> = [
-        "spine_layer spines of rail1",
-        "one_way g1n2 rail0 -> g0n3 rail0",
-        "cable_swap g0n1 rail0 and rail1",
-    ]
-    .map(String::from)
-    .into();
-    assert_eq!(suspects, want, "{log}");
-    assert!(
-        log.contains("[retest] the suspects next to known-good nodes:")
-            && log.contains("--pattern file:"),
-        "{log}"
-    );
-    let pairs = std::fs::read_to_string(faulty.join("run/links-report/suspects.pairs")).unwrap();
-    let pairs: Vec<&str> = pairs.lines().filter(|l| !l.starts_with('#')).collect();
-    assert_eq!(pairs, ["g1n2 g0n3"], "{log}");
-    assert!(
-        log.contains("[retest] 3 of 3 suspect(s) confirmed next to known-good nodes"),
-        "{log}"
+        [
+            "spine_layer spines of rail1",
+            "one_way g1n2 rail0 -> g0n3 rail0",
+            "cable_swap g0n1 rail0 and rail1",
+        ],
     );
 }
 
@@ -1014,38 +986,18 @@ fn the_runner_under_srun_in_a_slurm_cluster_of_the_fabrics_nodes() {
         "{log}"
     );
 
-    let faulty = dir.path().join("faulty");
-    std::fs::create_dir_all(&faulty).unwrap();
     // Issue 35's three faults in other places: the slow uplink on rail 0 (leaf-r0-g0 to
     // spine1) takes in the one-way's rail-0 cell, which crosses the slow block.
-    let (code, log) = accept_over_the_fabric(
+    three_faults_named_and_retested(
         Launch::Srun,
-        &[
-            "--slow-dir",
-            "g0n1>g1n2",
-            "--swap-cables",
-            "g1n0:0,1",
-            "--slow-uplink",
-            "leaf-r0-g0:spine1",
-        ],
-        &faulty,
+        dir.path(),
+        ["g0n1>g1n2", "g1n0:0,1", "leaf-r0-g0:spine1"],
         "--stages links",
-    );
-    assert_eq!(code, 1, "{log}");
-    let want: BTreeSet<String> = [
-        "spine_layer spines of rail0",
-        "one_way g0n1 rail1 -> g1n2 rail1",
-        "cable_swap g1n0 rail0 and rail1",
-    ]
-    .map(String::from)
-    .into();
-    assert_eq!(suspects_named(&log), want, "{log}");
-    let pairs = std::fs::read_to_string(faulty.join("run/links-report/suspects.pairs")).unwrap();
-    let pairs: Vec<&str> = pairs.lines().filter(|l| !l.starts_with('#')).collect();
-    assert_eq!(pairs, ["g0n1 g1n2"], "{log}");
-    assert!(
-        log.contains("[retest] 3 of 3 suspect(s) confirmed next to known-good nodes"),
-        "{log}"
+        [
+            "spine_layer spines of rail0",
+            "one_way g0n1 rail1 -> g1n2 rail1",
+            "cable_swap g1n0 rail0 and rail1",
+        ],
     );
 }
 
@@ -1095,32 +1047,56 @@ fn the_runner_over_agents_on_the_fabrics_nodes() {
     assert!(log.contains("stopped: exit 130"), "{log}\n{stopped}");
     assert!(log.contains("resuming: 1 step(s) kept"), "{log}");
 
-    let faulty = dir.path().join("faulty");
-    std::fs::create_dir_all(&faulty).unwrap();
-    let (code, log) = accept_over_the_fabric(
+    three_faults_named_and_retested(
         Launch::Agents,
-        &[
-            "--slow-dir",
-            "g0n2>g1n1",
-            "--swap-cables",
-            "g1n3:0,1",
-            "--slow-uplink",
-            "leaf-r1-g0:spine1",
-        ],
-        &faulty,
+        dir.path(),
+        ["g0n2>g1n1", "g1n3:0,1", "leaf-r1-g0:spine1"],
         "",
+        [
+            "spine_layer spines of rail1",
+            "one_way g0n2 rail0 -> g1n1 rail0",
+            "cable_swap g1n3 rail0 and rail1",
+        ],
     );
+}
+
+/// Issue 35's three faults (`[slow direction A>B, cables swapped NODE:0,1, slow uplink
+/// LEAF:SPINE]`) on the fabric, the runner launched by `launch` in `dir/faulty`: it fails
+/// the each-pair bound and the cabling, names exactly `want`, retests the one-way pair
+/// (a swap is discovery's fact: no measurement retests it) next to known-good nodes, and
+/// the report over both runs names all three again: confirmed.
+fn three_faults_named_and_retested(
+    launch: Launch,
+    dir: &Path,
+    [slow, swap, uplink]: [&str; 3],
+    extra: &str,
+    want: [&str; 3],
+) {
+    let faulty = dir.join("faulty");
+    std::fs::create_dir_all(&faulty).unwrap();
+    let faults = [
+        "--slow-dir",
+        slow,
+        "--swap-cables",
+        swap,
+        "--slow-uplink",
+        uplink,
+    ];
+    let (code, log) = accept_over_the_fabric(launch, &faults, &faulty, extra);
     assert_eq!(code, 1, "{log}");
+    assert!(log.contains("FAIL     send-bw-each-pair"), "{log}");
     assert!(log.contains("FAIL     cabling-swapped"), "{log}");
-    let want: BTreeSet<String> = [
-        "spine_layer spines of rail1",
-        "one_way g0n2 rail0 -> g1n1 rail0",
-        "cable_swap g1n3 rail0 and rail1",
-    ]
-    .map(String::from)
-    .into();
+    let want: BTreeSet<String> = want.map(String::from).into();
     assert_eq!(suspects_named(&log), want, "{log}");
-    assert!(log.contains("--pattern file:"), "{log}");
+    assert!(
+        log.contains("[retest] the suspects next to known-good nodes:")
+            && log.contains("--pattern file:"),
+        "{log}"
+    );
+    let pairs = std::fs::read_to_string(faulty.join("run/links-report/suspects.pairs")).unwrap();
+    let pairs: Vec<&str> = pairs.lines().filter(|l| !l.starts_with('#')).collect();
+    let (a, b) = slow.split_once('>').unwrap();
+    assert_eq!(pairs, [format!("{a} {b}")], "{log}");
     assert!(
         log.contains("[retest] 3 of 3 suspect(s) confirmed next to known-good nodes"),
         "{log}"
