@@ -154,9 +154,45 @@ pub fn mpirun(np: u32) -> Command {
             let mut c = Command::new("mpirun");
             c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
                 .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+                .env("OMPI_MCA_orte_tmpdir_base", session_base())
                 .args(["--oversubscribe", "--bind-to", "none", "-np"])
                 .arg(np.to_string());
             c
+        }
+    }
+}
+
+/// A directory of its own for one Open MPI launch's session files. Open MPI 4.1 makes
+/// its session directory (`TMP/ompi.HOST.UID`) at each launch and removes it after; two
+/// launches at once can race on it, and the loser fails in `orte_init` ("A call to mkdir
+/// was unable to create the desired directory ... File exists", open-mpi/ompi#8510): it
+/// failed a test of collective_mpi in a CI run here. The workaround its reporters use: a
+/// base of its own per launch (`orte_tmpdir_base`).
+/// The bases live under `TMP/fabcheck-ompi-PID/`; those of test processes that have
+/// ended are removed at a process's first launch.
+fn session_base() -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = std::env::temp_dir();
+    if n == 0 {
+        remove_ended_bases(&tmp);
+    }
+    let dir = tmp.join(format!("fabcheck-ompi-{}/{n}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    dir
+}
+
+fn remove_ended_bases(tmp: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("fabcheck-ompi-")) else {
+            continue;
+        };
+        if !std::path::Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
         }
     }
 }
