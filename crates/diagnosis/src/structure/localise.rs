@@ -167,267 +167,210 @@ struct BadCell {
     path: bool,
 }
 
-/// Runs the set cover.
+/// Runs the set cover: the reference of each rail, the cells counted per candidate, then
+/// the candidates chosen one by one; misrouted NICs' links folded into their cabling.
 pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
-    let n = o.n;
-    let rails = o.rails;
-    // What a cell can reach as a share of the NIC's rate: below 1 only across the spines
-    // where the plan's rates put a slower uplink than the NIC on the way (one ECMP flow
-    // takes one uplink). Cells are judged against the reference times that share.
-    let expect = |r: usize, a: usize, b: usize| -> f32 {
-        if t.uplink_share.is_empty() {
-            return 1.0;
-        }
-        let (la, lb) = (t.leaf(a as u32, r as u32), t.leaf(b as u32, r as u32));
-        if la == NONE || lb == NONE || la == lb {
-            1.0
-        } else {
-            t.flow_share(la).min(t.flow_share(lb))
-        }
+    let f = Fabric::new(o, t, rules);
+    let leaf_level = leaf_levels(&f);
+    let tally = Tally::count(&f, &leaf_level);
+    let picks = Cover::new(&f, &tally).run();
+    let mut loc = Localisation {
+        picks,
+        bad_cells: tally.bad_list.len() as u32,
+        cells: tally.cells,
+        medians: f.medians.clone(),
+        bad: tally.bad_grid,
+        nodes: o.n,
     };
-    // Each rail's cells as shares of what they can reach (the values themselves without
-    // the plan's rates).
-    let scaled: Vec<Vec<f32>> = (0..rails)
+    // A misrouted NIC's links cross parts the plan did not put on their way: uplinks
+    // slower than the NICs, or a part above the node the set cover found slow.
+    let above = loc.picks.iter().any(|p| {
+        matches!(
+            p.part,
+            Part::Leaf(_) | Part::Uplinks(_) | Part::SpineLayer(_)
+        )
+    });
+    if slower_uplinks(t) || above {
+        loc.fold_into_cabling(&f.cabling_of);
+    }
+    loc.cabling_explains(&rules.cabling);
+    loc
+}
+
+/// Uplinks slower than the NICs somewhere in the plan.
+fn slower_uplinks(t: &Topology) -> bool {
+    t.uplink_share.iter().any(|&x| x < 1.0)
+}
+
+/// What a cell can reach as a share of the NIC's rate: below 1 only across the spines
+/// where the plan's rates put a slower uplink than the NIC on the way (one ECMP flow
+/// takes one uplink). Cells are judged against the reference times that share.
+fn expected_share(t: &Topology, r: usize, a: usize, b: usize) -> f32 {
+    if t.uplink_share.is_empty() {
+        return 1.0;
+    }
+    let (la, lb) = (t.leaf(a as u32, r as u32), t.leaf(b as u32, r as u32));
+    if la == NONE || lb == NONE || la == lb {
+        1.0
+    } else {
+        t.flow_share(la).min(t.flow_share(lb))
+    }
+}
+
+/// The reference of each rail: its median, or the whole fabric's 75th percentile when
+/// that is higher (a leaf fault, or a few faults together, can hold half of a small
+/// fabric's cells; the rails of a rail-optimised fabric run at one rate). Cells count as
+/// shares of what they can reach (the values themselves without the plan's rates).
+fn reference_medians(o: &Observed, t: &Topology) -> Vec<f64> {
+    let n = o.n;
+    let scaled: Vec<Vec<f32>> = (0..o.rails)
         .map(|r| {
             let row = &o.values[r];
             (0..n * n)
-                .map(|i| row[i] / expect(r, i / n, i % n))
+                .map(|i| row[i] / expected_share(t, r, i / n, i % n))
                 .filter(|x| x.is_finite())
                 .collect()
         })
         .collect();
-    // The reference of a rail: its median, or the whole fabric's 75th percentile when
-    // that is higher (a leaf fault, or a few faults together, can hold half of a small
-    // fabric's cells; the rails of a rail-optimised fabric run at one rate).
     let all = quantile(scaled.iter().flatten().copied().collect(), 0.75);
-    let medians: Vec<f64> = scaled.into_iter().map(|v| median(v).max(all)).collect();
-    let nsw = t.switches.len();
-    let nrack = t.racks.len();
-    // A leaf whose ports are slowed shows across an uplink slower than its NICs only as
-    // far as it is slower than that uplink's share: a cell held there anyway says nothing
-    // against the leaf when it is no faster than the leaf's own bad cells inside (their
-    // median, within the profile's tolerance). Per leaf, that median (NaN: fewer than two).
-    // Without such uplinks a slow leaf slows every cell it carries, and nothing is spared.
-    // Uplinks slower than the NICs somewhere in the plan: the two rules below apply.
-    let slower_uplinks = t.uplink_share.iter().any(|&x| x < 1.0);
-    let leaf_level: Vec<f32> = if slower_uplinks {
-        let mut inside: Vec<Vec<f32>> = vec![Vec::new(); nsw];
-        for (r, m) in medians.iter().enumerate() {
-            let lim = (rules.bw_below_median * m) as f32;
-            for a in 0..n {
-                let la = t.leaf(a as u32, r as u32);
-                if la == NONE {
-                    continue;
-                }
-                for b in (0..n).filter(|&b| b != a && t.leaf(b as u32, r as u32) == la) {
-                    let v = o.values[r][a * n + b];
-                    if v < lim {
-                        inside[la as usize].push(v);
-                    }
-                }
-            }
-        }
-        inside
-            .into_iter()
-            .map(|v| {
-                if v.len() >= 2 {
-                    median(v) as f32
-                } else {
-                    f32::NAN
-                }
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let cabling_of: HashMap<(u32, u32), Vec<u32>> = {
-        let mut m: HashMap<(u32, u32), Vec<u32>> = HashMap::default();
-        for (c, node, rs) in &rules.cabling {
-            for &r in rs {
-                m.entry((*node, r)).or_default().push(*c);
-            }
-        }
-        m
-    };
-    // A NIC discovery found on another leaf: its cells cross parts the plan did not put
-    // on their way, so they are its cabling's doing, and no evidence about the NIC at the
-    // other end.
-    let moved = |i: usize, r: usize| cabling_of.contains_key(&(i as u32, r as u32));
-    let tolerance = rules.bw_below_median as f32;
-    let (mut tx, mut rx) = (
-        vec![Count::default(); n * rails],
-        vec![Count::default(); n * rails],
-    );
-    let mut leaf = vec![Count::default(); nsw];
-    let mut up = vec![Count::default(); nsw];
-    let mut rack = vec![Count::default(); nrack];
-    let mut block: HashMap<(u32, u32), Count> = HashMap::default();
-    let mut intra_rail = vec![Count::default(); rails];
-    // Per NIC (node x rail): its cells inside its leaf, and what it sends and receives,
-    // each without the cells whose other end is a moved NIC (the own-fault evidence).
-    let mut intra_of = vec![Count::default(); n * rails];
-    let (mut own_tx, mut own_rx) = (
-        vec![Count::default(); n * rails],
-        vec![Count::default(); n * rails],
-    );
-    let mut bad_list: Vec<BadCell> = Vec::new();
-    let mut bad_grid = vec![vec![false; n * n]; rails];
-    let mut cells = 0u64;
-    // Per-flow bimodality: a slow flow beside one at the rail's rate.
-    let bimodal = |r: usize, a: usize, b: usize| -> bool {
-        let Some(f) = o.flows.get(&(r as u32, a as u32, b as u32)) else {
-            return false;
-        };
-        let lim =
-            (rules.bw_below_median * medians[r] / f.len().max(1) as f64) as f32 * expect(r, a, b);
-        let slow = f.iter().filter(|&&x| x < lim).count();
-        f.len() >= 2 && slow > 0 && slow < f.len()
-    };
-    for r in 0..rails {
-        let lim = (rules.bw_below_median * medians[r]) as f32;
-        let row = &o.values[r];
+    scaled.into_iter().map(|v| median(v).max(all)).collect()
+}
+
+/// Per leaf, the median of its own bad cells inside it (NaN: fewer than two); empty
+/// where no uplink is slower than the NICs. A leaf whose ports are slowed shows across an
+/// uplink slower than its NICs only as far as it is slower than that uplink's share: a
+/// cell held there anyway says nothing against the leaf when it is no faster than the
+/// leaf's own bad cells inside (within the profile's tolerance). Without such uplinks a
+/// slow leaf slows every cell it carries, and nothing is spared.
+fn leaf_levels(f: &Fabric) -> Vec<f32> {
+    let (o, t) = (f.o, f.t);
+    if !slower_uplinks(t) {
+        return Vec::new();
+    }
+    let n = o.n;
+    let mut inside: Vec<Vec<f32>> = vec![Vec::new(); t.switches.len()];
+    for (r, m) in f.medians.iter().enumerate() {
+        let lim = (f.rules.bw_below_median * m) as f32;
         for a in 0..n {
             let la = t.leaf(a as u32, r as u32);
-            let ka = t.node_rack.get(a).copied().unwrap_or(NONE);
-            for b in 0..n {
-                let v = row[a * n + b];
-                if v.is_nan() {
-                    continue;
-                }
-                cells += 1;
-                let bad = v < lim * expect(r, a, b);
-                let path = bad && bimodal(r, a, b);
-                if bad {
-                    bad_grid[r][a * n + b] = true;
-                    bad_list.push(BadCell {
-                        r: r as u32,
-                        a: a as u32,
-                        b: b as u32,
-                        path,
-                    });
-                }
-                let evidence = !moved(a, r) && !moved(b, r);
-                if !path {
-                    tx[a * rails + r].add(bad);
-                    rx[b * rails + r].add(bad);
-                    if evidence {
-                        own_tx[a * rails + r].add(bad);
-                        own_rx[b * rails + r].add(bad);
-                    }
-                }
-                let lb = t.leaf(b as u32, r as u32);
-                let spared = |l: u32| {
-                    !bad && la != lb
-                        && expect(r, a, b) < 1.0
-                        && leaf_level
-                            .get(l as usize)
-                            .is_some_and(|&level| v * tolerance <= level)
-                };
-                if la != NONE && !spared(la) {
-                    leaf[la as usize].add(bad);
-                }
-                if lb != NONE && lb != la && !spared(lb) {
-                    leaf[lb as usize].add(bad);
-                }
-                // A moved NIC's cells cross uplinks and make blocks the plan has not
-                // (across rails), filling them with the move's own fault: the uplinks'
-                // and the spine layer's domains hold the others.
-                if la != NONE && lb != NONE && la != lb && evidence {
-                    up[la as usize].add(bad);
-                    up[lb as usize].add(bad);
-                    block.entry((la, lb)).or_default().add(bad);
-                } else if la != NONE && la == lb {
-                    intra_rail[r].add(bad);
-                    if evidence {
-                        intra_of[a * rails + r].add(bad);
-                        intra_of[b * rails + r].add(bad);
-                    }
-                }
-                let kb = t.node_rack.get(b).copied().unwrap_or(NONE);
-                if ka != NONE {
-                    rack[ka as usize].add(bad);
-                }
-                if kb != NONE && kb != ka {
-                    rack[kb as usize].add(bad);
+            if la == NONE {
+                continue;
+            }
+            for b in (0..n).filter(|&b| b != a && t.leaf(b as u32, r as u32) == la) {
+                let v = o.values[r][a * n + b];
+                if v < lim {
+                    inside[la as usize].push(v);
                 }
             }
         }
     }
-    let nic = |i: u32, r: u32| {
-        let s = i as usize * rails + r as usize;
-        tx[s] + rx[s]
-    };
-    let sum_rails = |i: u32, f: &dyn Fn(u32, u32) -> Count| {
-        (0..rails as u32).fold(Count::default(), |c, r| c + f(i, r))
-    };
-    // Domain size (tried) and bad total of each candidate.
-    let tried_of = |p: Part| -> Count {
-        match p {
-            Part::Leaf(l) => leaf[l as usize],
-            Part::Uplinks(l) => up[l as usize],
-            Part::Rack(k) => rack[k as usize],
-            Part::Tx(i, r) => tx[i as usize * rails + r as usize],
-            Part::Rx(i, r) => rx[i as usize * rails + r as usize],
-            Part::Nic(i, r) => nic(i, r),
-            Part::NodeTx(i) => sum_rails(i, &|i, r| tx[i as usize * rails + r as usize]),
-            Part::NodeRx(i) => sum_rails(i, &|i, r| rx[i as usize * rails + r as usize]),
-            Part::Node(i) => sum_rails(i, &nic),
-            Part::Cabling(c) => {
-                let (_, node, rs) = rules
-                    .cabling
-                    .iter()
-                    .find(|x| x.0 == c)
-                    .cloned()
-                    .unwrap_or_default();
-                rs.iter()
-                    .fold(Count::default(), |acc, &r| acc + nic(node, r))
+    inside
+        .into_iter()
+        .map(|v| {
+            if v.len() >= 2 {
+                median(v) as f32
+            } else {
+                f32::NAN
             }
-            Part::Link(a, b, r) => {
-                let mut c = Count::default();
-                for (x, y) in [(a, b), (b, a)] {
-                    let v = o.get(r as usize, x as usize, y as usize);
-                    if !v.is_nan() {
-                        c.add(bad_grid[r as usize][x as usize * n + y as usize]);
-                    }
-                }
-                c
-            }
-            Part::OneWay(..) | Part::Path(..) | Part::SpineLayer(_) => Count { tried: 1, bad: 1 },
-        }
-    };
-    // Rails whose NICs (those where the plan put them) sit on exactly two leaves.
-    let two_leaf_rails: Vec<bool> = (0..rails)
-        .map(|r| {
-            let leaves: HashSet<u32> = (0..n)
-                .filter(|&i| !moved(i, r))
-                .map(|i| t.leaf(i as u32, r as u32))
-                .filter(|&l| l != NONE)
-                .collect();
-            leaves.len() == 2
         })
-        .collect();
-    let two_leaf_rail = |r: u32| two_leaf_rails.get(r as usize).copied().unwrap_or(false);
-    let moved_cell =
-        |c: &BadCell| moved(c.a as usize, c.r as usize) || moved(c.b as usize, c.r as usize);
-    // The candidates of one bad cell (the spine layer is handled apart).
-    let members = |c: &BadCell, out: &mut Vec<Part>| {
+        .collect()
+}
+
+/// What every step reads: the observations, the plan, the profile's rules, each rail's
+/// reference, and where discovery found NICs off the plan.
+struct Fabric<'a> {
+    o: &'a Observed,
+    t: &'a Topology,
+    rules: &'a Rules,
+    medians: Vec<f64>,
+    /// (node, rail) -> the cabling differences of that NIC.
+    cabling_of: HashMap<(u32, u32), Vec<u32>>,
+    /// Rails whose NICs (those where the plan put them) sit on exactly two leaves.
+    two_leaf_rails: Vec<bool>,
+}
+
+impl<'a> Fabric<'a> {
+    fn new(o: &'a Observed, t: &'a Topology, rules: &'a Rules) -> Self {
+        let mut cabling_of: HashMap<(u32, u32), Vec<u32>> = HashMap::default();
+        for (c, node, rs) in &rules.cabling {
+            for &r in rs {
+                cabling_of.entry((*node, r)).or_default().push(*c);
+            }
+        }
+        let mut f = Fabric {
+            o,
+            t,
+            rules,
+            medians: reference_medians(o, t),
+            cabling_of,
+            two_leaf_rails: Vec::new(),
+        };
+        f.two_leaf_rails = (0..o.rails)
+            .map(|r| {
+                let leaves: HashSet<u32> = (0..o.n)
+                    .filter(|&i| !f.moved(i, r))
+                    .map(|i| t.leaf(i as u32, r as u32))
+                    .filter(|&l| l != NONE)
+                    .collect();
+                leaves.len() == 2
+            })
+            .collect();
+        f
+    }
+
+    fn expect(&self, r: usize, a: usize, b: usize) -> f32 {
+        expected_share(self.t, r, a, b)
+    }
+
+    /// A NIC discovery found on another leaf: its cells cross parts the plan did not put
+    /// on their way, so they are its cabling's doing, and no evidence about the NIC at the
+    /// other end.
+    fn moved(&self, i: usize, r: usize) -> bool {
+        self.cabling_of.contains_key(&(i as u32, r as u32))
+    }
+
+    fn moved_cell(&self, c: &BadCell) -> bool {
+        self.moved(c.a as usize, c.r as usize) || self.moved(c.b as usize, c.r as usize)
+    }
+
+    fn two_leaf_rail(&self, r: u32) -> bool {
+        self.two_leaf_rails
+            .get(r as usize)
+            .copied()
+            .unwrap_or(false)
+    }
+
+    fn rack(&self, i: u32) -> u32 {
+        self.t.node_rack.get(i as usize).copied().unwrap_or(NONE)
+    }
+
+    /// Per-flow bimodality: a slow flow beside one at the rail's rate.
+    fn bimodal(&self, r: usize, a: usize, b: usize) -> bool {
+        let Some(f) = self.o.flows.get(&(r as u32, a as u32, b as u32)) else {
+            return false;
+        };
+        let lim = (self.rules.bw_below_median * self.medians[r] / f.len().max(1) as f64) as f32
+            * self.expect(r, a, b);
+        let slow = f.iter().filter(|&&x| x < lim).count();
+        f.len() >= 2 && slow > 0 && slow < f.len()
+    }
+
+    /// The candidates of one bad cell (the spine layer is handled apart).
+    fn members(&self, c: &BadCell, out: &mut Vec<Part>) {
         out.clear();
         let (r, a, b) = (c.r, c.a, c.b);
-        let (la, lb) = (t.leaf(a, r), t.leaf(b, r));
+        let (la, lb) = (self.t.leaf(a, r), self.t.leaf(b, r));
         if la != NONE {
             out.push(Part::Leaf(la));
         }
         if lb != NONE && lb != la {
             out.push(Part::Leaf(lb));
         }
-        if la != NONE && lb != NONE && la != lb && !moved_cell(c) && !two_leaf_rail(r) {
+        if la != NONE && lb != NONE && la != lb && !self.moved_cell(c) && !self.two_leaf_rail(r) {
             out.push(Part::Uplinks(la));
             out.push(Part::Uplinks(lb));
         }
-        let (ka, kb) = (
-            t.node_rack.get(a as usize).copied().unwrap_or(NONE),
-            t.node_rack.get(b as usize).copied().unwrap_or(NONE),
-        );
+        let (ka, kb) = (self.rack(a), self.rack(b));
         if ka != NONE {
             out.push(Part::Rack(ka));
         }
@@ -439,7 +382,7 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
             return;
         }
         for e in [(a, r), (b, r)] {
-            if let Some(cs) = cabling_of.get(&e) {
+            if let Some(cs) = self.cabling_of.get(&e) {
                 out.extend(cs.iter().map(|&c| Part::Cabling(c)));
             }
         }
@@ -455,25 +398,25 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
             Part::Link(a.min(b), a.max(b), r),
             Part::OneWay(a, b, r),
         ]);
-    };
-    // Whether a candidate's domain holds a bad cell (the same rule as `members`).
-    let contains = |p: Part, c: &BadCell| -> bool {
+    }
+
+    /// Whether a candidate's domain holds a bad cell (the same rule as `members`).
+    fn contains(&self, p: Part, c: &BadCell) -> bool {
         let (r, a, b) = (c.r, c.a, c.b);
-        let (la, lb) = (t.leaf(a, r), t.leaf(b, r));
-        let rk = |i: u32| t.node_rack.get(i as usize).copied().unwrap_or(NONE);
+        let (la, lb) = (self.t.leaf(a, r), self.t.leaf(b, r));
         let pair = (a.min(b), a.max(b));
         match p {
             Part::Leaf(l) => la == l || lb == l,
             Part::Uplinks(l) => {
-                la != NONE && lb != NONE && la != lb && (la == l || lb == l) && !moved_cell(c)
+                la != NONE && lb != NONE && la != lb && (la == l || lb == l) && !self.moved_cell(c)
             }
-            Part::Rack(k) => rk(a) == k || rk(b) == k,
+            Part::Rack(k) => self.rack(a) == k || self.rack(b) == k,
             Part::SpineLayer(_) => false,
             Part::Path(x, y, pr) => c.path && pr == r && pair == (x, y),
             _ if c.path => false,
             Part::Cabling(k) => [(a, r), (b, r)]
                 .iter()
-                .any(|e| cabling_of.get(e).is_some_and(|v| v.contains(&k))),
+                .any(|e| self.cabling_of.get(e).is_some_and(|v| v.contains(&k))),
             Part::Node(i) => a == i || b == i,
             Part::NodeTx(i) => a == i,
             Part::NodeRx(i) => b == i,
@@ -483,20 +426,288 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
             Part::Link(x, y, pr) => pr == r && pair == (x, y),
             Part::OneWay(x, y, pr) => pr == r && (a, b) == (x, y),
         }
-    };
-    let mut gain: HashMap<Part, u32> = HashMap::default();
-    let mut buf = Vec::with_capacity(24);
-    for c in &bad_list {
-        members(c, &mut buf);
-        for &p in &buf {
-            *gain.entry(p).or_default() += 1;
+    }
+
+    /// A bad cell across two leaves whose block a spine pick took as partly bad.
+    fn in_spine_domain(&self, c: &BadCell, blocks_ok: &Blocks) -> bool {
+        let (la, lb) = (self.t.leaf(c.a, c.r), self.t.leaf(c.b, c.r));
+        la != NONE && lb != NONE && la != lb && blocks_ok.get(&(la, lb)).copied().unwrap_or(false)
+    }
+}
+
+/// Every cell judged and counted in the domains of the candidates it belongs to.
+struct Tally {
+    /// Per NIC (node x rail): what it sends and receives.
+    tx: Vec<Count>,
+    rx: Vec<Count>,
+    /// Per NIC: its cells inside its leaf, and what it sends and receives, each without
+    /// the cells whose other end is a moved NIC (the own-fault evidence).
+    intra_of: Vec<Count>,
+    own_tx: Vec<Count>,
+    own_rx: Vec<Count>,
+    leaf: Vec<Count>,
+    up: Vec<Count>,
+    rack: Vec<Count>,
+    block: HashMap<(u32, u32), Count>,
+    intra_rail: Vec<Count>,
+    bad_list: Vec<BadCell>,
+    bad_grid: Vec<Vec<bool>>,
+    cells: u64,
+}
+
+impl Tally {
+    fn count(f: &Fabric, leaf_level: &[f32]) -> Tally {
+        let (n, rails) = (f.o.n, f.o.rails);
+        let nics = vec![Count::default(); n * rails];
+        let mut tally = Tally {
+            tx: nics.clone(),
+            rx: nics.clone(),
+            intra_of: nics.clone(),
+            own_tx: nics.clone(),
+            own_rx: nics,
+            leaf: vec![Count::default(); f.t.switches.len()],
+            up: vec![Count::default(); f.t.switches.len()],
+            rack: vec![Count::default(); f.t.racks.len()],
+            block: HashMap::default(),
+            intra_rail: vec![Count::default(); rails],
+            bad_list: Vec::new(),
+            bad_grid: vec![vec![false; n * n]; rails],
+            cells: 0,
+        };
+        for r in 0..rails {
+            let lim = (f.rules.bw_below_median * f.medians[r]) as f32;
+            for a in 0..n {
+                for b in 0..n {
+                    let v = f.o.values[r][a * n + b];
+                    if v.is_nan() {
+                        continue;
+                    }
+                    tally.cells += 1;
+                    let bad = v < lim * f.expect(r, a, b);
+                    let path = bad && f.bimodal(r, a, b);
+                    if bad {
+                        tally.bad_grid[r][a * n + b] = true;
+                        tally.bad_list.push(BadCell {
+                            r: r as u32,
+                            a: a as u32,
+                            b: b as u32,
+                            path,
+                        });
+                    }
+                    tally.record(f, leaf_level, (r, a, b), v, bad, path);
+                }
+            }
+        }
+        tally
+    }
+
+    /// One measured cell into the domains it belongs to.
+    fn record(
+        &mut self,
+        f: &Fabric,
+        leaf_level: &[f32],
+        (r, a, b): (usize, usize, usize),
+        v: f32,
+        bad: bool,
+        path: bool,
+    ) {
+        let rails = f.o.rails;
+        let t = f.t;
+        let evidence = !f.moved(a, r) && !f.moved(b, r);
+        if !path {
+            self.tx[a * rails + r].add(bad);
+            self.rx[b * rails + r].add(bad);
+            if evidence {
+                self.own_tx[a * rails + r].add(bad);
+                self.own_rx[b * rails + r].add(bad);
+            }
+        }
+        let (la, lb) = (t.leaf(a as u32, r as u32), t.leaf(b as u32, r as u32));
+        let tolerance = f.rules.bw_below_median as f32;
+        let spared = |l: u32| {
+            !bad && la != lb
+                && f.expect(r, a, b) < 1.0
+                && leaf_level
+                    .get(l as usize)
+                    .is_some_and(|&level| v * tolerance <= level)
+        };
+        if la != NONE && !spared(la) {
+            self.leaf[la as usize].add(bad);
+        }
+        if lb != NONE && lb != la && !spared(lb) {
+            self.leaf[lb as usize].add(bad);
+        }
+        // A moved NIC's cells cross uplinks and make blocks the plan has not (across
+        // rails), filling them with the move's own fault: the uplinks' and the spine
+        // layer's domains hold the others.
+        if la != NONE && lb != NONE && la != lb && evidence {
+            self.up[la as usize].add(bad);
+            self.up[lb as usize].add(bad);
+            self.block.entry((la, lb)).or_default().add(bad);
+        } else if la != NONE && la == lb {
+            self.intra_rail[r].add(bad);
+            if evidence {
+                self.intra_of[a * rails + r].add(bad);
+                self.intra_of[b * rails + r].add(bad);
+            }
+        }
+        let (ka, kb) = (f.rack(a as u32), f.rack(b as u32));
+        if ka != NONE {
+            self.rack[ka as usize].add(bad);
+        }
+        if kb != NONE && kb != ka {
+            self.rack[kb as usize].add(bad);
         }
     }
-    let total: HashMap<Part, u32> = gain.clone();
-    let mut covered = vec![false; bad_list.len()];
-    let min_peers = rules.min_links.max(2);
-    let acceptable = |p: Part, total_bad: u32| -> bool {
-        let c = tried_of(p);
+
+    fn nic(&self, rails: usize, i: u32, r: u32) -> Count {
+        let s = i as usize * rails + r as usize;
+        self.tx[s] + self.rx[s]
+    }
+
+    /// Domain size (tried) and bad total of each candidate.
+    fn tried_of(&self, f: &Fabric, p: Part) -> Count {
+        let rails = f.o.rails;
+        let slot = |i: u32, r: u32| i as usize * rails + r as usize;
+        let sum_rails = |each: &dyn Fn(u32) -> Count| {
+            (0..rails as u32).fold(Count::default(), |c, r| c + each(r))
+        };
+        match p {
+            Part::Leaf(l) => self.leaf[l as usize],
+            Part::Uplinks(l) => self.up[l as usize],
+            Part::Rack(k) => self.rack[k as usize],
+            Part::Tx(i, r) => self.tx[slot(i, r)],
+            Part::Rx(i, r) => self.rx[slot(i, r)],
+            Part::Nic(i, r) => self.nic(rails, i, r),
+            Part::NodeTx(i) => sum_rails(&|r| self.tx[slot(i, r)]),
+            Part::NodeRx(i) => sum_rails(&|r| self.rx[slot(i, r)]),
+            Part::Node(i) => sum_rails(&|r| self.nic(rails, i, r)),
+            Part::Cabling(c) => {
+                let (_, node, rs) = f
+                    .rules
+                    .cabling
+                    .iter()
+                    .find(|x| x.0 == c)
+                    .cloned()
+                    .unwrap_or_default();
+                rs.iter()
+                    .fold(Count::default(), |acc, &r| acc + self.nic(rails, node, r))
+            }
+            Part::Link(a, b, r) => {
+                let mut c = Count::default();
+                for (x, y) in [(a, b), (b, a)] {
+                    let v = f.o.get(r as usize, x as usize, y as usize);
+                    if !v.is_nan() {
+                        c.add(self.bad_grid[r as usize][x as usize * f.o.n + y as usize]);
+                    }
+                }
+                c
+            }
+            Part::OneWay(..) | Part::Path(..) | Part::SpineLayer(_) => Count { tried: 1, bad: 1 },
+        }
+    }
+}
+
+/// A rail's spine layer (or one leaf's uplinks) as the set cover's next pick: the bad
+/// cells it would explain, the blocks taken as partly bad, and the good cells of blocks
+/// with no bad cell (what a bad spine would have reached: its contradiction).
+struct SpineCandidate {
+    part: Part,
+    gain: u32,
+    blocks: Blocks,
+    clean_good: u32,
+}
+
+/// The bad cross-leaf cells of one rail not yet explained, per node and per leaf.
+#[derive(Default)]
+struct Scatter {
+    per_node: HashMap<u32, u32>,
+    per_leaf: HashMap<u32, u32>,
+    in_domain: u32,
+}
+
+/// The greedy set cover's state: each candidate's bad cells not yet explained (`gain`)
+/// and in all (`total`), the cells explained, and the picks so far.
+struct Cover<'a> {
+    f: &'a Fabric<'a>,
+    tally: &'a Tally,
+    gain: HashMap<Part, u32>,
+    total: HashMap<Part, u32>,
+    covered: Vec<bool>,
+    /// A part is chosen once: what it explains is covered by that one pick.
+    picked: HashSet<Part>,
+    picks: Vec<Pick>,
+    spines_n: usize,
+}
+
+impl<'a> Cover<'a> {
+    fn new(f: &'a Fabric<'a>, tally: &'a Tally) -> Self {
+        let mut gain: HashMap<Part, u32> = HashMap::default();
+        let mut buf = Vec::with_capacity(24);
+        for c in &tally.bad_list {
+            f.members(c, &mut buf);
+            for &p in &buf {
+                *gain.entry(p).or_default() += 1;
+            }
+        }
+        let spines_n =
+            f.t.switches
+                .iter()
+                .filter(|s| s.tier == results::fabric_plan::Tier::Spine)
+                .count()
+                .max(1);
+        Cover {
+            f,
+            tally,
+            total: gain.clone(),
+            gain,
+            covered: vec![false; tally.bad_list.len()],
+            picked: HashSet::default(),
+            picks: Vec::new(),
+            spines_n,
+        }
+    }
+
+    /// Picks until nothing acceptable explains a bad cell left.
+    fn run(mut self) -> Vec<Pick> {
+        while let Some((part, blocks, contradicted)) = self.next() {
+            let mut pick = self.take(part, blocks.as_ref());
+            pick.contradicted = contradicted;
+            self.picked.insert(part);
+            self.picks.push(pick);
+            if self.picks.len() > 10_000 {
+                break;
+            }
+        }
+        self.picks
+    }
+
+    /// The next part: the spine layer (or a leaf's uplinks) when its scatter explains more
+    /// than the best other candidate's score, else that candidate; with the blocks of a
+    /// spine pick and the good cells that contradict the part.
+    fn next(&self) -> Option<(Part, Option<Blocks>, u32)> {
+        let spine = self.best_spine();
+        let best = self.best_part();
+        match (spine, best) {
+            (Some(s), Some((_, bs))) if s.gain as i64 > bs => {
+                Some((s.part, Some(s.blocks), s.clean_good))
+            }
+            (Some(s), None) => Some((s.part, Some(s.blocks), s.clean_good)),
+            (_, Some((p, _))) => {
+                let c = self.tally.tried_of(self.f, p);
+                Some((p, None, c.tried.saturating_sub(self.total[&p])))
+            }
+            (None, None) => None,
+        }
+    }
+
+    /// Whether a candidate's cells are bad often enough for it: any one-way or path; a
+    /// link bad both ways; a transmitter or receiver with enough peers (a NIC or node
+    /// twice that) on `suspect_share` of its cells; a part above the node on `high_share`.
+    fn acceptable(&self, p: Part, total_bad: u32) -> bool {
+        let rules = self.f.rules;
+        let min_peers = rules.min_links.max(2);
+        let c = self.tally.tried_of(self.f, p);
         let share = total_bad as f64 / c.tried.max(1) as f64;
         match p {
             Part::OneWay(..) | Part::Path(..) => true,
@@ -508,264 +719,256 @@ pub fn localise(o: &Observed, t: &Topology, rules: &Rules) -> Localisation {
             _ if p.high() => c.tried >= 2 && share >= rules.high_share,
             _ => false,
         }
-    };
-    let spines_n = t
-        .switches
-        .iter()
-        .filter(|s| s.tier == results::fabric_plan::Tier::Spine)
-        .count()
-        .max(1);
-    let mut picks = Vec::new();
-    // A part is chosen once: what it explains is covered by that one pick.
-    let mut picked: HashSet<Part> = HashSet::default();
-    let in_spine_domain = |c: &BadCell, blocks_ok: &HashMap<(u32, u32), bool>| -> bool {
-        let (la, lb) = (t.leaf(c.a, c.r), t.leaf(c.b, c.r));
-        la != NONE && lb != NONE && la != lb && blocks_ok.get(&(la, lb)).copied().unwrap_or(false)
-    };
-    loop {
-        // Spine layers: on each rail, cross-leaf blocks partly bad (not yet explained).
-        let mut unexplained: HashMap<(u32, u32), u32> = HashMap::default();
-        let mut intra_left = vec![0u32; rails];
-        for (k, c) in bad_list.iter().enumerate() {
-            if covered[k] {
-                continue;
-            }
-            let (la, lb) = (t.leaf(c.a, c.r), t.leaf(c.b, c.r));
-            if la != NONE && lb != NONE && la != lb {
-                *unexplained.entry((la, lb)).or_default() += 1;
-            } else if la != NONE {
-                intra_left[c.r as usize] += 1;
-            }
-        }
-        let mut spine_best: Option<(Part, u32, Blocks, u32)> = None;
-        for r in 0..rails as u32 {
-            if picked.contains(&Part::SpineLayer(r)) {
-                continue;
-            }
-            let blocks: Vec<(&(u32, u32), &Count)> = block
-                .iter()
-                .filter(|((la, _), _)| {
-                    t.switches[*la as usize].rail == r || t.leaf_rail_of(*la) == r
-                })
-                .collect();
-            if blocks.len() < 2 {
-                continue;
-            }
-            // ECMP scatters a bad spine's pairs over many nodes; one node's (or a few
-            // nodes') links are that node's fault, not a spine's.
-            let mut per_node: HashMap<u32, u32> = HashMap::default();
-            let mut per_leaf: HashMap<u32, u32> = HashMap::default();
-            let mut in_domain = 0u32;
-            for (k, c) in bad_list.iter().enumerate() {
-                if covered[k] || c.r != r {
-                    continue;
-                }
-                let (la, lb) = (t.leaf(c.a, c.r), t.leaf(c.b, c.r));
-                if la != NONE && lb != NONE && la != lb {
-                    in_domain += 1;
-                    *per_node.entry(c.a).or_default() += 1;
-                    *per_node.entry(c.b).or_default() += 1;
-                    *per_leaf.entry(la).or_default() += 1;
-                    *per_leaf.entry(lb).or_default() += 1;
-                }
-            }
-            // Nodes that are their own fault (bad on `suspect_share` of their own cells,
-            // of those they send or of those they receive, and inside their leaf too: a
-            // NIC's, transmitter's or receiver's fault slows those, a spine's does not) at
-            // an end of half the cells or more leave no scatter to explain: two bad NICs
-            // on one leaf of 16 look like one bad uplink of 8 otherwise. (A node that is
-            // not its own fault can be the end of most ECMP-hashed pairs through a bad
-            // uplink when a group has few nodes.)
-            // A moved NIC is its cabling's fault; the others are judged on the cells
-            // whose other end stayed where the plan put it (a cell with a moved NIC is
-            // bad for the move's sake, inside the leaf too).
-            let mostly_bad =
-                |c: Count| c.tried > 0 && c.bad as f64 >= rules.suspect_share * c.tried as f64;
-            let by_own: u32 = per_node
-                .iter()
-                .filter(|(&i, _)| {
-                    let s = i as usize * rails + r as usize;
-                    let (stx, srx, inside) = (own_tx[s], own_rx[s], intra_of[s]);
-                    moved(i as usize, r as usize)
-                        || ((mostly_bad(stx + srx) || mostly_bad(stx) || mostly_bad(srx))
-                            && (inside.tried == 0 || inside.bad > 0))
-                })
-                .map(|(_, &v)| v)
-                .sum();
-            if by_own * 2 > in_domain {
-                continue;
-            }
-            // With three or more leaves on the rail, scattered cells that (nearly) all
-            // touch one leaf are that leaf's uplinks, partly bad: ECMP hashed a share of
-            // its cross-group pairs onto the bad uplink. With two leaves every cross-leaf
-            // cell touches both, and a bad uplink of either looks like a bad spine.
-            let leaves_on_rail: std::collections::BTreeSet<u32> =
-                blocks.iter().map(|((la, _), _)| *la).collect();
-            let one_leaf = (leaves_on_rail.len() >= 3)
-                .then(|| {
-                    per_leaf
-                        .iter()
-                        .filter(|(l, &v)| {
-                            v as f64 >= rules.high_share * in_domain as f64
-                                && !picked.contains(&Part::Uplinks(**l))
-                        })
-                        .max_by_key(|(l, &v)| (v, std::cmp::Reverse(**l)))
-                        .map(|(l, _)| *l)
-                })
-                .flatten();
-            // With two leaves on the rail every cross-leaf cell touches both: one bad
-            // uplink, all the uplinks of either leaf and a bad spine slow the same pairs,
-            // some or all of them (over TCP a cell is slow when its data or its ACKs cross
-            // a bad uplink: three cells in four with two spines, and a small block can come
-            // out all bad; stop 46's CI run: 11 of 12, then 22 of 24). Every block with bad
-            // cells is the rail's cross-leaf part, which no leaf's uplinks can be told from.
-            let two_leaves = two_leaf_rail(r);
-            let mut ok = HashMap::default();
-            let mut partial = 0;
-            let mut gain_r = 0;
-            let mut clean_good = 0;
-            let mut considered = 0;
-            for (k, c) in &blocks {
-                let touches = one_leaf.is_none_or(|l| k.0 == l || k.1 == l);
-                if !touches {
-                    continue;
-                }
-                considered += 1;
-                let u = unexplained.get(k).copied().unwrap_or(0);
-                let frac = u as f64 / c.tried.max(1) as f64;
-                // Partly bad: some pairs of the block, not (nearly) all of them, which
-                // is the leaf's or its uplinks' pattern. For one leaf's uplinks every
-                // block through the leaf counts, whole or partly bad: with few nodes a
-                // group, ECMP can hash all of a small block's pairs onto the bad uplink.
-                let is_partial =
-                    u > 0 && (one_leaf.is_some() || two_leaves || frac < rules.high_share);
-                if is_partial {
-                    partial += 1;
-                    gain_r += u;
-                }
-                if c.bad == 0 {
-                    clean_good += c.tried;
-                }
-                ok.insert(**k, is_partial);
-            }
-            let intra_ok =
-                intra_left[r as usize] as f64 <= 0.1 * intra_rail[r as usize].tried.max(1) as f64;
-            // One bad uplink of S hashes about 1/S of the leaf's cross-group pairs onto
-            // itself: a few stray cells through the leaf (a path fault, a one-way link)
-            // are not that, so a quarter of that share at least.
-            let enough_for_an_uplink = || {
-                let tried: u32 = blocks
-                    .iter()
-                    .filter(|(k, _)| one_leaf.is_some_and(|l| k.0 == l || k.1 == l))
-                    .map(|(_, c)| c.tried)
-                    .sum();
-                gain_r as f64 >= 0.25 * tried as f64 / spines_n as f64
-            };
-            let pattern = if one_leaf.is_some() {
-                enough_for_an_uplink()
-            } else {
-                partial * 2 >= considered
-            };
-            if pattern && intra_ok && gain_r > 0 && spine_best.as_ref().is_none_or(|b| gain_r > b.1)
-            {
-                let part = one_leaf.map_or(Part::SpineLayer(r), Part::Uplinks);
-                spine_best = Some((part, gain_r, ok, clean_good));
-            }
-        }
+    }
+
+    /// The acceptable candidate with the best score (bad cells it would explain, less
+    /// the good cells of its domain); ties to the higher part, then the lower index.
+    fn best_part(&self) -> Option<(Part, i64)> {
         let mut best: Option<(Part, i64)> = None;
-        for (&p, &g) in &gain {
-            if g == 0 || picked.contains(&p) || !acceptable(p, total[&p]) {
+        for (&p, &g) in &self.gain {
+            if g == 0 || self.picked.contains(&p) || !self.acceptable(p, self.total[&p]) {
                 continue;
             }
-            let c = tried_of(p);
-            let score = g as i64 - (c.tried - total[&p].min(c.tried)) as i64;
+            let c = self.tally.tried_of(self.f, p);
+            let score = g as i64 - (c.tried - self.total[&p].min(c.tried)) as i64;
             if best.is_none_or(|(bp, bs)| {
                 score > bs || (score == bs && (p.rank(), p) < (bp.rank(), bp))
             }) {
                 best = Some((p, score));
             }
         }
-        let spine_pick = match (&spine_best, best) {
-            (Some(s), Some((_, bs))) if s.1 as i64 > bs => Some(s),
-            (Some(s), None) => Some(s),
-            _ => None,
+        best
+    }
+
+    /// The rail whose cross-leaf scatter explains the most bad cells not yet explained
+    /// (the first rail among equals).
+    fn best_spine(&self) -> Option<SpineCandidate> {
+        let (unexplained, intra_left) = self.unexplained();
+        let mut best: Option<SpineCandidate> = None;
+        for r in 0..self.f.o.rails as u32 {
+            if self.picked.contains(&Part::SpineLayer(r)) {
+                continue;
+            }
+            if let Some(s) = self.spine_candidate(r, &unexplained, &intra_left) {
+                if best.as_ref().is_none_or(|b| s.gain > b.gain) {
+                    best = Some(s);
+                }
+            }
+        }
+        best
+    }
+
+    /// Bad cells not yet explained: per cross-leaf block, and per rail inside a leaf.
+    fn unexplained(&self) -> (HashMap<(u32, u32), u32>, Vec<u32>) {
+        let t = self.f.t;
+        let mut blocks: HashMap<(u32, u32), u32> = HashMap::default();
+        let mut intra_left = vec![0u32; self.f.o.rails];
+        for (k, c) in self.tally.bad_list.iter().enumerate() {
+            if self.covered[k] {
+                continue;
+            }
+            let (la, lb) = (t.leaf(c.a, c.r), t.leaf(c.b, c.r));
+            if la != NONE && lb != NONE && la != lb {
+                *blocks.entry((la, lb)).or_default() += 1;
+            } else if la != NONE {
+                intra_left[c.r as usize] += 1;
+            }
+        }
+        (blocks, intra_left)
+    }
+
+    /// Rail `r`'s spine layer, or one of its leaves' uplinks, when the bad cross-leaf
+    /// cells not yet explained scatter the way a bad spine or uplink scatters them.
+    fn spine_candidate(
+        &self,
+        r: u32,
+        unexplained: &HashMap<(u32, u32), u32>,
+        intra_left: &[u32],
+    ) -> Option<SpineCandidate> {
+        let t = self.f.t;
+        let blocks: Vec<(&(u32, u32), &Count)> = self
+            .tally
+            .block
+            .iter()
+            .filter(|((la, _), _)| t.switches[*la as usize].rail == r || t.leaf_rail_of(*la) == r)
+            .collect();
+        if blocks.len() < 2 {
+            return None;
+        }
+        let scatter = self.scatter(r);
+        if self.own_faults(r, &scatter) * 2 > scatter.in_domain {
+            return None;
+        }
+        let one_leaf = self.one_leaf(&blocks, &scatter);
+        // With two leaves on the rail every cross-leaf cell touches both: one bad
+        // uplink, all the uplinks of either leaf and a bad spine slow the same pairs,
+        // some or all of them (over TCP a cell is slow when its data or its ACKs cross
+        // a bad uplink: three cells in four with two spines, and a small block can come
+        // out all bad; stop 46's CI run: 11 of 12, then 22 of 24). Every block with bad
+        // cells is the rail's cross-leaf part, which no leaf's uplinks can be told from.
+        let two_leaves = self.f.two_leaf_rail(r);
+        let mut ok = HashMap::default();
+        let (mut partial, mut gain, mut clean_good, mut considered) = (0, 0, 0, 0);
+        for (k, c) in &blocks {
+            let touches = one_leaf.is_none_or(|l| k.0 == l || k.1 == l);
+            if !touches {
+                continue;
+            }
+            considered += 1;
+            let u = unexplained.get(k).copied().unwrap_or(0);
+            let frac = u as f64 / c.tried.max(1) as f64;
+            // Partly bad: some pairs of the block, not (nearly) all of them, which is the
+            // leaf's or its uplinks' pattern. For one leaf's uplinks every block through
+            // the leaf counts, whole or partly bad: with few nodes a group, ECMP can hash
+            // all of a small block's pairs onto the bad uplink.
+            let is_partial =
+                u > 0 && (one_leaf.is_some() || two_leaves || frac < self.f.rules.high_share);
+            if is_partial {
+                partial += 1;
+                gain += u;
+            }
+            if c.bad == 0 {
+                clean_good += c.tried;
+            }
+            ok.insert(**k, is_partial);
+        }
+        let intra_ok = intra_left[r as usize] as f64
+            <= 0.1 * self.tally.intra_rail[r as usize].tried.max(1) as f64;
+        let pattern = match one_leaf {
+            Some(l) => self.enough_for_an_uplink(&blocks, l, gain),
+            None => partial * 2 >= considered,
         };
-        let (part, domain_ok): (Part, Option<Blocks>) = if let Some((p, _, ok, _)) = spine_pick {
-            (*p, Some(ok.clone()))
-        } else if let Some((p, _)) = best {
-            (p, None)
-        } else {
-            break;
+        (pattern && intra_ok && gain > 0).then(|| SpineCandidate {
+            part: one_leaf.map_or(Part::SpineLayer(r), Part::Uplinks),
+            gain,
+            blocks: ok,
+            clean_good,
+        })
+    }
+
+    /// ECMP scatters a bad spine's pairs over many nodes: the bad cross-leaf cells of
+    /// rail `r` not yet explained, counted per end node and per end leaf.
+    fn scatter(&self, r: u32) -> Scatter {
+        let t = self.f.t;
+        let mut s = Scatter::default();
+        for (k, c) in self.tally.bad_list.iter().enumerate() {
+            if self.covered[k] || c.r != r {
+                continue;
+            }
+            let (la, lb) = (t.leaf(c.a, c.r), t.leaf(c.b, c.r));
+            if la != NONE && lb != NONE && la != lb {
+                s.in_domain += 1;
+                *s.per_node.entry(c.a).or_default() += 1;
+                *s.per_node.entry(c.b).or_default() += 1;
+                *s.per_leaf.entry(la).or_default() += 1;
+                *s.per_leaf.entry(lb).or_default() += 1;
+            }
+        }
+        s
+    }
+
+    /// The scattered cells' ends that are their own fault. One node's (or a few nodes')
+    /// links are that node's fault, not a spine's: bad on `suspect_share` of their own
+    /// cells, of those they send or of those they receive, and inside their leaf too (a
+    /// NIC's, transmitter's or receiver's fault slows those, a spine's does not). At an
+    /// end of half the cells or more they leave no scatter to explain: two bad NICs on one
+    /// leaf of 16 look like one bad uplink of 8 otherwise. (A node that is not its own
+    /// fault can be the end of most ECMP-hashed pairs through a bad uplink when a group
+    /// has few nodes.) A moved NIC is its cabling's fault; the others are judged on the
+    /// cells whose other end stayed where the plan put it (a cell with a moved NIC is bad
+    /// for the move's sake, inside the leaf too).
+    fn own_faults(&self, r: u32, scatter: &Scatter) -> u32 {
+        let (rails, tally) = (self.f.o.rails, self.tally);
+        let suspect_share = self.f.rules.suspect_share;
+        let mostly_bad = |c: Count| c.tried > 0 && c.bad as f64 >= suspect_share * c.tried as f64;
+        scatter
+            .per_node
+            .iter()
+            .filter(|(&i, _)| {
+                let s = i as usize * rails + r as usize;
+                let (stx, srx, inside) = (tally.own_tx[s], tally.own_rx[s], tally.intra_of[s]);
+                self.f.moved(i as usize, r as usize)
+                    || ((mostly_bad(stx + srx) || mostly_bad(stx) || mostly_bad(srx))
+                        && (inside.tried == 0 || inside.bad > 0))
+            })
+            .map(|(_, &v)| v)
+            .sum()
+    }
+
+    /// With three or more leaves on the rail, scattered cells that (nearly) all touch one
+    /// leaf are that leaf's uplinks, partly bad: ECMP hashed a share of its cross-group
+    /// pairs onto the bad uplink. With two leaves every cross-leaf cell touches both, and
+    /// a bad uplink of either looks like a bad spine.
+    fn one_leaf(&self, blocks: &[(&(u32, u32), &Count)], scatter: &Scatter) -> Option<u32> {
+        let leaves_on_rail: std::collections::BTreeSet<u32> =
+            blocks.iter().map(|((la, _), _)| *la).collect();
+        if leaves_on_rail.len() < 3 {
+            return None;
+        }
+        scatter
+            .per_leaf
+            .iter()
+            .filter(|(l, &v)| {
+                v as f64 >= self.f.rules.high_share * scatter.in_domain as f64
+                    && !self.picked.contains(&Part::Uplinks(**l))
+            })
+            .max_by_key(|(l, &v)| (v, std::cmp::Reverse(**l)))
+            .map(|(l, _)| *l)
+    }
+
+    /// One bad uplink of S hashes about 1/S of the leaf's cross-group pairs onto itself:
+    /// a few stray cells through the leaf (a path fault, a one-way link) are not that, so
+    /// a quarter of that share at least.
+    fn enough_for_an_uplink(&self, blocks: &[(&(u32, u32), &Count)], leaf: u32, gain: u32) -> bool {
+        let tried: u32 = blocks
+            .iter()
+            .filter(|(k, _)| k.0 == leaf || k.1 == leaf)
+            .map(|(_, c)| c.tried)
+            .sum();
+        gain as f64 >= 0.25 * tried as f64 / self.spines_n as f64
+    }
+
+    /// Chooses `part`: every bad cell of its domain (of a spine pick, in the blocks it
+    /// took) counts for it, those not yet explained are covered, and the other
+    /// candidates lose them.
+    fn take(&mut self, part: Part, blocks: Option<&Blocks>) -> Pick {
+        let f = self.f;
+        let mut buf = Vec::with_capacity(24);
+        let mut pick = Pick {
+            part,
+            explains: 0,
+            contradicted: 0,
+            worst_gbit_s: f64::INFINITY,
+            median_gbit_s: f64::NAN,
         };
-        let mut explains = 0;
-        let mut worst = f64::INFINITY;
-        let mut med = f64::NAN;
-        for (k, c) in bad_list.iter().enumerate() {
-            let inside = match (&domain_ok, part) {
-                (Some(ok), Part::SpineLayer(r)) => c.r == r && in_spine_domain(c, ok),
-                (Some(ok), Part::Uplinks(_)) => contains(part, c) && in_spine_domain(c, ok),
-                _ => contains(part, c),
+        for (k, c) in self.tally.bad_list.iter().enumerate() {
+            let inside = match (blocks, part) {
+                (Some(ok), Part::SpineLayer(r)) => c.r == r && f.in_spine_domain(c, ok),
+                (Some(ok), Part::Uplinks(_)) => f.contains(part, c) && f.in_spine_domain(c, ok),
+                _ => f.contains(part, c),
             };
             if !inside {
                 continue;
             }
-            explains += 1;
-            let v = o.get(c.r as usize, c.a as usize, c.b as usize) as f64;
-            if v < worst {
-                worst = v;
-                med = medians[c.r as usize]
-                    * f64::from(expect(c.r as usize, c.a as usize, c.b as usize));
+            pick.explains += 1;
+            let v = f.o.get(c.r as usize, c.a as usize, c.b as usize) as f64;
+            if v < pick.worst_gbit_s {
+                pick.worst_gbit_s = v;
+                pick.median_gbit_s = f.medians[c.r as usize]
+                    * f64::from(f.expect(c.r as usize, c.a as usize, c.b as usize));
             }
-            if !covered[k] {
-                covered[k] = true;
-                members(c, &mut buf);
+            if !self.covered[k] {
+                self.covered[k] = true;
+                f.members(c, &mut buf);
                 for p in &buf {
-                    if let Some(g) = gain.get_mut(p) {
+                    if let Some(g) = self.gain.get_mut(p) {
                         *g = g.saturating_sub(1);
                     }
                 }
             }
         }
-        let contradicted = match (part, &domain_ok) {
-            (_, Some(_)) => spine_best.map(|s| s.3).unwrap_or(0),
-            (p, None) => {
-                let c = tried_of(p);
-                c.tried.saturating_sub(total[&p])
-            }
-        };
-        picked.insert(part);
-        picks.push(Pick {
-            part,
-            explains,
-            contradicted,
-            worst_gbit_s: worst,
-            median_gbit_s: med,
-        });
-        if picks.len() > 10_000 {
-            break;
-        }
+        pick
     }
-    let mut loc = Localisation {
-        picks,
-        bad_cells: bad_list.len() as u32,
-        cells,
-        medians,
-        bad: bad_grid,
-        nodes: n,
-    };
-    // A misrouted NIC's links cross parts the plan did not put on their way: uplinks
-    // slower than the NICs, or a part above the node the set cover found slow.
-    let above = loc.picks.iter().any(|p| {
-        matches!(
-            p.part,
-            Part::Leaf(_) | Part::Uplinks(_) | Part::SpineLayer(_)
-        )
-    });
-    if slower_uplinks || above {
-        loc.fold_into_cabling(&cabling_of);
-    }
-    loc.cabling_explains(&rules.cabling);
-    loc
 }
 
 impl Localisation {
@@ -853,5 +1056,114 @@ impl Topology {
     /// The rail a leaf serves (from its NICs when the plan did not say).
     pub fn leaf_rail_of(&self, l: u32) -> u32 {
         self.switches.get(l as usize).map_or(NONE, |s| s.rail)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::structure::topology::Switch;
+    use results::fabric_plan::Tier;
+
+    /// One rail, nodes 0-1 on leaf 0 and 2-3 on leaf 1, one flow across reaching
+    /// `shares` of the NIC's rate from each leaf (empty: the plan gave no rates).
+    fn two_leaves(shares: Vec<f32>) -> Topology {
+        let leaf = |i: u32| Switch {
+            name: format!("leaf{i}"),
+            tier: Tier::Leaf,
+            group: i,
+            rail: 0,
+            rack: NONE,
+            inferred: false,
+        };
+        Topology {
+            rails: vec!["rail0".into()],
+            switches: vec![leaf(0), leaf(1)],
+            attach: vec![0, 0, 1, 1],
+            uplink_share: shares,
+            ..Default::default()
+        }
+    }
+
+    fn rules() -> Rules {
+        Rules {
+            bw_below_median: 0.5,
+            suspect_share: 0.5,
+            high_share: 0.9,
+            min_links: 2,
+            cabling: Vec::new(),
+        }
+    }
+
+    /// Every off-diagonal cell of `rails` rails over 4 nodes at `v(rail, from, to)`.
+    fn observed(rails: usize, v: impl Fn(usize, usize, usize) -> f32) -> Observed {
+        let mut o = Observed::new(4, rails);
+        for r in 0..rails {
+            for a in 0..4 {
+                for b in (0..4).filter(|&b| b != a) {
+                    o.values[r][a * 4 + b] = v(r, a, b);
+                }
+            }
+        }
+        o
+    }
+
+    #[test]
+    fn a_cell_across_slower_uplinks_expects_the_slower_leafs_share() {
+        let t = two_leaves(vec![0.5, 0.25]);
+        assert_eq!(expected_share(&t, 0, 0, 1), 1.0, "inside a leaf");
+        assert_eq!(expected_share(&t, 0, 0, 2), 0.25);
+        assert_eq!(expected_share(&t, 0, 3, 1), 0.25);
+        assert_eq!(expected_share(&two_leaves(Vec::new()), 0, 0, 2), 1.0);
+    }
+
+    #[test]
+    fn a_rail_mostly_slow_is_judged_against_the_fabrics_75th_percentile() {
+        let t = Topology::default();
+        // Rail 1: 8 of its 12 cells at a tenth (node 0's and node 1's).
+        let o = observed(2, |r, a, b| {
+            if r == 1 && (a < 2 || b < 2) {
+                1.0
+            } else {
+                10.0
+            }
+        });
+        let slow = o.values[1].iter().filter(|&&v| v == 1.0).count();
+        assert_eq!(slow, 10, "the setup");
+        assert_eq!(
+            median(
+                o.values[1]
+                    .iter()
+                    .copied()
+                    .filter(|v| !v.is_nan())
+                    .collect()
+            ),
+            1.0
+        );
+        assert_eq!(reference_medians(&o, &t), vec![10.0, 10.0]);
+        // A healthy fabric: each rail its own median.
+        let o = observed(2, |r, _, _| if r == 0 { 10.0 } else { 9.0 });
+        assert_eq!(reference_medians(&o, &t), vec![10.0, 10.0]);
+        let o = observed(2, |r, _, _| if r == 0 { 9.0 } else { 10.0 });
+        assert_eq!(reference_medians(&o, &t), vec![10.0, 10.0]);
+    }
+
+    #[test]
+    fn a_leaf_level_is_the_median_of_its_own_bad_cells_inside_it() {
+        // Leaf 0's pair at 1 and 2 (bad: under half of 10), leaf 1's pair at 10.
+        let o = observed(1, |_, a, b| match (a, b) {
+            (0, 1) => 1.0,
+            (1, 0) => 3.0,
+            _ => 10.0,
+        });
+        let rules = rules();
+        let t = two_leaves(vec![0.5, 0.5]);
+        let f = Fabric::new(&o, &t, &rules);
+        let levels = leaf_levels(&f);
+        assert_eq!(levels[0], 3.0, "{levels:?}");
+        assert!(levels[1].is_nan(), "no bad cell inside leaf 1: {levels:?}");
+        // Uplinks as fast as the NICs: nothing is spared, no level.
+        let t = two_leaves(vec![1.0, 1.0]);
+        assert!(leaf_levels(&Fabric::new(&o, &t, &rules)).is_empty());
     }
 }
