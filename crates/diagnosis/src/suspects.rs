@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use serde::Serialize;
 
 use crate::inventory::Inventory;
-use crate::matrix::{Analysis, End};
+use crate::matrix::{Analysis, End, Failure, Group};
 
 /// What kind of part a suspect is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -211,54 +211,97 @@ fn finite(v: f32) -> Option<f64> {
     v.is_finite().then_some(v as f64)
 }
 
-/// Names the suspects of an analysis, with evidence and the retest list.
+/// Names the suspects of an analysis, with evidence and the retest list: per group, the
+/// ends whose links are mostly bad, the rails most of whose nodes are, the nodes or NICs,
+/// then the bad links between ends that are otherwise fine.
 pub fn localise(a: &Analysis, inv: &Inventory) -> Localised {
-    let s = &a.settings;
     let mut drafts: BTreeMap<Key, Draft> = BTreeMap::new();
     let mut flaky = Vec::new();
     for (gi, g) in a.groups.iter().enumerate() {
-        // Per end, counted per matrix in arrays (4 million cells), then folded.
-        let mut stats: HashMap<End, EndStat> = HashMap::new();
-        for &mi in &g.matrices {
-            let m = &a.matrices[mi as usize];
-            let mut lo_st = vec![EndStat::default(); m.nodes.len()];
-            let mut hi_st = vec![EndStat::default(); m.nodes.len()];
-            for (i, j, c) in m.each_cell_local() {
-                if !c.tried() {
-                    continue;
-                }
-                lo_st[i].add(c, g);
-                hi_st[j].add(c, g);
-                if c.is_flaky() && flaky.len() < FLAKY_LISTED {
-                    let (lo, hi) = a.ends(m, m.nodes[i], m.nodes[j]);
-                    flaky.push(Flaky {
-                        group: g.label(),
-                        ends: [a.end_name(lo), a.end_name(hi)],
-                        bad: u32::from(c.bad),
-                        good: u32::from(c.good),
-                        worst: finite(c.worst),
-                        best: finite(c.best),
-                        unit: g.unit().into(),
-                    });
-                }
+        let view = GroupView {
+            a,
+            g,
+            gi: gi as u32,
+            stats: end_stats(a, g, &mut flaky),
+        };
+        let mut named = view.suspect_ends();
+        let rail_taken = view.draft_rails(&named, &mut drafts);
+        named.retain(|e| !rail_taken.contains(e));
+        view.draft_ends(&named, &rail_taken, &mut drafts);
+        view.draft_links(&named, &rail_taken, &mut drafts);
+    }
+    finish(a, inv, drafts, flaky)
+}
+
+/// Per end of group `g`, its links: counted per matrix in arrays (4 million cells), then
+/// folded. The flaky cells are listed on the way (up to `FLAKY_LISTED`).
+fn end_stats(a: &Analysis, g: &Group, flaky: &mut Vec<Flaky>) -> HashMap<End, EndStat> {
+    let mut stats: HashMap<End, EndStat> = HashMap::new();
+    for &mi in &g.matrices {
+        let m = &a.matrices[mi as usize];
+        let mut lo_st = vec![EndStat::default(); m.nodes.len()];
+        let mut hi_st = vec![EndStat::default(); m.nodes.len()];
+        for (i, j, c) in m.each_cell_local() {
+            if !c.tried() {
+                continue;
             }
-            for (i, &node) in m.nodes.iter().enumerate() {
-                for (st, dev) in [(&lo_st[i], m.dev_lo), (&hi_st[i], m.dev_hi)] {
-                    if st.links > 0 {
-                        stats.entry(End { node, dev }).or_default().merge(st, g);
-                    }
+            lo_st[i].add(c, g);
+            hi_st[j].add(c, g);
+            if c.is_flaky() && flaky.len() < FLAKY_LISTED {
+                let (lo, hi) = a.ends(m, m.nodes[i], m.nodes[j]);
+                flaky.push(Flaky {
+                    group: g.label(),
+                    ends: [a.end_name(lo), a.end_name(hi)],
+                    bad: u32::from(c.bad),
+                    good: u32::from(c.good),
+                    worst: finite(c.worst),
+                    best: finite(c.best),
+                    unit: g.unit().into(),
+                });
+            }
+        }
+        for (i, &node) in m.nodes.iter().enumerate() {
+            for (st, dev) in [(&lo_st[i], m.dev_lo), (&hi_st[i], m.dev_hi)] {
+                if st.links > 0 {
+                    stats.entry(End { node, dev }).or_default().merge(st, g);
                 }
             }
         }
-        let suspect_end = |e: &End| {
-            stats.get(e).is_some_and(|st| {
+    }
+    stats
+}
+
+/// One group of the analysis (a test, transport and size) with its ends' counts.
+struct GroupView<'a> {
+    a: &'a Analysis,
+    g: &'a Group,
+    gi: u32,
+    stats: HashMap<End, EndStat>,
+}
+
+impl GroupView<'_> {
+    /// Ends with enough links, bad on `suspect_share` of them.
+    fn suspect_ends(&self) -> BTreeSet<End> {
+        let s = &self.a.settings;
+        self.stats
+            .iter()
+            .filter(|(_, st)| {
                 st.links >= s.min_links
                     && st.bad > 0
                     && st.bad as f64 >= s.suspect_share * st.links as f64
             })
-        };
-        let mut named: BTreeSet<End> = stats.keys().copied().filter(|e| suspect_end(e)).collect();
-        // Rails whose nodes are mostly suspect.
+            .map(|(e, _)| *e)
+            .collect()
+    }
+
+    /// Rails whose nodes are mostly suspect (three at least, over `rail_share`): drafted
+    /// as the rail; returns the ends it took.
+    fn draft_rails(
+        &self,
+        named: &BTreeSet<End>,
+        drafts: &mut BTreeMap<Key, Draft>,
+    ) -> BTreeSet<End> {
+        let (a, g) = (self.a, self.g);
         let mut rail_taken: BTreeSet<End> = BTreeSet::new();
         for &mi in &g.matrices {
             let m = &a.matrices[mi as usize];
@@ -274,87 +317,48 @@ pub fn localise(a: &Analysis, inv: &Inventory) -> Localised {
                 })
                 .filter(|e| named.contains(e))
                 .collect();
-            if on.len() >= 3 && on.len() as f64 > s.rail_share * m.nodes.len() as f64 {
-                let d = drafts.entry((Kind::Rail, vec![], m.dev_lo)).or_default();
-                let bad: u32 = on.iter().map(|e| stats[e].bad).sum();
-                d.findings.push(Finding {
-                    group: g.label(),
-                    group_index: gi as u32,
-                    rail: a.rail_name(m),
-                    bad_links: bad / 2,
-                    links: m.cells.iter().filter(|c| c.tried()).count() as u32,
-                    failed_links: m
-                        .cells
-                        .iter()
-                        .filter(|c| c.failed > 0 && !c.measured())
-                        .count() as u32,
-                    worst: None,
-                    median: finite(m.median as f32),
-                    unit: g.unit().into(),
-                    reasons: vec![format!(
-                        "{} of {} nodes have mostly bad links on this rail",
-                        on.len(),
-                        m.nodes.len()
-                    )],
-                });
-                rail_taken.extend(on);
+            if on.len() < 3 || on.len() as f64 <= a.settings.rail_share * m.nodes.len() as f64 {
+                continue;
             }
+            let d = drafts.entry((Kind::Rail, vec![], m.dev_lo)).or_default();
+            let bad: u32 = on.iter().map(|e| self.stats[e].bad).sum();
+            d.findings.push(Finding {
+                group: g.label(),
+                group_index: self.gi,
+                rail: a.rail_name(m),
+                bad_links: bad / 2,
+                links: m.cells.iter().filter(|c| c.tried()).count() as u32,
+                failed_links: m
+                    .cells
+                    .iter()
+                    .filter(|c| c.failed > 0 && !c.measured())
+                    .count() as u32,
+                worst: None,
+                median: finite(m.median as f32),
+                unit: g.unit().into(),
+                reasons: vec![format!(
+                    "{} of {} nodes have mostly bad links on this rail",
+                    on.len(),
+                    m.nodes.len()
+                )],
+            });
+            rail_taken.extend(on);
         }
-        named.retain(|e| !rail_taken.contains(e));
-        // Nodes whose every end with data is suspect; else the suspect ends as NICs.
+        rail_taken
+    }
+
+    /// Nodes whose every end with data is suspect (and on no suspect rail); else the
+    /// suspect ends as NICs.
+    fn draft_ends(
+        &self,
+        named: &BTreeSet<End>,
+        rail_taken: &BTreeSet<End>,
+        drafts: &mut BTreeMap<Key, Draft>,
+    ) {
         let mut by_node: BTreeMap<u32, Vec<End>> = BTreeMap::new();
-        for e in stats.keys() {
+        for e in self.stats.keys() {
             by_node.entry(e.node).or_default().push(*e);
         }
-        let finding = |e: &End, ends: &[End]| -> Finding {
-            let mut f = Finding {
-                group: g.label(),
-                group_index: gi as u32,
-                rail: String::new(),
-                bad_links: 0,
-                links: 0,
-                failed_links: 0,
-                worst: None,
-                median: None,
-                unit: g.unit().into(),
-                reasons: vec![],
-            };
-            let mut rails = BTreeSet::new();
-            let mut w = 0;
-            for x in ends {
-                let st = stats.get(x).copied().unwrap_or_default();
-                f.bad_links += st.bad;
-                f.links += st.links;
-                f.failed_links += st.failed;
-                w |= st.why;
-                if let Some(v) = st.worst {
-                    if f.worst.is_none_or(|o| g.worse(v as f64, o)) {
-                        f.worst = Some(v as f64);
-                    }
-                }
-                rails.insert(
-                    x.dev
-                        .map(|d| a.devices[d as usize].clone())
-                        .unwrap_or_else(|| g.key.transport.clone()),
-                );
-            }
-            f.rail = rails.into_iter().collect::<Vec<_>>().join(", ");
-            // The median of the rail of its first end, and the reasons in words.
-            if let Some(&mi) = g.matrices.iter().find(|&&mi| {
-                let m = &a.matrices[mi as usize];
-                m.dev_lo == e.dev || m.dev_hi == e.dev
-            }) {
-                let m = &a.matrices[mi as usize];
-                f.median = finite(m.median as f32);
-                let probe = crate::matrix::Cell {
-                    why: w,
-                    worst: f.worst.unwrap_or(f64::NAN) as f32,
-                    ..Default::default()
-                };
-                f.reasons = g.reasons(m, &probe, s);
-            }
-            f
-        };
         for (node, ends) in &by_node {
             let sus: Vec<End> = ends.iter().copied().filter(|e| named.contains(e)).collect();
             if sus.is_empty() {
@@ -362,17 +366,11 @@ pub fn localise(a: &Analysis, inv: &Inventory) -> Localised {
             }
             let whole = sus.len() == ends.len() && ends.iter().all(|e| !rail_taken.contains(e));
             let groups: Vec<(Key, Vec<End>)> = if whole {
-                vec![(
-                    (
-                        Kind::Node,
-                        vec![End {
-                            node: *node,
-                            dev: None,
-                        }],
-                        None,
-                    ),
-                    sus.clone(),
-                )]
+                let node = End {
+                    node: *node,
+                    dev: None,
+                };
+                vec![((Kind::Node, vec![node], None), sus.clone())]
             } else {
                 sus.iter()
                     .map(|e| ((Kind::Nic, vec![*e], None), vec![*e]))
@@ -380,23 +378,91 @@ pub fn localise(a: &Analysis, inv: &Inventory) -> Localised {
             };
             for (key, ends_of) in groups {
                 let d = drafts.entry(key).or_default();
-                d.findings.push(finding(&ends_of[0], &ends_of));
+                d.findings.push(self.finding(&ends_of[0], &ends_of));
                 for e in &ends_of {
-                    let st = stats[e];
-                    d.ends.insert(*e);
-                    d.flaky |= st.flaky > 0;
-                    d.retest_good += st.retest_good;
-                    d.retest_bad += st.retest_bad;
-                    if let Some(&mi) = g.matrices.iter().find(|&&mi| {
-                        let m = &a.matrices[mi as usize];
-                        m.dev_lo == e.dev && m.dev_hi == e.dev
-                    }) {
-                        d.partners_from.push((mi, *e));
-                    }
+                    self.add_end(d, e);
                 }
             }
         }
-        // Bad links between ends that are otherwise fine.
+    }
+
+    /// End `e` into draft `d`: its counts, and its rail's matrix to find partners in.
+    fn add_end(&self, d: &mut Draft, e: &End) {
+        let st = self.stats[e];
+        d.ends.insert(*e);
+        d.flaky |= st.flaky > 0;
+        d.retest_good += st.retest_good;
+        d.retest_bad += st.retest_bad;
+        if let Some(&mi) = self.g.matrices.iter().find(|&&mi| {
+            let m = &self.a.matrices[mi as usize];
+            m.dev_lo == e.dev && m.dev_hi == e.dev
+        }) {
+            d.partners_from.push((mi, *e));
+        }
+    }
+
+    /// The finding of a node or NIC over `ends` (`e` the first): their links summed, the
+    /// worst value, the rails, the median of the first end's rail and the reasons.
+    fn finding(&self, e: &End, ends: &[End]) -> Finding {
+        let (a, g) = (self.a, self.g);
+        let mut f = Finding {
+            group: g.label(),
+            group_index: self.gi,
+            rail: String::new(),
+            bad_links: 0,
+            links: 0,
+            failed_links: 0,
+            worst: None,
+            median: None,
+            unit: g.unit().into(),
+            reasons: vec![],
+        };
+        let mut rails = BTreeSet::new();
+        let mut w = 0;
+        for x in ends {
+            let st = self.stats.get(x).copied().unwrap_or_default();
+            f.bad_links += st.bad;
+            f.links += st.links;
+            f.failed_links += st.failed;
+            w |= st.why;
+            if let Some(v) = st.worst {
+                if f.worst.is_none_or(|o| g.worse(v as f64, o)) {
+                    f.worst = Some(v as f64);
+                }
+            }
+            rails.insert(
+                x.dev
+                    .map(|d| a.devices[d as usize].clone())
+                    .unwrap_or_else(|| g.key.transport.clone()),
+            );
+        }
+        f.rail = rails.into_iter().collect::<Vec<_>>().join(", ");
+        if let Some(&mi) = g.matrices.iter().find(|&&mi| {
+            let m = &a.matrices[mi as usize];
+            m.dev_lo == e.dev || m.dev_hi == e.dev
+        }) {
+            let m = &a.matrices[mi as usize];
+            f.median = finite(m.median as f32);
+            let probe = crate::matrix::Cell {
+                why: w,
+                worst: f.worst.unwrap_or(f64::NAN) as f32,
+                ..Default::default()
+            };
+            f.reasons = g.reasons(m, &probe, &a.settings);
+        }
+        f
+    }
+
+    /// Bad links between ends that are otherwise fine (neither named nor on a suspect
+    /// rail), each drafted as the link.
+    fn draft_links(
+        &self,
+        named: &BTreeSet<End>,
+        rail_taken: &BTreeSet<End>,
+        drafts: &mut BTreeMap<Key, Draft>,
+    ) {
+        let (a, g) = (self.a, self.g);
+        let explained = |e: &End| named.contains(e) || rail_taken.contains(e);
         for &mi in &g.matrices {
             let m = &a.matrices[mi as usize];
             for (x, y, c) in m.each_cell() {
@@ -404,15 +470,13 @@ pub fn localise(a: &Analysis, inv: &Inventory) -> Localised {
                     continue;
                 }
                 let (lo, hi) = a.ends(m, x, y);
-                let explained = |e: &End| named.contains(e) || rail_taken.contains(e);
                 if explained(&lo) || explained(&hi) {
                     continue;
                 }
                 let d = drafts.entry((Kind::Link, vec![lo, hi], None)).or_default();
-                let why = g.reasons(m, c, s);
                 d.findings.push(Finding {
                     group: g.label(),
-                    group_index: gi as u32,
+                    group_index: self.gi,
                     rail: a.rail_name(m),
                     bad_links: 1,
                     links: 1,
@@ -420,7 +484,7 @@ pub fn localise(a: &Analysis, inv: &Inventory) -> Localised {
                     worst: finite(c.worst),
                     median: finite(m.median as f32),
                     unit: g.unit().into(),
-                    reasons: why,
+                    reasons: g.reasons(m, c, &a.settings),
                 });
                 d.ends.insert(lo);
                 d.ends.insert(hi);
@@ -432,9 +496,9 @@ pub fn localise(a: &Analysis, inv: &Inventory) -> Localised {
             }
         }
     }
-    finish(a, inv, drafts, flaky)
 }
 
+/// Turns the drafts into suspects: names, evidence, summary and retest pairs each.
 fn finish(
     a: &Analysis,
     inv: &Inventory,
@@ -450,102 +514,160 @@ fn finish(
         flaky,
         ..Default::default()
     };
-    let mut lines: Vec<(String, String)> = Vec::new();
-    let mut rotate = 0usize;
-    let mut partner_cache: HashMap<u32, Vec<u32>> = HashMap::new();
+    let mut pairs = RetestPairs {
+        a,
+        suspect_nodes,
+        lines: Vec::new(),
+        rotate: 0,
+        cache: HashMap::new(),
+    };
     let failures = a.distinct_failures(|_| true);
     for ((kind, key_ends, rail), d) in drafts {
-        let host = |n: u32| host_of(&a.nodes[n as usize], inv);
-        let (node, device, ends) = match kind {
-            Kind::Rail => (None, rail.map(|r| a.devices[r as usize].clone()), vec![]),
-            Kind::Node => (
-                Some(a.nodes[key_ends[0].node as usize].clone()),
-                None,
-                vec![],
-            ),
-            Kind::Nic => (
-                Some(a.nodes[key_ends[0].node as usize].clone()),
-                key_ends[0].dev.map(|x| a.devices[x as usize].clone()),
-                vec![a.end_name(key_ends[0])],
-            ),
-            Kind::Link => (
-                Some(a.nodes[key_ends[0].node as usize].clone()),
-                None,
-                key_ends.iter().map(|e| a.end_name(*e)).collect(),
-            ),
-        };
-        let mut ev = Evidence::default();
-        for e in &d.ends {
-            if let Some(c) = a.errors.get(e) {
-                for (k, v) in c.iter().filter(|(_, v)| v.delta != 0) {
-                    let dev = e.dev.map(|x| a.devices[x as usize].as_str()).unwrap_or("-");
-                    let e = ev.counter_deltas.entry(format!("{dev}:{k}")).or_default();
-                    *e = e.saturating_add(v.delta);
-                }
-            }
-            let h = host(e.node);
-            let dev = e.dev.map(|x| a.devices[x as usize].as_str());
-            ev.inventory_counters.extend(inv.error_counters(&h, dev));
-            for diff in inv.differences(&h, dev) {
-                if !ev.inventory.contains(&diff) {
-                    ev.inventory.push(diff);
-                }
-            }
-        }
-        let mine = |x: &End| {
-            d.ends.contains(x) || (kind == Kind::Node && d.ends.iter().any(|e| e.node == x.node))
-        };
-        for &f in &failures {
-            let hit = match kind {
-                Kind::Link => mine(&f.a) && mine(&f.b),
-                Kind::Rail => rail.is_some() && (f.a.dev == rail || f.b.dev == rail),
-                _ => mine(&f.a) || mine(&f.b),
-            };
-            if !hit {
-                continue;
-            }
-            ev.failures_total += 1;
-            if ev.failures.len() < 10 {
-                ev.failures.push(describe_failure(a, f));
-            }
-        }
-        let retest = match (d.retest_bad, d.retest_good) {
-            (0, 0) => "not retested".to_string(),
-            (b, 0) => format!("confirmed on retest ({b} bad)"),
-            (0, g) => format!("passed on retest ({g} good): intermittent, not cleared"),
-            (b, g) => format!("retest mixed ({b} bad, {g} good): intermittent"),
-        };
-        let worst_finding = d
-            .findings
-            .iter()
-            .max_by_key(|f| (f.bad_links, f.links))
-            .cloned();
+        let (node, device, ends) = names_of(a, kind, &key_ends, rail);
         let label = match kind {
             Kind::Rail => format!("rail {}", device.clone().unwrap_or_default()),
             Kind::Node => format!("node {}", node.clone().unwrap_or_default()),
             Kind::Nic => format!("nic {}", ends.join("")),
             Kind::Link => format!("link {}", ends.join(" - ")),
         };
-        let summary = match &worst_finding {
-            Some(f) => format!(
-                "{label}: {} of {} link(s) bad in {}{}{}",
-                f.bad_links,
-                f.links,
-                f.group,
-                if f.reasons.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", f.reasons.join("; "))
-                },
-                if d.flaky { "; flaky" } else { "" }
-            ),
-            None => label,
+        out.suspects.push(Suspect {
+            kind,
+            node,
+            device,
+            ends,
+            what: kind.what(),
+            flaky: d.flaky,
+            retest: retest_words(&d),
+            summary: summary_of(label, &d),
+            retest_pairs: pairs.add(kind, &key_ends, &d),
+            evidence: evidence_of(a, inv, (kind, rail), &d, &failures),
+            findings: d.findings,
+        });
+    }
+    (out.retest, out.retest_unwritable) = pairs.finish();
+    out
+}
+
+/// A suspect's node, device and ends in words.
+fn names_of(
+    a: &Analysis,
+    kind: Kind,
+    key_ends: &[End],
+    rail: Option<u32>,
+) -> (Option<String>, Option<String>, Vec<String>) {
+    let node_of = |e: &End| a.nodes[e.node as usize].clone();
+    match kind {
+        Kind::Rail => (None, rail.map(|r| a.devices[r as usize].clone()), vec![]),
+        Kind::Node => (Some(node_of(&key_ends[0])), None, vec![]),
+        Kind::Nic => (
+            Some(node_of(&key_ends[0])),
+            key_ends[0].dev.map(|x| a.devices[x as usize].clone()),
+            vec![a.end_name(key_ends[0])],
+        ),
+        Kind::Link => (
+            Some(node_of(&key_ends[0])),
+            None,
+            key_ends.iter().map(|e| a.end_name(*e)).collect(),
+        ),
+    }
+}
+
+/// What the retests of a suspect's links said.
+fn retest_words(d: &Draft) -> String {
+    match (d.retest_bad, d.retest_good) {
+        (0, 0) => "not retested".to_string(),
+        (b, 0) => format!("confirmed on retest ({b} bad)"),
+        (0, g) => format!("passed on retest ({g} good): intermittent, not cleared"),
+        (b, g) => format!("retest mixed ({b} bad, {g} good): intermittent"),
+    }
+}
+
+/// The one line of a suspect: its label and its worst finding.
+fn summary_of(label: String, d: &Draft) -> String {
+    let Some(f) = d.findings.iter().max_by_key(|f| (f.bad_links, f.links)) else {
+        return label;
+    };
+    format!(
+        "{label}: {} of {} link(s) bad in {}{}{}",
+        f.bad_links,
+        f.links,
+        f.group,
+        if f.reasons.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", f.reasons.join("; "))
+        },
+        if d.flaky { "; flaky" } else { "" }
+    )
+}
+
+/// A suspect's evidence: its ends' error counters and inventory differences, and the
+/// failed pairs it takes part in.
+fn evidence_of(
+    a: &Analysis,
+    inv: &Inventory,
+    (kind, rail): (Kind, Option<u32>),
+    d: &Draft,
+    failures: &[&Failure],
+) -> Evidence {
+    let mut ev = Evidence::default();
+    for e in &d.ends {
+        if let Some(c) = a.errors.get(e) {
+            for (k, v) in c.iter().filter(|(_, v)| v.delta != 0) {
+                let dev = e.dev.map(|x| a.devices[x as usize].as_str()).unwrap_or("-");
+                let e = ev.counter_deltas.entry(format!("{dev}:{k}")).or_default();
+                *e = e.saturating_add(v.delta);
+            }
+        }
+        let h = host_of(&a.nodes[e.node as usize], inv);
+        let dev = e.dev.map(|x| a.devices[x as usize].as_str());
+        ev.inventory_counters.extend(inv.error_counters(&h, dev));
+        for diff in inv.differences(&h, dev) {
+            if !ev.inventory.contains(&diff) {
+                ev.inventory.push(diff);
+            }
+        }
+    }
+    let mine = |x: &End| {
+        d.ends.contains(x) || (kind == Kind::Node && d.ends.iter().any(|e| e.node == x.node))
+    };
+    for &f in failures {
+        let hit = match kind {
+            Kind::Link => mine(&f.a) && mine(&f.b),
+            Kind::Rail => rail.is_some() && (f.a.dev == rail || f.b.dev == rail),
+            _ => mine(&f.a) || mine(&f.b),
         };
-        // Retest pairs: each suspect end with known-good partners on the same rail.
-        let first_line = lines.len();
+        if !hit {
+            continue;
+        }
+        ev.failures_total += 1;
+        if ev.failures.len() < 10 {
+            ev.failures.push(describe_failure(a, f));
+        }
+    }
+    ev
+}
+
+/// The retest list being built: each suspect end with known-good partners on the same
+/// rail, partners taken in turn.
+struct RetestPairs<'a> {
+    a: &'a Analysis,
+    suspect_nodes: BTreeSet<u32>,
+    lines: Vec<(String, String)>,
+    rotate: usize,
+    cache: HashMap<u32, Vec<u32>>,
+}
+
+impl RetestPairs<'_> {
+    /// A suspect's pairs (a link itself first), added to the list; returns those that
+    /// can be written as pair-list lines.
+    fn add(&mut self, kind: Kind, key_ends: &[End], d: &Draft) -> Vec<String> {
+        let a = self.a;
+        let first_line = self.lines.len();
         if kind != Kind::Rail {
             if kind == Kind::Link {
-                lines.push((retest_name(a, key_ends[0]), retest_name(a, key_ends[1])));
+                self.lines
+                    .push((retest_name(a, key_ends[0]), retest_name(a, key_ends[1])));
             }
             let mut done_nodes = BTreeSet::new();
             for (mi, e) in &d.partners_from {
@@ -558,17 +680,17 @@ fn finish(
                     a,
                     *mi,
                     e.node,
-                    &suspect_nodes,
+                    &self.suspect_nodes,
                     a.settings.retest_partners as usize,
-                    &mut rotate,
-                    &mut partner_cache,
+                    &mut self.rotate,
+                    &mut self.cache,
                 );
                 for p in partners {
                     let pe = End {
                         node: p,
                         dev: m.dev_lo,
                     };
-                    lines.push(if whole {
+                    self.lines.push(if whole {
                         (
                             a.nodes[e.node as usize].clone(),
                             a.nodes[p as usize].clone(),
@@ -579,37 +701,30 @@ fn finish(
                 }
             }
         }
-        let retest_pairs = lines[first_line..]
+        self.lines[first_line..]
             .iter()
             .filter(|(a, b)| pair_word(a) && pair_word(b))
             .map(|(a, b)| format!("{a} {b}"))
-            .collect();
-        out.suspects.push(Suspect {
-            kind,
-            node,
-            device,
-            ends,
-            what: kind.what(),
-            flaky: d.flaky,
-            retest,
-            findings: d.findings,
-            evidence: ev,
-            summary,
-            retest_pairs,
-        });
+            .collect()
     }
-    let mut seen = BTreeSet::new();
-    let mut unwritable = BTreeSet::new();
-    lines.retain(|(a, b)| {
-        let ok = pair_word(a) && pair_word(b);
-        if !ok {
-            unwritable.extend([a, b].into_iter().filter(|w| !pair_word(w)).cloned());
-        }
-        ok && seen.insert(format!("{a} {b}"))
-    });
-    out.retest = lines.into_iter().map(|(a, b)| format!("{a} {b}")).collect();
-    out.retest_unwritable = unwritable.into_iter().collect();
-    out
+
+    /// The list without repeats, and the names that cannot be written in one.
+    fn finish(self) -> (Vec<String>, Vec<String>) {
+        let mut lines = self.lines;
+        let mut seen = BTreeSet::new();
+        let mut unwritable = BTreeSet::new();
+        lines.retain(|(a, b)| {
+            let ok = pair_word(a) && pair_word(b);
+            if !ok {
+                unwritable.extend([a, b].into_iter().filter(|w| !pair_word(w)).cloned());
+            }
+            ok && seen.insert(format!("{a} {b}"))
+        });
+        (
+            lines.into_iter().map(|(a, b)| format!("{a} {b}")).collect(),
+            unwritable.into_iter().collect(),
+        )
+    }
 }
 
 /// Host of a node name: itself, or the host of a `host/rank` node.
