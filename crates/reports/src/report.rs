@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
@@ -28,7 +28,7 @@ use crate::sign;
 use crate::templates::Templates;
 use verdict::error::{Error, Result};
 use verdict::escape::shorten;
-use verdict::input::{self, BadInput};
+use verdict::input::{self, BadInput, Loaded};
 use verdict::judge::{self, Verdict};
 use verdict::profile;
 use verdict::tables::{self, Tables};
@@ -345,9 +345,40 @@ fn copy_inputs(bundle: &mut Bundle, docs: &[input::Loaded]) -> Result<Vec<InputI
     Ok(inputs)
 }
 
-/// Runs `aggregate report`.
-pub fn run(opts: &Options) -> Result<Outcome> {
-    // Everything that can be wrong with the command line is found before the real work.
+/// What the command line resolves to before any work: everything that can be wrong with
+/// it is found here.
+struct Prepared {
+    profile: profile::Profile,
+    templates: Templates,
+    key: Option<ssh_key::PrivateKey>,
+    plan: Option<results::fabric_plan::FabricPlan>,
+    tenants: Option<results::tenants::Tenants>,
+    /// `--tenant`: the inputs, plan and tenants cut to its nodes (the cut inputs' files
+    /// live as long as this).
+    cut: Option<crate::tenant::Cut>,
+}
+
+impl Prepared {
+    fn inputs<'a>(&'a self, opts: &'a Options) -> &'a [PathBuf] {
+        self.cut.as_ref().map_or(&opts.inputs, |c| &c.inputs)
+    }
+    fn plan(&self) -> Option<&results::fabric_plan::FabricPlan> {
+        match &self.cut {
+            Some(c) => c.plan.as_ref(),
+            None => self.plan.as_ref(),
+        }
+    }
+    fn tenants(&self) -> Option<&results::tenants::Tenants> {
+        match &self.cut {
+            Some(c) => Some(&c.tenants),
+            None => self.tenants.as_ref(),
+        }
+    }
+}
+
+/// The profile, templates, signing identity and key, plan and tenants; with `--tenant`,
+/// the inputs, plan and tenants cut to that tenant's nodes.
+fn prepare(opts: &Options) -> Result<Prepared> {
     let profile = profile::load(&opts.profile)?;
     let templates = Templates::load(opts.templates.as_deref())?;
     sign::check_identity(&opts.identity)?;
@@ -365,27 +396,26 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         )?),
         None => None,
     };
-    let (inputs, plan, tenants) = match &cut {
-        Some(c) => (
-            c.inputs.clone(),
-            Some(c.plan.clone()).flatten(),
-            Some(c.tenants.clone()),
-        ),
-        None => (opts.inputs.clone(), plan, tenants),
-    };
-    let mut bundle = Bundle::prepare(&opts.out, opts.force, OWNED)?;
+    Ok(Prepared {
+        profile,
+        templates,
+        key,
+        plan,
+        tenants,
+        cut,
+    })
+}
 
-    let mut clock = PhaseClock::new();
-    // Large inputs are streamed through their link or copy in the bundle (see `stream`);
-    // a run that stops on a bad input leaves no half-made bundle behind.
-    let inputs_dir = opts.out.join("inputs");
-    let set = input::load_reading(
-        &inputs,
+/// Reads the inputs. Large ones are streamed through their link or copy in the bundle
+/// (see `stream`); a run that stops on a bad input leaves no half-made bundle behind.
+fn load_inputs(opts: &Options, inputs: &[PathBuf], inputs_dir: &Path) -> Result<input::InputSet> {
+    input::load_reading(
+        inputs,
         opts.skip_bad,
         &opts.limits,
         &|i, p, size, budget| {
             (size >= opts.stream_above)
-                .then(|| verdict::stream::read(i, p, &opts.limits, budget, Some(&inputs_dir)))
+                .then(|| verdict::stream::read(i, p, &opts.limits, budget, Some(inputs_dir)))
                 .flatten()
                 .or_else(|| {
                     Some(input::read_whole_copying(
@@ -394,29 +424,18 @@ pub fn run(opts: &Options) -> Result<Outcome> {
                         size,
                         budget,
                         opts.limits.latency_groups,
-                        &inputs_dir,
+                        inputs_dir,
                     ))
                 })
         },
     )
     .inspect_err(|_| {
-        let _ = fs::remove_dir_all(&inputs_dir);
-    })?;
-    clock.lap("load");
-    // A refused --dist-test leaves no copies of the inputs behind either.
-    let (tables, verdict, cluster, plots) = analyse(
-        opts,
-        &profile,
-        &set,
-        plan.as_ref(),
-        tenants.as_ref(),
-        &mut clock,
-    )
-    .inspect_err(|_| {
-        let _ = fs::remove_dir_all(&inputs_dir);
-    })?;
-    let inputs = copy_inputs(&mut bundle, &set.docs)?;
-    clock.lap("copy inputs");
+        let _ = fs::remove_dir_all(inputs_dir);
+    })
+}
+
+/// The plots, heatmaps, the fabric's picture and its per-direction matrices as files.
+fn write_pictures(bundle: &mut Bundle, plots: &plots::Plots, cluster: &Cluster) -> Result<()> {
     for (name, svg) in [
         ("latency", &plots.latency),
         ("bandwidth", &plots.bandwidth),
@@ -428,7 +447,6 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             bundle.write(&format!("plots/{name}.svg"), svg.as_bytes(), None)?;
         }
     }
-
     for h in &cluster.heatmaps {
         bundle.write(&h.file, h.svg.as_bytes(), None)?;
     }
@@ -438,43 +456,71 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             bundle.write(&m.file, m.svg.as_bytes(), None)?;
         }
     }
-    let retest = match cluster.retest_text(&results::provenance::now_rfc3339()) {
-        Some(text) => {
-            bundle.write(crate::cluster::RETEST_FILE, text.as_bytes(), None)?;
-            Some((
-                opts.out.join(crate::cluster::RETEST_FILE),
-                cluster.retest.len(),
-            ))
-        }
-        None => None,
+    Ok(())
+}
+
+/// The retest's pair file, when the matrix named suspects: its path and pair count.
+fn write_retest(
+    bundle: &mut Bundle,
+    opts: &Options,
+    cluster: &Cluster,
+) -> Result<Option<(PathBuf, usize)>> {
+    let Some(text) = cluster.retest_text(&results::provenance::now_rfc3339()) else {
+        return Ok(None);
     };
-    let signature = key.as_ref().map(|k| SignatureInfo::of(k, &opts.identity));
-    let incomplete: Vec<String> = set
-        .docs
-        .iter()
+    bundle.write(crate::cluster::RETEST_FILE, text.as_bytes(), None)?;
+    Ok(Some((
+        opts.out.join(crate::cluster::RETEST_FILE),
+        cluster.retest.len(),
+    )))
+}
+
+/// The inputs that stopped early, with why.
+fn incomplete_of(docs: &[Loaded]) -> Vec<String> {
+    docs.iter()
         .filter(|d| !d.doc.complete)
         .map(|d| {
-            shorten(
-                &format!(
-                    "{} ({})",
-                    d.path.display(),
-                    d.doc
-                        .incomplete_reason
-                        .as_deref()
-                        .unwrap_or("stopped early")
-                ),
-                SHORT,
-            )
+            let why = d
+                .doc
+                .incomplete_reason
+                .as_deref()
+                .unwrap_or("stopped early");
+            shorten(&format!("{} ({why})", d.path.display()), SHORT)
         })
-        .collect();
+        .collect()
+}
+
+/// The tools' warnings, each once, the first 200.
+fn warnings_of(docs: &[Loaded]) -> Vec<String> {
     let mut warnings = BTreeSet::new();
-    for d in &set.docs {
+    for d in docs {
         for w in &d.doc.warnings {
             warnings.insert(shorten(&format!("{}: {w}", d.doc.tool), SHORT));
         }
     }
-    let load = diagnosis::load::build(&set.docs);
-    let ctx = Context {
+    warnings.into_iter().take(200).collect()
+}
+
+/// What was judged, for the templates and the summary.
+struct Judged {
+    tables: Tables,
+    verdict: Verdict,
+    cluster: Cluster,
+    plots: plots::Plots,
+    load: diagnosis::load::Load,
+}
+
+/// The templates' context: the judged parts, the inputs and how they were read.
+fn context<'a>(
+    opts: &Options,
+    profile: &profile::Profile,
+    j: &'a Judged,
+    set: &'a input::InputSet,
+    inputs: Vec<InputInfo>,
+    signature: Option<SignatureInfo>,
+) -> Context<'a> {
+    let cluster = &j.cluster;
+    Context {
         title: opts.title.clone().unwrap_or_else(|| match &opts.tenant {
             Some(t) => format!("Fabric acceptance report: {}, tenant {t}", profile.name),
             None => format!("Fabric acceptance report: {}", profile.name),
@@ -488,11 +534,11 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             source: profile.source.clone(),
             line_rate_gbit_s: profile.line_rate_gbit_s,
         },
-        verdict: &verdict,
-        tables: &tables,
-        plots: &plots,
-        cluster: &cluster,
-        load: &load,
+        verdict: &j.verdict,
+        tables: &j.tables,
+        plots: &j.plots,
+        cluster,
+        load: &j.load,
         matrix_plots: cluster
             .heatmaps
             .iter()
@@ -516,43 +562,81 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         environment: environment(&set.docs),
         inputs,
         skipped: &set.skipped,
-        incomplete,
-        warnings: warnings.into_iter().take(200).collect(),
+        incomplete: incomplete_of(&set.docs),
+        warnings: warnings_of(&set.docs),
         quality: quality_info(&set.docs),
         synthetic: set
             .docs
             .iter()
             .any(|d| d.doc.tool_version == results::provenance::SYNTHETIC_TOOL_VERSION),
         signature,
-    };
-    #[derive(Serialize)]
-    struct Summary<'a> {
-        verdict: &'a Verdict,
-        tables: &'a Tables,
-        /// The matrix, its suspects and the retest list (see `cluster`).
-        matrix: &'a Cluster,
-        /// The congestion runs and incast rounds (see `load`).
-        #[serde(skip_serializing_if = "is_quiet")]
-        load: &'a diagnosis::load::Load,
-        skipped: &'a [BadInput],
-        inputs: &'a [InputInfo],
     }
+}
+
+/// `summary.json`: the verdict, tables, matrix, load, skipped inputs and inputs.
+#[derive(Serialize)]
+struct Summary<'a> {
+    verdict: &'a Verdict,
+    tables: &'a Tables,
+    /// The matrix, its suspects and the retest list (see `cluster`).
+    matrix: &'a Cluster,
+    /// The congestion runs and incast rounds (see `load`).
+    #[serde(skip_serializing_if = "is_quiet")]
+    load: &'a diagnosis::load::Load,
+    skipped: &'a [BadInput],
+    inputs: &'a [InputInfo],
+}
+
+/// Runs `aggregate report`: the command line resolved, the inputs read and judged, the
+/// bundle's files written, rendered and signed.
+pub fn run(opts: &Options) -> Result<Outcome> {
+    let p = prepare(opts)?;
+    let mut bundle = Bundle::prepare(&opts.out, opts.force, OWNED)?;
+    let mut clock = PhaseClock::new();
+    let inputs_dir = opts.out.join("inputs");
+    let set = load_inputs(opts, p.inputs(opts), &inputs_dir)?;
+    clock.lap("load");
+    // A refused --dist-test leaves no copies of the inputs behind either.
+    let (tables, verdict, cluster, plots) =
+        analyse(opts, &p.profile, &set, p.plan(), p.tenants(), &mut clock).inspect_err(|_| {
+            let _ = fs::remove_dir_all(&inputs_dir);
+        })?;
+    let inputs = copy_inputs(&mut bundle, &set.docs)?;
+    clock.lap("copy inputs");
+    write_pictures(&mut bundle, &plots, &cluster)?;
+    let retest = write_retest(&mut bundle, opts, &cluster)?;
+    let signature = p.key.as_ref().map(|k| SignatureInfo::of(k, &opts.identity));
+    let j = Judged {
+        load: diagnosis::load::build(&set.docs),
+        tables,
+        verdict,
+        cluster,
+        plots,
+    };
+    let ctx = context(opts, &p.profile, &j, &set, inputs, signature);
     let summary = Summary {
-        verdict: &verdict,
-        tables: &tables,
-        matrix: &cluster,
-        load: &load,
+        verdict: &j.verdict,
+        tables: &j.tables,
+        matrix: &j.cluster,
+        load: &j.load,
         skipped: &set.skipped,
         inputs: &ctx.inputs,
     };
     let fingerprint = bundle.finish(
         &["report.html", "report.md", "report.junit.xml"],
-        &templates,
+        &p.templates,
         &ctx,
         &summary,
-        key.as_ref().map(|k| (k, opts.identity.as_str())),
+        p.key.as_ref().map(|k| (k, opts.identity.as_str())),
         &mut clock,
     )?;
+    let Judged {
+        tables,
+        verdict,
+        cluster,
+        plots,
+        load,
+    } = j;
     let outcome = Outcome {
         verdict,
         dir: opts.out.clone(),
@@ -564,7 +648,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     // Freeing the inputs' rows, groups and tables is tens of milliseconds at 1024 ranks
     // (0.035-0.044 s measured, a twentieth of the run), and nothing is left to write: it is
     // done on a thread of its own, which the process's exit may cut short.
-    let done = (set, tables, cluster, plots);
+    let done = (set, tables, cluster, plots, load);
     std::thread::spawn(move || drop(done));
     Ok(outcome)
 }
