@@ -315,9 +315,8 @@ fn check_options(o: &Options) -> Result<()> {
     Ok(())
 }
 
-/// Runs `aggregate trend`.
-pub fn run(opts: &Options) -> Result<Outcome> {
-    check_options(opts)?;
+/// `--since` and `--until` as times, the first not after the second.
+fn range(opts: &Options) -> Result<(Option<SystemTime>, Option<SystemTime>)> {
     let since = parse_limit("--since", &opts.since, false)?;
     let until = parse_limit("--until", &opts.until, true)?;
     if let (Some(a), Some(b)) = (since, until) {
@@ -329,13 +328,12 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             )));
         }
     }
-    let profile = opts.profile.as_deref().map(profile::load).transpose()?;
-    let templates = Templates::load(opts.templates.as_deref())?;
-    let key = opts.sign.as_deref().map(sign::read_private).transpose()?;
-    let mut bundle = Bundle::prepare(&opts.out, opts.force, OWNED)?;
-    let mut clock = PhaseClock::new();
+    Ok((since, until))
+}
 
-    // Every night with its date; the range.
+/// Every night of the history with its date (from its name, else its documents),
+/// oldest first.
+fn dated_nights(opts: &Options) -> Result<Vec<(Night, SystemTime)>> {
     let mut all: Vec<(Night, SystemTime)> = Vec::new();
     for n in history::discover(&opts.history)? {
         let when = match n.when {
@@ -345,7 +343,15 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         all.push((n, when));
     }
     all.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.id.cmp(&b.0.id)));
-    let first_of_history = all.first().map(|(n, _)| n.clone());
+    Ok(all)
+}
+
+/// The nights between `since` and `until`; none is a usage error naming the history's
+/// own range.
+fn within(
+    all: &[(Night, SystemTime)],
+    (since, until): (Option<SystemTime>, Option<SystemTime>),
+) -> Result<Vec<&(Night, SystemTime)>> {
     let in_range: Vec<&(Night, SystemTime)> = all
         .iter()
         .filter(|(_, w)| since.is_none_or(|s| *w >= s) && until.is_none_or(|u| *w <= u))
@@ -358,44 +364,27 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             all.last().map(|n| history::stamp(n.1)).unwrap_or_default()
         )));
     }
-    let dist = opts
-        .dist
-        .clone()
-        .or_else(|| default_dist(&in_range[0].0, opts.skip_bad, &opts.limits));
-    clock.lap("discover");
+    Ok(in_range)
+}
 
-    // Nights, oldest first, folded in one at a time (read a few ahead in parallel);
-    // regressions replayed as the nightly job decides them: against the last night that
-    // passed and did not regress.
-    let mut inputs = Vec::new();
-    let mut skipped = Vec::new();
-    let mut acc = Accumulator::default();
-    let mut curves: Vec<Curve> = Vec::new();
-    let mut last_good: Option<(String, BTreeMap<String, Point>)> = None;
-    let mut first_points: Option<BTreeMap<String, Point>> = None;
-    let progress = std::io::stderr().is_terminal();
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let read = |i: usize| {
-        let (n, when) = in_range[i];
-        read_night(
-            n,
-            *when,
-            profile.as_ref(),
-            &dist,
-            opts.skip_bad,
-            &opts.limits,
-        )
-    };
-    let mut fold = |i: usize, mut nd: NightData| -> Result<()> {
-        if progress && (i.is_multiple_of(30) || i + 1 == in_range.len()) {
-            eprintln!(
-                "aggregate: trend: night {} of {}: {}",
-                i + 1,
-                in_range.len(),
-                nd.row.id
-            );
-        }
-        if let Some((id, points)) = &last_good {
+/// The nights folded in, oldest first, with regressions replayed as the nightly job
+/// decides them: against the last night that passed and did not regress.
+#[derive(Default)]
+struct Replay {
+    acc: Accumulator,
+    inputs: Vec<InputRef>,
+    skipped: Vec<BadInput>,
+    curves: Vec<Curve>,
+    last_good: Option<(String, BTreeMap<String, Point>)>,
+    /// The first night's points (the baseline when it is the history's first).
+    first_points: Option<BTreeMap<String, Point>>,
+}
+
+impl Replay {
+    /// Night `i` folded in: compared with the last good night, its new regressions
+    /// named, and it becomes the last good night when it passed without one.
+    fn fold(&mut self, opts: &Options, i: usize, mut nd: NightData) {
+        if let Some((id, points)) = &self.last_good {
             let cmp = compare::compare_points(points, &nd.points, opts.tolerance_pct, opts.sigmas);
             nd.row.compared_with = Some(id.clone());
             nd.row.regressed = cmp
@@ -405,7 +394,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
                 .map(|r| r.key.clone())
                 .collect();
         }
-        let before = acc.rows.last().map(|r| &r.regressed);
+        let before = self.acc.rows.last().map(|r| &r.regressed);
         nd.row.new_regressions = nd
             .row
             .regressed
@@ -414,64 +403,92 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             .cloned()
             .collect();
         if !nd.row.failed() && nd.row.regressed.is_empty() && nd.row.files > 0 {
-            last_good = Some((nd.row.id.clone(), nd.points.clone()));
+            self.last_good = Some((nd.row.id.clone(), nd.points.clone()));
         }
         if i == 0 {
-            first_points = Some(nd.points.clone());
+            self.first_points = Some(nd.points.clone());
         }
         if let Some((c, p99)) = nd.curve.take() {
-            curves.push((i, c, p99));
+            self.curves.push((i, c, p99));
         }
-        inputs.append(&mut nd.inputs);
-        skipped.append(&mut nd.skipped);
-        acc.add(nd);
+        self.inputs.append(&mut nd.inputs);
+        self.skipped.append(&mut nd.skipped);
+        self.acc.add(nd);
+    }
+}
+
+/// Reads the nights in range (a few ahead in parallel) and folds them in order.
+fn replay(
+    opts: &Options,
+    profile: Option<&profile::Profile>,
+    in_range: &[&(Night, SystemTime)],
+    dist: &Option<(String, Option<u64>)>,
+) -> Result<Replay> {
+    let progress = std::io::stderr().is_terminal();
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let read = |i: usize| {
+        let (n, when) = in_range[i];
+        read_night(n, *when, profile, dist, opts.skip_bad, &opts.limits)
+    };
+    let mut r = Replay::default();
+    let mut fold = |i: usize, nd: NightData| -> Result<()> {
+        if progress && (i.is_multiple_of(30) || i + 1 == in_range.len()) {
+            eprintln!(
+                "aggregate: trend: night {} of {}: {}",
+                i + 1,
+                in_range.len(),
+                nd.row.id
+            );
+        }
+        r.fold(opts, i, nd);
         Ok(())
     };
     nights::read_in_order(in_range.len(), workers, &read, &mut fold)?;
-    clock.lap("read nights");
+    Ok(r)
+}
 
-    // The delivery baseline.
-    let (baseline_points, baseline_source) = match &opts.baseline {
-        Some(p) => {
-            let set = input::load_with(std::slice::from_ref(p), opts.skip_bad, &opts.limits)
-                .map_err(|e| e.context("--baseline"))?;
-            let t = tables::build(&set, profile.as_ref().and_then(|p| p.line_rate_gbit_s));
-            (series::night_points(&t), p.display().to_string())
-        }
-        None => {
-            let first = first_of_history.expect("at least one night");
-            let pts = if first.id == acc.rows[0].id {
-                first_points.unwrap_or_default()
-            } else {
-                read_night(
-                    &first,
-                    first.when.unwrap_or(SystemTime::UNIX_EPOCH),
-                    None,
-                    &None,
-                    opts.skip_bad,
-                    &opts.limits,
-                )?
-                .points
-            };
-            (
-                pts,
-                format!("the first night of the history ({})", first.id),
-            )
-        }
+/// The delivery baseline: `--baseline`, else the history's first night (read again
+/// when `--since` left it out).
+fn baseline(
+    opts: &Options,
+    profile: Option<&profile::Profile>,
+    first: &Night,
+    r: &mut Replay,
+) -> Result<(BTreeMap<String, Point>, String)> {
+    if let Some(p) = &opts.baseline {
+        let set = input::load_with(std::slice::from_ref(p), opts.skip_bad, &opts.limits)
+            .map_err(|e| e.context("--baseline"))?;
+        let t = tables::build(&set, profile.and_then(|p| p.line_rate_gbit_s));
+        return Ok((series::night_points(&t), p.display().to_string()));
+    }
+    let pts = if first.id == r.acc.rows[0].id {
+        r.first_points.take().unwrap_or_default()
+    } else {
+        read_night(
+            first,
+            first.when.unwrap_or(SystemTime::UNIX_EPOCH),
+            None,
+            &None,
+            opts.skip_bad,
+            &opts.limits,
+        )?
+        .points
     };
+    Ok((
+        pts,
+        format!("the first night of the history ({})", first.id),
+    ))
+}
 
-    let trend = assemble(
-        opts,
-        profile.as_ref(),
-        acc,
-        &baseline_points,
-        baseline_source,
-        inputs,
-        skipped,
-    );
-    clock.lap("drift");
-
-    // Plots: flagged series first, then a headline per test; and the distribution.
+/// Plots: flagged series first, then a headline per test (up to `--max-plots`); and the
+/// distribution across nights.
+fn write_plots(
+    bundle: &mut Bundle,
+    opts: &Options,
+    trend: &Trend,
+    dist: &Option<(String, Option<u64>)>,
+    curves: Vec<Curve>,
+) -> Result<(Vec<PlotOut>, Option<DistOut>)> {
     let mut plots_out = Vec::new();
     for (i, s) in plot_order(&trend.series)
         .into_iter()
@@ -495,6 +512,41 @@ pub fn run(opts: &Options) -> Result<Outcome> {
     if let Some(d) = &distribution {
         bundle.write("plots/distribution.svg", d.svg.as_bytes(), None)?;
     }
+    Ok((plots_out, distribution))
+}
+
+/// Runs `aggregate trend`: the nights in range replayed, drift judged against the
+/// baseline, plotted, rendered and signed.
+pub fn run(opts: &Options) -> Result<Outcome> {
+    check_options(opts)?;
+    let range = range(opts)?;
+    let profile = opts.profile.as_deref().map(profile::load).transpose()?;
+    let templates = Templates::load(opts.templates.as_deref())?;
+    let key = opts.sign.as_deref().map(sign::read_private).transpose()?;
+    let mut bundle = Bundle::prepare(&opts.out, opts.force, OWNED)?;
+    let mut clock = PhaseClock::new();
+
+    let all = dated_nights(opts)?;
+    let in_range = within(&all, range)?;
+    let dist = opts
+        .dist
+        .clone()
+        .or_else(|| default_dist(&in_range[0].0, opts.skip_bad, &opts.limits));
+    clock.lap("discover");
+    let mut r = replay(opts, profile.as_ref(), &in_range, &dist)?;
+    clock.lap("read nights");
+    let (baseline_points, baseline_source) = baseline(opts, profile.as_ref(), &all[0].0, &mut r)?;
+    let trend = assemble(
+        opts,
+        profile.as_ref(),
+        r.acc,
+        &baseline_points,
+        baseline_source,
+        r.inputs,
+        r.skipped,
+    );
+    clock.lap("drift");
+    let (plots_out, distribution) = write_plots(&mut bundle, opts, &trend, &dist, r.curves)?;
     clock.lap("plots");
 
     let signature = key.as_ref().map(|k| SignatureInfo::of(k, &opts.identity));
