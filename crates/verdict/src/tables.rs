@@ -9,7 +9,7 @@ use results::quality::{Mark, Marks};
 use results::{LatencyHistogram, LatencySummary, TestResult};
 use serde::Serialize;
 
-use crate::input::{InputSet, LatKey};
+use crate::input::{InputSet, LatKey, Loaded};
 use crate::metric::Metric;
 use crate::rows::{BwStats, RowStats};
 
@@ -214,29 +214,35 @@ impl BwAcc {
     }
 }
 
-/// Builds every table from the loaded documents.
-pub fn build(set: &InputSet, line_rate_gbit_s: Option<f64>) -> Tables {
-    let docs = &set.docs[..];
-    // Latency: every row's histogram, merged per group across documents as they were read.
-    let mut hists = set.latency.clone();
-    let mut lat_rows: BTreeMap<LatKey, (Vec<f64>, Vec<f64>, Quality)> = BTreeMap::new();
-    type BwKey = (String, String, String, u64, bool);
-    let mut bw: BTreeMap<BwKey, (BwAcc, Quality)> = BTreeMap::new();
-    type CollKey = (String, String, u32, u64);
-    let mut coll: BTreeMap<CollKey, (Vec<&results::CollectiveResult>, Quality)> = BTreeMap::new();
-    for d in docs {
+type BwKey = (String, String, String, u64, bool);
+type CollKey = (String, String, u32, u64);
+/// A latency group's rows: p50s, p99s and their quality.
+type LatAcc = (Vec<f64>, Vec<f64>, Quality);
+
+/// Every row of the documents gathered under its table's key.
+#[derive(Default)]
+struct Gathered<'a> {
+    lat: BTreeMap<LatKey, LatAcc>,
+    bw: BTreeMap<BwKey, (BwAcc, Quality)>,
+    coll: BTreeMap<CollKey, (Vec<&'a results::CollectiveResult>, Quality)>,
+}
+
+impl<'a> Gathered<'a> {
+    /// The rows of a document read whole.
+    fn add_rows(&mut self, d: &'a Loaded) {
         let marks = Marks::of(&d.doc);
         for (i, r) in d.doc.results.iter().enumerate() {
             let mark = marks.mark(i, r);
             match r {
                 TestResult::Latency(l) => {
-                    let e = lat_rows.entry(LatKey::of(&d.doc, l)).or_default();
+                    let e = self.lat.entry(LatKey::of(&d.doc, l)).or_default();
                     e.0.push(l.latency_us.p50);
                     e.1.push(l.latency_us.p99);
                     e.2.add(mark);
                 }
                 TestResult::Bandwidth(b) => {
-                    let e = bw
+                    let e = self
+                        .bw
                         .entry((
                             d.doc.tool.clone(),
                             b.test.clone(),
@@ -249,7 +255,8 @@ pub fn build(set: &InputSet, line_rate_gbit_s: Option<f64>) -> Tables {
                     e.1.add(mark);
                 }
                 TestResult::Collective(c) => {
-                    let e = coll
+                    let e = self
+                        .coll
                         .entry((
                             c.collective.clone(),
                             c.backend.clone(),
@@ -263,12 +270,13 @@ pub fn build(set: &InputSet, line_rate_gbit_s: Option<f64>) -> Tables {
             }
         }
     }
-    // Rows of streamed documents, in their compact form: gathered per group first (a
-    // key built per row of millions costs seconds), then filed under the group's key.
-    for d in docs {
-        let Some(p) = d.p2p() else { continue };
+
+    /// The rows of a streamed document, in their compact form: gathered per group first
+    /// (a key built per row of millions costs seconds), then filed under the group's key.
+    fn add_streamed(&mut self, d: &Loaded) {
+        let Some(p) = d.p2p() else { return };
         let marks = p.marks(&d.doc);
-        let mut lat: Vec<(Vec<f64>, Vec<f64>, Quality)> = vec![Default::default(); p.groups.len()];
+        let mut lat: Vec<LatAcc> = vec![Default::default(); p.groups.len()];
         let mut bws: Vec<(BwAcc, Quality)> =
             (0..p.groups.len()).map(|_| Default::default()).collect();
         for (i, row) in p.rows.iter().enumerate() {
@@ -289,119 +297,151 @@ pub fn build(set: &InputSet, line_rate_gbit_s: Option<f64>) -> Tables {
         }
         for ((g, (p50, p99, q)), (b, bq)) in p.groups.iter().zip(lat).zip(bws) {
             if !p50.is_empty() {
-                let e = lat_rows
-                    .entry(LatKey {
-                        tool: g.tool.clone(),
-                        test: g.test.clone(),
-                        transport: g.table_transport(),
-                        size: g.size,
-                    })
-                    .or_default();
+                let key = LatKey {
+                    tool: g.tool.clone(),
+                    test: g.test.clone(),
+                    transport: g.table_transport(),
+                    size: g.size,
+                };
+                let e = self.lat.entry(key).or_default();
                 e.0.extend(p50);
                 e.1.extend(p99);
                 e.2.merge(q);
             }
             if !b.avgs.is_empty() {
-                let e = bw
-                    .entry((
-                        g.tool.clone(),
-                        g.test.clone(),
-                        g.table_transport(),
-                        g.size,
-                        g.bidirectional,
-                    ))
-                    .or_default();
+                let key = (
+                    g.tool.clone(),
+                    g.test.clone(),
+                    g.table_transport(),
+                    g.size,
+                    g.bidirectional,
+                );
+                let e = self.bw.entry(key).or_default();
                 e.0.merge(b);
                 e.1.merge(bq);
             }
         }
     }
+}
+
+/// Builds every table from the loaded documents.
+pub fn build(set: &InputSet, line_rate_gbit_s: Option<f64>) -> Tables {
+    let mut g = Gathered::default();
+    for d in &set.docs {
+        g.add_rows(d);
+    }
+    for d in &set.docs {
+        g.add_streamed(d);
+    }
+    // Latency: every row's histogram, merged per group across documents as they were read.
+    let mut hists = set.latency.clone();
     let mut t = Tables::default();
-    for (k, (p50, p99, quality)) in lat_rows {
+    for (k, rows) in g.lat {
         let (h, merged) = hists.remove(&k).unwrap_or_default();
-        let spread = p50.iter().cloned().fold(f64::MIN, f64::max)
-            - p50.iter().cloned().fold(f64::MAX, f64::min);
-        t.latency.push(LatRow {
-            size: results::units::format_size(k.size),
-            tool: k.tool.clone(),
-            test: k.test.clone(),
-            transport: k.transport.clone(),
-            size_bytes: k.size,
-            rows: merged.max(p50.len()),
-            samples: h.len(),
-            us: h.summary_us(),
-            p50_spread_us: if spread.is_finite() { spread } else { 0.0 },
-            quality,
-            row_p50: p50,
-            row_p99: p99,
-        });
+        t.latency.push(lat_row(&k, rows, &h, merged));
         t.histograms.insert(k, h);
     }
-    for ((tool, test, transport, size, bidir), (acc, quality)) in bw {
-        let n = acc.avgs.len();
-        t.bandwidth.push(BwRow {
-            size: results::units::format_size(size),
-            tool,
-            test,
-            transport,
-            size_bytes: size,
-            bidirectional: bidir,
-            rows: n,
-            avg_gbit_s: mean(&acc.avgs),
-            min_avg_gbit_s: acc.avgs.iter().cloned().fold(f64::MAX, f64::min),
-            peak_gbit_s: acc.peak,
-            msg_rate_mpps: if n == 0 { 0.0 } else { acc.msg_sum / n as f64 },
-            fluctuation_pct: acc.fluctuation,
-            cpu_cores_per_100g: (acc.cpu_n > 0).then(|| acc.cpu_sum / acc.cpu_n as f64),
-            link_loss_pct: acc.loss,
-            quality,
-            row_avg: acc.avgs,
-            interval_stdev: if acc.var_n == 0 {
-                0.0
-            } else {
-                (acc.var_sum / acc.var_n as f64).sqrt()
-            },
-        });
-    }
-    for ((collective, backend, ranks, size), (rows, quality)) in coll {
-        let f = |g: &dyn Fn(&results::CollectiveResult) -> f64| {
-            mean(&rows.iter().map(|r| g(r)).collect::<Vec<_>>())
-        };
-        let checked: Vec<u64> = rows
-            .iter()
-            .flat_map(|r| [&r.out_of_place, &r.in_place])
-            .filter(|t| t.checked)
-            .map(|t| t.wrong)
-            .collect();
-        let eff: Vec<f64> = rows
-            .iter()
-            .filter_map(|r| Metric::Efficiency.of_collective(r, line_rate_gbit_s))
-            .collect();
-        let first = rows[0];
-        t.collective.push(CollRow {
-            size: results::units::format_size(size),
-            collective,
-            backend,
-            ranks,
-            size_bytes: size,
-            count: first.count,
-            datatype: first.datatype.clone(),
-            op: first.op.clone(),
-            rows: rows.len(),
-            oop_time_us: f(&|r| r.out_of_place.time_us),
-            oop_algbw: f(&|r| r.out_of_place.algbw_gbyte_s),
-            oop_busbw: f(&|r| r.out_of_place.busbw_gbyte_s),
-            ip_time_us: f(&|r| r.in_place.time_us),
-            ip_busbw: f(&|r| r.in_place.busbw_gbyte_s),
-            wrong: (!checked.is_empty())
-                .then(|| checked.iter().fold(0u64, |a, w| a.saturating_add(*w))),
-            efficiency_pct: (!eff.is_empty()).then(|| mean(&eff)),
-            quality,
-            row_busbw: rows.iter().map(|r| r.out_of_place.busbw_gbyte_s).collect(),
-            row_time: rows.iter().map(|r| r.out_of_place.time_us).collect(),
-        });
-    }
+    t.bandwidth = g.bw.into_iter().map(|(k, v)| bw_row(k, v)).collect();
+    t.collective = g
+        .coll
+        .into_iter()
+        .map(|(k, (rows, q))| coll_row(k, &rows, q, line_rate_gbit_s))
+        .collect();
     t
+}
+
+/// A latency table row: the merged histogram's summary beside the rows' p50s and p99s.
+fn lat_row(k: &LatKey, (p50, p99, quality): LatAcc, h: &LatencyHistogram, merged: usize) -> LatRow {
+    let spread =
+        p50.iter().cloned().fold(f64::MIN, f64::max) - p50.iter().cloned().fold(f64::MAX, f64::min);
+    LatRow {
+        size: results::units::format_size(k.size),
+        tool: k.tool.clone(),
+        test: k.test.clone(),
+        transport: k.transport.clone(),
+        size_bytes: k.size,
+        rows: merged.max(p50.len()),
+        samples: h.len(),
+        us: h.summary_us(),
+        p50_spread_us: if spread.is_finite() { spread } else { 0.0 },
+        quality,
+        row_p50: p50,
+        row_p99: p99,
+    }
+}
+
+/// A bandwidth table row: the mean of the rows' averages, their minimum, the peak.
+fn bw_row((tool, test, transport, size, bidir): BwKey, (acc, quality): (BwAcc, Quality)) -> BwRow {
+    let n = acc.avgs.len();
+    BwRow {
+        size: results::units::format_size(size),
+        tool,
+        test,
+        transport,
+        size_bytes: size,
+        bidirectional: bidir,
+        rows: n,
+        avg_gbit_s: mean(&acc.avgs),
+        min_avg_gbit_s: acc.avgs.iter().cloned().fold(f64::MAX, f64::min),
+        peak_gbit_s: acc.peak,
+        msg_rate_mpps: if n == 0 { 0.0 } else { acc.msg_sum / n as f64 },
+        fluctuation_pct: acc.fluctuation,
+        cpu_cores_per_100g: (acc.cpu_n > 0).then(|| acc.cpu_sum / acc.cpu_n as f64),
+        link_loss_pct: acc.loss,
+        quality,
+        row_avg: acc.avgs,
+        interval_stdev: if acc.var_n == 0 {
+            0.0
+        } else {
+            (acc.var_sum / acc.var_n as f64).sqrt()
+        },
+    }
+}
+
+/// A collective table row (nccl-tests' columns): means over the rows, wrong elements
+/// summed where checked, the efficiency against the line rate.
+fn coll_row(
+    (collective, backend, ranks, size): CollKey,
+    rows: &[&results::CollectiveResult],
+    quality: Quality,
+    line_rate_gbit_s: Option<f64>,
+) -> CollRow {
+    let f = |g: &dyn Fn(&results::CollectiveResult) -> f64| {
+        mean(&rows.iter().map(|r| g(r)).collect::<Vec<_>>())
+    };
+    let checked: Vec<u64> = rows
+        .iter()
+        .flat_map(|r| [&r.out_of_place, &r.in_place])
+        .filter(|t| t.checked)
+        .map(|t| t.wrong)
+        .collect();
+    let eff: Vec<f64> = rows
+        .iter()
+        .filter_map(|r| Metric::Efficiency.of_collective(r, line_rate_gbit_s))
+        .collect();
+    let first = rows[0];
+    CollRow {
+        size: results::units::format_size(size),
+        collective,
+        backend,
+        ranks,
+        size_bytes: size,
+        count: first.count,
+        datatype: first.datatype.clone(),
+        op: first.op.clone(),
+        rows: rows.len(),
+        oop_time_us: f(&|r| r.out_of_place.time_us),
+        oop_algbw: f(&|r| r.out_of_place.algbw_gbyte_s),
+        oop_busbw: f(&|r| r.out_of_place.busbw_gbyte_s),
+        ip_time_us: f(&|r| r.in_place.time_us),
+        ip_busbw: f(&|r| r.in_place.busbw_gbyte_s),
+        wrong: (!checked.is_empty())
+            .then(|| checked.iter().fold(0u64, |a, w| a.saturating_add(*w))),
+        efficiency_pct: (!eff.is_empty()).then(|| mean(&eff)),
+        quality,
+        row_busbw: rows.iter().map(|r| r.out_of_place.busbw_gbyte_s).collect(),
+        row_time: rows.iter().map(|r| r.out_of_place.time_us).collect(),
+    }
 }
 
 /// A message size for people: `2 B`, `64KiB`, `8MiB`.
