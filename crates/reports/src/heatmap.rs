@@ -141,129 +141,207 @@ fn at(m: &Matrix, g: &Group, shown: Shown, rule: f64, i: usize, j: usize) -> usi
     m.cell(a, b).map_or(0, |c| class(c, m, g, shown, rule))
 }
 
+/// Where a heatmap's parts go: the square of `side` pixels at (`x0`, `y0`), each cell
+/// `cell` wide, every `label_every`th node named, the whole `w` x `h`.
+struct Layout {
+    n: usize,
+    /// Drawn as rectangles (small matrices), else as one raster image.
+    vector: bool,
+    side: f64,
+    cell: f64,
+    label_every: usize,
+    x0: f64,
+    y0: f64,
+    w: f64,
+    h: f64,
+}
+
+impl Layout {
+    fn of(a: &Analysis, m: &Matrix, g: &Group) -> Layout {
+        let n = m.nodes.len();
+        let vector = n <= VECTOR_MAX;
+        let side = if vector {
+            (n * ((720 / n.max(1)).clamp(4, 48))) as f64
+        } else {
+            (n.min(1024)) as f64
+        };
+        let cell = side / n.max(1) as f64;
+        let label_every = if vector && cell >= 9.0 {
+            1
+        } else {
+            (n / 16).max(1)
+        };
+        let name_w = a
+            .nodes
+            .iter()
+            .map(|s| s.chars().count())
+            .max()
+            .unwrap_or(4)
+            .min(24) as f64
+            * 6.5
+            + 8.0;
+        let (x0, y0) = (name_w, name_w + 34.0);
+        let legend_h = 20.0 * LEGEND.len() as f64 + 30.0;
+        let title_w = (g.label().len() + a.rail_name(m).len() + 60) as f64 * 7.5;
+        Layout {
+            n,
+            vector,
+            side,
+            cell,
+            label_every,
+            x0,
+            y0,
+            w: (x0 + side + 200.0).max(title_w),
+            h: (y0 + side + 20.0).max(y0 + legend_h),
+        }
+    }
+}
+
+/// One heatmap being drawn: its matrix, group, what it shows and the rule it colours by.
+struct Heatmap<'a> {
+    a: &'a Analysis,
+    m: &'a Matrix,
+    g: &'a Group,
+    shown: Shown,
+    rule: f64,
+    l: Layout,
+}
+
 /// Draws the heatmap of matrix `mi`. `marks` are nodes to flag on the axes (suspects).
 pub fn draw(a: &Analysis, mi: usize, shown: Shown, marks: &[u32]) -> String {
     let m = &a.matrices[mi];
     let g = &a.groups[m.group as usize];
-    let n = m.nodes.len();
-    let r = rule(g, a, shown);
-    let vector = n <= VECTOR_MAX;
-    let side = if vector {
-        (n * ((720 / n.max(1)).clamp(4, 48))) as f64
-    } else {
-        (n.min(1024)) as f64
+    let hm = Heatmap {
+        a,
+        m,
+        g,
+        shown,
+        rule: rule(g, a, shown),
+        l: Layout::of(a, m, g),
     };
-    let cell = side / n.max(1) as f64;
-    let label_every = if vector && cell >= 9.0 {
-        1
-    } else {
-        (n / 16).max(1)
-    };
-    let name_w = a
-        .nodes
-        .iter()
-        .map(|s| s.chars().count())
-        .max()
-        .unwrap_or(4)
-        .min(24) as f64
-        * 6.5
-        + 8.0;
-    let (x0, y0) = (name_w, name_w + 34.0);
-    let legend_h = 20.0 * LEGEND.len() as f64 + 30.0;
-    let title_w = (g.label().len() + a.rail_name(m).len() + 60) as f64 * 7.5;
-    let (w, h) = (
-        (x0 + side + 200.0).max(title_w),
-        (y0 + side + 20.0).max(y0 + legend_h),
-    );
-    let what = match (g.key.latency, shown) {
-        (false, _) => "bandwidth (Gb/s)",
-        (true, Shown::Primary) => "p50 latency (us)",
-        (true, Shown::P99) => "p99 latency (us)",
-    };
-    let (_, med) = value(&Cell::default(), m, shown);
     let mut s = String::new();
-    let _ = write!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w:.0} {h:.0}" width="{w:.0}" height="{h:.0}" font-family="sans-serif" font-size="11" role="img" aria-label="{title}">"#,
-        title = esc(&format!("{} rail {} {what}", g.label(), a.rail_name(m)))
-    );
-    let _ = write!(
-        s,
-        r#"<text x="4" y="16" font-size="13" font-weight="bold">{} &#8212; rail {} &#8212; {what}, rail median {}</text>"#,
-        esc(&g.label()),
-        esc(&a.rail_name(m)),
-        if med.is_finite() {
-            verdict::judge::format_value(med)
-        } else {
-            "n/a".into()
-        }
-    );
-    // Axis labels.
-    for (i, &node) in m.nodes.iter().enumerate() {
-        if i % label_every != 0 {
-            continue;
-        }
-        let name = esc(&a.nodes[node as usize]);
-        let c = x0 + (i as f64 + 0.5) * cell;
-        let yy = y0 + (i as f64 + 0.5) * cell + 3.5;
+    hm.header(&mut s);
+    hm.axis_labels(&mut s);
+    if hm.l.vector {
+        hm.cells(&mut s);
+        hm.tooltips(&mut s);
+    } else {
+        let png = raster(m, g, shown, hm.rule);
+        let Layout { x0, y0, side, .. } = hm.l;
         let _ = write!(
             s,
-            r#"<text x="{:.1}" y="{yy:.1}" text-anchor="end">{name}</text><text transform="translate({c:.1},{:.1}) rotate(-90)" x="0" y="3.5">{name}</text>"#,
-            x0 - 4.0,
-            y0 - 4.0
+            r#"<image x="{x0:.1}" y="{y0:.1}" width="{side:.0}" height="{side:.0}" preserveAspectRatio="none" style="image-rendering:pixelated" href="data:image/png;base64,{}"/>"#,
+            base64::engine::general_purpose::STANDARD.encode(png)
         );
     }
-    if vector {
+    hm.suspects(&mut s, marks);
+    hm.legend(&mut s);
+    s.push_str("</svg>");
+    s
+}
+
+impl Heatmap<'_> {
+    /// The SVG element and its title line: the group, rail, what is shown and the median.
+    fn header(&self, s: &mut String) {
+        let (a, m, g, l) = (self.a, self.m, self.g, &self.l);
+        let what = match (g.key.latency, self.shown) {
+            (false, _) => "bandwidth (Gb/s)",
+            (true, Shown::Primary) => "p50 latency (us)",
+            (true, Shown::P99) => "p99 latency (us)",
+        };
+        let (_, med) = value(&Cell::default(), m, self.shown);
+        let _ = write!(
+            s,
+            r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w:.0} {h:.0}" width="{w:.0}" height="{h:.0}" font-family="sans-serif" font-size="11" role="img" aria-label="{title}">"#,
+            w = l.w,
+            h = l.h,
+            title = esc(&format!("{} rail {} {what}", g.label(), a.rail_name(m)))
+        );
+        let _ = write!(
+            s,
+            r#"<text x="4" y="16" font-size="13" font-weight="bold">{} &#8212; rail {} &#8212; {what}, rail median {}</text>"#,
+            esc(&g.label()),
+            esc(&a.rail_name(m)),
+            if med.is_finite() {
+                verdict::judge::format_value(med)
+            } else {
+                "n/a".into()
+            }
+        );
+    }
+
+    /// The nodes' names down the left and along the top.
+    fn axis_labels(&self, s: &mut String) {
+        let l = &self.l;
+        for (i, &node) in self.m.nodes.iter().enumerate() {
+            if i % l.label_every != 0 {
+                continue;
+            }
+            let name = esc(&self.a.nodes[node as usize]);
+            let c = l.x0 + (i as f64 + 0.5) * l.cell;
+            let yy = l.y0 + (i as f64 + 0.5) * l.cell + 3.5;
+            let _ = write!(
+                s,
+                r#"<text x="{:.1}" y="{yy:.1}" text-anchor="end">{name}</text><text transform="translate({c:.1},{:.1}) rotate(-90)" x="0" y="3.5">{name}</text>"#,
+                l.x0 - 4.0,
+                l.y0 - 4.0
+            );
+        }
+    }
+
+    /// The cells as rectangles, runs of one class in a row drawn as one.
+    fn cells(&self, s: &mut String) {
+        let (l, n) = (&self.l, self.l.n);
         for i in 0..n {
             let mut j = 0;
             while j < n {
-                let k = at(m, g, shown, r, i, j);
+                let k = at(self.m, self.g, self.shown, self.rule, i, j);
                 let mut e = j + 1;
-                while e < n && at(m, g, shown, r, i, e) == k {
+                while e < n && at(self.m, self.g, self.shown, self.rule, i, e) == k {
                     e += 1;
                 }
                 if k != 0 {
                     let _ = write!(
                         s,
                         r#"<rect x="{:.2}" y="{:.2}" width="{:.2}" height="{:.2}" fill="{}"/>"#,
-                        x0 + j as f64 * cell,
-                        y0 + i as f64 * cell,
-                        (e - j) as f64 * cell,
-                        cell,
+                        l.x0 + j as f64 * l.cell,
+                        l.y0 + i as f64 * l.cell,
+                        (e - j) as f64 * l.cell,
+                        l.cell,
                         hex(k)
                     );
                 }
                 j = e;
             }
         }
-        // Tooltips on the cells that are not healthy (one triangle).
-        for i in 0..n {
-            for j in i + 1..n {
+    }
+
+    /// Tooltips on the cells that are not healthy (one triangle): the ends, the value and
+    /// the rules it broke.
+    fn tooltips(&self, s: &mut String) {
+        let (a, m, g, l) = (self.a, self.m, self.g, &self.l);
+        let cell = l.cell;
+        for i in 0..l.n {
+            for j in i + 1..l.n {
                 let (na, nb) = (m.nodes[i], m.nodes[j]);
                 let Some(c) = m.cell(na, nb) else { continue };
                 if !c.is_bad() {
                     continue;
                 }
                 let (ea, eb) = a.ends(m, na, nb);
-                let (v, _) = value(c, m, shown);
-                let text = format!(
-                    "{} - {}: {}{}",
-                    a.end_name(ea),
-                    a.end_name(eb),
-                    if v.is_finite() {
-                        format!("{} {}", verdict::judge::format_value(v as f64), g.unit())
-                    } else {
-                        "no measurement".into()
-                    },
-                    {
-                        let why = g.reasons(m, c, &a.settings);
-                        if why.is_empty() {
-                            String::new()
-                        } else {
-                            format!(" ({})", why.join("; "))
-                        }
-                    }
-                );
+                let (v, _) = value(c, m, self.shown);
+                let shown = if v.is_finite() {
+                    format!("{} {}", verdict::judge::format_value(v as f64), g.unit())
+                } else {
+                    "no measurement".into()
+                };
+                let why = g.reasons(m, c, &a.settings);
+                let why = if why.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", why.join("; "))
+                };
+                let text = format!("{} - {}: {shown}{why}", a.end_name(ea), a.end_name(eb));
                 for (y, x) in [(i, j), (j, i)] {
                     if m.dev_lo != m.dev_hi && y > x {
                         continue;
@@ -271,56 +349,56 @@ pub fn draw(a: &Analysis, mi: usize, shown: Shown, marks: &[u32]) -> String {
                     let _ = write!(
                         s,
                         r##"<rect x="{:.2}" y="{:.2}" width="{cell:.2}" height="{cell:.2}" fill="none" stroke="#1b1f24" stroke-width="0.6"><title>{}</title></rect>"##,
-                        x0 + x as f64 * cell,
-                        y0 + y as f64 * cell,
+                        l.x0 + x as f64 * cell,
+                        l.y0 + y as f64 * cell,
                         esc(&text)
                     );
                 }
             }
         }
-    } else {
-        let png = raster(m, g, shown, r);
+    }
+
+    /// Suspects flagged on both axes, and the square's frame.
+    fn suspects(&self, s: &mut String, marks: &[u32]) {
+        let Layout {
+            x0, y0, side, cell, ..
+        } = self.l;
+        for &node in marks {
+            let Some(i) = self.m.nodes.iter().position(|&x| x == node) else {
+                continue;
+            };
+            let c = (i as f64 + 0.5) * cell;
+            let name = esc(&self.a.nodes[node as usize]);
+            let _ = write!(
+                s,
+                r##"<path d="M{:.1} {:.1} l-6 -4 v8 z" fill="#cf222e"><title>suspect {name}</title></path><path d="M{:.1} {:.1} l-4 -6 h8 z" fill="#cf222e"><title>suspect {name}</title></path>"##,
+                x0 + side + 7.0,
+                y0 + c,
+                x0 + c,
+                y0 + side + 7.0
+            );
+        }
         let _ = write!(
             s,
-            r#"<image x="{x0:.1}" y="{y0:.1}" width="{side:.0}" height="{side:.0}" preserveAspectRatio="none" style="image-rendering:pixelated" href="data:image/png;base64,{}"/>"#,
-            base64::engine::general_purpose::STANDARD.encode(png)
+            r##"<rect x="{x0:.1}" y="{y0:.1}" width="{side:.1}" height="{side:.1}" fill="none" stroke="#57606a" stroke-width="0.8"/>"##
         );
     }
-    // Suspects flagged on both axes.
-    for &node in marks {
-        let Some(i) = m.nodes.iter().position(|&x| x == node) else {
-            continue;
-        };
-        let c = (i as f64 + 0.5) * cell;
-        let name = esc(&a.nodes[node as usize]);
-        let _ = write!(
-            s,
-            r##"<path d="M{:.1} {:.1} l-6 -4 v8 z" fill="#cf222e"><title>suspect {name}</title></path><path d="M{:.1} {:.1} l-4 -6 h8 z" fill="#cf222e"><title>suspect {name}</title></path>"##,
-            x0 + side + 7.0,
-            y0 + c,
-            x0 + c,
-            y0 + side + 7.0
-        );
+
+    /// The classes' colours and names, right of the square.
+    fn legend(&self, s: &mut String) {
+        let lx = self.l.x0 + self.l.side + 20.0;
+        for (k, (class, text)) in LEGEND.iter().enumerate() {
+            let ly = self.l.y0 + 20.0 * k as f64;
+            let _ = write!(
+                s,
+                r##"<rect x="{lx:.1}" y="{ly:.1}" width="14" height="14" fill="{}" stroke="#8c959f" stroke-width="0.5"/><text x="{:.1}" y="{:.1}">{text}</text>"##,
+                hex(*class),
+                lx + 20.0,
+                ly + 11.0,
+                text = esc(text)
+            );
+        }
     }
-    let _ = write!(
-        s,
-        r##"<rect x="{x0:.1}" y="{y0:.1}" width="{side:.1}" height="{side:.1}" fill="none" stroke="#57606a" stroke-width="0.8"/>"##
-    );
-    // Legend.
-    let lx = x0 + side + 20.0;
-    for (k, (class, text)) in LEGEND.iter().enumerate() {
-        let ly = y0 + 20.0 * k as f64;
-        let _ = write!(
-            s,
-            r##"<rect x="{lx:.1}" y="{ly:.1}" width="14" height="14" fill="{}" stroke="#8c959f" stroke-width="0.5"/><text x="{:.1}" y="{:.1}">{text}</text>"##,
-            hex(*class),
-            lx + 20.0,
-            ly + 11.0,
-            text = esc(text)
-        );
-    }
-    s.push_str("</svg>");
-    s
 }
 
 /// The matrix as an indexed-colour PNG, one pixel per node pair.
