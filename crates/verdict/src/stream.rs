@@ -276,49 +276,127 @@ fn results_open(b: &[u8]) -> Option<usize> {
 /// that large, or rows that do not open with their kind).
 const MAX_CARRY_BLOCKS: usize = 4;
 
-fn fast(mut src: Source, max_groups: usize) -> Result<Streamed, Fallback> {
-    let layout = |m: &str| Fallback::Layout(m.to_string());
-    let mut buf = Vec::new();
-    let mut eof = !src.more(&mut buf)?;
-    // Head: everything up to and including the `[` of `"results"`.
-    let mut head: Vec<u8> = Vec::new();
-    loop {
-        if let Some(open) = results_open(&buf) {
-            head.extend_from_slice(&buf[..=open]);
-            buf.drain(..=open);
-            break;
-        }
-        if eof {
-            return Err(layout("no `\"results\": [`"));
-        }
-        // Keep a tail that may hold the start of the key.
-        let keep = buf.len().saturating_sub(256);
-        head.extend_from_slice(&buf[..keep]);
-        buf.drain(..keep);
-        eof = !src.more(&mut buf)?;
-    }
-    // The first row, or the end of an empty array.
-    let first = loop {
-        if let Some(i) = buf.iter().position(|c| !is_ws(*c)) {
-            break i;
-        }
-        if eof {
-            return Err(layout("the results array does not end"));
-        }
-        eof = !src.more(&mut buf)?;
-    };
-    let empty = buf[first] == b']';
-    if !empty {
-        while !eof && memmem::find(&buf[first..], KIND).is_none() {
-            eof = !src.more(&mut buf)?;
-        }
-        let k = memmem::find(&buf[first..], KIND).map(|k| k + first);
-        if k.and_then(|k| row_start(&buf, k)) != Some(first) {
-            return Err(layout("the first row does not open with its kind"));
-        }
-    }
-    buf.drain(..first);
+/// A layout the fast path does not take, in words.
+fn layout(m: &str) -> Fallback {
+    Fallback::Layout(m.to_string())
+}
 
+/// The file being cut: what was read and not yet handed on, and whether it all was.
+struct Cutter {
+    src: Source,
+    buf: Vec<u8>,
+    eof: bool,
+}
+
+impl Cutter {
+    fn more(&mut self) -> Result<(), Fallback> {
+        self.eof = !self.src.more(&mut self.buf)?;
+        Ok(())
+    }
+
+    /// The head: everything up to and including the `[` of `"results"`; and whether the
+    /// array is empty. The buffer is left at the first row (or the `]`).
+    fn head(&mut self) -> Result<(Vec<u8>, bool), Fallback> {
+        let mut head: Vec<u8> = Vec::new();
+        loop {
+            if let Some(open) = results_open(&self.buf) {
+                head.extend_from_slice(&self.buf[..=open]);
+                self.buf.drain(..=open);
+                break;
+            }
+            if self.eof {
+                return Err(layout("no `\"results\": [`"));
+            }
+            // Keep a tail that may hold the start of the key.
+            let keep = self.buf.len().saturating_sub(256);
+            head.extend_from_slice(&self.buf[..keep]);
+            self.buf.drain(..keep);
+            self.more()?;
+        }
+        // The first row, or the end of an empty array.
+        let first = loop {
+            if let Some(i) = self.buf.iter().position(|c| !is_ws(*c)) {
+                break i;
+            }
+            if self.eof {
+                return Err(layout("the results array does not end"));
+            }
+            self.more()?;
+        };
+        let empty = self.buf[first] == b']';
+        if !empty {
+            while !self.eof && memmem::find(&self.buf[first..], KIND).is_none() {
+                self.more()?;
+            }
+            let k = memmem::find(&self.buf[first..], KIND).map(|k| k + first);
+            if k.and_then(|k| row_start(&self.buf, k)) != Some(first) {
+                return Err(layout("the first row does not open with its kind"));
+            }
+        }
+        self.buf.drain(..first);
+        Ok((head, empty))
+    }
+
+    /// Hands on blocks of whole rows as they are read, each cut before the last row start
+    /// in the buffer (every row before it is complete; blocks come back through `pool`
+    /// for reuse). Returns the document after the last row.
+    fn cut_rows(
+        &mut self,
+        send: &mut dyn FnMut(Vec<u8>) -> Result<(), Fallback>,
+        pool: &mpsc::Receiver<Vec<u8>>,
+    ) -> Result<Vec<u8>, Fallback> {
+        loop {
+            let buf = &mut self.buf;
+            let cut = memmem::rfind_iter(buf, KIND)
+                .filter_map(|k| row_start(buf, k))
+                .next();
+            if self.eof {
+                // The last row ends where a JSON value starting there ends; the rest is
+                // the document after the rows.
+                let last = cut.ok_or_else(|| layout("no row at the end"))?;
+                let mut it = serde_json::Deserializer::from_slice(&buf[last..])
+                    .into_iter::<serde::de::IgnoredAny>();
+                match it.next() {
+                    Some(Ok(_)) => {}
+                    _ => return Err(layout("the last row does not parse")),
+                }
+                let end = last + it.byte_offset();
+                let tail = buf.split_off(end);
+                if last > 0 {
+                    let rest = buf.split_off(last);
+                    send(std::mem::replace(buf, rest))?;
+                }
+                send(std::mem::take(buf))?;
+                return Ok(tail);
+            }
+            match cut.filter(|&c| c > 0) {
+                Some(cut) => {
+                    let mut next = pool.try_recv().unwrap_or_default();
+                    next.clear();
+                    next.extend_from_slice(&buf[cut..]);
+                    buf.truncate(cut);
+                    send(std::mem::replace(buf, next))?;
+                }
+                None if buf.len() > MAX_CARRY_BLOCKS * self.src.block => {
+                    return Err(layout("no row start in a large stretch"));
+                }
+                None => {}
+            }
+            self.more()?;
+        }
+    }
+}
+
+/// Each parsed block with its place in the file.
+type Parsed = mpsc::Receiver<(usize, Result<Chunk, Fallback>)>;
+
+/// The rows cut into blocks and parsed on every core as the file is read: how many
+/// blocks, the document after the rows, and the parsed blocks as they came.
+fn parse_in_parallel(
+    c: &mut Cutter,
+    empty: bool,
+    max_groups: usize,
+) -> Result<(usize, Vec<u8>, Parsed), Fallback> {
     let workers = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
@@ -328,8 +406,7 @@ fn fast(mut src: Source, max_groups: usize) -> Result<Streamed, Fallback> {
     let (done_tx, done_rx) = mpsc::channel::<(usize, Result<Chunk, Fallback>)>();
     // Parsed blocks come back for reuse: fresh 16 MiB buffers cost page faults.
     let (pool_tx, pool_rx) = mpsc::channel::<Vec<u8>>();
-    let mut tail: Vec<u8> = Vec::new();
-    let outcome: Result<usize, Fallback> = std::thread::scope(|scope| {
+    let outcome: Result<(usize, Vec<u8>), Fallback> = std::thread::scope(|scope| {
         // Owned here, so that every way out of this closure closes the queue and the
         // workers end before the scope waits for them.
         let job_tx = job_tx;
@@ -346,6 +423,9 @@ fn fast(mut src: Source, max_groups: usize) -> Result<Streamed, Fallback> {
         }
         drop(done_tx);
         drop(pool_tx);
+        if empty {
+            return Ok((0, std::mem::take(&mut c.buf)));
+        }
         let mut seq = 0;
         let mut send = |block: Vec<u8>| -> Result<(), Fallback> {
             job_tx
@@ -354,60 +434,39 @@ fn fast(mut src: Source, max_groups: usize) -> Result<Streamed, Fallback> {
             seq += 1;
             Ok(())
         };
-        if empty {
-            tail = std::mem::take(&mut buf);
-            return Ok(0);
-        }
-        loop {
-            // The last row start in the buffer: every row before it is complete.
-            let cut = memmem::rfind_iter(&buf, KIND)
-                .filter_map(|k| row_start(&buf, k))
-                .next();
-            if eof {
-                // The last row ends where a JSON value starting there ends; the rest is
-                // the document after the rows.
-                let last = cut.ok_or_else(|| layout("no row at the end"))?;
-                let mut it = serde_json::Deserializer::from_slice(&buf[last..])
-                    .into_iter::<serde::de::IgnoredAny>();
-                match it.next() {
-                    Some(Ok(_)) => {}
-                    _ => return Err(layout("the last row does not parse")),
-                }
-                let end = last + it.byte_offset();
-                tail = buf.split_off(end);
-                if last > 0 {
-                    let rest = buf.split_off(last);
-                    send(std::mem::replace(&mut buf, rest))?;
-                }
-                send(std::mem::take(&mut buf))?;
-                break;
-            }
-            match cut.filter(|&c| c > 0) {
-                Some(cut) => {
-                    let mut next = pool_rx.try_recv().unwrap_or_default();
-                    next.clear();
-                    next.extend_from_slice(&buf[cut..]);
-                    buf.truncate(cut);
-                    send(std::mem::replace(&mut buf, next))?;
-                }
-                None if buf.len() > MAX_CARRY_BLOCKS * src.block => {
-                    return Err(layout("no row start in a large stretch"));
-                }
-                None => {}
-            }
-            eof = !src.more(&mut buf)?;
-        }
-        Ok(seq)
+        let tail = c.cut_rows(&mut send, &pool_rx)?;
+        Ok((seq, tail))
     });
-    let blocks = outcome?;
-    // The rest of the document after the rows.
-    while !eof {
-        eof = !src.more(&mut tail)?;
-    }
+    let (blocks, tail) = outcome?;
+    Ok((blocks, tail, done_rx))
+}
+
+/// The parsed blocks in the file's order; the first that did not parse says why.
+fn in_order(blocks: usize, parsed: Parsed) -> Result<Vec<Chunk>, Fallback> {
     let mut chunks: Vec<Option<Chunk>> = (0..blocks).map(|_| None).collect();
-    for (seq, chunk) in done_rx.iter() {
+    for (seq, chunk) in parsed.iter() {
         chunks[seq] = Some(chunk?);
     }
+    chunks
+        .into_iter()
+        .map(|c| c.ok_or_else(|| layout("a block was not parsed")))
+        .collect()
+}
+
+fn fast(src: Source, max_groups: usize) -> Result<Streamed, Fallback> {
+    let mut c = Cutter {
+        src,
+        buf: Vec::new(),
+        eof: false,
+    };
+    c.more()?;
+    let (mut head, empty) = c.head()?;
+    let (blocks, mut tail, parsed) = parse_in_parallel(&mut c, empty, max_groups)?;
+    // The rest of the document after the rows.
+    while !c.eof {
+        c.eof = !c.src.more(&mut tail)?;
+    }
+    let chunks = in_order(blocks, parsed)?;
     // The document without its rows: `"results": [` + the `]` and the rest.
     let close = tail
         .iter()
@@ -417,36 +476,42 @@ fn fast(mut src: Source, max_groups: usize) -> Result<Streamed, Fallback> {
     head.extend_from_slice(&tail[close..]);
     let text = std::str::from_utf8(&head).map_err(|_| layout("not UTF-8"))?;
     let doc = input::parse_document(text).map_err(Fallback::Layout)?;
-    let head_bytes = head.len() as u64;
     if !doc.results.is_empty() {
         return Err(layout("rows outside the cut"));
     }
+    let (rows, latency) = join_chunks(chunks, &doc.tool)?;
+    Ok(Streamed {
+        doc,
+        rows,
+        latency,
+        sha256: hex(&c.src.hash.finalize()),
+        parallel: true,
+        head_bytes: head.len() as u64,
+    })
+}
+
+/// The parsed blocks as one table of rows (and latency groups), each block but the last
+/// ending with a comma.
+fn join_chunks(chunks: Vec<Chunk>, tool: &str) -> Result<(P2pRows, LatencyGroups), Fallback> {
+    let blocks = chunks.len();
     let mut rows = P2pRows::default();
     // One allocation for every row: growing by doubling copies and faults in hundreds of
     // MiB at 4 million rows.
     rows.rows
-        .reserve_exact(chunks.iter().flatten().map(|c| c.rows.rows.len()).sum());
+        .reserve_exact(chunks.iter().map(|c| c.rows.rows.len()).sum());
     let mut latency = LatencyGroups::new();
     for (k, chunk) in chunks.into_iter().enumerate() {
-        let chunk = chunk.ok_or_else(|| layout("a block was not parsed"))?;
         // Every block but the last ends with a comma; the last row of all has none.
         if chunk.comma != (k + 1 < blocks) {
             return Err(layout("rows not separated by commas"));
         }
         rows.append(chunk.rows);
-        chunk.latency.into_groups(&doc.tool, &mut latency);
+        chunk.latency.into_groups(tool, &mut latency);
     }
     for g in &mut rows.groups {
-        g.tool = doc.tool.clone();
+        g.tool = tool.to_string();
     }
-    Ok(Streamed {
-        doc,
-        rows,
-        latency,
-        sha256: hex(&src.hash.finalize()),
-        parallel: true,
-        head_bytes,
-    })
+    Ok((rows, latency))
 }
 
 /// Parses a block of whole rows: it starts at a row's `{` and ends after a row (and its
@@ -617,8 +682,8 @@ fn missing(kind: &str, field: &str) -> Fallback {
 }
 
 fn add_row(chunk: &mut Chunk, r: LeanRow, max_groups: usize) -> Result<(), Fallback> {
-    let rows = &mut chunk.rows;
     let p = &r.pair;
+    let rows = &mut chunk.rows;
     let initiator = rows.peers.intern(
         p.initiator.rank,
         p.initiator.host,
@@ -631,33 +696,7 @@ fn add_row(chunk: &mut Chunk, r: LeanRow, max_groups: usize) -> Result<(), Fallb
         p.responder.device,
         p.responder.port,
     );
-    let mut loss = LossTally::default();
-    let mut health = HealthTally::default();
-    let mut any_counters = false;
-    if let Some(c) = &r.counters {
-        any_counters = true;
-        for (i, (side, peer)) in [(&c.initiator, initiator), (&c.responder, responder)]
-            .into_iter()
-            .enumerate()
-        {
-            if let Some(side) = side {
-                health.side(i, side.rate_gbit_s);
-                for &(name, v) in side.counters.0.iter().chain(&side.hw_counters.0) {
-                    loss.add(name, v);
-                    health.add(name, v);
-                    rows.add_error(peer, name, v);
-                }
-                for &(name, v) in &side.driver_counters.0 {
-                    health.add(name, v);
-                }
-                for name in &side.at_least {
-                    health.at_least_of(name);
-                    rows.error_at_least(peer, name);
-                }
-            }
-        }
-    }
-    let loss = if any_counters { loss.pct() } else { None };
+    let (loss, health) = tally_counters(rows, &r, [initiator, responder]);
     let _ = (
         r.iterations,
         r.duration_s,
@@ -666,17 +705,7 @@ fn add_row(chunk: &mut Chunk, r: LeanRow, max_groups: usize) -> Result<(), Fallb
     );
     let (latency, bidir, stats) = match r.kind {
         "latency" => {
-            r.warmup_iterations
-                .ok_or_else(|| missing("latency", "warmup_iterations"))?;
-            let us = r
-                .latency_us
-                .ok_or_else(|| missing("latency", "latency_us"))?;
-            let h = r.histogram.ok_or_else(|| missing("latency", "histogram"))?;
-            let label = results::transport_label(r.transport, r.memory.as_ref());
-            chunk
-                .latency
-                .merge(r.test, &label, r.size_bytes, h, max_groups)
-                .map_err(Fallback::Layout)?;
+            let us = latency_summary(chunk, &r, max_groups)?;
             (
                 true,
                 false,
@@ -684,42 +713,7 @@ fn add_row(chunk: &mut Chunk, r: LeanRow, max_groups: usize) -> Result<(), Fallb
             )
         }
         "bandwidth" => {
-            let bw = r
-                .bw_gbit_s
-                .ok_or_else(|| missing("bandwidth", "bw_gbit_s"))?;
-            let cpu = r.cpu.ok_or_else(|| missing("bandwidth", "cpu"))?;
-            let intervals = r
-                .interval_gbit_s
-                .as_deref()
-                .ok_or_else(|| missing("bandwidth", "interval_gbit_s"))?;
-            let rate = r
-                .msg_rate_mpps
-                .ok_or_else(|| missing("bandwidth", "msg_rate_mpps"))?;
-            let bidir = r
-                .bidirectional
-                .ok_or_else(|| missing("bandwidth", "bidirectional"))?;
-            r.streams
-                .zip(r.tx_depth)
-                .zip(r.interval_s)
-                .ok_or_else(|| missing("bandwidth", "streams, tx_depth or interval_s"))?;
-            if r.size_bytes == 0 {
-                return Err(Fallback::Layout("a bandwidth row of 0 bytes".into()));
-            }
-            let mut stats = BwStats::from_parts(
-                r.transport,
-                bw.avg,
-                bw.peak,
-                rate,
-                intervals,
-                &cpu,
-                loss,
-                (health, r.duration_s),
-            );
-            stats.directions = crate::rows::DirStats::of(
-                r.directions
-                    .iter()
-                    .map(|d| (d.bw_gbit_s.avg, d.bw_gbit_s.peak, d.msg_rate_mpps)),
-            );
+            let (bidir, stats) = bandwidth_stats(&r, loss, health)?;
             (false, bidir, RowStats::Bandwidth(stats))
         }
         "collective" => {
@@ -729,6 +723,7 @@ fn add_row(chunk: &mut Chunk, r: LeanRow, max_groups: usize) -> Result<(), Fallb
         }
         other => return Err(Fallback::Layout(format!("unknown row kind {other}"))),
     };
+    let rows = &mut chunk.rows;
     let memory = r.memory.as_ref().map_or("host", results::MemoryUse::class);
     let group = rows.group(crate::rows::GroupRef {
         tool: "",
@@ -748,6 +743,103 @@ fn add_row(chunk: &mut Chunk, r: LeanRow, max_groups: usize) -> Result<(), Fallb
         stats,
     });
     Ok(())
+}
+
+/// A row's counters: both ends' errors filed under their peers, the loss they show
+/// (none without counters) and the ends' health.
+fn tally_counters(rows: &mut P2pRows, r: &LeanRow, peers: [u32; 2]) -> (Option<f64>, HealthTally) {
+    let mut loss = LossTally::default();
+    let mut health = HealthTally::default();
+    let Some(c) = &r.counters else {
+        return (None, health);
+    };
+    for (i, (side, peer)) in [&c.initiator, &c.responder]
+        .into_iter()
+        .zip(peers)
+        .enumerate()
+    {
+        let Some(side) = side else { continue };
+        health.side(i, side.rate_gbit_s);
+        for &(name, v) in side.counters.0.iter().chain(&side.hw_counters.0) {
+            loss.add(name, v);
+            health.add(name, v);
+            rows.add_error(peer, name, v);
+        }
+        for &(name, v) in &side.driver_counters.0 {
+            health.add(name, v);
+        }
+        for name in &side.at_least {
+            health.at_least_of(name);
+            rows.error_at_least(peer, name);
+        }
+    }
+    (loss.pct(), health)
+}
+
+/// A latency row's summary; its histogram merged into the block's group.
+fn latency_summary(
+    chunk: &mut Chunk,
+    r: &LeanRow,
+    max_groups: usize,
+) -> Result<LatencySummary, Fallback> {
+    r.warmup_iterations
+        .ok_or_else(|| missing("latency", "warmup_iterations"))?;
+    let us = r
+        .latency_us
+        .ok_or_else(|| missing("latency", "latency_us"))?;
+    let h = r.histogram.ok_or_else(|| missing("latency", "histogram"))?;
+    let label = results::transport_label(r.transport, r.memory.as_ref());
+    chunk
+        .latency
+        .merge(r.test, &label, r.size_bytes, h, max_groups)
+        .map_err(Fallback::Layout)?;
+    Ok(us)
+}
+
+/// A bandwidth row's figures (every field a whole read requires present), and whether
+/// it ran both ways.
+fn bandwidth_stats(
+    r: &LeanRow,
+    loss: Option<f64>,
+    health: HealthTally,
+) -> Result<(bool, BwStats), Fallback> {
+    let bw = r
+        .bw_gbit_s
+        .ok_or_else(|| missing("bandwidth", "bw_gbit_s"))?;
+    let cpu = r.cpu.as_ref().ok_or_else(|| missing("bandwidth", "cpu"))?;
+    let intervals = r
+        .interval_gbit_s
+        .as_deref()
+        .ok_or_else(|| missing("bandwidth", "interval_gbit_s"))?;
+    let rate = r
+        .msg_rate_mpps
+        .ok_or_else(|| missing("bandwidth", "msg_rate_mpps"))?;
+    let bidir = r
+        .bidirectional
+        .ok_or_else(|| missing("bandwidth", "bidirectional"))?;
+    r.streams
+        .zip(r.tx_depth)
+        .zip(r.interval_s)
+        .ok_or_else(|| missing("bandwidth", "streams, tx_depth or interval_s"))?;
+    if r.size_bytes == 0 {
+        return Err(Fallback::Layout("a bandwidth row of 0 bytes".into()));
+    }
+    let mut stats = BwStats::from_parts(
+        r.transport,
+        bw.avg,
+        bw.peak,
+        rate,
+        intervals,
+        cpu,
+        loss,
+        (health, r.duration_s),
+    );
+    stats.directions = crate::rows::DirStats::of(
+        r.directions
+            .iter()
+            .map(|d| (d.bw_gbit_s.avg, d.bw_gbit_s.peak, d.msg_rate_mpps)),
+    );
+    Ok((bidir, stats))
 }
 
 /// A reader that hashes what passes through it.
