@@ -153,49 +153,9 @@ pub fn build_with(
     let inv = inventory::collect(docs);
     let mut loc = suspects::localise(&a, &inv);
     let structure = diagnosis::structure::build(docs, plan, &profile.matrix);
-    // When the structure's localiser finds more than nodes, NICs and links (a part above
-    // the node, a transmitter, a receiver, one direction, an ECMP path) it names the
-    // parts for the rows it judged, and the matrix's own suspects for those rows would
-    // name the same faults again as many NICs; otherwise the matrix's suspects (with
-    // their counters, inventory and retest list) stay and the structure adds only its
-    // cabling findings. Where the plan's rates put uplinks slower than the NICs, only the
-    // structure judges cells across the spines against what they can reach (the matrix
-    // compares them with the rail's median and would name each as a slow link), so its
-    // suspects stand for those rows whatever they are, none included.
-    let replaces = structure.as_ref().is_some_and(|s| {
-        !s.rows.is_empty()
-            && (s.judged_by_rates
-                || s.suspects
-                    .iter()
-                    .any(|x| x.explains > 0 && !diagnosis::structure::NODE_KINDS.contains(&x.kind)))
-    });
+    let replaces = structure_replaces(structure.as_ref());
     if replaces {
-        let st = structure.as_ref();
-        // Failed pairs are no measurement the structure sees: their suspects stay.
-        loc.suspects.retain(|s| {
-            !s.findings.iter().all(|f| {
-                structure_group(st, &a.groups[f.group_index as usize]) && f.failed_links == 0
-            })
-        });
-        // The retest list follows: the kept suspects' pairs, then the structure's pair
-        // parts (a one-way path confirmed or cleared by the retest, as a matrix suspect
-        // is); a dropped suspect's partners are not measured again.
-        let kept = loc
-            .suspects
-            .iter()
-            .flat_map(|s| s.retest_pairs.iter().cloned());
-        let parts = st
-            .iter()
-            .flat_map(|s| &s.suspects)
-            .flat_map(|s| &s.retest)
-            .map(|(x, y)| format!("{x} {y}"));
-        let mut retest: Vec<String> = Vec::new();
-        for line in kept.chain(parts) {
-            if !retest.contains(&line) {
-                retest.push(line);
-            }
-        }
-        loc.retest = retest;
+        defer_to_structure(&a, &mut loc, structure.as_ref());
     }
     let mut outcomes = Vec::new();
     for (i, c) in profile.checks.iter().enumerate() {
@@ -203,40 +163,12 @@ pub fn build_with(
             outcomes.push((Some(i), o));
         }
     }
-    if let Some(spec) = &profile.inventory {
-        // Counter deltas of the rows, per host and device, for "not rising".
-        let mut rows: BTreeMap<(String, String), BTreeMap<String, verdict::rows::ErrorSum>> =
-            BTreeMap::new();
-        for (e, counters) in &a.errors {
-            let (Some(d), node) = (e.dev, &a.nodes[e.node as usize]) else {
-                continue;
-            };
-            let host = node.rsplit_once('/').map_or(node.as_str(), |x| x.0);
-            let into = rows
-                .entry((host.to_string(), a.devices[d as usize].clone()))
-                .or_default();
-            verdict::rows::ErrorSum::add_all(into, counters);
-        }
-        for o in inventory::checks(spec, &inv, &rows) {
-            outcomes.push((None, o));
-        }
-    }
-    if let Some(spec) = &profile.lossless {
-        for o in diagnosis::audit::checks(spec, docs) {
-            outcomes.push((None, o));
-        }
-    }
-    if let Some(spec) = &profile.load {
-        for o in diagnosis::load::checks(spec, docs) {
-            outcomes.push((None, o));
-        }
-    }
     let isolation = tenants.and_then(|t| diagnosis::isolation::view(docs, t, plan));
-    if let Some(spec) = &profile.isolation {
-        for o in diagnosis::isolation::checks(spec, docs, tenants, isolation.as_ref()) {
-            outcomes.push((None, o));
-        }
-    }
+    outcomes.extend(
+        table_checks(profile, docs, &a, &inv, tenants, isolation.as_ref())
+            .into_iter()
+            .map(|o| (None, o)),
+    );
     let groups = views(&a);
     let (heatmaps, left_out) = draw(&a, &loc);
     let all_failures = a.distinct_failures(|_| true);
@@ -274,6 +206,94 @@ pub fn build_with(
         analysis: a,
         outcomes,
     }
+}
+
+/// Whether the structure's suspects replace the matrix's for the rows it judged. When the
+/// structure's localiser finds more than nodes, NICs and links (a part above the node, a
+/// transmitter, a receiver, one direction, an ECMP path) it names the parts for the rows
+/// it judged, and the matrix's own suspects for those rows would name the same faults
+/// again as many NICs; otherwise the matrix's suspects (with their counters, inventory
+/// and retest list) stay and the structure adds only its cabling findings. Where the
+/// plan's rates put uplinks slower than the NICs, only the structure judges cells across
+/// the spines against what they can reach (the matrix compares them with the rail's
+/// median and would name each as a slow link), so its suspects stand for those rows
+/// whatever they are, none included.
+fn structure_replaces(structure: Option<&Structure>) -> bool {
+    structure.is_some_and(|s| {
+        !s.rows.is_empty()
+            && (s.judged_by_rates
+                || s.suspects
+                    .iter()
+                    .any(|x| x.explains > 0 && !diagnosis::structure::NODE_KINDS.contains(&x.kind)))
+    })
+}
+
+/// The matrix's suspects of the rows the structure judged give way to its parts.
+fn defer_to_structure(a: &Analysis, loc: &mut Localised, st: Option<&Structure>) {
+    // Failed pairs are no measurement the structure sees: their suspects stay.
+    loc.suspects.retain(|s| {
+        !s.findings
+            .iter()
+            .all(|f| structure_group(st, &a.groups[f.group_index as usize]) && f.failed_links == 0)
+    });
+    // The retest list follows: the kept suspects' pairs, then the structure's pair parts
+    // (a one-way path confirmed or cleared by the retest, as a matrix suspect is); a
+    // dropped suspect's partners are not measured again.
+    let kept = loc
+        .suspects
+        .iter()
+        .flat_map(|s| s.retest_pairs.iter().cloned());
+    let parts = st
+        .iter()
+        .flat_map(|s| &s.suspects)
+        .flat_map(|s| &s.retest)
+        .map(|(x, y)| format!("{x} {y}"));
+    let mut retest: Vec<String> = Vec::new();
+    for line in kept.chain(parts) {
+        if !retest.contains(&line) {
+            retest.push(line);
+        }
+    }
+    loc.retest = retest;
+}
+
+/// The outcomes of the profile's tables beside the checks: inventory, lossless, load
+/// and isolation.
+fn table_checks(
+    profile: &Profile,
+    docs: &[Loaded],
+    a: &Analysis,
+    inv: &inventory::Inventory,
+    tenants: Option<&results::tenants::Tenants>,
+    isolation: Option<&diagnosis::isolation::Isolation>,
+) -> Vec<Outcome> {
+    let mut outcomes = Vec::new();
+    if let Some(spec) = &profile.inventory {
+        // Counter deltas of the rows, per host and device, for "not rising".
+        let mut rows: BTreeMap<(String, String), BTreeMap<String, verdict::rows::ErrorSum>> =
+            BTreeMap::new();
+        for (e, counters) in &a.errors {
+            let (Some(d), node) = (e.dev, &a.nodes[e.node as usize]) else {
+                continue;
+            };
+            let host = node.rsplit_once('/').map_or(node.as_str(), |x| x.0);
+            let into = rows
+                .entry((host.to_string(), a.devices[d as usize].clone()))
+                .or_default();
+            verdict::rows::ErrorSum::add_all(into, counters);
+        }
+        outcomes.extend(inventory::checks(spec, inv, &rows));
+    }
+    if let Some(spec) = &profile.lossless {
+        outcomes.extend(diagnosis::audit::checks(spec, docs));
+    }
+    if let Some(spec) = &profile.load {
+        outcomes.extend(diagnosis::load::checks(spec, docs));
+    }
+    if let Some(spec) = &profile.isolation {
+        outcomes.extend(diagnosis::isolation::checks(spec, docs, tenants, isolation));
+    }
+    outcomes
 }
 
 /// The outcome of a matrix check (`None` for the other metrics).

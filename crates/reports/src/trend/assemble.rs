@@ -57,6 +57,13 @@ impl Accumulator {
     }
 }
 
+/// The nights as every series sees them: ids and days in order, and their rows.
+struct Nights<'a> {
+    ids: Vec<&'a str>,
+    days: Vec<f64>,
+    rows: &'a [NightRow],
+}
+
 /// Builds every series, finds drifts, marks nights, ranks pairs and nodes.
 pub(super) fn assemble(
     opts: &Options,
@@ -67,116 +74,20 @@ pub(super) fn assemble(
     inputs: Vec<InputRef>,
     skipped: Vec<BadInput>,
 ) -> Trend {
-    let n = acc.rows.len();
-    let mut all_series = Vec::with_capacity(acc.tracks.len());
-    let ids: Vec<&str> = acc.rows.iter().map(|r| r.id.as_str()).collect();
-    let days: Vec<f64> = acc.rows.iter().map(|r| r.day).collect();
-    for (key, mut t) in acc.tracks {
-        t.values.resize(n, None);
-        t.disturbed.resize(n, false);
-        let (meta, values, disturbed) = (&t.meta, t.values, t.disturbed);
-        let key = &key;
-        let present: Vec<usize> = (0..n).filter(|i| values[*i].is_some()).collect();
-        let xs: Vec<f64> = present.iter().map(|i| days[*i]).collect();
-        let ys: Vec<f64> = present.iter().map(|i| values[*i].unwrap_or(0.0)).collect();
-        let drifts: Vec<DriftOut> = drift::scan(&xs, &ys, meta.higher_is_better, &opts.rule)
-            .into_iter()
-            .map(|e| {
-                let (wf, wt) = (present[e.strongest_from], present[e.strongest_to]);
-                let level = e.fit.start_level.abs().max(f64::MIN_POSITIVE);
-                DriftOut {
-                    series: key.clone(),
-                    unit: meta.unit,
-                    from: ids[present[e.from]].to_string(),
-                    to: ids[present[e.to]].to_string(),
-                    flagged_on: ids[present[e.first_end]].to_string(),
-                    window_from: ids[wf].to_string(),
-                    window_to: ids[wt].to_string(),
-                    nights: e.fit.nights,
-                    slope_per_week: e.fit.slope_per_day * 7.0,
-                    pct_per_week: e.fit.slope_per_day * 7.0 / level * 100.0,
-                    change_pct: e.fit.change_pct,
-                    z: e.fit.z,
-                    disturbed_nights: (wf..=wt).filter(|i| disturbed[*i]).count(),
-                    fit: (days[wf], days[wt], e.fit.start_level, e.fit.slope_per_day),
-                }
-            })
-            .collect();
-        let bound = series::bound_for(profile, meta).map(|(b, id)| BoundOut {
-            symbol: b.symbol(),
-            value: b.value(),
-            check: id,
-        });
-        let over_bound_nights: Vec<String> = match &bound {
-            Some(b) => (0..n)
-                .filter(|i| {
-                    values[*i].is_some_and(|v| match b.symbol {
-                        ">=" => v < b.value,
-                        _ => v > b.value,
-                    })
-                })
-                .map(|i| ids[i].to_string())
-                .collect(),
-            None => Vec::new(),
-        };
-        let regressed_nights: Vec<String> = acc
-            .rows
-            .iter()
-            .filter(|r| r.regressed.contains(key))
-            .map(|r| r.id.clone())
-            .collect();
-        let first = present.first().and_then(|i| values[*i]);
-        let last = present.last().and_then(|i| values[*i]);
-        let base = baseline.get(key).map(|p| p.value);
-        all_series.push(SeriesOut {
-            key: key.clone(),
-            group: meta.group,
-            unit: meta.unit,
-            higher_is_better: meta.higher_is_better,
-            metric: meta.metric,
-            flagged: !drifts.is_empty()
-                || !over_bound_nights.is_empty()
-                || !regressed_nights.is_empty(),
-            change_pct: first.zip(last).and_then(|(a, b)| pct(a, b)),
-            vs_baseline_pct: base.zip(last).and_then(|(a, b)| pct(a, b)),
-            baseline: base,
-            first,
-            last,
-            values,
-            bound,
-            drifts,
-            regressed_nights,
-            over_bound_nights,
-            disturbed_nights: (0..n)
-                .filter(|i| disturbed[*i])
-                .map(|i| ids[i].to_string())
-                .collect(),
-            disturbed,
-            facts: meta.facts.clone(),
-        });
-    }
+    let at = Nights {
+        ids: acc.rows.iter().map(|r| r.id.as_str()).collect(),
+        days: acc.rows.iter().map(|r| r.day).collect(),
+        rows: &acc.rows,
+    };
+    let all_series: Vec<SeriesOut> = acc
+        .tracks
+        .into_iter()
+        .map(|(key, t)| series_out(key, t, &at, opts, profile, baseline))
+        .collect();
     let (changed_pairs, changed_nodes) = changes(&acc.spans, &acc.rows, opts.top);
     let mut rows = acc.rows;
     for r in &mut rows {
-        let mut m = Vec::new();
-        if r.failed() {
-            m.push("FAIL".to_string());
-        }
-        if !r.regressed.is_empty() {
-            let new = r.new_regressions.len();
-            m.push(if new == r.regressed.len() {
-                format!("{new} regression(s)")
-            } else {
-                format!("{} regression(s), {new} new", r.regressed.len())
-            });
-        }
-        if r.disturbed {
-            m.push("disturbed".into());
-        }
-        if r.files == 0 {
-            m.push("no results".into());
-        }
-        r.marks = m.join(", ");
+        r.marks = marks(r);
     }
     let mut drifts: Vec<DriftOut> = all_series
         .iter()
@@ -214,6 +125,141 @@ pub(super) fn assemble(
         skipped,
         inputs,
     }
+}
+
+/// A night's marks in words: failed, regressions (how many new), disturbed, no results.
+fn marks(r: &NightRow) -> String {
+    let mut m = Vec::new();
+    if r.failed() {
+        m.push("FAIL".to_string());
+    }
+    if !r.regressed.is_empty() {
+        let new = r.new_regressions.len();
+        m.push(if new == r.regressed.len() {
+            format!("{new} regression(s)")
+        } else {
+            format!("{} regression(s), {new} new", r.regressed.len())
+        });
+    }
+    if r.disturbed {
+        m.push("disturbed".into());
+    }
+    if r.files == 0 {
+        m.push("no results".into());
+    }
+    m.join(", ")
+}
+
+/// One figure's series: its values on every night, its drifts, the nights over the
+/// profile's bound and those that regressed, against the baseline.
+fn series_out(
+    key: String,
+    mut t: Track,
+    at: &Nights,
+    opts: &Options,
+    profile: Option<&Profile>,
+    baseline: &BTreeMap<String, Point>,
+) -> SeriesOut {
+    let n = at.ids.len();
+    t.values.resize(n, None);
+    t.disturbed.resize(n, false);
+    let (meta, values, disturbed) = (&t.meta, t.values, t.disturbed);
+    let present: Vec<usize> = (0..n).filter(|i| values[*i].is_some()).collect();
+    let drifts = drifts_of(&key, meta, &values, &disturbed, &present, at, opts);
+    let bound = series::bound_for(profile, meta).map(|(b, id)| BoundOut {
+        symbol: b.symbol(),
+        value: b.value(),
+        check: id,
+    });
+    let over_bound_nights: Vec<String> = match &bound {
+        Some(b) => (0..n)
+            .filter(|i| {
+                values[*i].is_some_and(|v| match b.symbol {
+                    ">=" => v < b.value,
+                    _ => v > b.value,
+                })
+            })
+            .map(|i| at.ids[i].to_string())
+            .collect(),
+        None => Vec::new(),
+    };
+    let regressed_nights: Vec<String> = at
+        .rows
+        .iter()
+        .filter(|r| r.regressed.contains(&key))
+        .map(|r| r.id.clone())
+        .collect();
+    let first = present.first().and_then(|i| values[*i]);
+    let last = present.last().and_then(|i| values[*i]);
+    let base = baseline.get(&key).map(|p| p.value);
+    SeriesOut {
+        group: meta.group,
+        unit: meta.unit,
+        higher_is_better: meta.higher_is_better,
+        metric: meta.metric,
+        flagged: !drifts.is_empty()
+            || !over_bound_nights.is_empty()
+            || !regressed_nights.is_empty(),
+        change_pct: first.zip(last).and_then(|(a, b)| pct(a, b)),
+        vs_baseline_pct: base.zip(last).and_then(|(a, b)| pct(a, b)),
+        baseline: base,
+        first,
+        last,
+        values,
+        bound,
+        drifts,
+        regressed_nights,
+        over_bound_nights,
+        disturbed_nights: (0..n)
+            .filter(|i| disturbed[*i])
+            .map(|i| at.ids[i].to_string())
+            .collect(),
+        disturbed,
+        facts: meta.facts.clone(),
+        key,
+    }
+}
+
+/// A series' drifts: the slopes the rule finds over the nights that measured it.
+fn drifts_of(
+    key: &str,
+    meta: &Point,
+    values: &[Option<f64>],
+    disturbed: &[bool],
+    present: &[usize],
+    at: &Nights,
+    opts: &Options,
+) -> Vec<DriftOut> {
+    let xs: Vec<f64> = present.iter().map(|i| at.days[*i]).collect();
+    let ys: Vec<f64> = present.iter().map(|i| values[*i].unwrap_or(0.0)).collect();
+    drift::scan(&xs, &ys, meta.higher_is_better, &opts.rule)
+        .into_iter()
+        .map(|e| {
+            let (wf, wt) = (present[e.strongest_from], present[e.strongest_to]);
+            let level = e.fit.start_level.abs().max(f64::MIN_POSITIVE);
+            DriftOut {
+                series: key.to_string(),
+                unit: meta.unit,
+                from: at.ids[present[e.from]].to_string(),
+                to: at.ids[present[e.to]].to_string(),
+                flagged_on: at.ids[present[e.first_end]].to_string(),
+                window_from: at.ids[wf].to_string(),
+                window_to: at.ids[wt].to_string(),
+                nights: e.fit.nights,
+                slope_per_week: e.fit.slope_per_day * 7.0,
+                pct_per_week: e.fit.slope_per_day * 7.0 / level * 100.0,
+                change_pct: e.fit.change_pct,
+                z: e.fit.z,
+                disturbed_nights: (wf..=wt).filter(|i| disturbed[*i]).count(),
+                fit: (
+                    at.days[wf],
+                    at.days[wt],
+                    e.fit.start_level,
+                    e.fit.slope_per_day,
+                ),
+            }
+        })
+        .collect()
 }
 
 /// Pairs and nodes ranked by how much worse they got between the first and the last
