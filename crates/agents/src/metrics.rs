@@ -24,7 +24,7 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -200,164 +200,211 @@ fn number(v: f64) -> String {
     }
 }
 
+/// The families of one scrape, in the order they are written.
+struct Exposition {
+    up: Family,
+    state: Family,
+    rate: Family,
+    rctr: Family,
+    oper: Family,
+    speed: Family,
+    flaps: Family,
+    stats: Family,
+    drv: Family,
+    sweep_t: Family,
+    bw: Family,
+    lat: Family,
+}
+
 /// The whole exposition of one scrape.
 pub fn exposition(host: &str, last: &Shared, node: &Node) -> String {
     let root = node.root();
-    let root = root.as_path();
-    let h = || ("host", host.to_string());
-    let mut up = Family::new(
-        "fabcheck_node_source_up",
-        "gauge",
-        "1 when the source answered this scrape (sysfs_rdma, sysfs_net, ethtool), 0 when it is missing or refused.",
-    );
-    let mut state = Family::new(
-        "fabcheck_rdma_port_active",
-        "gauge",
-        "1 when the RDMA port's state is ACTIVE.",
-    );
-    let mut rate = Family::new(
-        "fabcheck_rdma_port_rate_bytes_per_second",
-        "gauge",
-        "The RDMA port's rate as trained.",
-    );
-    let mut rctr = Family::new(
-        "fabcheck_rdma_port_stat_total",
-        "counter",
-        "An RDMA port counter as the driver exposes it (counters/ and hw_counters/).",
-    );
-    let mut oper = Family::new(
-        "fabcheck_netdev_up",
-        "gauge",
-        "1 when the interface's operstate is up.",
-    );
-    let mut speed = Family::new(
-        "fabcheck_netdev_speed_bytes_per_second",
-        "gauge",
-        "The interface's link speed.",
-    );
-    let mut flaps = Family::new(
-        "fabcheck_netdev_carrier_changes_total",
-        "counter",
-        "Carrier changes since boot (two per link flap).",
-    );
-    let mut stats = Family::new(
-        "fabcheck_netdev_statistic_total",
-        "counter",
-        "A kernel interface statistic (/sys/class/net/IF/statistics).",
-    );
-    let mut drv = Family::new(
-        "fabcheck_netdev_driver_stat_total",
-        "counter",
-        "A driver counter from ethtool -S: per-priority pause, discards, ECN marks, CNPs, FEC corrections as the NIC names them.",
-    );
+    let mut x = Exposition::new();
+    x.rdma(host, root.as_path());
+    x.netdevs(host, root.as_path(), node);
+    x.last_sweep(host, last);
+    let mut out = String::new();
+    for f in [
+        &x.up, &x.state, &x.rate, &x.rctr, &x.oper, &x.speed, &x.flaps, &x.stats, &x.drv,
+        &x.sweep_t, &x.bw, &x.lat,
+    ] {
+        f.write(&mut out);
+    }
+    out
+}
 
-    let sys = root.join("sys/class");
-    let rdma = probe::inventory::rdma_devices(&probe::inventory::SysRoot::under(root));
-    up.add(
-        vec![h(), ("source", "sysfs_rdma".into())],
-        f64::from(u8::from(sys.join("infiniband").is_dir())),
-    );
-    for d in &rdma {
-        for p in &d.ports {
-            let l = || {
-                vec![
-                    h(),
-                    ("device", d.name.clone()),
-                    ("port", p.port.to_string()),
-                ]
-            };
-            // No state file: unknown, so no sample (a 0 would raise a false port-down).
-            if !p.state.is_empty() {
-                state.add(l(), f64::from(u8::from(p.state.contains("ACTIVE"))));
-            }
-            if let Some(r) = p.rate_gbit_s {
-                rate.add(l(), r * 1e9 / 8.0);
-            }
-            let hw = probe::counters::read_dir(
-                &sys.join("infiniband")
-                    .join(&d.name)
-                    .join("ports")
-                    .join(p.port.to_string())
-                    .join("hw_counters"),
-            );
-            for (c, v) in p.counters.iter().chain(&hw) {
-                let mut labels = l();
-                labels.push(("counter", c.clone()));
-                rctr.add(labels, *v as f64);
+impl Exposition {
+    fn new() -> Self {
+        Exposition {
+            up: Family::new(
+                "fabcheck_node_source_up",
+                "gauge",
+                "1 when the source answered this scrape (sysfs_rdma, sysfs_net, ethtool), 0 when it is missing or refused.",
+            ),
+            state: Family::new(
+                "fabcheck_rdma_port_active",
+                "gauge",
+                "1 when the RDMA port's state is ACTIVE.",
+            ),
+            rate: Family::new(
+                "fabcheck_rdma_port_rate_bytes_per_second",
+                "gauge",
+                "The RDMA port's rate as trained.",
+            ),
+            rctr: Family::new(
+                "fabcheck_rdma_port_stat_total",
+                "counter",
+                "An RDMA port counter as the driver exposes it (counters/ and hw_counters/).",
+            ),
+            oper: Family::new(
+                "fabcheck_netdev_up",
+                "gauge",
+                "1 when the interface's operstate is up.",
+            ),
+            speed: Family::new(
+                "fabcheck_netdev_speed_bytes_per_second",
+                "gauge",
+                "The interface's link speed.",
+            ),
+            flaps: Family::new(
+                "fabcheck_netdev_carrier_changes_total",
+                "counter",
+                "Carrier changes since boot (two per link flap).",
+            ),
+            stats: Family::new(
+                "fabcheck_netdev_statistic_total",
+                "counter",
+                "A kernel interface statistic (/sys/class/net/IF/statistics).",
+            ),
+            drv: Family::new(
+                "fabcheck_netdev_driver_stat_total",
+                "counter",
+                "A driver counter from ethtool -S: per-priority pause, discards, ECN marks, CNPs, FEC corrections as the NIC names them.",
+            ),
+            sweep_t: Family::new(
+                "fabcheck_agent_last_sweep_timestamp_seconds",
+                "gauge",
+                "Unix time the agent reported the last round of its last sweep.",
+            ),
+            bw: Family::new(
+                "fabcheck_agent_pair_bandwidth_bytes_per_second",
+                "gauge",
+                "Average bandwidth of a pair this agent initiated in its last sweep.",
+            ),
+            lat: Family::new(
+                "fabcheck_agent_pair_latency_p50_seconds",
+                "gauge",
+                "Median one-way latency of a pair this agent initiated in its last sweep.",
+            ),
+        }
+    }
+
+    /// Every RDMA port under `root`: its state, rate and counters.
+    fn rdma(&mut self, host: &str, root: &Path) {
+        let h = || ("host", host.to_string());
+        let sys = root.join("sys/class");
+        let rdma = probe::inventory::rdma_devices(&probe::inventory::SysRoot::under(root));
+        self.up.add(
+            vec![h(), ("source", "sysfs_rdma".into())],
+            f64::from(u8::from(sys.join("infiniband").is_dir())),
+        );
+        for d in &rdma {
+            for p in &d.ports {
+                let l = || {
+                    vec![
+                        h(),
+                        ("device", d.name.clone()),
+                        ("port", p.port.to_string()),
+                    ]
+                };
+                // No state file: unknown, so no sample (a 0 would raise a false port-down).
+                if !p.state.is_empty() {
+                    self.state
+                        .add(l(), f64::from(u8::from(p.state.contains("ACTIVE"))));
+                }
+                if let Some(r) = p.rate_gbit_s {
+                    self.rate.add(l(), r * 1e9 / 8.0);
+                }
+                let hw = probe::counters::read_dir(
+                    &sys.join("infiniband")
+                        .join(&d.name)
+                        .join("ports")
+                        .join(p.port.to_string())
+                        .join("hw_counters"),
+                );
+                for (c, v) in p.counters.iter().chain(&hw) {
+                    let mut labels = l();
+                    labels.push(("counter", c.clone()));
+                    self.rctr.add(labels, *v as f64);
+                }
             }
         }
     }
-    let nets = probe::sysfs::dir_names(sys.join("net"));
-    up.add(
-        vec![h(), ("source", "sysfs_net".into())],
-        f64::from(u8::from(!nets.is_empty())),
-    );
-    let mut ethtool_ok = false;
-    for ifname in &nets {
-        let dir = sys.join("net").join(ifname);
-        let l = || vec![h(), ("interface", ifname.clone())];
-        let read = |f: &str| probe::sysfs::read_trim(dir.join(f));
-        if let Some(s) = read("operstate") {
-            oper.add(l(), f64::from(u8::from(s == "up")));
-        }
-        if let Some(v) = read("speed")
-            .and_then(|v| v.parse::<f64>().ok())
-            .filter(|v| *v >= 0.0)
-        {
-            speed.add(l(), v * 1e6 / 8.0);
-        }
-        if let Some(v) = read("carrier_changes").and_then(|v| v.parse::<f64>().ok()) {
-            flaps.add(l(), v);
-        }
-        for st in probe::sysfs::dir_names(dir.join("statistics")) {
-            if let Some(v) = probe::sysfs::read_trim(dir.join("statistics").join(&st))
+
+    /// Every interface under `root`: up, speed, carrier changes, the kernel's statistics
+    /// and the driver's (ethtool -S).
+    fn netdevs(&mut self, host: &str, root: &Path, node: &Node) {
+        let h = || ("host", host.to_string());
+        let sys = root.join("sys/class");
+        let nets = probe::sysfs::dir_names(sys.join("net"));
+        self.up.add(
+            vec![h(), ("source", "sysfs_net".into())],
+            f64::from(u8::from(!nets.is_empty())),
+        );
+        let mut ethtool_ok = false;
+        for ifname in &nets {
+            let dir = sys.join("net").join(ifname);
+            let l = || vec![h(), ("interface", ifname.clone())];
+            let read = |f: &str| probe::sysfs::read_trim(dir.join(f));
+            if let Some(s) = read("operstate") {
+                self.oper.add(l(), f64::from(u8::from(s == "up")));
+            }
+            if let Some(v) = read("speed")
                 .and_then(|v| v.parse::<f64>().ok())
+                .filter(|v| *v >= 0.0)
             {
-                let mut labels = l();
-                labels.push(("statistic", st));
-                stats.add(labels, v);
+                self.speed.add(l(), v * 1e6 / 8.0);
+            }
+            if let Some(v) = read("carrier_changes").and_then(|v| v.parse::<f64>().ok()) {
+                self.flaps.add(l(), v);
+            }
+            for st in probe::sysfs::dir_names(dir.join("statistics")) {
+                if let Some(v) = probe::sysfs::read_trim(dir.join("statistics").join(&st))
+                    .and_then(|v| v.parse::<f64>().ok())
+                {
+                    let mut labels = l();
+                    labels.push(("statistic", st));
+                    self.stats.add(labels, v);
+                }
+            }
+            if let Ok(counters) = node.ethtool(ifname) {
+                ethtool_ok = true;
+                for (c, v) in counters {
+                    let mut labels = l();
+                    labels.push(("counter", c));
+                    self.drv.add(labels, v as f64);
+                }
             }
         }
-        if let Ok(counters) = node.ethtool(ifname) {
-            ethtool_ok = true;
-            for (c, v) in counters {
-                let mut labels = l();
-                labels.push(("counter", c));
-                drv.add(labels, v as f64);
-            }
-        }
+        self.up.add(
+            vec![h(), ("source", "ethtool".into())],
+            f64::from(u8::from(ethtool_ok)),
+        );
     }
-    up.add(
-        vec![h(), ("source", "ethtool".into())],
-        f64::from(u8::from(ethtool_ok)),
-    );
 
-    let mut sweep_t = Family::new(
-        "fabcheck_agent_last_sweep_timestamp_seconds",
-        "gauge",
-        "Unix time the agent reported the last round of its last sweep.",
-    );
-    let mut bw = Family::new(
-        "fabcheck_agent_pair_bandwidth_bytes_per_second",
-        "gauge",
-        "Average bandwidth of a pair this agent initiated in its last sweep.",
-    );
-    let mut lat = Family::new(
-        "fabcheck_agent_pair_latency_p50_seconds",
-        "gauge",
-        "Median one-way latency of a pair this agent initiated in its last sweep.",
-    );
-    if let Ok(l) = last.lock() {
+    /// The agent's last sweep: when it ended, and each pair it initiated.
+    fn last_sweep(&mut self, host: &str, last: &Shared) {
+        let Ok(l) = last.lock() else { return };
         if let Some(t) = l.finished_unix_s {
-            sweep_t.add(vec![h()], t);
+            self.sweep_t.add(vec![("host", host.to_string())], t);
         }
         for r in &l.results {
             match r {
-                TestResult::Bandwidth(b) => bw.add(
+                TestResult::Bandwidth(b) => self.bw.add(
                     pair_labels(host, &b.pair, &b.test, &b.transport, b.size_bytes),
                     b.bw_gbit_s.avg * 1e9 / 8.0,
                 ),
-                TestResult::Latency(x) => lat.add(
+                TestResult::Latency(x) => self.lat.add(
                     pair_labels(host, &x.pair, &x.test, &x.transport, x.size_bytes),
                     x.latency_us.p50 * 1e-6,
                 ),
@@ -365,13 +412,6 @@ pub fn exposition(host: &str, last: &Shared, node: &Node) -> String {
             }
         }
     }
-    let mut out = String::new();
-    for f in [
-        &up, &state, &rate, &rctr, &oper, &speed, &flaps, &stats, &drv, &sweep_t, &bw, &lat,
-    ] {
-        f.write(&mut out);
-    }
-    out
 }
 
 fn pair_labels(
