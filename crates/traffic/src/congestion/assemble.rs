@@ -80,16 +80,65 @@ pub fn assemble(
     carrier: &Carrier,
     collective: bool,
 ) -> Result<CongestionRun> {
-    let (transport, counted_at) = match carrier.endpoints() {
-        None => ("tcp", "receiver"),
-        Some((settings, _)) => (settings.kind.name(), "initiator completions"),
+    let transport = match carrier.endpoints() {
+        None => "tcp",
+        Some((settings, _)) => settings.kind.name(),
     };
+    let measured = if collective { TESTS.len() } else { 2 };
+    let canary_tests = TESTS
+        .iter()
+        .enumerate()
+        .take(measured)
+        .map(|(t, &(test, unit))| canary_test(t, test, unit, ring, reports))
+        .collect::<Result<Vec<_>>>()?;
     let name = |n: &split::Node| n.name.clone();
+    Ok(CongestionRun {
+        seed: opts.seed,
+        canary_percent: opts.canaries,
+        phase_seconds: opts.phase_seconds,
+        transport: Some(transport.into()),
+        canaries: sp
+            .ring
+            .iter()
+            .map(name)
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect(),
+        ring: sp.ring.iter().map(name).collect(),
+        congestor_groups: sp
+            .groups
+            .iter()
+            .map(|(p, ns)| CongestorGroup {
+                pattern: p.clone(),
+                nodes: ns.iter().map(name).collect(),
+            })
+            .collect(),
+        nodes: roles(sp),
+        canary_tests,
+        congestor_throughput: throughput(sp, reports, carrier),
+        counters_isolated: reports.iter().flat_map(|r| r.counters[0].clone()).collect(),
+        counters_loaded: reports.iter().flat_map(|r| r.counters[1].clone()).collect(),
+        incast: None,
+        canary_tenant: opts.tenants.as_ref().map(|t| t.canary.clone()),
+        congestor_tenant: opts.tenants.as_ref().map(|t| t.congestor.clone()),
+        skipped_tests: TESTS[measured..]
+            .iter()
+            .map(|(test, _)| SkippedTest {
+                test: test.to_string(),
+                why: NO_ALLREDUCE.into(),
+            })
+            .collect(),
+    })
+}
+
+/// Every node with its ranks and role (the canaries', then each congestor group's), in
+/// name order.
+fn roles(sp: &Split) -> Vec<CongestionNode> {
     let mut nodes: Vec<CongestionNode> = sp
         .ring
         .iter()
         .map(|n| CongestionNode {
-            node: name(n),
+            node: n.name.clone(),
             ranks: n.ranks.clone(),
             role: "canary".into(),
             group: None,
@@ -97,62 +146,77 @@ pub fn assemble(
         .collect();
     for (g, (_, ns)) in sp.groups.iter().enumerate() {
         nodes.extend(ns.iter().map(|n| CongestionNode {
-            node: name(n),
+            node: n.name.clone(),
             ranks: n.ranks.clone(),
             role: "congestor".into(),
             group: Some(g as u32),
         }));
     }
     nodes.sort_by(|a, b| a.node.cmp(&b.node));
-    let measured = if collective { TESTS.len() } else { 2 };
-    let mut canary_tests = Vec::new();
-    for (t, (test, unit)) in TESTS.iter().enumerate().take(measured) {
-        // Per phase: every canary's samples, and all of them merged.
-        let mut phase = [LatencyHistogram::new(), LatencyHistogram::new()];
-        let mut each: [Vec<LatencyHistogram>; 2] = [Vec::new(), Vec::new()];
-        for &r in ring {
-            let rep = &reports[r as usize];
-            for (p, h) in phase.iter_mut().enumerate() {
-                let enc = rep
-                    .hist
-                    .get(p)
-                    .and_then(|h| h.get(t))
-                    .with_context(|| format!("canary rank {r} sent no {test} histogram"))?;
-                let mine = LatencyHistogram::decode(enc)
-                    .context("a canary sent an unreadable histogram")?;
-                h.merge(&mine);
-                each[p].push(mine);
-            }
+    nodes
+}
+
+/// Canary test `t` in both phases: every canary's samples, and all of them merged; the
+/// impact factors loaded against isolated (unrounded).
+fn canary_test(
+    t: usize,
+    test: &str,
+    unit: &str,
+    ring: &[u32],
+    reports: &[RankReport],
+) -> Result<CanaryTest> {
+    let mut phase = [LatencyHistogram::new(), LatencyHistogram::new()];
+    let mut each: [Vec<LatencyHistogram>; 2] = [Vec::new(), Vec::new()];
+    for &r in ring {
+        let rep = &reports[r as usize];
+        for (p, h) in phase.iter_mut().enumerate() {
+            let enc = rep
+                .hist
+                .get(p)
+                .and_then(|h| h.get(t))
+                .with_context(|| format!("canary rank {r} sent no {test} histogram"))?;
+            let mine =
+                LatencyHistogram::decode(enc).context("a canary sent an unreadable histogram")?;
+            h.merge(&mine);
+            each[p].push(mine);
         }
-        let bandwidth = *unit == "gbit_s";
-        let (iso, lod) = (
-            figures_per_canary(&each[0], &phase[0], bandwidth),
-            figures_per_canary(&each[1], &phase[1], bandwidth),
-        );
-        let (impact_mean, impact_p99) = if bandwidth {
-            (
-                bandwidth_impact(iso.mean, lod.mean),
-                bandwidth_impact(iso.p99, lod.p99),
-            )
-        } else {
-            (
-                latency_impact(iso.mean, lod.mean),
-                latency_impact(iso.p99, lod.p99),
-            )
-        };
-        let impact_p999 = iso.p999.zip(lod.p999).map(|(i, l)| latency_impact(i, l));
-        canary_tests.push(CanaryTest {
-            test: test.to_string(),
-            unit: unit.to_string(),
-            isolated: iso,
-            loaded: lod,
-            impact_mean,
-            impact_p99,
-            impact_p999,
-        });
     }
-    let congestor_throughput = sp
-        .groups
+    let bandwidth = unit == "gbit_s";
+    let (iso, lod) = (
+        figures_per_canary(&each[0], &phase[0], bandwidth),
+        figures_per_canary(&each[1], &phase[1], bandwidth),
+    );
+    let (impact_mean, impact_p99) = if bandwidth {
+        (
+            bandwidth_impact(iso.mean, lod.mean),
+            bandwidth_impact(iso.p99, lod.p99),
+        )
+    } else {
+        (
+            latency_impact(iso.mean, lod.mean),
+            latency_impact(iso.p99, lod.p99),
+        )
+    };
+    let impact_p999 = iso.p999.zip(lod.p999).map(|(i, l)| latency_impact(i, l));
+    Ok(CanaryTest {
+        test: test.to_string(),
+        unit: unit.to_string(),
+        isolated: iso,
+        loaded: lod,
+        impact_mean,
+        impact_p99,
+        impact_p999,
+    })
+}
+
+/// What each congestor group moved in the loaded phase: the bytes its flows' receivers
+/// (or, over endpoints, its initiators' completions) counted, over the longest flow.
+fn throughput(sp: &Split, reports: &[RankReport], carrier: &Carrier) -> Vec<CongestorThroughput> {
+    let counted_at = match carrier.endpoints() {
+        None => "receiver",
+        Some(_) => "initiator completions",
+    };
+    sp.groups
         .iter()
         .enumerate()
         .map(|(g, (pattern, _))| {
@@ -177,44 +241,7 @@ pub fn assemble(
                 gbit_s: results::units::gbit_s(bytes, seconds),
             }
         })
-        .collect();
-    Ok(CongestionRun {
-        seed: opts.seed,
-        canary_percent: opts.canaries,
-        phase_seconds: opts.phase_seconds,
-        transport: Some(transport.into()),
-        canaries: sp
-            .ring
-            .iter()
-            .map(name)
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
-            .collect(),
-        ring: sp.ring.iter().map(name).collect(),
-        congestor_groups: sp
-            .groups
-            .iter()
-            .map(|(p, ns)| CongestorGroup {
-                pattern: p.clone(),
-                nodes: ns.iter().map(name).collect(),
-            })
-            .collect(),
-        nodes,
-        canary_tests,
-        congestor_throughput,
-        counters_isolated: reports.iter().flat_map(|r| r.counters[0].clone()).collect(),
-        counters_loaded: reports.iter().flat_map(|r| r.counters[1].clone()).collect(),
-        incast: None,
-        canary_tenant: opts.tenants.as_ref().map(|t| t.canary.clone()),
-        congestor_tenant: opts.tenants.as_ref().map(|t| t.congestor.clone()),
-        skipped_tests: TESTS[measured..]
-            .iter()
-            .map(|(test, _)| SkippedTest {
-                test: test.to_string(),
-                why: NO_ALLREDUCE.into(),
-            })
-            .collect(),
-    })
+        .collect()
 }
 
 /// GPCNeT's table, with the factors unrounded.

@@ -80,14 +80,62 @@ pub fn run(
     let links = plan_links(&sp, &ring);
     // The canary tests of each phase, one slot of the phase each.
     let slots = if collective.is_some() { 3 } else { 2 };
+    let (outgoing, incoming) = connect_all(rank, &links, &roster, listener, bind, timeout)?;
+    if let Some(c) = collective.as_mut() {
+        c.join(canary);
+    }
+    let collective = collective.as_deref();
+    gang.barrier("connections made")?;
 
-    // Connections: accept the incoming ones while making the outgoing ones.
+    let idle = timeout + phase * (2 * slots + 1);
+    let received: Sinks = Arc::default();
+    let (out, servers) = start_flows(&carrier, &sp, incoming, outgoing, idle, &received)?;
+    let p = Phases {
+        out,
+        collective,
+        canary,
+        phase,
+        slots,
+        timeout,
+    };
+    p.warm_up(gang)?;
+    let report = p.measure(
+        gang,
+        &ports_of(&roster[rank as usize].host),
+        servers,
+        &received,
+    )?;
+    match gang.gather(&serde_json::to_vec(&report)?, "the measurements")? {
+        Some(reports) => Ok(Finish::Root {
+            hosts: host_facts,
+            reports,
+            carrier,
+        }),
+        None => Ok(Finish::Rank),
+    }
+}
+
+/// This rank's connections of the plan, made by it.
+type Outgoing = Vec<(Link, TcpStream)>;
+/// Its connections made by the others, each with the kind its header announced.
+type Incoming = Vec<(u32, TcpStream)>;
+
+/// The plan's connections of this rank: the outgoing ones made while the incoming ones
+/// are accepted.
+fn connect_all(
+    rank: u32,
+    links: &[Link],
+    roster: &[crate::flows::Peer],
+    listener: std::net::TcpListener,
+    bind: Option<IpAddr>,
+    timeout: Duration,
+) -> Result<(Outgoing, Incoming)> {
     let expected = links.iter().filter(|l| l.to == rank).count();
     let acceptor = {
         let deadline = Instant::now() + timeout;
         std::thread::spawn(move || accept_all(&listener, expected, deadline))
     };
-    let mut outgoing: Vec<(Link, TcpStream)> = Vec::new();
+    let mut outgoing: Outgoing = Vec::new();
     for l in links.iter().filter(|l| l.from == rank) {
         let to = roster[l.to as usize].addr;
         let s = connect(rank, l.kind, to, bind, timeout)
@@ -97,113 +145,135 @@ pub fn run(
     let incoming = acceptor
         .join()
         .map_err(|_| anyhow::anyhow!("the accepting thread panicked"))??;
-    if let Some(c) = collective.as_mut() {
-        c.join(canary);
-    }
-    let collective = collective.as_deref();
-    gang.barrier("connections made")?;
+    Ok((outgoing, incoming))
+}
 
-    // The far ends of the incoming connections, and this rank's own flows.
-    let idle = timeout + phase * (2 * slots + 1);
-    let received: Sinks = Arc::default();
-    let (out, servers) = match carrier.endpoints() {
-        None => {
-            let mut servers = Vec::new();
-            for (kind, s) in incoming {
-                s.set_read_timeout(Some(idle))?;
-                let received = Arc::clone(&received);
-                servers.push(std::thread::spawn(move || serve(kind, s, received)));
-            }
-            (Out::Tcp(outgoing), Servers::Tcp(servers))
+/// The far ends of the incoming connections, and this rank's own flows: over TCP the
+/// connections carry the data; over endpoints each is a flow's control link.
+fn start_flows(
+    carrier: &Carrier,
+    sp: &Split,
+    incoming: Incoming,
+    outgoing: Outgoing,
+    idle: Duration,
+    received: &Sinks,
+) -> Result<(Out, Servers)> {
+    let Some((settings, _)) = carrier.endpoints() else {
+        let mut servers = Vec::new();
+        for (kind, s) in incoming {
+            s.set_read_timeout(Some(idle))?;
+            let received = Arc::clone(received);
+            servers.push(std::thread::spawn(move || serve(kind, s, received)));
         }
-        Some((settings, _)) => {
-            let servers = incoming
-                .into_iter()
-                .map(|(_, s)| ef::serve(s, settings, idle))
-                .collect();
-            let flows = outgoing
-                .into_iter()
-                .map(|(l, s)| {
-                    let what = format!("{} flow to rank {}", kind_name(l.kind, &sp), l.to);
-                    (l, FlowEnd::open(s, shape_of(l.kind, &sp), settings, what))
-                })
-                .collect();
-            (Out::Flows(flows), Servers::Flows(servers))
-        }
+        return Ok((Out::Tcp(outgoing), Servers::Tcp(servers)));
     };
+    let servers = incoming
+        .into_iter()
+        .map(|(_, s)| ef::serve(s, settings, idle))
+        .collect();
+    let flows = outgoing
+        .into_iter()
+        .map(|(l, s)| {
+            let what = format!("{} flow to rank {}", kind_name(l.kind, sp), l.to);
+            (l, FlowEnd::open(s, shape_of(l.kind, sp), settings, what))
+        })
+        .collect();
+    Ok((Out::Flows(flows), Servers::Flows(servers)))
+}
 
-    // Warm-up, untimed: the canaries' first exchanges pay for ARP, TCP's slow start, the
-    // queue pairs' first packets and MPI's lazily made connections (the allreduce's first
-    // calls took milliseconds in the simulated fabric), which the isolated phase must not
-    // measure and the loaded one would not.
-    let warm = super::warmup(phase);
-    out.arm(canary)?;
-    gang.barrier("warm-up")?;
-    if canary {
-        canary_phase(&out, collective, Instant::now(), warm)?;
-    }
-    gang.any_within(false, "waiting for the warm-up to end", warm * 4 + timeout)?;
+/// What the phases of one rank share: its flows, the canaries' collective, whether it is
+/// a canary, the phase's length in slots, the wait bound.
+struct Phases<'a> {
+    out: Out,
+    collective: Option<&'a dyn CanaryCollective>,
+    canary: bool,
+    phase: Duration,
+    slots: u32,
+    timeout: Duration,
+}
 
-    let devices = ports_of(&roster[rank as usize].host);
-    let mut report = RankReport::default();
-    for (p, loaded) in [false, true].into_iter().enumerate() {
-        let before: Vec<_> = devices
-            .iter()
-            .map(|(d, n)| probe::counters::read(d, *n))
-            .collect();
-        // Over verbs the flows of the phase connect before it starts: the canaries' in
-        // both phases, the congestors' in the loaded one.
-        out.arm(canary || loaded)?;
-        gang.barrier(if loaded {
-            "loaded phase"
-        } else {
-            "isolated phase"
-        })?;
-        let t0 = Instant::now();
-        if canary {
-            report.hist.push(canary_phase(&out, collective, t0, phase)?);
-        } else if loaded {
-            let until = t0 + phase * slots + Duration::from_millis(200);
-            report.congest.extend(congest(&out, t0, until)?);
+impl Phases<'_> {
+    /// Warm-up, untimed: the canaries' first exchanges pay for ARP, TCP's slow start, the
+    /// queue pairs' first packets and MPI's lazily made connections (the allreduce's
+    /// first calls took milliseconds in the simulated fabric), which the isolated phase
+    /// must not measure and the loaded one would not.
+    fn warm_up(&self, gang: &mut dyn Gang) -> Result<()> {
+        let warm = super::warmup(self.phase);
+        self.out.arm(self.canary)?;
+        gang.barrier("warm-up")?;
+        if self.canary {
+            canary_phase(&self.out, self.collective, Instant::now(), warm)?;
         }
-        let after: Vec<_> = devices
-            .iter()
-            .map(|(d, n)| probe::counters::read(d, *n))
-            .collect();
-        report.counters[p] = before
-            .iter()
-            .zip(&after)
-            .map(|(b, a)| probe::counters::delta(b, a))
-            .collect();
         gang.any_within(
             false,
-            "waiting for the phase to end on all ranks",
-            phase * (slots + 1) + timeout,
+            "waiting for the warm-up to end",
+            warm * 4 + self.timeout,
         )?;
-        if loaded {
-            // The congestors close their flows: the far ends end and report.
-            let t_loaded = t0;
-            out.close();
-            servers.join()?;
-            let got = received
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            for (g, bytes, last) in got.iter() {
-                let secs =
-                    last.map_or(0.0, |l| l.saturating_duration_since(t_loaded).as_secs_f64());
-                report.congest.push((*g, *bytes, secs));
-            }
-            break;
-        }
+        Ok(())
     }
 
-    match gang.gather(&serde_json::to_vec(&report)?, "the measurements")? {
-        Some(reports) => Ok(Finish::Root {
-            hosts: host_facts,
-            reports,
-            carrier,
-        }),
-        None => Ok(Finish::Rank),
+    /// The isolated phase, then the loaded one: the canaries measure, the congestors
+    /// congest in the loaded one, every rank's port counters before and after each; then
+    /// the flows close (over TCP, dropped) and their far ends report what they received.
+    fn measure(
+        self,
+        gang: &mut dyn Gang,
+        devices: &[(String, u32)],
+        servers: Servers,
+        received: &Sinks,
+    ) -> Result<RankReport> {
+        let (canary, phase, slots) = (self.canary, self.phase, self.slots);
+        let mut report = RankReport::default();
+        let read = || -> Vec<_> {
+            devices
+                .iter()
+                .map(|(d, n)| probe::counters::read(d, *n))
+                .collect()
+        };
+        let mut t_loaded = Instant::now();
+        for (p, loaded) in [false, true].into_iter().enumerate() {
+            let before = read();
+            // Over verbs the flows of the phase connect before it starts: the canaries'
+            // in both phases, the congestors' in the loaded one.
+            self.out.arm(canary || loaded)?;
+            gang.barrier(if loaded {
+                "loaded phase"
+            } else {
+                "isolated phase"
+            })?;
+            let t0 = Instant::now();
+            if canary {
+                report
+                    .hist
+                    .push(canary_phase(&self.out, self.collective, t0, phase)?);
+            } else if loaded {
+                let until = t0 + phase * slots + Duration::from_millis(200);
+                report.congest.extend(congest(&self.out, t0, until)?);
+            }
+            let after = read();
+            report.counters[p] = before
+                .iter()
+                .zip(&after)
+                .map(|(b, a)| probe::counters::delta(b, a))
+                .collect();
+            gang.any_within(
+                false,
+                "waiting for the phase to end on all ranks",
+                phase * (slots + 1) + self.timeout,
+            )?;
+            t_loaded = t0;
+        }
+        // The congestors close their flows: the far ends end and report.
+        self.out.close();
+        servers.join()?;
+        let got = received
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (g, bytes, last) in got.iter() {
+            let secs = last.map_or(0.0, |l| l.saturating_duration_since(t_loaded).as_secs_f64());
+            report.congest.push((*g, *bytes, secs));
+        }
+        Ok(report)
     }
 }
 
