@@ -87,9 +87,65 @@ fn canonical(name: &str) -> &str {
 
 /// Validates the command line and expands sizes and collectives.
 pub fn resolve(r: Cli) -> Result<Plan> {
+    let (collectives, ep_colls) = select(&r.collectives)?;
+    let ep_defaults = r.ep_mode == crate::EpModeArg::Ht;
+    let default_size = if ep_colls.is_empty() {
+        32 << 20
+    } else if ep_defaults {
+        4096
+    } else {
+        128
+    };
+    let minbytes = r
+        .minbytes
+        .unwrap_or(r.maxbytes.unwrap_or(default_size).min(default_size));
+    let maxbytes = r.maxbytes.unwrap_or(minbytes.max(default_size));
+    let stepping = match (r.stepbytes, r.stepfactor) {
+        (Some(b), _) => Stepping::Bytes(b),
+        (None, f) => Stepping::Factor(f.unwrap_or(2)),
+    };
+    let sizes = sizes(minbytes, maxbytes, stepping)?;
+    if r.backend == BackendArg::Mpi {
+        for c in &collectives {
+            transport::collective::mpi_supports(r.datatype, c.coll.reduces.then_some(r.op))?;
+        }
+    }
+    let ep = if ep_colls.is_empty() {
+        None
+    } else {
+        Some(ep_plan(&r, ep_colls, &sizes, ep_defaults)?)
+    };
+    Ok(Plan {
+        collectives,
+        sizes,
+        minbytes,
+        maxbytes,
+        ep,
+        stepping,
+        iters: r.iters,
+        warmup: r.warmup,
+        check: r.check == 1,
+        op: r.op,
+        datatype: r.datatype,
+        root: r.root,
+        backend: match r.backend {
+            BackendArg::Mpi => BackendKind::Mpi,
+            BackendArg::Nccl => BackendKind::Nccl,
+        },
+        average: r.average,
+        scaling: r.scaling,
+        json: r.json,
+        timeout: Duration::from_secs_f64(r.timeout),
+        link_gbit_s: r.link_gbit_s,
+    })
+}
+
+/// The collectives named (any spelling users know; `all`), and the EP ones apart: they
+/// count tokens, the others bytes, so they run in a launch of their own.
+fn select(names: &[String]) -> Result<(Vec<Selected>, Vec<&'static crate::ep::EpCollective>)> {
     let mut collectives: Vec<Selected> = Vec::new();
     let mut ep_colls = Vec::new();
-    for name in &r.collectives {
+    for name in names {
         let name = name.replace('-', "_").to_ascii_lowercase();
         if let Some(c) = colls::ep_by_name(&name) {
             ep_colls.push(c);
@@ -115,18 +171,11 @@ pub fn resolve(r: Cli) -> Result<Plan> {
              launch of their own"
         );
     }
-    let ep_defaults = r.ep_mode == crate::EpModeArg::Ht;
-    let default_size = if ep_colls.is_empty() {
-        32 << 20
-    } else if ep_defaults {
-        4096
-    } else {
-        128
-    };
-    let minbytes = r
-        .minbytes
-        .unwrap_or(r.maxbytes.unwrap_or(default_size).min(default_size));
-    let maxbytes = r.maxbytes.unwrap_or(minbytes.max(default_size));
+    Ok((collectives, ep_colls))
+}
+
+/// The sizes from `minbytes` to `maxbytes` (nccl-tests' -b, -e, -f or -i), at most 10000.
+fn sizes(minbytes: u64, maxbytes: u64, stepping: Stepping) -> Result<Vec<u64>> {
     if minbytes > maxbytes {
         bail!(
             "-b/--minbytes {} is larger than -e/--maxbytes {}: the sweep would be empty",
@@ -134,10 +183,6 @@ pub fn resolve(r: Cli) -> Result<Plan> {
             maxbytes
         );
     }
-    let stepping = match (r.stepbytes, r.stepfactor) {
-        (Some(b), _) => Stepping::Bytes(b),
-        (None, f) => Stepping::Factor(f.unwrap_or(2)),
-    };
     let mut sizes = Vec::new();
     let mut s = minbytes;
     while s <= maxbytes {
@@ -153,71 +198,52 @@ pub fn resolve(r: Cli) -> Result<Plan> {
             break;
         }
     }
-    if r.backend == BackendArg::Mpi {
-        for c in &collectives {
-            transport::collective::mpi_supports(r.datatype, c.coll.reduces.then_some(r.op))?;
-        }
+    Ok(sizes)
+}
+
+/// The expert-parallel plan: the sizes as tokens, the routing, the model's shape and
+/// the variant, checked against the backend.
+fn ep_plan(
+    r: &Cli,
+    collectives: Vec<&'static crate::ep::EpCollective>,
+    sizes: &[u64],
+    ep_defaults: bool,
+) -> Result<crate::ep::EpPlan> {
+    crate::ep::check_hidden(r.hidden)?;
+    if r.backend == BackendArg::Nccl && r.ep_variant == crate::EpVariantArg::TwoStage {
+        bail!(
+            "--ep-variant two-stage runs over MPI only (its middle regrouping is host \
+             code): use --ep-variant flat with --backend nccl, or --backend mpi"
+        );
     }
-    let ep = if ep_colls.is_empty() {
-        None
-    } else {
-        crate::ep::check_hidden(r.hidden)?;
-        if r.backend == BackendArg::Nccl && r.ep_variant == crate::EpVariantArg::TwoStage {
-            bail!(
-                "--ep-variant two-stage runs over MPI only (its middle regrouping is host \
-                 code): use --ep-variant flat with --backend nccl, or --backend mpi"
-            );
-        }
-        if r.backend == BackendArg::Mpi && r.datatype != DataType::Float32 {
-            bail!("-d/--datatype does not apply to ep_dispatch/ep_combine (FP8 dispatch, BF16 combine)");
-        }
-        Some(crate::ep::EpPlan {
-            collectives: ep_colls,
-            tokens: sizes
-                .iter()
-                .map(|&s| match r.ep_unit {
-                    crate::EpUnitArg::Tokens => s,
-                    crate::EpUnitArg::Bytes => crate::ep::tokens_of_bytes(s, r.hidden),
-                })
-                .collect(),
-            routing: r.routing.unwrap_or(if ep_defaults {
-                crate::ep::Routing::Nodes(4)
-            } else {
-                crate::ep::Routing::Uniform
-            }),
-            seed: r.seed,
-            topk: r.topk,
-            experts: r.experts,
-            hidden: r.hidden,
-            ranks_per_node: r.ranks_per_node,
-            variant: match r.ep_variant {
-                crate::EpVariantArg::Flat => crate::ep::Variant::Flat,
-                crate::EpVariantArg::TwoStage => crate::ep::Variant::TwoStage,
-            },
-        })
-    };
-    Ok(Plan {
+    if r.backend == BackendArg::Mpi && r.datatype != DataType::Float32 {
+        bail!(
+            "-d/--datatype does not apply to ep_dispatch/ep_combine (FP8 dispatch, BF16 combine)"
+        );
+    }
+    Ok(crate::ep::EpPlan {
         collectives,
-        sizes,
-        minbytes,
-        maxbytes,
-        ep,
-        stepping,
-        iters: r.iters,
-        warmup: r.warmup,
-        check: r.check == 1,
-        op: r.op,
-        datatype: r.datatype,
-        root: r.root,
-        backend: match r.backend {
-            BackendArg::Mpi => BackendKind::Mpi,
-            BackendArg::Nccl => BackendKind::Nccl,
+        tokens: sizes
+            .iter()
+            .map(|&s| match r.ep_unit {
+                crate::EpUnitArg::Tokens => s,
+                crate::EpUnitArg::Bytes => crate::ep::tokens_of_bytes(s, r.hidden),
+            })
+            .collect(),
+        routing: r.routing.unwrap_or(if ep_defaults {
+            crate::ep::Routing::Nodes(4)
+        } else {
+            crate::ep::Routing::Uniform
+        }),
+        seed: r.seed,
+        topk: r.topk,
+        experts: r.experts,
+        hidden: r.hidden,
+        ranks_per_node: r.ranks_per_node,
+        variant: match r.ep_variant {
+            crate::EpVariantArg::Flat => crate::ep::Variant::Flat,
+            crate::EpVariantArg::TwoStage => crate::ep::Variant::TwoStage,
         },
-        average: r.average,
-        scaling: r.scaling,
-        json: r.json,
-        timeout: Duration::from_secs_f64(r.timeout),
-        link_gbit_s: r.link_gbit_s,
     })
 }
 
