@@ -19,7 +19,7 @@ use results::CollectiveResult;
 use transport::collective::mpi::RowExchange;
 
 use crate::ep::route::{self, Geometry, RankRouting};
-use crate::ep::{EpPlan, Payload, Variant};
+use crate::ep::{EpCollective, EpPlan, Payload, Variant};
 use crate::measure::{self, Site};
 use crate::plan::Plan;
 use crate::timing::Timed;
@@ -497,7 +497,9 @@ pub fn ranks_per_node(ep: &EpPlan, site: &Site) -> Result<usize> {
     Ok(rpn)
 }
 
-/// Every EP collective of the plan at `tokens` tokens per rank.
+/// Every EP collective of the plan at `tokens` tokens per rank: the routing, the count
+/// exchange (timed apart), the buffers and paths, then each collective timed, checked
+/// and described.
 pub fn size(
     plan: &Plan,
     ep: &EpPlan,
@@ -520,129 +522,40 @@ pub fn size(
     let tokens = tokens as usize;
     let mine = route::route(ep.routing, ep.seed, &g, me, tokens);
     let to = route::copies(&mine, &g);
-    let (node_comm, rail_comm) = match ep.variant {
-        Variant::Flat => (None, None),
-        Variant::TwoStage => (
-            comm.split_by_color(Color::with_value((me / g.ranks_per_node) as i32)),
-            comm.split_by_color(Color::with_value((me % g.ranks_per_node) as i32)),
-        ),
+    let (node_comm, rail_comm) = stage_comms(ep.variant, comm, &g, me);
+    let (node, rail) = (node_comm.as_ref(), rail_comm.as_ref());
+    let r = AtTokens {
+        plan,
+        site,
+        g,
+        me,
+        tokens,
+        clock: LoopClock::new(),
+        progress: Arc::new(AtomicU64::new(0)),
     };
-    let clock = LoopClock::new();
-    let progress = Arc::new(AtomicU64::new(0));
-    let guard = |what: String| team.watchdog().arm_progress(what, Arc::clone(&progress));
-
-    // The count exchange, timed apart (DeepEP's "notify").
-    let counts = {
-        let _g = guard(format!("in the count exchange at {tokens} tokens"));
-        let once = || {
-            exchange_counts(
-                ep.variant,
-                comm,
-                node_comm.as_ref(),
-                rail_comm.as_ref(),
-                &g,
-                me,
-                &to,
-            )
-        };
-        for _ in 0..plan.warmup {
-            once();
-        }
-        team.barrier("before the timed count exchange");
-        let stamps = LoopStamps::run(&clock, plan.iters as usize, &progress, || {
-            once();
-            Ok::<(), ()>(())
-        })
-        .expect("infallible");
-        let notify = slowest(comm, &stamps.iteration_ns(&clock));
-        (once(), notify)
-    };
-    let (counts, notify) = counts;
-
-    // Buffers: dispatch send and receive, combine send (one row per received token) and
-    // receive (one per sent copy).
+    let (counts, notify) = r.count_exchange(ep.variant, node, rail, &to);
+    let mut b = Buffers::new(&counts, hidden);
+    fill_dispatch(&mut b.d_send, me, &to, &counts.order, hidden);
     let row_d = Payload::Fp8.bytes_per_copy(hidden);
     let row_c = Payload::Bf16.bytes_per_copy(hidden);
-    let mut d_send = vec![0u8; counts.send_rows * row_d];
-    let mut d_recv = vec![0x5au8; counts.recv_rows * row_d];
-    let mut c_send = vec![0x5au8; counts.recv_rows * row_c];
-    let mut c_recv = vec![0x5au8; counts.send_rows * row_c];
-    fill_dispatch(&mut d_send, me, &to, &counts.order, hidden);
-    let mut dispatch = path(
-        &counts,
-        mover,
-        comm,
-        node_comm.as_ref(),
-        rail_comm.as_ref(),
-        row_d,
-        false,
-    )?;
-    let mut combine = path(
-        &counts,
-        mover,
-        comm,
-        node_comm.as_ref(),
-        rail_comm.as_ref(),
-        row_c,
-        true,
-    )?;
-    // Everyone's routing, for the check (what each rank must receive, and the gates).
-    let all: Option<Vec<RankRouting>> = plan.check.then(|| {
-        (0..ranks)
-            .map(|r| route::route(ep.routing, ep.seed, &g, r, tokens))
-            .collect()
-    });
-    let rows_in = all.as_ref().map(|a| incoming(a, &g, me));
-
-    let received_max = max_u64(comm, counts.recv_rows as u64);
-    let copies_all = sum_u64(comm, counts.send_rows as u64);
-    let off_all = sum_u64(comm, counts.off_node_rows as u64);
-    let node_copies_all = sum_u64(comm, route::node_copies(&mine, &g));
-    let mean_recv = copies_all as f64 / ranks as f64;
-
+    let mut dispatch = path(&counts, mover, comm, node, rail, row_d, false)?;
+    let mut combine = path(&counts, mover, comm, node, rail, row_c, true)?;
+    let check = plan.check.then(|| Checked::of(ep, &r.g, me, tokens));
+    let totals = Totals::of(comm, &counts, &mine, &r.g);
     let mut out = Vec::new();
     for coll in &ep.collectives {
-        let row = coll.payload.bytes_per_copy(hidden);
         if coll.backwards {
-            // The tokens must have arrived, and the experts' outputs be in place.
-            let _g = guard(format!("in the dispatch before {}", coll.name));
-            dispatch.load(&d_send)?;
-            dispatch.run(&d_send, &mut d_recv)?;
-            dispatch.fetch(&mut d_recv)?;
-            match (&all, &rows_in) {
-                (Some(a), Some(rows)) => {
-                    expert_outputs(&d_recv, rows, a, &g, me, hidden, &mut c_send)
-                }
-                _ => c_send.fill(0x3c),
-            }
+            r.expert_outputs(coll, &mut dispatch, &mut b, check.as_ref(), hidden)?;
         }
         let (p, send, recv): (&mut Path, &[u8], &mut [u8]) = if coll.backwards {
-            (&mut combine, &c_send, &mut c_recv)
+            (&mut combine, &b.c_send, &mut b.c_recv)
         } else {
-            (&mut dispatch, &d_send, &mut d_recv)
+            (&mut dispatch, &b.d_send, &mut b.d_recv)
         };
-        {
-            let _g = guard(format!("in the warm-up of {}", coll.name));
-            p.load(send)?;
-            for _ in 0..plan.warmup {
-                p.run(send, recv)?;
-            }
-        }
-        team.barrier("before the timed loop");
-        let stamps = {
-            let _g = guard(format!(
-                "in {} at {tokens} tokens: an iteration made no progress (a rank stopped taking part)",
-                coll.name
-            ));
-            LoopStamps::run(&clock, plan.iters as usize, &progress, || p.run(send, recv))?
-        };
-        let timed = Timed {
-            loop_ns: stamps.total_ns(&clock),
-            iteration_ns: stamps.iteration_ns(&clock),
-        };
-        let wrong = match (&all, &rows_in) {
-            (Some(_), Some(rows)) => {
-                let _g = guard(format!("in the checked call of {}", coll.name));
+        let timed = r.time(coll, p, send, recv)?;
+        let wrong = match &check {
+            Some(c) => {
+                let _g = r.guard(format!("in the checked call of {}", coll.name));
                 p.poison(recv)?;
                 p.run(send, recv)?;
                 p.fetch(recv)?;
@@ -651,59 +564,237 @@ pub fn size(
                         *b ^= 0x41;
                     }
                 }
-                let w = if coll.backwards {
+                Some(if coll.backwards {
                     check_combine(recv, &mine, &to, &counts.order, me, hidden)
                 } else {
-                    check_dispatch(recv, rows, hidden)
-                };
-                Some(w)
+                    check_dispatch(recv, &c.rows, hidden)
+                })
             }
-            _ => None,
+            None => None,
         };
-        let size_bytes = (copies_all as usize * row / ranks) as u64;
-        let timing = measure::combine(plan, site, &timed, wrong, size_bytes, 1.0)?;
-        let step = slowest(comm, &timed.iteration_ns);
-        let p50 = pct_us(&step, 0.5);
-        let network_bytes = off_all * row as u64;
-        let deepep_bytes = node_copies_all * row as u64;
-        let per_rank_rate = |b: u64| results::units::gbyte_s(b / ranks as u64, p50 / 1e6);
-        let figures = EpFigures {
-            byte_formula: EP_BYTE_FORMULA.into(),
-            variant: ep.variant.name().into(),
-            routing: ep.routing.name(),
-            seed: ep.seed,
-            tokens_per_rank: tokens as u64,
-            hidden: ep.hidden,
-            topk: ep.topk,
-            experts: ep.experts,
-            ranks_per_node: g.ranks_per_node as u32,
-            payload: coll.payload.name().into(),
-            bytes_per_copy: row as u64,
-            copies: copies_all,
-            network_bytes,
-            deepep_bytes,
-            step_p50_us: p50,
-            step_p99_us: pct_us(&step, 0.99),
-            step_max_us: pct_us(&step, 1.0),
-            notify_p50_us: pct_us(&notify, 0.5),
-            notify_max_us: pct_us(&notify, 1.0),
-            network_gbyte_s: per_rank_rate(network_bytes),
-            deepep_gbyte_s: per_rank_rate(deepep_bytes),
-            received_max_copies: received_max,
-            received_mean_copies: mean_recv,
-            imbalance: if mean_recv > 0.0 {
-                received_max as f64 / mean_recv
-            } else {
-                0.0
+        out.push(r.row(ep, coll, &timed, wrong, &totals, &notify)?);
+    }
+    Ok(out)
+}
+
+/// The payload buffers: dispatch send and receive, combine send (one row per received
+/// token) and receive (one per sent copy).
+struct Buffers {
+    d_send: Vec<u8>,
+    d_recv: Vec<u8>,
+    c_send: Vec<u8>,
+    c_recv: Vec<u8>,
+}
+
+impl Buffers {
+    fn new(counts: &Counts, hidden: usize) -> Self {
+        let row_d = Payload::Fp8.bytes_per_copy(hidden);
+        let row_c = Payload::Bf16.bytes_per_copy(hidden);
+        Buffers {
+            d_send: vec![0u8; counts.send_rows * row_d],
+            d_recv: vec![0x5au8; counts.recv_rows * row_d],
+            c_send: vec![0x5au8; counts.recv_rows * row_c],
+            c_recv: vec![0x5au8; counts.send_rows * row_c],
+        }
+    }
+}
+
+/// The two-stage variant's communicators: this rank's node, and its rail across the
+/// nodes (none for the flat one).
+fn stage_comms(
+    variant: Variant,
+    comm: &SimpleCommunicator,
+    g: &Geometry,
+    me: usize,
+) -> (Option<SimpleCommunicator>, Option<SimpleCommunicator>) {
+    match variant {
+        Variant::Flat => (None, None),
+        Variant::TwoStage => (
+            comm.split_by_color(Color::with_value((me / g.ranks_per_node) as i32)),
+            comm.split_by_color(Color::with_value((me % g.ranks_per_node) as i32)),
+        ),
+    }
+}
+
+/// Everyone's routing and the rows this rank must receive, when the run is checked.
+struct Checked {
+    all: Vec<RankRouting>,
+    rows: Vec<(usize, u32)>,
+}
+
+impl Checked {
+    /// Everyone's routing, for the check (what each rank must receive, and the gates).
+    fn of(ep: &EpPlan, g: &Geometry, me: usize, tokens: usize) -> Self {
+        let all: Vec<RankRouting> = (0..g.ranks)
+            .map(|x| route::route(ep.routing, ep.seed, g, x, tokens))
+            .collect();
+        let rows = incoming(&all, g, me);
+        Checked { all, rows }
+    }
+}
+
+/// What every rank agrees on: the most copies one rank received, all copies sent, those
+/// sent off their node, and the copies DeepEP's count takes (one per node reached).
+struct Totals {
+    received_max: u64,
+    copies: u64,
+    off_node: u64,
+    node_copies: u64,
+    ranks: usize,
+}
+
+impl Totals {
+    fn of(comm: &SimpleCommunicator, counts: &Counts, mine: &RankRouting, g: &Geometry) -> Self {
+        Totals {
+            received_max: max_u64(comm, counts.recv_rows as u64),
+            copies: sum_u64(comm, counts.send_rows as u64),
+            off_node: sum_u64(comm, counts.off_node_rows as u64),
+            node_copies: sum_u64(comm, route::node_copies(mine, g)),
+            ranks: g.ranks,
+        }
+    }
+
+    fn mean_received(&self) -> f64 {
+        self.copies as f64 / self.ranks as f64
+    }
+}
+
+/// One token count's run on this rank: what every step of it shares.
+struct AtTokens<'a, 's, 't> {
+    plan: &'a Plan,
+    site: &'a Site<'s, 't>,
+    g: Geometry,
+    me: usize,
+    tokens: usize,
+    clock: LoopClock,
+    progress: Arc<AtomicU64>,
+}
+
+impl AtTokens<'_, '_, '_> {
+    /// The watchdog armed on this run's progress while the guard lives.
+    fn guard(&self, what: String) -> bootstrap::watchdog::Guard {
+        self.site
+            .team
+            .watchdog()
+            .arm_progress(what, Arc::clone(&self.progress))
+    }
+
+    /// The count exchange, timed apart (DeepEP's "notify"): the counts, and the slowest
+    /// rank's time of each iteration.
+    fn count_exchange(
+        &self,
+        variant: Variant,
+        node: Option<&SimpleCommunicator>,
+        rail: Option<&SimpleCommunicator>,
+        to: &[Vec<u32>],
+    ) -> (Counts, Vec<u64>) {
+        let team = self.site.team;
+        let comm = team.comm();
+        let _g = self.guard(format!("in the count exchange at {} tokens", self.tokens));
+        let once = || exchange_counts(variant, comm, node, rail, &self.g, self.me, to);
+        for _ in 0..self.plan.warmup {
+            once();
+        }
+        team.barrier("before the timed count exchange");
+        let stamps = LoopStamps::run(
+            &self.clock,
+            self.plan.iters as usize,
+            &self.progress,
+            || {
+                once();
+                Ok::<(), ()>(())
             },
-        };
-        out.push(CollectiveResult {
+        )
+        .expect("infallible");
+        let notify = slowest(comm, &stamps.iteration_ns(&self.clock));
+        (once(), notify)
+    }
+
+    /// Before a combine: the tokens dispatched, and the experts' outputs in place (a
+    /// known pattern when unchecked).
+    fn expert_outputs(
+        &self,
+        coll: &EpCollective,
+        dispatch: &mut Path,
+        b: &mut Buffers,
+        check: Option<&Checked>,
+        hidden: usize,
+    ) -> Result<()> {
+        let _g = self.guard(format!("in the dispatch before {}", coll.name));
+        dispatch.load(&b.d_send)?;
+        dispatch.run(&b.d_send, &mut b.d_recv)?;
+        dispatch.fetch(&mut b.d_recv)?;
+        match check {
+            Some(c) => expert_outputs(
+                &b.d_recv,
+                &c.rows,
+                &c.all,
+                &self.g,
+                self.me,
+                hidden,
+                &mut b.c_send,
+            ),
+            None => b.c_send.fill(0x3c),
+        }
+        Ok(())
+    }
+
+    /// Warm-up, the ranks lined up, then every iteration timed.
+    fn time(
+        &self,
+        coll: &EpCollective,
+        p: &mut Path,
+        send: &[u8],
+        recv: &mut [u8],
+    ) -> Result<Timed> {
+        {
+            let _g = self.guard(format!("in the warm-up of {}", coll.name));
+            p.load(send)?;
+            for _ in 0..self.plan.warmup {
+                p.run(send, recv)?;
+            }
+        }
+        self.site.team.barrier("before the timed loop");
+        let _g = self.guard(format!(
+            "in {} at {} tokens: an iteration made no progress (a rank stopped taking part)",
+            coll.name, self.tokens
+        ));
+        let stamps = LoopStamps::run(
+            &self.clock,
+            self.plan.iters as usize,
+            &self.progress,
+            || p.run(send, recv),
+        )?;
+        Ok(Timed {
+            loop_ns: stamps.total_ns(&self.clock),
+            iteration_ns: stamps.iteration_ns(&self.clock),
+        })
+    }
+
+    /// The collective's row: nccl-tests' timing over the mean bytes a rank sends, and the
+    /// EP figures from the slowest rank's steps.
+    fn row(
+        &self,
+        ep: &EpPlan,
+        coll: &EpCollective,
+        timed: &Timed,
+        wrong: Option<u64>,
+        totals: &Totals,
+        notify: &[u64],
+    ) -> Result<CollectiveResult> {
+        let (plan, site) = (self.plan, self.site);
+        let ranks = totals.ranks;
+        let row = coll.payload.bytes_per_copy(ep.hidden as usize);
+        let size_bytes = (totals.copies as usize * row / ranks) as u64;
+        let timing = measure::combine(plan, site, timed, wrong, size_bytes, 1.0)?;
+        let step = slowest(site.team.comm(), &timed.iteration_ns);
+        Ok(CollectiveResult {
             collective: coll.name.into(),
             backend: plan.backend.name().into(),
             ranks: ranks as u32,
             nodes: Some(site.spec.nodes),
             size_bytes,
-            count: tokens as u64,
+            count: self.tokens as u64,
             datatype: coll.payload.name().into(),
             op: if coll.backwards { "sum" } else { "none" }.into(),
             root: -1,
@@ -714,10 +805,57 @@ pub fn size(
             in_place: timing.clone(),
             out_of_place: timing,
             complete: true,
-            ep: Some(figures),
-        });
+            ep: Some(self.figures(ep, coll, row, totals, &step, notify)),
+        })
     }
-    Ok(out)
+
+    /// The EP figures: the step's percentiles, the bytes on the network and DeepEP's
+    /// count of them, per-rank rates at the median step, and the receive imbalance.
+    fn figures(
+        &self,
+        ep: &EpPlan,
+        coll: &EpCollective,
+        row: usize,
+        totals: &Totals,
+        step: &[u64],
+        notify: &[u64],
+    ) -> EpFigures {
+        let p50 = pct_us(step, 0.5);
+        let network_bytes = totals.off_node * row as u64;
+        let deepep_bytes = totals.node_copies * row as u64;
+        let per_rank_rate = |b: u64| results::units::gbyte_s(b / totals.ranks as u64, p50 / 1e6);
+        let mean_recv = totals.mean_received();
+        EpFigures {
+            byte_formula: EP_BYTE_FORMULA.into(),
+            variant: ep.variant.name().into(),
+            routing: ep.routing.name(),
+            seed: ep.seed,
+            tokens_per_rank: self.tokens as u64,
+            hidden: ep.hidden,
+            topk: ep.topk,
+            experts: ep.experts,
+            ranks_per_node: self.g.ranks_per_node as u32,
+            payload: coll.payload.name().into(),
+            bytes_per_copy: row as u64,
+            copies: totals.copies,
+            network_bytes,
+            deepep_bytes,
+            step_p50_us: p50,
+            step_p99_us: pct_us(step, 0.99),
+            step_max_us: pct_us(step, 1.0),
+            notify_p50_us: pct_us(notify, 0.5),
+            notify_max_us: pct_us(notify, 1.0),
+            network_gbyte_s: per_rank_rate(network_bytes),
+            deepep_gbyte_s: per_rank_rate(deepep_bytes),
+            received_max_copies: totals.received_max,
+            received_mean_copies: mean_recv,
+            imbalance: if mean_recv > 0.0 {
+                totals.received_max as f64 / mean_recv
+            } else {
+                0.0
+            },
+        }
+    }
 }
 
 #[cfg(test)]
