@@ -534,10 +534,10 @@ pub fn size(
         progress: Arc::new(AtomicU64::new(0)),
     };
     let (counts, notify) = r.count_exchange(ep.variant, node, rail, &to);
-    let mut b = Buffers::new(&counts, hidden);
-    fill_dispatch(&mut b.d_send, me, &to, &counts.order, hidden);
     let row_d = Payload::Fp8.bytes_per_copy(hidden);
     let row_c = Payload::Bf16.bytes_per_copy(hidden);
+    let mut b = Buffers::new(&counts, row_d, row_c);
+    fill_dispatch(&mut b.d_send, me, &to, &counts.order, hidden);
     let mut dispatch = path(&counts, mover, comm, node, rail, row_d, false)?;
     let mut combine = path(&counts, mover, comm, node, rail, row_c, true)?;
     let check = plan.check.then(|| Checked::of(ep, &r.g, me, tokens));
@@ -587,9 +587,8 @@ struct Buffers {
 }
 
 impl Buffers {
-    fn new(counts: &Counts, hidden: usize) -> Self {
-        let row_d = Payload::Fp8.bytes_per_copy(hidden);
-        let row_c = Payload::Bf16.bytes_per_copy(hidden);
+    /// Rows of `row_d` bytes (an FP8 copy) for the dispatch, `row_c` (BF16) for the combine.
+    fn new(counts: &Counts, row_d: usize, row_c: usize) -> Self {
         Buffers {
             d_send: vec![0u8; counts.send_rows * row_d],
             d_recv: vec![0x5au8; counts.recv_rows * row_d],

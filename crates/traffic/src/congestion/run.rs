@@ -212,9 +212,8 @@ impl Phases<'_> {
         Ok(())
     }
 
-    /// The isolated phase, then the loaded one: the canaries measure, the congestors
-    /// congest in the loaded one, every rank's port counters before and after each; then
-    /// the flows close (over TCP, dropped) and their far ends report what they received.
+    /// The isolated phase, then the loaded one; then the flows close (over TCP, dropped)
+    /// and their far ends report what they received since the loaded phase began.
     fn measure(
         self,
         gang: &mut dyn Gang,
@@ -222,47 +221,9 @@ impl Phases<'_> {
         servers: Servers,
         received: &Sinks,
     ) -> Result<RankReport> {
-        let (canary, phase, slots) = (self.canary, self.phase, self.slots);
         let mut report = RankReport::default();
-        let read = || -> Vec<_> {
-            devices
-                .iter()
-                .map(|(d, n)| probe::counters::read(d, *n))
-                .collect()
-        };
-        let mut t_loaded = Instant::now();
-        for (p, loaded) in [false, true].into_iter().enumerate() {
-            let before = read();
-            // Over verbs the flows of the phase connect before it starts: the canaries'
-            // in both phases, the congestors' in the loaded one.
-            self.out.arm(canary || loaded)?;
-            gang.barrier(if loaded {
-                "loaded phase"
-            } else {
-                "isolated phase"
-            })?;
-            let t0 = Instant::now();
-            if canary {
-                report
-                    .hist
-                    .push(canary_phase(&self.out, self.collective, t0, phase)?);
-            } else if loaded {
-                let until = t0 + phase * slots + Duration::from_millis(200);
-                report.congest.extend(congest(&self.out, t0, until)?);
-            }
-            let after = read();
-            report.counters[p] = before
-                .iter()
-                .zip(&after)
-                .map(|(b, a)| probe::counters::delta(b, a))
-                .collect();
-            gang.any_within(
-                false,
-                "waiting for the phase to end on all ranks",
-                phase * (slots + 1) + self.timeout,
-            )?;
-            t_loaded = t0;
-        }
+        self.phase(gang, devices, false, &mut report)?;
+        let t_loaded = self.phase(gang, devices, true, &mut report)?;
         // The congestors close their flows: the far ends end and report.
         self.out.close();
         servers.join()?;
@@ -274,6 +235,54 @@ impl Phases<'_> {
             report.congest.push((*g, *bytes, secs));
         }
         Ok(report)
+    }
+
+    /// One phase, isolated or loaded: the canaries measure, the congestors congest in the
+    /// loaded one, every rank's port counters read before and after. Returns its start.
+    fn phase(
+        &self,
+        gang: &mut dyn Gang,
+        devices: &[(String, u32)],
+        loaded: bool,
+        report: &mut RankReport,
+    ) -> Result<Instant> {
+        let (canary, phase, slots) = (self.canary, self.phase, self.slots);
+        let read = || -> Vec<_> {
+            devices
+                .iter()
+                .map(|(d, n)| probe::counters::read(d, *n))
+                .collect()
+        };
+        let before = read();
+        // Over verbs the flows of the phase connect before it starts: the canaries' in
+        // both phases, the congestors' in the loaded one.
+        self.out.arm(canary || loaded)?;
+        gang.barrier(if loaded {
+            "loaded phase"
+        } else {
+            "isolated phase"
+        })?;
+        let t0 = Instant::now();
+        if canary {
+            report
+                .hist
+                .push(canary_phase(&self.out, self.collective, t0, phase)?);
+        } else if loaded {
+            let until = t0 + phase * slots + Duration::from_millis(200);
+            report.congest.extend(congest(&self.out, t0, until)?);
+        }
+        let after = read();
+        report.counters[usize::from(loaded)] = before
+            .iter()
+            .zip(&after)
+            .map(|(b, a)| probe::counters::delta(b, a))
+            .collect();
+        gang.any_within(
+            false,
+            "waiting for the phase to end on all ranks",
+            phase * (slots + 1) + self.timeout,
+        )?;
+        Ok(t0)
     }
 }
 
